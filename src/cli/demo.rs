@@ -1,0 +1,152 @@
+//! `git factory demo [DIR]`: a self-contained tour. Makes a small repo with a failing check and
+//! runs a work order with a built-in scripted proposer: attempt 1 fails acceptance and is
+//! rolled back, attempt 2 passes. Needs nothing but git and this binary.
+
+use crate::error::{Error, Exit, Result};
+use crate::harness::{self, RunOptions, RunReport};
+use crate::roles::se::provider::ProviderSpec;
+use crate::ui::Ui;
+use crate::workorder::LoadedWorkOrder;
+use clap::Args;
+use git2::{Repository, Signature, Time};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to create the demo repo (must not exist or be empty; default: a new temporary folder)
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+const GREETING: &str = "Hello, wrld!\n";
+
+fn proposal(to: &str, summary: &str) -> String {
+    let diff = format!(
+        "diff --git a/greeting.txt b/greeting.txt\n--- a/greeting.txt\n+++ b/greeting.txt\n@@ -1 +1 @@\n-Hello, wrld!\n+{to}\n"
+    );
+    json!({"unified_diff": diff, "summary": summary}).to_string()
+}
+
+fn make_repo(dir: &Path) -> Result<()> {
+    let repo = Repository::init(dir)?;
+    std::fs::write(dir.join("greeting.txt"), GREETING)?;
+    std::fs::write(
+        dir.join("README.md"),
+        "# factory demo\n\nA tiny repo whose greeting has a typo. Its check: `git grep` for the right text.\n",
+    )?;
+    let mut cfg = repo.config()?;
+    cfg.set_str("user.name", "git-factory demo")?;
+    cfg.set_str("user.email", "demo@git-factory.invalid")?;
+    // Global verification for this repo: no whitespace errors in the change.
+    cfg.set_str("factory.verify", "git diff --check")?;
+    let mut index = repo.index()?;
+    index.add_path(Path::new("greeting.txt"))?;
+    index.add_path(Path::new("README.md"))?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    // A fixed author and date: the demo's baseline, and so its run id, is the same everywhere.
+    let sig = Signature::new(
+        "git-factory demo",
+        "demo@git-factory.invalid",
+        &Time::new(1_700_000_000, 0),
+    )?;
+    repo.commit(
+        Some("HEAD"),
+        &sig,
+        &sig,
+        "demo: a greeting with a typo\n",
+        &tree,
+        &[],
+    )?;
+    Ok(())
+}
+
+pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
+    let dir = match args.dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(&d)
+                    .map(|mut r| r.next().is_some())
+                    .unwrap_or(true)
+            {
+                return Err(
+                    Error::new(format!("{} already exists and is not empty", d.display()))
+                        .hint("give a new folder: git factory demo ./factory-demo"),
+                );
+            }
+            std::fs::create_dir_all(&d)?;
+            d
+        }
+        None => tempfile::Builder::new()
+            .prefix("git-factory-demo-")
+            .tempdir()?
+            .keep(),
+    };
+    make_repo(&dir)?;
+    ui.info(format!("demo repo: {}", dir.display()));
+    let order = LoadedWorkOrder::from_value(
+        json!({
+            "id": "demo-typo",
+            "title": "Fix the typo in greeting.txt",
+            "intent": "greeting.txt should say exactly 'Hello, world!'.",
+            "allowed_files": ["greeting.txt"],
+            "context_files": ["greeting.txt"],
+            "acceptance_commands": ["git grep --quiet --extended-regexp '^Hello, world!$' -- greeting.txt"],
+        }),
+        "demo",
+    )?;
+    let opts = RunOptions {
+        repo_dir: Some(dir.clone()),
+        work_order: order,
+        out: None,
+        provider: ProviderSpec::Scripted {
+            name: "demo".into(),
+            proposals: vec![
+                proposal("Hello, World!", "fix the typo"),
+                proposal("Hello, world!", "fix the typo, keeping the lowercase w"),
+            ],
+        },
+        temperature: 0.0,
+        max_attempts: 2,
+        timeout_seconds: 60,
+        agent_timeout_seconds: 60,
+        strict_apply: false,
+        force: false,
+        dry_run: false,
+    };
+    let summary = match harness::run(opts, ui)? {
+        RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,
+        RunReport::DryRun { .. } => return Ok(Exit::Success),
+    };
+    super::run::report(ui, &summary);
+    super::run::final_line(ui, &summary, None);
+    ui.info("\n$ git factory log");
+    super::log::cmd_log(
+        ui,
+        super::log::LogArgs {
+            max_count: None,
+            verdict: None,
+            json: false,
+            repo: Some(dir.clone()),
+        },
+    )?;
+    ui.info(format!("\n$ git factory show {}", summary.run_id));
+    super::show::cmd_show(
+        ui,
+        super::show::ShowArgs {
+            run: summary.run_id.clone(),
+            patch: false,
+            attempt: None,
+            log: None,
+            json: false,
+            repo: Some(dir.clone()),
+        },
+    )?;
+    ui.info(format!(
+        "\nexplore it: cd {} && git factory show {} --patch",
+        dir.display(),
+        summary.run_id
+    ));
+    Ok(harness::exit_for(summary.verdict))
+}

@@ -1,0 +1,99 @@
+//! `git factory log`: past runs, newest first, one line each.
+
+use crate::error::{Exit, Result};
+use crate::git;
+use crate::store;
+use crate::ui::{self, Ui};
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VerdictFilter {
+    Pass,
+    Fail,
+    Error,
+    Interrupted,
+    Running,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Show at most N runs
+    #[arg(short = 'n', long = "max-count", value_name = "N")]
+    pub max_count: Option<usize>,
+    /// Only runs with this verdict
+    #[arg(long, value_enum, value_name = "VERDICT")]
+    pub verdict: Option<VerdictFilter>,
+    /// Print the runs as a JSON array on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// The repository (default: discovered from the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<std::path::PathBuf>,
+}
+
+/// "3 minutes ago"-style age, like git's relative dates.
+pub fn age(now: i64, then: i64) -> String {
+    let d = (now - then).max(0);
+    let (n, unit) = match d {
+        0..=89 => (d, "second"),
+        90..=5399 => ((d + 30) / 60, "minute"),
+        5400..=129_599 => ((d + 1800) / 3600, "hour"),
+        129_600..=3_023_999 => ((d + 43_200) / 86_400, "day"),
+        3_024_000..=31_535_999 => ((d + 1_296_000) / 2_592_000, "month"),
+        _ => ((d + 15_768_000) / 31_536_000, "year"),
+    };
+    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+}
+
+pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
+    let repo = git::open(args.repo.as_deref())?;
+    let mut runs = store::list_runs(&repo)?;
+    if let Some(filter) = args.verdict {
+        let want = format!("{filter:?}").to_ascii_uppercase();
+        runs.retain(|r| r.verdict == want);
+    }
+    if let Some(n) = args.max_count {
+        runs.truncate(n);
+    }
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&runs).unwrap_or_default();
+        text.push('\n');
+        ui.out(text);
+        return Ok(Exit::Success);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let mut text = String::new();
+    for r in &runs {
+        let verdict = match r.verdict.as_str() {
+            "PASS" => console::style(format!("{:<11}", r.verdict)).green().bold(),
+            "FAIL" => console::style(format!("{:<11}", r.verdict)).red().bold(),
+            _ => console::style(format!("{:<11}", r.verdict))
+                .magenta()
+                .bold(),
+        };
+        text.push_str(&format!(
+            "{} {verdict} {} {} {} {} {}\n",
+            console::style(&r.run_id).yellow(),
+            format_args!("{}×", r.attempts),
+            ui::bold(&r.work_order_id),
+            r.title,
+            ui::dim(git::short(&r.baseline)),
+            ui::dim(age(now, r.time)),
+        ));
+    }
+    ui.out(text);
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages() {
+        assert_eq!(super::age(100, 100), "0 seconds ago");
+        assert_eq!(super::age(200, 80), "2 minutes ago");
+        assert_eq!(super::age(86_400 * 3, 0), "3 days ago");
+    }
+}

@@ -1,0 +1,78 @@
+//! The command line: clap definitions (their doc comments are the help text) and dispatch.
+
+pub mod demo;
+pub mod log;
+pub mod run;
+pub mod show;
+
+use crate::error::{Error, Exit};
+use crate::ui::{ColorChoice, Ui};
+use clap::{Parser, Subcommand};
+
+/// Hold LLM-proposed changes to the same gates as human ones.
+///
+/// git factory runs a strict SE → TR → PO loop: a model or agent proposes a patch (SE), the
+/// harness scopes and applies it (TR), then runs your verification and acceptance commands
+/// (PO). Failed attempts are rolled back and retried with a bounded failure brief; every run
+/// is recorded in git under refs/factory/<run_id>.
+#[derive(Debug, Parser)]
+#[command(
+    name = "git-factory",
+    bin_name = "git factory",
+    version,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// When to colour output
+    #[arg(long, value_enum, global = true, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// Print only results and the final verdict line
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print more detail about each stage
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one work order through the SE → TR → PO loop
+    Run(Box<run::RunArgs>),
+    /// List past runs, newest first
+    Log(log::LogArgs),
+    /// Show one run: summary, attempts, failure briefs, patch, logs
+    Show(show::ShowArgs),
+    /// Make a demo repo and run a work order through the loop with a scripted proposer
+    Demo(demo::DemoArgs),
+}
+
+pub fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                Exit::Refused
+            } else {
+                Exit::Success
+            };
+            let _ = e.print();
+            return code.into();
+        }
+    };
+    let ui = Ui::new(cli.color, cli.quiet, cli.verbose);
+    let result: Result<Exit, Error> = match cli.command {
+        Command::Run(args) => run::cmd_run(&ui, *args),
+        Command::Log(args) => log::cmd_log(&ui, args),
+        Command::Show(args) => show::cmd_show(&ui, args),
+        Command::Demo(args) => demo::cmd_demo(&ui, args),
+    };
+    match result {
+        Ok(code) => code.into(),
+        Err(e) => {
+            ui.error(&e);
+            e.exit.into()
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! `git factory run`: one work order through the loop.
+
+use crate::config::{self, Config};
+use crate::error::{Error, Exit, Result};
+use crate::harness::{self, RunOptions, RunReport};
+use crate::roles::se::provider::ProviderSpec;
+use crate::store::records::{RunSummary, Verdict};
+use crate::ui::{self, Ui};
+use crate::workorder::LoadedWorkOrder;
+use clap::Args;
+use serde_json::{json, Map, Value};
+use std::io::Read;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The work order JSON file (`-` reads stdin)
+    #[arg(short = 'w', long = "work-order", value_name = "FILE")]
+    pub work_order: Option<String>,
+    /// The product repo (default: discovered from the current directory, like git)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Also write the file artifacts to DIR/<run_id>/ (must be outside the work tree)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]
+    #[arg(long = "llm-model", value_name = "[PROVIDER:]MODEL")]
+    pub llm_model: Option<String>,
+    /// Base URL of an OpenAI-compatible server [env: OPENAI_BASE_URL] [config: factory.baseUrl]
+    #[arg(long = "llm-base-url", value_name = "URL")]
+    pub llm_base_url: Option<String>,
+    /// Sampling temperature [default: 0] [config: factory.temperature]
+    #[arg(long = "llm-temperature", value_name = "F")]
+    pub llm_temperature: Option<f64>,
+    /// SE is an external program that reads the request as JSON on stdin and prints its proposal
+    #[arg(long = "agent-command", value_name = "ARGV")]
+    pub agent_command: Option<String>,
+    /// Time limit in seconds for one agent invocation [default: 1800] [config: factory.agentTimeout]
+    #[arg(long = "agent-timeout", value_name = "S")]
+    pub agent_timeout: Option<u64>,
+    /// SE replays recorded proposals from a folder (1.json, 2.json, … or 1.diff, 2.diff, …)
+    #[arg(long, value_name = "PATH")]
+    pub replay: Option<PathBuf>,
+    /// SE → TR → PO attempts [default: 2] [config: factory.maxAttempts]
+    #[arg(long = "max-attempts", value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]
+    #[arg(long = "timeout-seconds", value_name = "S")]
+    pub timeout_seconds: Option<u64>,
+    /// Only the strict apply pass: every hunk exactly where its header says
+    #[arg(long = "strict-apply")]
+    pub strict_apply: bool,
+    /// Run again even though a finished run with this run_id exists
+    #[arg(long)]
+    pub force: bool,
+    /// Validate, preflight and print the first prompt; call nothing, change nothing
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// Print the final run summary as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+
+    /// Inline work order: its id
+    #[arg(long, value_name = "ID", help_heading = "Inline work order")]
+    pub id: Option<String>,
+    /// Inline work order: its title
+    #[arg(long, value_name = "TEXT", help_heading = "Inline work order")]
+    pub title: Option<String>,
+    /// Inline work order: what to change and why
+    #[arg(long, value_name = "TEXT", help_heading = "Inline work order")]
+    pub intent: Option<String>,
+    /// Inline work order: a file the change may touch (repeatable)
+    #[arg(
+        long = "allow",
+        value_name = "PATH",
+        help_heading = "Inline work order"
+    )]
+    pub allow: Vec<String>,
+    /// Inline work order: a file shown to the model (repeatable; must also be allowed)
+    #[arg(
+        long = "context",
+        value_name = "PATH",
+        help_heading = "Inline work order"
+    )]
+    pub context: Vec<String>,
+    /// Inline work order: an acceptance command (repeatable)
+    #[arg(
+        long = "accept",
+        value_name = "CMD",
+        help_heading = "Inline work order"
+    )]
+    pub accept: Vec<String>,
+    /// Inline work order: a constraint shown to the model (repeatable)
+    #[arg(
+        long = "forbid",
+        value_name = "TEXT",
+        help_heading = "Inline work order"
+    )]
+    pub forbid: Vec<String>,
+}
+
+impl RunArgs {
+    fn has_inline(&self) -> bool {
+        self.id.is_some()
+            || self.title.is_some()
+            || self.intent.is_some()
+            || !self.allow.is_empty()
+            || !self.context.is_empty()
+            || !self.accept.is_empty()
+            || !self.forbid.is_empty()
+    }
+
+    fn load_work_order(&self) -> Result<LoadedWorkOrder> {
+        match (&self.work_order, self.has_inline()) {
+            (Some(_), true) => Err(Error::new(
+                "--work-order and inline work-order flags were both given",
+            )
+            .hint("use either -w FILE or --id/--title/--intent/--allow/--accept")),
+            (Some(path), false) if path == "-" => {
+                let mut text = String::new();
+                std::io::stdin().read_to_string(&mut text).map_err(|e| {
+                    Error::new(format!("cannot read the work order from stdin: {e}"))
+                })?;
+                LoadedWorkOrder::from_json_text(&text, "-")
+            }
+            (Some(path), false) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Error::new(format!("cannot read work order {path}: {e}"))
+                        .hint("pass the path of a work-order JSON file with -w")
+                })?;
+                LoadedWorkOrder::from_json_text(&text, path)
+            }
+            (None, true) => LoadedWorkOrder::from_value(self.inline_value(), "inline"),
+            (None, false) => Err(Error::new("no work order given")
+                .hint("pass -w FILE (or - for stdin), or --id --title --intent --allow --accept")),
+        }
+    }
+
+    /// The JSON object equivalent to the inline flags (hashed like a file's).
+    fn inline_value(&self) -> Value {
+        let mut obj = Map::new();
+        let text = |v: &Option<String>| v.clone().map(Value::String);
+        for (key, value) in [
+            ("id", text(&self.id)),
+            ("title", text(&self.title)),
+            ("intent", text(&self.intent)),
+        ] {
+            if let Some(v) = value {
+                obj.insert(key.into(), v);
+            }
+        }
+        let list = |v: &[String]| json!(v);
+        obj.insert("allowed_files".into(), list(&self.allow));
+        obj.insert("acceptance_commands".into(), list(&self.accept));
+        if !self.context.is_empty() {
+            obj.insert("context_files".into(), list(&self.context));
+        }
+        if !self.forbid.is_empty() {
+            obj.insert("forbidden".into(), list(&self.forbid));
+        }
+        Value::Object(obj)
+    }
+}
+
+fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
+    let chosen = [
+        args.agent_command.is_some(),
+        args.replay.is_some(),
+        args.llm_model.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    if chosen > 1 {
+        return Err(Error::new("more than one SE provider given")
+            .hint("use one of --llm-model, --agent-command or --replay"));
+    }
+    if let Some(cmd) = &args.agent_command {
+        let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {
+            Error::new(format!(
+                "--agent-command {cmd:?} cannot be split into arguments"
+            ))
+            .hint("quote it like a shell word list, e.g. --agent-command 'my-agent --json'")
+        })?;
+        return Ok(ProviderSpec::AgentCommand { argv });
+    }
+    if let Some(dir) = &args.replay {
+        return Ok(ProviderSpec::Replay { dir: dir.clone() });
+    }
+    let model = args.llm_model.clone().or_else(|| cfg.string(config::MODEL)).ok_or_else(|| {
+        Error::new("no SE provider: no model given")
+            .hint("pass --llm-model openai:gpt-4o (or set git config factory.model), --agent-command or --replay")
+    })?;
+    let base_url = args
+        .llm_base_url
+        .clone()
+        .or_else(|| cfg.string(config::BASE_URL))
+        .or_else(crate::env::openai_base_url);
+    ProviderSpec::model(&model, base_url)
+}
+
+fn cfg_error(e: String) -> Error {
+    Error::new(e).hint("fix it with git config, or give the flag on the command line")
+}
+
+pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
+    let work_order = args.load_work_order()?;
+    let repo = crate::git::open(args.repo.as_deref())?;
+    let cfg = Config::of(&repo);
+    drop(repo);
+    let provider = provider_spec(&args, &cfg)?;
+    let opts = RunOptions {
+        repo_dir: args.repo.clone(),
+        work_order,
+        out: args.out.clone(),
+        provider,
+        temperature: match args.llm_temperature {
+            Some(t) => t,
+            None => cfg
+                .parse(config::TEMPERATURE)
+                .map_err(cfg_error)?
+                .unwrap_or(0.0),
+        },
+        max_attempts: match args.max_attempts {
+            Some(n) => n,
+            None => cfg
+                .parse(config::MAX_ATTEMPTS)
+                .map_err(cfg_error)?
+                .unwrap_or(config::DEFAULT_MAX_ATTEMPTS),
+        },
+        timeout_seconds: match args.timeout_seconds {
+            Some(n) => n,
+            None => cfg
+                .parse(config::TIMEOUT_SECONDS)
+                .map_err(cfg_error)?
+                .unwrap_or(config::DEFAULT_TIMEOUT_SECONDS),
+        },
+        agent_timeout_seconds: match args.agent_timeout {
+            Some(n) => n,
+            None => cfg
+                .parse(config::AGENT_TIMEOUT)
+                .map_err(cfg_error)?
+                .unwrap_or(config::DEFAULT_AGENT_TIMEOUT),
+        },
+        strict_apply: args.strict_apply,
+        force: args.force,
+        dry_run: args.dry_run,
+    };
+    if !opts.temperature.is_finite() || opts.temperature < 0.0 {
+        return Err(Error::new(format!(
+            "--llm-temperature {} is not a valid temperature",
+            opts.temperature
+        ))
+        .hint("use a number such as 0 or 0.7"));
+    }
+    match harness::run(opts, ui)? {
+        RunReport::DryRun { prompt } => {
+            ui.out(prompt);
+            ui.always("dry run: nothing was called and nothing changed");
+            Ok(Exit::Success)
+        }
+        RunReport::Cached { summary } => {
+            if args.json {
+                print_json(ui, &summary);
+            }
+            ui.info(format!(
+                "run {} is already recorded ({}); nothing was run — use --force to run it again",
+                summary.run_id,
+                summary.verdict.as_str()
+            ));
+            final_line(ui, &summary, None);
+            Ok(harness::exit_for(summary.verdict))
+        }
+        RunReport::Finished { summary, out } => {
+            report(ui, &summary);
+            if args.json {
+                print_json(ui, &summary);
+            }
+            final_line(ui, &summary, out.as_deref());
+            Ok(harness::exit_for(summary.verdict))
+        }
+    }
+}
+
+pub fn print_json(ui: &Ui, summary: &RunSummary) {
+    let mut text = serde_json::to_string_pretty(summary).unwrap_or_default();
+    text.push('\n');
+    ui.out(text);
+}
+
+/// The per-attempt table shown after a run, like the seeds' result display.
+pub fn report(ui: &Ui, s: &RunSummary) {
+    for a in &s.attempts {
+        let stage = a
+            .failure_brief
+            .as_ref()
+            .map(|b| b.stage.as_str())
+            .unwrap_or("passed");
+        ui.info(format!(
+            "  attempt {}: {:<22} {:<8} {:.2}s",
+            a.attempt_index,
+            stage,
+            a.apply_method.as_deref().unwrap_or("-"),
+            a.duration_seconds
+        ));
+    }
+    if !s.side_effects.is_empty() {
+        ui.info(format!(
+            "  restored side effects: {}",
+            s.side_effects.join(", ")
+        ));
+    }
+    if let Some(e) = &s.error {
+        ui.always(format!("{} {e}", console::style("error:").red().bold()));
+    }
+}
+
+pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
+    let mut line = format!(
+        "{} {} after {} attempt{} ({}) → refs/factory/{}",
+        ui::verdict(s.verdict),
+        s.run_id,
+        s.attempts.len(),
+        if s.attempts.len() == 1 { "" } else { "s" },
+        s.ended_stage,
+        s.run_id
+    );
+    if let Some(out) = out {
+        line.push_str(&format!(", {}", out.join("run_summary.json").display()));
+    }
+    if s.verdict == Verdict::Pass {
+        line.push_str(&ui::dim("  (the change is in your work tree, uncommitted)"));
+    }
+    ui.always(line);
+}

@@ -1,0 +1,198 @@
+//! `git factory show <run>`: one run's summary, attempts, briefs, patch and logs.
+
+use crate::error::{Error, Exit, Result};
+use crate::git;
+use crate::store::{self, records::CmdResult};
+use crate::ui::{self, Ui};
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A run id or a unique prefix of at least 4 hex digits
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// Print the passing (or else the last) attempt's proposed patch
+    #[arg(long)]
+    pub patch: bool,
+    /// Show only attempt N (with --patch: that attempt's patch)
+    #[arg(long, value_name = "N")]
+    pub attempt: Option<u32>,
+    /// Print a command's full output, e.g. acceptance:0 or verify:1 (of --attempt N, default the last)
+    #[arg(long, value_name = "KIND:I")]
+    pub log: Option<String>,
+    /// Print the stored run_summary.json exactly
+    #[arg(long)]
+    pub json: bool,
+    /// The repository (default: discovered from the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<std::path::PathBuf>,
+}
+
+fn command_line(c: &CmdResult) -> String {
+    let mark = if c.succeeded() {
+        console::style("✓").green().to_string()
+    } else {
+        console::style("✗").red().to_string()
+    };
+    format!(
+        "    {mark} {} → {} ({:.2}s)",
+        c.display(),
+        c.outcome(),
+        c.duration_seconds
+    )
+}
+
+pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
+    let repo = git::open(args.repo.as_deref())?;
+    let run = store::resolve(&repo, &args.run)?;
+    let s = &run.summary;
+    if args.json {
+        let bytes =
+            store::read_artifact(&repo, run.commit, "run_summary.json")?.unwrap_or_default();
+        ui.out(String::from_utf8_lossy(&bytes));
+        return Ok(Exit::Success);
+    }
+    let pick_attempt = || -> Result<u32> {
+        match args.attempt {
+            Some(n) if s.attempts.iter().any(|a| a.attempt_index == n) => Ok(n),
+            Some(n) => Err(Error::new(format!("run {} has no attempt {n}", s.run_id))
+                .hint(format!("it has attempts 1 to {}", s.attempts.len()))),
+            None => {
+                let passing = s
+                    .attempts
+                    .iter()
+                    .find(|a| a.failure_brief.is_none() && a.apply_ok);
+                passing
+                    .or(s.attempts.last())
+                    .map(|a| a.attempt_index)
+                    .ok_or_else(|| Error::new(format!("run {} has no attempts", s.run_id)))
+            }
+        }
+    };
+    if let Some(spec) = &args.log {
+        let n = pick_attempt()?;
+        let (kind, index) = spec
+            .split_once(':')
+            .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
+            .filter(|(k, _)| ["verify", "acceptance", "agent"].contains(k))
+            .ok_or_else(|| {
+                Error::new(format!("--log {spec:?} is not KIND:I"))
+                    .hint("e.g. --log acceptance:0 or --log verify:0")
+            })?;
+        let stem = if kind == "agent" {
+            "agent".to_string()
+        } else {
+            format!("{kind}_{index}")
+        };
+        let mut found = false;
+        for stream in ["stdout", "stderr"] {
+            let path = format!("attempt_{n}/{stem}_{stream}.txt");
+            if let Some(bytes) = store::read_artifact(&repo, run.commit, &path)? {
+                found = true;
+                ui.info(ui::dim(format!("── {path}")));
+                ui.out(String::from_utf8_lossy(&bytes));
+            }
+        }
+        if !found {
+            return Err(
+                Error::new(format!("attempt {n} of run {} has no {spec} log", s.run_id))
+                    .hint("see which commands ran with git factory show RUN"),
+            );
+        }
+        return Ok(Exit::Success);
+    }
+    if args.patch {
+        let n = pick_attempt()?;
+        for name in ["proposed_patch.diff", "proposed_writes.json"] {
+            if let Some(bytes) =
+                store::read_artifact(&repo, run.commit, &format!("attempt_{n}/{name}"))?
+            {
+                ui.out(String::from_utf8_lossy(&bytes));
+                return Ok(Exit::Success);
+            }
+        }
+        return Err(Error::new(format!(
+            "attempt {n} of run {} has no proposed patch",
+            s.run_id
+        ))
+        .hint("its proposal was invalid or the provider failed; see git factory show RUN"));
+    }
+
+    let mut out = String::new();
+    out.push_str(&format!(
+        "run {}  {}\n",
+        console::style(&s.run_id).yellow(),
+        ui::verdict(s.verdict)
+    ));
+    out.push_str(&format!(
+        "work order: {} — {}\n",
+        s.work_order_id, s.work_order_title
+    ));
+    out.push_str(&format!(
+        "baseline:   {}   mode: {}   model: {}\n",
+        git::short(&s.repo_baseline_commit),
+        s.mode,
+        s.config.model
+    ));
+    out.push_str(&format!(
+        "ended:      {} after {} of {} attempts, {:.2}s ({} → {})\n",
+        s.ended_stage,
+        s.attempts.len(),
+        s.max_attempts,
+        s.duration_seconds,
+        s.started_utc,
+        s.ended_utc
+    ));
+    if let Some(c) = &s.result_commit {
+        out.push_str(&format!("result:     {}\n", git::short(c)));
+    }
+    if !s.side_effects.is_empty() {
+        out.push_str(&format!(
+            "side effects restored: {}\n",
+            s.side_effects.join(", ")
+        ));
+    }
+    if let Some(e) = &s.error {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    for a in &s.attempts {
+        if args.attempt.is_some_and(|n| n != a.attempt_index) {
+            continue;
+        }
+        let stage = a
+            .failure_brief
+            .as_ref()
+            .map(|b| b.stage.as_str())
+            .unwrap_or("passed");
+        out.push_str(&format!(
+            "\nattempt {}: {}  apply: {}  {:.2}s\n",
+            a.attempt_index,
+            ui::bold(stage),
+            a.apply_method.as_deref().unwrap_or("-"),
+            a.duration_seconds
+        ));
+        if let Some(sum) = a.summary.as_deref().filter(|s| !s.is_empty()) {
+            out.push_str(&format!("  summary: {sum}\n"));
+        }
+        if !a.touched_files.is_empty() {
+            out.push_str(&format!("  touched: {}\n", a.touched_files.join(", ")));
+        }
+        if let Some(k) = a.repeat_of {
+            out.push_str(&format!(
+                "  repeated attempt {k}'s change; not applied again\n"
+            ));
+        }
+        for c in a.verify.iter().chain(a.acceptance.iter()) {
+            out.push_str(&command_line(c));
+            out.push('\n');
+        }
+        if let Some(b) = &a.failure_brief {
+            out.push_str("  failure brief:\n");
+            for line in b.primary_error_excerpt.lines().take(40) {
+                out.push_str(&format!("    │ {line}\n"));
+            }
+        }
+    }
+    ui.out(out);
+    Ok(Exit::Success)
+}

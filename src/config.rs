@@ -1,0 +1,64 @@
+//! `factory.*` git-config keys, read once; the command line wins over every one of them.
+
+use git2::Repository;
+
+pub const MODEL: &str = "factory.model";
+pub const BASE_URL: &str = "factory.baseUrl";
+pub const MAX_ATTEMPTS: &str = "factory.maxAttempts";
+pub const TIMEOUT_SECONDS: &str = "factory.timeoutSeconds";
+pub const TEMPERATURE: &str = "factory.temperature";
+pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
+pub const VERIFY: &str = "factory.verify";
+pub const SCRUB_ENV: &str = "factory.scrubEnv";
+
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
+pub const DEFAULT_AGENT_TIMEOUT: u64 = 1800;
+
+/// The repository's effective configuration (system, global, local, worktree).
+pub struct Config {
+    cfg: Option<git2::Config>,
+}
+
+impl Config {
+    pub fn of(repo: &Repository) -> Self {
+        Config {
+            cfg: repo.config().and_then(|mut c| c.snapshot()).ok(),
+        }
+    }
+
+    pub fn string(&self, key: &str) -> Option<String> {
+        self.cfg
+            .as_ref()?
+            .get_string(key)
+            .ok()
+            .filter(|s| !s.is_empty())
+    }
+
+    pub fn parse<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
+        match self.string(key) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("git config {key} has an invalid value {v:?}")),
+        }
+    }
+
+    /// Every value of a multi-valued key, in config order.
+    pub fn multi(&self, key: &str) -> Vec<String> {
+        let Some(cfg) = &self.cfg else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Ok(mut entries) = cfg.multivar(key, None) {
+            while let Some(Ok(entry)) = entries.next() {
+                if let Some(v) = entry.value() {
+                    out.push(v.to_string());
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,59 @@
+//! The in-situ repo lock: an `flock` on `.git/factory/lock`, so the kernel frees it when the
+//! process dies and a killed run never leaves a lock that needs guessing.
+
+use crate::error::{Error, Result};
+use rustix::fs::{flock, FlockOperation};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+pub struct RepoLock {
+    file: File,
+}
+
+impl RepoLock {
+    /// Takes the lock or refuses, naming the holder's pid and run id.
+    pub fn acquire(factory_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(factory_dir)?;
+        let path = factory_dir.join("lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() {
+                "another process".to_string()
+            } else {
+                holder.to_string()
+            };
+            return Err(Error::new(format!(
+                "another git factory run holds the repo lock ({who})"
+            ))
+            .hint("wait for it to finish, or use --worktree to run beside it"));
+        }
+        let mut lock = RepoLock { file };
+        lock.describe("(preflight)")?;
+        Ok(lock)
+    }
+
+    /// Records which run holds the lock, for the refusal another run prints.
+    pub fn describe(&mut self, run_id: &str) -> Result<()> {
+        self.file.set_len(0)?;
+        self.file.rewind()?;
+        write!(self.file, "pid {} run {run_id}", std::process::id())?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for RepoLock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+}

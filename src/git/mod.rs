@@ -1,0 +1,231 @@
+//! Repository access: opening, preflight facts, status walks, tree ids, and restoring a work
+//! tree to its baseline without ever writing the user's index.
+
+pub mod lock;
+
+use crate::error::{Error, Result};
+use crate::roles::tr::apply::FileOutcome;
+use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
+use git2::{FileMode, Oid, Repository, RepositoryState, Status, StatusOptions};
+use std::path::{Path, PathBuf};
+
+/// Opens the repository containing `dir` (or the current directory), as git would.
+pub fn open(dir: Option<&Path>) -> Result<Repository> {
+    let start = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir()?,
+    };
+    Repository::discover(&start).map_err(|_| {
+        Error::new(format!(
+            "{} is not inside a git repository",
+            start.display()
+        ))
+        .hint("run inside a git work tree, or pass --repo DIR")
+    })
+}
+
+/// The work tree root of a non-bare repository.
+pub fn workdir(repo: &Repository) -> Result<PathBuf> {
+    repo.workdir().map(Path::to_path_buf).ok_or_else(|| {
+        Error::new("the repository is bare (it has no work tree)")
+            .hint("run inside a clone that has a work tree")
+    })
+}
+
+/// Where git-factory keeps its own files: `.git/factory/` of the common git dir.
+pub fn factory_dir(repo: &Repository) -> PathBuf {
+    repo.commondir().join("factory")
+}
+
+/// HEAD's commit id, refusing an unborn HEAD.
+pub fn head_commit(repo: &Repository) -> Result<git2::Commit<'_>> {
+    let head = repo.head().map_err(|_| {
+        Error::new("HEAD has no commit yet")
+            .hint("make a first commit: git commit --allow-empty -m init")
+    })?;
+    Ok(head.peel_to_commit()?)
+}
+
+/// Refuses while a merge, rebase, cherry-pick, revert or bisect is under way.
+pub fn ensure_no_operation(repo: &Repository) -> Result<()> {
+    let what = match repo.state() {
+        RepositoryState::Clean => return Ok(()),
+        RepositoryState::Merge => "a merge",
+        RepositoryState::Revert | RepositoryState::RevertSequence => "a revert",
+        RepositoryState::CherryPick | RepositoryState::CherryPickSequence => "a cherry-pick",
+        RepositoryState::Bisect => "a bisect",
+        RepositoryState::Rebase
+        | RepositoryState::RebaseInteractive
+        | RepositoryState::RebaseMerge => "a rebase",
+        RepositoryState::ApplyMailbox | RepositoryState::ApplyMailboxOrRebase => "a git am",
+    };
+    Err(Error::new(format!("{what} is in progress"))
+        .hint("finish or abort it first (e.g. git merge --abort, git rebase --abort)"))
+}
+
+/// One entry of a status walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dirty {
+    pub path: String,
+    pub label: &'static str,
+    pub tracked: bool,
+}
+
+fn label(s: Status) -> (&'static str, bool) {
+    if s.contains(Status::WT_NEW) && !s.intersects(Status::INDEX_NEW | Status::INDEX_MODIFIED) {
+        return ("untracked", false);
+    }
+    if s.intersects(
+        Status::INDEX_NEW
+            | Status::INDEX_MODIFIED
+            | Status::INDEX_DELETED
+            | Status::INDEX_RENAMED
+            | Status::INDEX_TYPECHANGE,
+    ) {
+        return ("staged", true);
+    }
+    if s.contains(Status::WT_DELETED) {
+        return ("deleted", true);
+    }
+    if s.contains(Status::CONFLICTED) {
+        return ("conflicted", true);
+    }
+    ("modified", true)
+}
+
+/// One status walk: staged, unstaged and untracked-not-ignored paths, sorted.
+/// `recurse` lists each untracked file rather than its top directory.
+pub fn dirty_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(recurse)
+        .include_ignored(false)
+        .exclude_submodules(false)
+        .renames_head_to_index(false)
+        .renames_index_to_workdir(false);
+    let statuses = repo.statuses(Some(&mut opts))?;
+    let mut out: Vec<Dirty> = statuses
+        .iter()
+        .filter(|e| e.status() != Status::CURRENT && !e.status().contains(Status::IGNORED))
+        .map(|e| {
+            let (label, tracked) = label(e.status());
+            Dirty {
+                path: String::from_utf8_lossy(e.path_bytes()).into_owned(),
+                label,
+                tracked,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Refuses a work tree with any staged, unstaged or untracked-not-ignored change,
+/// listing up to 10 of them.
+pub fn ensure_clean(repo: &Repository) -> Result<()> {
+    let dirty = dirty_paths(repo, false)?;
+    if dirty.is_empty() {
+        return Ok(());
+    }
+    let mut err = Error::new("the work tree has uncommitted changes");
+    for d in dirty.iter().take(10) {
+        err = err.detail(format!("{}: {}", d.label, d.path));
+    }
+    if dirty.len() > 10 {
+        err = err.detail(format!("… and {} more", dirty.len() - 10));
+    }
+    Err(err.hint(
+        "commit or stash them (git stash -u), or run with --worktree to leave your tree alone",
+    ))
+}
+
+/// The git tree id of the work tree (tracked plus untracked-not-ignored files), computed in an
+/// in-memory copy of the index: its stat cache means only changed files are hashed, and the
+/// user's index file is never written.
+pub fn worktree_tree(root: &Path) -> Result<Oid> {
+    let repo = Repository::open(root)?;
+    let mut index = repo.index()?;
+    index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
+    index.update_all(["*"].iter(), None)?;
+    Ok(index.write_tree()?)
+}
+
+/// The tree of `base` with the outcomes' after-states applied, built in memory.
+pub fn tree_with(repo: &Repository, base: Oid, outcomes: &[FileOutcome]) -> Result<Oid> {
+    let base_tree = repo.find_tree(base)?;
+    let mut builder = TreeUpdateBuilder::new();
+    for o in outcomes {
+        match &o.after {
+            None => {
+                builder.remove(o.path.as_str());
+            }
+            Some(state) => {
+                let blob = repo.blob(&state.bytes)?;
+                let mode = if state.executable {
+                    FileMode::BlobExecutable
+                } else {
+                    FileMode::Blob
+                };
+                builder.upsert(o.path.as_str(), blob, mode);
+            }
+        }
+    }
+    Ok(builder.create_updated(repo, &base_tree)?)
+}
+
+/// Makes the work tree equal to `baseline` again, as `git reset --hard` + `git clean -fd`
+/// would, without writing the index: tracked paths that differ are checked out from the
+/// baseline, untracked-not-ignored files removed (ignored files are never touched). Loops until
+/// a status walk is empty; returns the paths it had to restore.
+pub fn restore_baseline(
+    repo: &Repository,
+    root: &Path,
+    baseline: &git2::Commit<'_>,
+) -> Result<Vec<String>> {
+    let mut restored: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        let dirty = dirty_paths(repo, true)?;
+        if dirty.is_empty() {
+            restored.sort();
+            restored.dedup();
+            return Ok(restored);
+        }
+        let mut checkout = CheckoutBuilder::new();
+        checkout.force().update_index(false).remove_untracked(false);
+        let mut any_tracked = false;
+        for d in &dirty {
+            restored.push(d.path.clone());
+            if d.tracked {
+                checkout.path(d.path.as_str());
+                any_tracked = true;
+            } else {
+                let full = root.join(&d.path);
+                let removed = if full.is_dir() && !full.is_symlink() {
+                    std::fs::remove_dir_all(&full)
+                } else {
+                    std::fs::remove_file(&full)
+                };
+                if removed.is_ok() {
+                    crate::roles::tr::apply::prune_empty_dirs(root, &full);
+                }
+            }
+        }
+        if any_tracked {
+            repo.checkout_tree(baseline.as_object(), Some(&mut checkout))?;
+        }
+    }
+    let left = dirty_paths(repo, true)?;
+    if left.is_empty() {
+        return Ok(restored);
+    }
+    let mut err = Error::new("rollback could not restore the baseline: these paths still differ");
+    for d in left.iter().take(10) {
+        err = err.detail(format!("{}: {}", d.label, d.path));
+    }
+    Err(err.hint("inspect them with git status; the run record names the baseline commit"))
+}
+
+/// Short (7-hex) form of an object id, for people.
+pub fn short(oid: &str) -> &str {
+    &oid[..oid.len().min(7)]
+}

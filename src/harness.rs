@@ -1,0 +1,902 @@
+//! One run of the loop in the user's work tree (in-situ mode, SPEC §5): preflight, identity,
+//! the SE/TR/PO nodes the graph drives, rollback, and the run's record.
+
+use crate::config::Config;
+use crate::error::{Error, Exit, Result};
+use crate::git::{self, lock::RepoLock};
+use crate::graph::{self, Ending, Nodes, Outcome};
+use crate::identity;
+use crate::roles::po::exec::{excerpt, tail_chars};
+use crate::roles::po::verify::{self, PoRun};
+use crate::roles::se::prompt::{self, ContextFile};
+use crate::roles::se::proposal::{self, Change, Proposal};
+use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request};
+use crate::roles::tr::{self, apply, diff::Strip, Plan, Rules};
+use crate::store::records::{
+    AttemptRecord, CmdResult, FailureBrief, RunConfig, RunSummary, Stage, Verdict,
+};
+use crate::store::{self, RunWriter};
+use crate::ui::{self, Ui};
+use crate::workorder::LoadedWorkOrder;
+use git2::{Commit, Repository};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const BRIEF_CHARS: usize = 2000;
+
+/// Everything `git factory run` was asked to do.
+pub struct RunOptions {
+    pub repo_dir: Option<PathBuf>,
+    pub work_order: LoadedWorkOrder,
+    pub out: Option<PathBuf>,
+    pub provider: ProviderSpec,
+    pub temperature: f64,
+    pub max_attempts: u32,
+    pub timeout_seconds: u64,
+    pub agent_timeout_seconds: u64,
+    pub strict_apply: bool,
+    pub force: bool,
+    pub dry_run: bool,
+}
+
+/// How a run command ended, for the CLI to report.
+pub enum RunReport {
+    Finished {
+        summary: Box<RunSummary>,
+        out: Option<PathBuf>,
+    },
+    Cached {
+        summary: Box<RunSummary>,
+    },
+    DryRun {
+        prompt: String,
+    },
+}
+
+pub fn exit_for(verdict: Verdict) -> Exit {
+    match verdict {
+        Verdict::Pass => Exit::Success,
+        Verdict::Fail => Exit::Fail,
+        Verdict::Interrupted => Exit::Interrupted,
+        Verdict::Error | Verdict::Running => Exit::Refused,
+    }
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::new(format!("cannot serialise {}: {e}", path.display())))?;
+    text.push('\n');
+    std::fs::write(path, text)
+        .map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
+}
+
+/// RFC 3339 UTC time of now, for the human-readable timestamps of a summary.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    utc_string(secs)
+}
+
+pub fn utc_string(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Refuses an `--out` folder inside the work tree (artifacts would dirty the tree).
+fn check_out_dir(out: &Path, root: &Path) -> Result<()> {
+    let absolute = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(out)
+    };
+    let mut probe = absolute.clone();
+    let mut tail = Vec::new();
+    while !probe.exists() {
+        match (probe.file_name().map(|n| n.to_os_string()), probe.parent()) {
+            (Some(name), Some(parent)) => {
+                tail.push(name);
+                probe = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = probe.canonicalize().unwrap_or(probe);
+    for name in tail.into_iter().rev() {
+        resolved.push(name);
+    }
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if resolved.starts_with(&root) {
+        return Err(
+            Error::new(format!("--out {} is inside the work tree", out.display()))
+                .hint("choose a folder outside the repository, e.g. --out ../factory-out"),
+        );
+    }
+    Ok(())
+}
+
+pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
+    let repo = git::open(opts.repo_dir.as_deref())?;
+    let root = git::workdir(&repo)?;
+    let baseline = git::head_commit(&repo)?;
+    // Another run in progress is named before anything else (its applied change would
+    // otherwise show up as a dirty tree).
+    let factory_dir = git::factory_dir(&repo);
+    let mut lock = if opts.dry_run { None } else { Some(RepoLock::acquire(&factory_dir)?) };
+    git::ensure_no_operation(&repo)?;
+    git::ensure_clean(&repo)?;
+    if let Some(out) = &opts.out {
+        check_out_dir(out, &root)?;
+    }
+    if opts.max_attempts == 0 {
+        return Err(Error::new("--max-attempts must be at least 1").hint("e.g. --max-attempts 2"));
+    }
+    let cfg = Config::of(&repo);
+    let verify_cmds =
+        verify::global_commands(&root, &cfg.multi(crate::config::VERIFY)).map_err(|e| {
+            Error::new(e).hint("fix the value with git config --replace-all factory.verify 'CMD'")
+        })?;
+    let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
+    let (provider, model_identity) = opts.provider.open(&root, opts.temperature, agent_timeout)?;
+
+    // Identity (SPEC §4.3). The tree is clean, so the work tree's tree id is HEAD's.
+    let tree_before = baseline.tree_id();
+    let apply_mode = if opts.strict_apply {
+        "strict"
+    } else {
+        "ladder"
+    };
+    let config_hash = identity::config_hash(
+        &model_identity,
+        opts.temperature,
+        opts.max_attempts,
+        opts.timeout_seconds,
+        apply_mode,
+    );
+    let run_id = identity::run_id(
+        &opts.work_order.hash,
+        &tree_before.to_string(),
+        &config_hash,
+    );
+
+    let previous = store::find_run(&repo, &run_id)?;
+    if let Some(prev) = &previous {
+        if prev.summary.verdict.is_final() && !opts.force {
+            return Ok(RunReport::Cached {
+                summary: Box::new(prev.summary.clone()),
+            });
+        }
+    }
+    let previous_commit = previous.as_ref().map(|p| p.commit).or_else(|| {
+        // A record that cannot be read is still kept as a parent.
+        repo.refname_to_id(&store::run_ref(&run_id)).ok()
+    });
+
+    let context = prompt::read_context(&root, &opts.work_order.order);
+    let acceptance_text = opts.work_order.order.acceptance_commands.clone();
+    if opts.dry_run {
+        let text = prompt::build(&opts.work_order.order, &context, &acceptance_text, None);
+        return Ok(RunReport::DryRun { prompt: text });
+    }
+
+    if let Some(lock) = lock.as_mut() {
+        lock.describe(&run_id)?;
+    }
+    let run_dir = factory_dir.join("runs").join(&run_id);
+    if run_dir.exists() {
+        std::fs::remove_dir_all(&run_dir)?;
+    }
+    std::fs::create_dir_all(&run_dir)?;
+
+    let mut env_remove: Vec<String> = crate::env::ALWAYS_SCRUBBED
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    env_remove.extend(cfg.multi(crate::config::SCRUB_ENV));
+
+    let summary = RunSummary {
+        run_id: run_id.clone(),
+        repo_path: root.display().to_string(),
+        work_order_path: opts.work_order.source.clone(),
+        work_order_hash: opts.work_order.hash.clone(),
+        repo_baseline_commit: baseline.id().to_string(),
+        repo_tree_hash_before: tree_before.to_string(),
+        repo_tree_hash_after: String::new(),
+        max_attempts: opts.max_attempts,
+        attempts: Vec::new(),
+        verdict: Verdict::Running,
+        ended_stage: String::new(),
+        started_utc: utc_now(),
+        ended_utc: String::new(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        mode: "in_situ".to_string(),
+        config: RunConfig {
+            model: model_identity,
+            temperature: opts.temperature,
+            max_attempts: opts.max_attempts,
+            timeout_seconds: opts.timeout_seconds,
+            prompt_version: identity::PROMPT_VERSION.to_string(),
+            apply: apply_mode.to_string(),
+            config_hash,
+        },
+        result_commit: None,
+        duration_seconds: 0.0,
+        work_order_id: opts.work_order.order.id.clone(),
+        work_order_title: opts.work_order.order.title.clone(),
+        side_effects: Vec::new(),
+        error: None,
+    };
+    write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
+
+    let started = Instant::now();
+    let mut session = Session {
+        repo: &repo,
+        root: root.clone(),
+        ui,
+        wo: &opts.work_order,
+        baseline: baseline.clone(),
+        provider,
+        runs_in_tree: opts.provider.runs_in_tree(),
+        strict_apply: opts.strict_apply,
+        run_dir: run_dir.clone(),
+        writer: RunWriter::new(&run_id, &run_dir, previous_commit),
+        summary,
+        verify_cmds,
+        acceptance: opts.work_order.acceptance_argv(),
+        timeout: Duration::from_secs(opts.timeout_seconds),
+        env_remove,
+        context,
+        current: None,
+        brief: None,
+        seen: Vec::new(),
+        passed_plan: None,
+        fatal: None,
+    };
+    session.save()?;
+    ui.info(format!(
+        "{} run {run_id}: {} ({} attempts at most)",
+        ui::bold("factory"),
+        opts.work_order.order.title,
+        opts.max_attempts
+    ));
+
+    let ending = match graph::drive(&mut session, opts.max_attempts) {
+        Ok(ending) => ending,
+        Err(e) => {
+            // The run could not finish: roll back whatever is in the tree, record ERROR.
+            let _ = session.rollback();
+            session.fatal = Some(e.message.clone());
+            Ending {
+                verdict: Verdict::Error,
+                stage: Stage::Exception.as_str().to_string(),
+                attempts: session.summary.attempts.len() as u32,
+            }
+        }
+    };
+    session.finish(&ending, started.elapsed())?;
+    let summary = session.summary.clone();
+    let out = match &opts.out {
+        Some(out) => {
+            let dest = out.join(&run_id);
+            copy_dir(&run_dir, &dest)
+                .map_err(|e| Error::new(format!("cannot write --out {}: {e}", dest.display())))?;
+            Some(dest)
+        }
+        None => None,
+    };
+    let _ = std::fs::remove_dir_all(&run_dir);
+    Ok(RunReport::Finished {
+        summary: Box::new(summary),
+        out,
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let dest = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &dest)?;
+        } else {
+            std::fs::copy(entry.path(), dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// The state of the attempt under way.
+struct Attempt {
+    record: AttemptRecord,
+    dir: PathBuf,
+    rel: String,
+    proposal: Option<Proposal>,
+    plan: Option<Plan>,
+    applied: bool,
+    brief: Option<FailureBrief>,
+    started: Instant,
+}
+
+struct Session<'a> {
+    repo: &'a Repository,
+    root: PathBuf,
+    ui: &'a Ui,
+    wo: &'a LoadedWorkOrder,
+    baseline: Commit<'a>,
+    provider: Box<dyn Provider>,
+    runs_in_tree: bool,
+    strict_apply: bool,
+    run_dir: PathBuf,
+    writer: RunWriter,
+    summary: RunSummary,
+    verify_cmds: Vec<Vec<String>>,
+    acceptance: Vec<Vec<String>>,
+    timeout: Duration,
+    env_remove: Vec<String>,
+    context: Vec<ContextFile>,
+    current: Option<Attempt>,
+    /// The previous attempt's brief, fed to the next prompt.
+    brief: Option<FailureBrief>,
+    /// Fingerprints of changes already tried, with the attempt that tried them.
+    seen: Vec<(String, u32)>,
+    passed_plan: Option<Plan>,
+    fatal: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ApplyResult<'a> {
+    ok: bool,
+    method: Option<&'a str>,
+    touched_files: &'a [String],
+    files: Vec<FileAction<'a>>,
+    error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct FileAction<'a> {
+    path: &'a str,
+    action: &'a str,
+}
+
+impl Session<'_> {
+    fn reminder(&self) -> String {
+        let mut s = format!(
+            "change only {}; reply with the JSON contract only",
+            self.wo.order.allowed_files.join(", ")
+        );
+        if !self.wo.order.forbidden.is_empty() {
+            s.push_str(&format!(
+                "; forbidden: {}",
+                self.wo.order.forbidden.join("; ")
+            ));
+        }
+        s
+    }
+
+    fn brief(&self, stage: Stage, command: Option<&CmdResult>, text: &str) -> FailureBrief {
+        FailureBrief {
+            stage,
+            command: command.map(CmdResult::display),
+            exit_code: command.and_then(|c| c.exit_code),
+            primary_error_excerpt: bound_excerpt(text.trim_end()),
+            constraints_reminder: self.reminder(),
+        }
+    }
+
+    fn current(&mut self) -> &mut Attempt {
+        self.current
+            .as_mut()
+            .expect("a node runs only inside an attempt")
+    }
+
+    fn fail(&mut self, stage: Stage, command: Option<&CmdResult>, text: &str) -> Outcome {
+        let brief = self.brief(stage, command, text);
+        self.ui
+            .info(format!("  {} {}", ui::dim("✗"), stage.as_str()));
+        self.ui
+            .detail(format!("    {}", text.lines().next().unwrap_or("")));
+        self.current().brief = Some(brief);
+        Outcome::Failed(stage)
+    }
+
+    /// Writes the summary and moves the run ref forward.
+    fn save(&mut self) -> Result<()> {
+        write_json(&self.run_dir.join("run_summary.json"), &self.summary)?;
+        let message = store::run_message(&self.summary);
+        self.writer.checkpoint(self.repo, &message)?;
+        Ok(())
+    }
+
+    fn checkpoint(&mut self) -> Outcome {
+        match self.save() {
+            Ok(()) => Outcome::Ok,
+            Err(e) => {
+                self.fatal = Some(e.message.clone());
+                Outcome::Fatal(Stage::Exception)
+            }
+        }
+    }
+
+    /// Runs `f`, then checkpoints; a failed checkpoint ends the run.
+    fn staged(&mut self, f: impl FnOnce(&mut Self) -> Outcome) -> Outcome {
+        let outcome = f(self);
+        match self.checkpoint() {
+            Outcome::Ok => outcome,
+            fatal => fatal,
+        }
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        if let Some(plan) = self
+            .current
+            .as_ref()
+            .and_then(|a| a.applied.then_some(a.plan.as_ref()).flatten())
+        {
+            apply::restore_outcomes(&self.root, &plan.outcomes)
+                .map_err(|e| Error::new(format!("rollback: {e}")))?;
+        }
+        git::restore_baseline(self.repo, &self.root, &self.baseline)?;
+        if let Some(a) = self.current.as_mut() {
+            a.applied = false;
+        }
+        Ok(())
+    }
+
+    /// After PASS the tree must hold exactly baseline + change: anything the commands changed
+    /// outside the change is restored and listed.
+    fn restore_side_effects(&mut self, plan: &Plan) -> Result<Vec<String>> {
+        let mut side: Vec<String> = Vec::new();
+        let changed: Vec<&str> = plan.outcomes.iter().map(|o| o.path.as_str()).collect();
+        let dirty = git::dirty_paths(self.repo, true)?;
+        let mut checkout = git2::build::CheckoutBuilder::new();
+        checkout.force().update_index(false);
+        let mut any = false;
+        for d in dirty.iter().filter(|d| !changed.contains(&d.path.as_str())) {
+            side.push(d.path.clone());
+            if d.tracked {
+                checkout.path(d.path.as_str());
+                any = true;
+            } else {
+                let full = self.root.join(&d.path);
+                let _ = std::fs::remove_file(&full);
+                apply::prune_empty_dirs(&self.root, &full);
+            }
+        }
+        if any {
+            self.repo
+                .checkout_tree(self.baseline.as_object(), Some(&mut checkout))?;
+        }
+        for o in &plan.outcomes {
+            let now = apply::read_state(&self.root, &o.path).ok().flatten();
+            if now != o.after {
+                apply::write_state(&self.root, &o.path, o.after.as_ref())?;
+                side.push(o.path.clone());
+            }
+        }
+        side.sort();
+        side.dedup();
+        Ok(side)
+    }
+
+    fn finish(&mut self, ending: &Ending, elapsed: Duration) -> Result<()> {
+        let tree_after = match (&ending.verdict, &self.passed_plan) {
+            (Verdict::Pass, Some(plan)) => {
+                git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes)?
+            }
+            _ => self.baseline.tree_id(),
+        };
+        let s = &mut self.summary;
+        s.verdict = ending.verdict;
+        s.ended_stage = ending.stage.clone();
+        s.repo_tree_hash_after = tree_after.to_string();
+        s.ended_utc = utc_now();
+        s.duration_seconds = elapsed.as_secs_f64();
+        s.error = self.fatal.clone();
+        self.save()?;
+        store::append_note(
+            self.repo,
+            self.baseline.id(),
+            &store::note_line(&self.summary),
+        )?;
+        Ok(())
+    }
+
+    fn attempt_files(&self, attempt: u32) -> (PathBuf, String) {
+        let rel = format!("attempt_{attempt}");
+        (self.run_dir.join(&rel), rel)
+    }
+}
+
+impl Nodes for Session<'_> {
+    fn se(&mut self, attempt: u32) -> Outcome {
+        let (dir, rel) = self.attempt_files(attempt);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            self.fatal = Some(format!("cannot create {}: {e}", dir.display()));
+            return Outcome::Fatal(Stage::Exception);
+        }
+        self.current = Some(Attempt {
+            record: AttemptRecord {
+                attempt_index: attempt,
+                baseline_commit: self.baseline.id().to_string(),
+                patch_path: String::new(),
+                touched_files: Vec::new(),
+                apply_ok: false,
+                verify: Vec::new(),
+                acceptance: Vec::new(),
+                failure_brief: None,
+                apply_method: None,
+                usage: None,
+                summary: None,
+                tree_commit: None,
+                repeat_of: None,
+                duration_seconds: 0.0,
+            },
+            dir: dir.clone(),
+            rel: rel.clone(),
+            proposal: None,
+            plan: None,
+            applied: false,
+            brief: None,
+            started: Instant::now(),
+        });
+        self.ui.info(format!(
+            "{} {attempt}/{}: SE proposing ({})",
+            ui::bold("attempt"),
+            self.summary.max_attempts,
+            self.summary.config.model
+        ));
+        self.staged(|s| s.propose(attempt, &dir, &rel))
+    }
+
+    fn tr(&mut self, attempt: u32) -> Outcome {
+        self.staged(|s| s.apply(attempt))
+    }
+
+    fn po(&mut self, _attempt: u32) -> Outcome {
+        self.staged(|s| s.verify())
+    }
+
+    fn end_attempt(&mut self, _attempt: u32, passed: bool) -> Result<()> {
+        let Some(mut current) = self.current.take() else {
+            return Ok(());
+        };
+        if passed {
+            if let Some(plan) = current.plan.take() {
+                let side = self.restore_side_effects(&plan)?;
+                if !side.is_empty() {
+                    self.ui.warn(format!(
+                        "restored files the checks changed: {}",
+                        side.join(", ")
+                    ));
+                }
+                self.summary.side_effects = side;
+                self.passed_plan = Some(plan);
+            }
+        } else {
+            self.current = Some(current);
+            let rolled = self.rollback();
+            current = self.current.take().expect("just put back");
+            rolled?;
+        }
+        if let Some(brief) = &current.brief {
+            write_json(&current.dir.join("failure_brief.json"), brief)?;
+        }
+        current.record.failure_brief = current.brief.clone();
+        current.record.duration_seconds = current.started.elapsed().as_secs_f64();
+        self.brief = current.brief.clone();
+        self.summary.attempts.push(current.record);
+        self.save()
+    }
+}
+
+impl Session<'_> {
+    fn propose(&mut self, attempt: u32, dir: &Path, rel: &str) -> Outcome {
+        let text = prompt::build(
+            &self.wo.order,
+            &self.context,
+            &self.wo.order.acceptance_commands,
+            self.brief.as_ref(),
+        );
+        if let Err(e) = std::fs::write(dir.join("prompt.txt"), &text) {
+            self.fatal = Some(format!("cannot write prompt.txt: {e}"));
+            return Outcome::Fatal(Stage::Exception);
+        }
+        let request = Request {
+            prompt: &text,
+            work_order: &self.wo.raw,
+            attempt,
+            failure_brief: self.brief.as_ref(),
+            attempt_dir: dir,
+            attempt_rel: rel,
+        };
+        let answer = self.provider.propose(&request);
+        if self.runs_in_tree {
+            // An agent that prints its proposal must not also edit the tree.
+            match git::restore_baseline(self.repo, &self.root, &self.baseline) {
+                Ok(touched) if !touched.is_empty() => self.ui.warn(format!(
+                    "the agent changed the work tree; restored: {}",
+                    touched.join(", ")
+                )),
+                Ok(_) => {}
+                Err(e) => {
+                    self.fatal = Some(e.message);
+                    return Outcome::Fatal(Stage::Exception);
+                }
+            }
+        }
+        let response = match answer {
+            Ok(r) => r,
+            Err(ProviderError::Failed(msg)) => return self.fail(Stage::LlmCallFailed, None, &msg),
+            Err(ProviderError::Exhausted(msg)) => {
+                let _ = self.fail(Stage::LlmCallFailed, None, &msg);
+                return Outcome::Exhausted(Stage::LlmCallFailed);
+            }
+            Err(ProviderError::Fatal(msg)) => {
+                let _ = self.fail(Stage::LlmCallFailed, None, &msg);
+                self.fatal = Some(msg);
+                return Outcome::Fatal(Stage::LlmCallFailed);
+            }
+        };
+        let _ = std::fs::write(dir.join("llm_output.txt"), &response.raw);
+        self.current().record.usage = response.usage.clone();
+        match proposal::parse(&response.raw, response.format) {
+            Ok(p) => {
+                let a = self.current();
+                a.record.summary = Some(p.summary.clone());
+                a.proposal = Some(p);
+                Outcome::Ok
+            }
+            Err(why) => {
+                let start: String = response.raw.chars().take(300).collect();
+                let text = format!("{why}\nyour output began with:\n{start}");
+                self.fail(Stage::LlmOutputInvalid, None, &text)
+            }
+        }
+    }
+
+    fn apply(&mut self, attempt: u32) -> Outcome {
+        let (dir, rel) = {
+            let a = self.current();
+            (a.dir.clone(), a.rel.clone())
+        };
+        let Some(proposal) = self.current().proposal.clone() else {
+            return self.fail(Stage::Exception, None, "no proposal to apply");
+        };
+        let written = match &proposal.change {
+            Change::Diff(text) => {
+                self.current().record.patch_path = format!("{rel}/proposed_patch.diff");
+                std::fs::write(dir.join("proposed_patch.diff"), text)
+            }
+            Change::Writes(writes) => {
+                self.current().record.patch_path = format!("{rel}/proposed_writes.json");
+                let list: Vec<serde_json::Value> = writes
+                    .iter()
+                    .map(|w| serde_json::json!({"path": w.path, "base_sha256": w.base_sha256, "content": w.content, "executable": w.executable}))
+                    .collect();
+                write_json(&dir.join("proposed_writes.json"), &list)
+                    .map_err(|e| std::io::Error::other(e.message))
+            }
+        };
+        if let Err(e) = written {
+            self.fatal = Some(format!("cannot store the proposal: {e}"));
+            return Outcome::Fatal(Stage::Exception);
+        }
+        let allowed = self.wo.order.allowed_files.clone();
+        let rules = Rules {
+            allowed: Some(&allowed),
+            strip: Strip::Auto,
+            strict_only: self.strict_apply,
+        };
+        let plan = match tr::plan(&proposal.change, &self.root, &rules) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                let result = ApplyResult {
+                    ok: false,
+                    method: None,
+                    touched_files: &refusal.touched,
+                    files: Vec::new(),
+                    error: Some(&refusal.message),
+                };
+                let _ = write_json(&dir.join("apply_result.json"), &result);
+                self.current().record.touched_files = refusal.touched.clone();
+                return self.fail(refusal.stage, None, &refusal.message);
+            }
+        };
+        let fingerprint = plan.fingerprint();
+        if let Some((_, earlier)) = self.seen.iter().find(|(f, _)| *f == fingerprint).cloned() {
+            let earlier_record = self
+                .summary
+                .attempts
+                .iter()
+                .find(|r| r.attempt_index == earlier)
+                .cloned();
+            let (stage, text) = match earlier_record.and_then(|r| r.failure_brief) {
+                Some(b) => (b.stage, b.primary_error_excerpt),
+                None => (Stage::AcceptanceFailed, String::new()),
+            };
+            let text = format!(
+                "you repeated attempt {earlier}'s change exactly; it was not applied again. It failed with:\n{text}"
+            );
+            let a = self.current();
+            a.record.repeat_of = Some(earlier);
+            a.record.touched_files = plan.touched.clone();
+            return self.fail(stage, None, &text);
+        }
+        self.seen.push((fingerprint, attempt));
+        if let Err(e) = apply::write_outcomes(&self.root, &plan.outcomes) {
+            return self.fail(
+                Stage::PatchApplyFailed,
+                None,
+                &format!("writing the change failed: {e}"),
+            );
+        }
+        let tree =
+            git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes).and_then(|t| {
+                self.writer
+                    .attempt_commit(self.repo, &self.baseline, t, attempt)
+            });
+        let files: Vec<FileAction<'_>> = plan
+            .outcomes
+            .iter()
+            .map(|o| FileAction {
+                path: &o.path,
+                action: o.action(),
+            })
+            .collect();
+        let result = ApplyResult {
+            ok: true,
+            method: Some(plan.method.as_str()),
+            touched_files: &plan.touched,
+            files,
+            error: None,
+        };
+        let _ = write_json(&dir.join("apply_result.json"), &result);
+        let method = plan.method.as_str().to_string();
+        let count = plan.outcomes.len();
+        let a = self.current();
+        a.applied = true;
+        a.record.apply_ok = true;
+        a.record.apply_method = Some(method.clone());
+        a.record.touched_files = plan.touched.clone();
+        a.plan = Some(plan);
+        match tree {
+            Ok(commit) => a.record.tree_commit = Some(commit.to_string()),
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Outcome::Fatal(Stage::Exception);
+            }
+        }
+        self.ui
+            .info(format!("  TR applied {count} file(s) ({method})"));
+        Outcome::Ok
+    }
+
+    fn verify(&mut self) -> Outcome {
+        let (dir, rel) = {
+            let a = self.current();
+            (a.dir.clone(), a.rel.clone())
+        };
+        let pycache = match tempfile::Builder::new()
+            .prefix("git-factory-pycache-")
+            .tempdir()
+        {
+            Ok(d) => d,
+            Err(e) => {
+                self.fatal = Some(format!("cannot create a scratch folder: {e}"));
+                return Outcome::Fatal(Stage::Exception);
+            }
+        };
+        let addopts = match crate::env::pytest_addopts() {
+            Some(v) => format!("{v} -p no:cacheprovider"),
+            None => "-p no:cacheprovider".to_string(),
+        };
+        let po = PoRun {
+            root: &self.root,
+            timeout: self.timeout,
+            env_remove: &self.env_remove,
+            env_set: vec![
+                (
+                    "PYTHONPYCACHEPREFIX".into(),
+                    pycache.path().display().to_string(),
+                ),
+                ("PYTEST_ADDOPTS".into(), addopts),
+            ],
+            log_dir: dir.clone(),
+            log_rel: rel,
+        };
+        let ui = self.ui;
+        let outcome = po.run(&self.verify_cmds, &self.acceptance, |kind, argv| {
+            let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
+            ui.info(format!("  PO {kind}: {shown}"));
+        });
+        drop(pycache);
+        let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
+        let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);
+        let failing = outcome.failing_command().cloned();
+        {
+            let a = self.current();
+            a.record.verify = outcome.verify;
+            a.record.acceptance = outcome.acceptance;
+        }
+        match (outcome.failed, failing) {
+            (Some(stage), Some(cmd)) => {
+                let text = command_excerpt(&cmd);
+                self.fail(stage, Some(&cmd), &text)
+            }
+            _ => Outcome::Ok,
+        }
+    }
+}
+
+/// Bounds a brief's excerpt to BRIEF_CHARS, keeping its first line (what failed) and the
+/// tail (where errors are).
+fn bound_excerpt(text: &str) -> String {
+    if text.chars().count() <= BRIEF_CHARS {
+        return text.to_string();
+    }
+    let first: String = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect();
+    let marker = "\n[…]\n";
+    let room = BRIEF_CHARS - first.chars().count() - marker.chars().count();
+    format!("{first}{marker}{}", tail_chars(text, room))
+}
+
+/// What the next prompt is told about a failing command: how it ended and the tails of its
+/// output, within the brief's bound.
+fn command_excerpt(cmd: &CmdResult) -> String {
+    let mut text = format!("{} → {}\n", cmd.display(), cmd.outcome());
+    let out = excerpt(&cmd.stdout_trunc);
+    let err = excerpt(&cmd.stderr_trunc);
+    let half = BRIEF_CHARS / 2;
+    match (out.trim().is_empty(), err.trim().is_empty()) {
+        (false, false) => {
+            text.push_str(&format!(
+                "--- stdout (tail) ---\n{}\n--- stderr (tail) ---\n{}",
+                tail_chars(&out, half),
+                tail_chars(&err, half)
+            ));
+        }
+        (false, true) => text.push_str(&tail_chars(&out, BRIEF_CHARS)),
+        (true, false) => text.push_str(&tail_chars(&err, BRIEF_CHARS)),
+        (true, true) => {}
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(utc_string(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_string(1_795_219_200), "2026-11-21T00:00:00Z");
+        assert_eq!(utc_string(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

@@ -1,0 +1,174 @@
+//! Deterministic identities: canonical JSON, work-order hash, config hash, run id (SPEC §2, §4.3).
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+
+/// Bumped whenever the prompt template changes, so a new prompt never hits an old run's cache.
+pub const PROMPT_VERSION: &str = "p1";
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// Serialises `value` exactly as Python's
+/// `json.dumps(obj, sort_keys=True, separators=(",", ":"))` does (ASCII-only output),
+/// so hashes agree with the seed's reference implementation.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => write_number(n, out),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            // Python sorts keys by code point; Rust's str ordering is by UTF-8 bytes, which
+            // orders code points identically.
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_canonical(&map[*key], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_number(n: &serde_json::Number, out: &mut String) {
+    if let Some(i) = n.as_i64() {
+        let _ = write!(out, "{i}");
+    } else if let Some(u) = n.as_u64() {
+        let _ = write!(out, "{u}");
+    } else if let Some(f) = n.as_f64() {
+        out.push_str(&python_float_repr(f));
+    }
+}
+
+/// Python's `repr(float)`: shortest round-trip digits, `1.0` for integral values,
+/// exponent form (`1e+16`) from 1e16 up and below 1e-4.
+fn python_float_repr(f: f64) -> String {
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
+    }
+    let sci = format!("{f:e}"); // shortest round-trip digits, e.g. "1.5e-7"
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..16).contains(&exp) {
+        let plain = format!("{f}");
+        if plain.contains('.') {
+            plain
+        } else {
+            format!("{plain}.0")
+        }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `config_hash` of SPEC §4.3.
+pub fn config_hash(
+    model: &str,
+    temperature: f64,
+    max_attempts: u32,
+    timeout_seconds: u64,
+    apply: &str,
+) -> String {
+    sha256_hex(
+        format!("{model}|{temperature}|{max_attempts}|{timeout_seconds}|{PROMPT_VERSION}|{apply}")
+            .as_bytes(),
+    )
+}
+
+/// `run_id` = first 12 hex chars of sha256(work_order_hash + tree_before + config_hash).
+pub fn run_id(work_order_hash: &str, tree_before: &str, config_hash: &str) -> String {
+    let full = sha256_hex(format!("{work_order_hash}{tree_before}{config_hash}").as_bytes());
+    full[..12].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_matches_python_json_dumps() {
+        // Expected strings produced by CPython 3.11:
+        // json.dumps(v, sort_keys=True, separators=(",", ":"))
+        let v =
+            json!({"b": [1, 2, {"z": null, "a": true}], "a": "é\u{1F600}\"\\\n\u{1}", "c": 1.5});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":"\u00e9\ud83d\ude00\"\\\n\u0001","b":[1,2,{"a":true,"z":null}],"c":1.5}"#
+        );
+    }
+
+    #[test]
+    fn floats_follow_python_repr() {
+        assert_eq!(python_float_repr(1.0), "1.0");
+        assert_eq!(python_float_repr(0.1), "0.1");
+        assert_eq!(python_float_repr(1e16), "1e+16");
+        assert_eq!(python_float_repr(1.5e-7), "1.5e-07");
+        assert_eq!(python_float_repr(123456.75), "123456.75");
+        assert_eq!(python_float_repr(0.0001), "0.0001");
+    }
+
+    #[test]
+    fn config_hash_uses_shortest_temperature() {
+        assert_eq!(format!("{}", 0.0f64), "0");
+        assert_eq!(format!("{}", 0.7f64), "0.7");
+        let a = config_hash("openai:gpt-4o", 0.0, 2, 600, "ladder");
+        let b = config_hash("openai:gpt-4o", 0.0, 2, 600, "strict");
+        assert_ne!(a, b);
+        assert_eq!(run_id("a", "b", "c").len(), 12);
+    }
+}

@@ -1,0 +1,30 @@
+//! git-factory: a strict, deterministic SE → TR → PO loop for LLM-proposed changes.
+//!
+//! ```text
+//!   work order ──► SE (provider proposes a diff / writes)
+//!                   │
+//!                   ▼
+//!                  TR (parse, scope, compute in memory, write all or nothing)
+//!                   │
+//!                   ▼
+//!                  PO (global verification, then acceptance commands)
+//!                   │
+//!        route ◄────┘   PASS → keep the change
+//!                       FAIL → roll back, brief the next attempt, or stop
+//! ```
+//!
+//! The harness — never the model — decides retries, rollback and termination, and records
+//! every run in git (`refs/factory/<run_id>`, `refs/notes/factory`).
+
+pub mod cli;
+pub mod config;
+pub mod env;
+pub mod error;
+pub mod git;
+pub mod graph;
+pub mod harness;
+pub mod identity;
+pub mod roles;
+pub mod store;
+pub mod ui;
+pub mod workorder;

@@ -1,0 +1,5 @@
+//! The three roles of the loop: SE proposes, TR scopes and applies, PO verifies.
+
+pub mod po;
+pub mod se;
+pub mod tr;

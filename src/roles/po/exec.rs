@@ -1,0 +1,348 @@
+//! The one command runner (SPEC §3.7): argv only, no shell, stdin null (or given bytes),
+//! its own process group, a timeout that takes the whole group down, output streamed to
+//! files with a cap, excerpts read back from the files' tails.
+
+use crate::store::records::CmdResult;
+use rustix::process::{kill_process_group, Pid, Signal};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Per-stream cap on what is kept on disk.
+pub const OUTPUT_CAP: u64 = 64 * 1024 * 1024;
+const EXCERPT_LINES: usize = 200;
+const EXCERPT_CHARS: usize = 8000;
+/// Time a group gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for output pipes after the command ended (a daemon may hold them open).
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// Everything about how to run one command.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    pub env_remove: Vec<String>,
+    pub env_set: Vec<(String, String)>,
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// Where one command's output goes: absolute files, and the names recorded in CmdResult.
+pub struct LogFiles {
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    pub stdout_rel: String,
+    pub stderr_rel: String,
+}
+
+impl LogFiles {
+    /// `<dir>/<stem>_stdout.txt` and `_stderr.txt`, recorded relative to the artifact root.
+    pub fn in_dir(dir: &Path, rel_dir: &str, stem: &str) -> Self {
+        let rel = |s: &str| {
+            if rel_dir.is_empty() {
+                format!("{stem}_{s}.txt")
+            } else {
+                format!("{rel_dir}/{stem}_{s}.txt")
+            }
+        };
+        LogFiles {
+            stdout: dir.join(format!("{stem}_stdout.txt")),
+            stderr: dir.join(format!("{stem}_stderr.txt")),
+            stdout_rel: rel("stdout"),
+            stderr_rel: rel("stderr"),
+        }
+    }
+}
+
+fn blank_result(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
+    CmdResult {
+        command: spec.argv.clone(),
+        exit_code: None,
+        timed_out: false,
+        signal: None,
+        spawn_error: None,
+        stdout_trunc: String::new(),
+        stderr_trunc: String::new(),
+        stdout_path: logs.stdout_rel.clone(),
+        stderr_path: logs.stderr_rel.clone(),
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        duration_seconds: 0.0,
+    }
+}
+
+/// Runs a command to completion or timeout. Never panics and never returns an error: every
+/// way a command can go wrong is a field of the CmdResult.
+pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
+    let start = Instant::now();
+    let mut result = blank_result(spec, logs);
+    let (out_file, err_file) = match (File::create(&logs.stdout), File::create(&logs.stderr)) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            result.spawn_error = Some(format!("cannot create log file: {e}"));
+            return result;
+        }
+    };
+    let Some((program, args)) = spec.argv.split_first() else {
+        result.spawn_error = Some("empty command".to_string());
+        return result;
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .process_group(0)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for name in &spec.env_remove {
+        cmd.env_remove(name);
+    }
+    for (k, v) in &spec.env_set {
+        cmd.env(k, v);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            result.spawn_error = Some(spawn_error_text(program, &e));
+            result.duration_seconds = start.elapsed().as_secs_f64();
+            return result;
+        }
+    };
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|p| drain(p, out_file, done_tx.clone())),
+        child
+            .stderr
+            .take()
+            .map(|p| drain(p, err_file, done_tx.clone())),
+    ];
+    drop(done_tx);
+    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+        thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
+    let group = Pid::from_child(&child);
+    let (status, timed_out) = wait_with_timeout(&mut child, group, spec.timeout);
+    // Leftovers in the group (backgrounded grandchildren) do not outlive the command.
+    let _ = kill_process_group(group, Signal::KILL);
+    let drain_deadline = Instant::now() + DRAIN_GRACE;
+    let mut finished = 0;
+    while finished < readers.iter().flatten().count() {
+        let left = drain_deadline.saturating_duration_since(Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            break; // a process outside the group still holds a pipe: stop waiting for it
+        }
+        finished += 1;
+    }
+    result.duration_seconds = start.elapsed().as_secs_f64();
+    result.timed_out = timed_out;
+    match status {
+        Some(s) => {
+            result.exit_code = s.code();
+            result.signal = s.signal();
+        }
+        None => result.spawn_error = Some("lost track of the process".to_string()),
+    }
+    for handle in readers.into_iter().flatten() {
+        if handle.is_finished() {
+            let _ = handle.join();
+        }
+    }
+    result.stdout_bytes = file_len(&logs.stdout);
+    result.stderr_bytes = file_len(&logs.stderr);
+    result.stdout_trunc = excerpt_of_file(&logs.stdout);
+    result.stderr_trunc = excerpt_of_file(&logs.stderr);
+    result
+}
+
+fn spawn_error_text(program: &str, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => format!("{program}: command not found"),
+        io::ErrorKind::PermissionDenied => {
+            format!("{program}: permission denied (not executable?)")
+        }
+        _ => format!("{program}: {e}"),
+    }
+}
+
+fn wait_with_timeout(
+    child: &mut Child,
+    group: Pid,
+    timeout: Duration,
+) -> (Option<std::process::ExitStatus>, bool) {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (Some(status), false),
+            Ok(None) => {}
+            Err(_) => return (None, false),
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    let _ = kill_process_group(group, Signal::TERM);
+    let grace_end = Instant::now() + KILL_GRACE;
+    while Instant::now() < grace_end {
+        if let Ok(Some(status)) = child.try_wait() {
+            let _ = kill_process_group(group, Signal::KILL);
+            return (Some(status), true);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = kill_process_group(group, Signal::KILL);
+    (child.wait().ok(), true)
+}
+
+/// Copies a pipe to a file up to the cap, then keeps reading (so the writer never blocks)
+/// but discards, after writing a marker.
+fn drain(
+    mut pipe: impl Read + Send + 'static,
+    mut file: File,
+    done: mpsc::Sender<()>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut written: u64 = 0;
+        let mut capped = false;
+        loop {
+            let n = match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if capped {
+                continue;
+            }
+            let room = (OUTPUT_CAP - written) as usize;
+            let take = n.min(room);
+            if file.write_all(&buf[..take]).is_err() {
+                capped = true;
+                continue;
+            }
+            written += take as u64;
+            if take < n {
+                let _ = file.write_all(
+                    format!(
+                        "\n[git-factory: output capped at {} MiB]\n",
+                        OUTPUT_CAP >> 20
+                    )
+                    .as_bytes(),
+                );
+                capped = true;
+            }
+        }
+        let _ = done.send(());
+    })
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The last 200 lines or 8,000 characters of a log, whichever is shorter.
+pub fn excerpt_of_file(path: &Path) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let window = (EXCERPT_CHARS as u64) * 4;
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(window)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    excerpt(&String::from_utf8_lossy(&buf))
+}
+
+pub fn excerpt(text: &str) -> String {
+    tail_chars(&tail_lines(text, EXCERPT_LINES), EXCERPT_CHARS)
+}
+
+pub fn tail_lines(text: &str, n: usize) -> String {
+    let trimmed = text.strip_suffix('\n').unwrap_or(text);
+    let starts: Vec<usize> = trimmed.match_indices('\n').map(|(i, _)| i + 1).collect();
+    if starts.len() < n {
+        return text.to_string();
+    }
+    text[starts[starts.len() - n]..].to_string()
+}
+
+pub fn tail_chars(text: &str, n: usize) -> String {
+    let count = text.chars().count();
+    if count <= n {
+        return text.to_string();
+    }
+    text.chars().skip(count - n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(argv: &[&str], timeout_ms: u64) -> CommandSpec {
+        CommandSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: std::env::temp_dir(),
+            timeout: Duration::from_millis(timeout_ms),
+            env_remove: vec![],
+            env_set: vec![],
+            stdin: None,
+        }
+    }
+
+    fn go(s: &CommandSpec) -> CmdResult {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogFiles::in_dir(dir.path(), "a", "x_0");
+        run(s, &logs)
+    }
+
+    #[test]
+    fn exit_codes_and_output() {
+        let r = go(&spec(&["sh", "-c", "echo out; echo err >&2; exit 3"], 5000));
+        assert_eq!(r.exit_code, Some(3));
+        assert_eq!(r.stdout_trunc, "out\n");
+        assert_eq!(r.stderr_trunc, "err\n");
+        assert_eq!(r.stdout_path, "a/x_0_stdout.txt");
+    }
+
+    #[test]
+    fn spawn_errors_are_results() {
+        let r = go(&spec(&["definitely-not-a-program-xyz"], 5000));
+        assert!(r.spawn_error.as_deref().unwrap_or("").contains("not found"));
+        assert!(!r.succeeded());
+    }
+
+    #[test]
+    fn timeout_and_signal_are_told_apart() {
+        let r = go(&spec(&["sleep", "5"], 100));
+        assert!(r.timed_out);
+        let r = go(&spec(&["sh", "-c", "kill -9 $$"], 5000));
+        assert_eq!(r.signal, Some(9));
+        assert!(!r.timed_out);
+    }
+
+    #[test]
+    fn excerpt_keeps_the_tail() {
+        let text: String = (0..300).map(|i| format!("{i}\n")).collect();
+        let e = excerpt(&text);
+        assert!(e.starts_with("100\n") && e.ends_with("299\n"));
+        assert_eq!(tail_chars("abcdef", 3), "def");
+    }
+}

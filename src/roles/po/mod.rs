@@ -1,0 +1,5 @@
+//! PO: the verifier. Global verification, then the work order's acceptance commands; the
+//! first nonzero exit stops it.
+
+pub mod exec;
+pub mod verify;

@@ -1,0 +1,138 @@
+//! Global verification rules (seed 000 §6.5, SPEC §3.7) and the PO pass over an attempt.
+
+use super::exec::{self, CommandSpec, LogFiles};
+use crate::store::records::{CmdResult, Stage};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The global verification commands for a tree: `scripts/verify.sh` through bash when it is
+/// a file (the exec bit is not needed), else git config `factory.verify`, else the fixed
+/// Python fallback.
+pub fn global_commands(root: &Path, configured: &[String]) -> Result<Vec<Vec<String>>, String> {
+    let script = root.join("scripts/verify.sh");
+    if std::fs::symlink_metadata(&script).is_ok_and(|m| m.is_file()) {
+        return Ok(vec![vec!["bash".into(), "scripts/verify.sh".into()]]);
+    }
+    if !configured.is_empty() {
+        return configured
+            .iter()
+            .map(|c| match shlex::split(c) {
+                Some(argv) if !argv.is_empty() => Ok(argv),
+                _ => Err(format!(
+                    "git config factory.verify value {c:?} is not a command"
+                )),
+            })
+            .collect();
+    }
+    Ok([
+        &["python", "-m", "compileall", "-q", "."][..],
+        &["python", "-m", "pip", "--version"],
+        &["python", "-m", "pytest", "-q"],
+    ]
+    .iter()
+    .map(|argv| argv.iter().map(|s| s.to_string()).collect())
+    .collect())
+}
+
+/// How PO runs commands for one attempt.
+pub struct PoRun<'a> {
+    pub root: &'a Path,
+    pub timeout: Duration,
+    pub env_remove: &'a [String],
+    pub env_set: Vec<(String, String)>,
+    /// Absolute folder for the logs, and its name relative to the artifact root.
+    pub log_dir: PathBuf,
+    pub log_rel: String,
+}
+
+pub struct PoOutcome {
+    pub verify: Vec<CmdResult>,
+    pub acceptance: Vec<CmdResult>,
+    /// The stage and the index into verify/acceptance of the first failing command.
+    pub failed: Option<Stage>,
+}
+
+impl PoOutcome {
+    pub fn failing_command(&self) -> Option<&CmdResult> {
+        match self.failed {
+            Some(Stage::VerifyFailed) => self.verify.last(),
+            Some(Stage::AcceptanceFailed) => self.acceptance.last(),
+            _ => None,
+        }
+    }
+}
+
+impl PoRun<'_> {
+    fn run_one(&self, kind: &str, index: usize, argv: &[String]) -> CmdResult {
+        let spec = CommandSpec {
+            argv: argv.to_vec(),
+            cwd: self.root.to_path_buf(),
+            timeout: self.timeout,
+            env_remove: self.env_remove.to_vec(),
+            env_set: self.env_set.clone(),
+            stdin: None,
+        };
+        let logs = LogFiles::in_dir(&self.log_dir, &self.log_rel, &format!("{kind}_{index}"));
+        exec::run(&spec, &logs)
+    }
+
+    /// Runs verification then acceptance, stopping at the first command that does not succeed.
+    /// `on_command` is told before each command starts (for progress output).
+    pub fn run(
+        &self,
+        verify: &[Vec<String>],
+        acceptance: &[Vec<String>],
+        mut on_command: impl FnMut(&str, &[String]),
+    ) -> PoOutcome {
+        let mut out = PoOutcome {
+            verify: Vec::new(),
+            acceptance: Vec::new(),
+            failed: None,
+        };
+        for (i, argv) in verify.iter().enumerate() {
+            on_command("verify", argv);
+            let r = self.run_one("verify", i, argv);
+            let ok = r.succeeded();
+            out.verify.push(r);
+            if !ok {
+                out.failed = Some(Stage::VerifyFailed);
+                return out;
+            }
+        }
+        for (i, argv) in acceptance.iter().enumerate() {
+            on_command("acceptance", argv);
+            let r = self.run_one("acceptance", i, argv);
+            let ok = r.succeeded();
+            out.acceptance.push(r);
+            if !ok {
+                out.failed = Some(Stage::AcceptanceFailed);
+                return out;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_script_wins_then_config_then_fallback() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = vec!["make check".to_string()];
+        let fallback = global_commands(dir.path(), &[]).expect("fallback");
+        assert_eq!(fallback.len(), 3);
+        assert_eq!(fallback[2], vec!["python", "-m", "pytest", "-q"]);
+        assert_eq!(
+            global_commands(dir.path(), &cfg).expect("config"),
+            vec![vec!["make".to_string(), "check".to_string()]]
+        );
+        std::fs::create_dir(dir.path().join("scripts")).expect("mkdir");
+        std::fs::write(dir.path().join("scripts/verify.sh"), "exit 0\n").expect("write");
+        assert_eq!(
+            global_commands(dir.path(), &cfg).expect("script"),
+            vec![vec!["bash".to_string(), "scripts/verify.sh".to_string()]]
+        );
+    }
+}

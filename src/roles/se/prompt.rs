@@ -1,0 +1,158 @@
+//! The SE prompt (SPEC §3.2): built only from the work order, bounded context file contents,
+//! the previous FailureBrief and the output contract — so the same inputs give the same bytes.
+
+use crate::identity::sha256_hex;
+use crate::store::records::FailureBrief;
+use crate::workorder::{WorkOrder, CONTEXT_BUDGET_BYTES};
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub const SYSTEM: &str = "You are the SE (software engineer) of a deterministic change harness. \
+You propose one change as strict JSON and nothing else. You never run commands; the harness \
+applies your change, runs the checks and decides.";
+
+const CONTRACT: &str = r#"## Output contract
+
+Reply with exactly one JSON object and nothing else: no prose, no Markdown, no code fences.
+Either a unified diff:
+
+{"unified_diff": "diff --git a/PATH b/PATH\n--- a/PATH\n+++ b/PATH\n@@ -L,N +L,M @@\n ...", "summary": "one line"}
+
+or whole-file writes (base_sha256 is the sha256 shown above for the file's current bytes, or null to create a new file):
+
+{"writes": [{"path": "PATH", "base_sha256": "HEX or null", "content": "the whole new file", "executable": false}], "summary": "one line"}
+
+Rules:
+- Touch only the files listed under "Files you may change". Anything else is rejected unapplied.
+- Hunk line numbers and counts must be exact; context lines must match the file byte for byte.
+- If the work is already done, reply {"unified_diff": "", "summary": "why nothing needs to change"}.
+"#;
+
+/// A context file as shown to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextFile {
+    pub path: String,
+    pub sha256: Option<String>,
+    pub size: usize,
+    pub shown: String,
+    pub truncated: bool,
+}
+
+/// Reads the context files in order within the 200 KB budget; a file past the budget is cut
+/// at the same byte every time (on a character boundary), and the cut is noted.
+pub fn read_context(root: &Path, order: &WorkOrder) -> Vec<ContextFile> {
+    let mut budget = CONTEXT_BUDGET_BYTES;
+    let mut out = Vec::new();
+    for path in &order.context_files {
+        let bytes = match std::fs::read(root.join(path)) {
+            Ok(b) => b,
+            Err(_) => {
+                out.push(ContextFile {
+                    path: path.clone(),
+                    sha256: None,
+                    size: 0,
+                    shown: String::new(),
+                    truncated: false,
+                });
+                continue;
+            }
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut cut = text.len().min(budget);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        budget -= cut;
+        out.push(ContextFile {
+            path: path.clone(),
+            sha256: Some(sha256_hex(&bytes)),
+            size: bytes.len(),
+            shown: text[..cut].to_string(),
+            truncated: cut < text.len(),
+        });
+    }
+    out
+}
+
+pub fn build(
+    order: &WorkOrder,
+    context: &[ContextFile],
+    acceptance: &[String],
+    brief: Option<&FailureBrief>,
+) -> String {
+    let mut p = String::new();
+    let _ = writeln!(p, "# Work order {}: {}\n", order.id, order.title);
+    let _ = writeln!(p, "## Intent\n\n{}\n", order.intent.trim_end());
+    if let Some(notes) = order.notes.as_deref().filter(|n| !n.trim().is_empty()) {
+        let _ = writeln!(p, "## Notes\n\n{}\n", notes.trim_end());
+    }
+    let _ = writeln!(p, "## Files you may change\n");
+    for f in &order.allowed_files {
+        let _ = writeln!(p, "- {f}");
+    }
+    p.push('\n');
+    if !order.forbidden.is_empty() {
+        let _ = writeln!(p, "## Forbidden\n");
+        for f in &order.forbidden {
+            let _ = writeln!(p, "- {f}");
+        }
+        p.push('\n');
+    }
+    let _ = writeln!(p, "## Checks the harness runs after applying your change\n");
+    let _ = writeln!(p, "- the repository's global verification");
+    for c in acceptance {
+        let _ = writeln!(p, "- {c}");
+    }
+    p.push('\n');
+    if !context.is_empty() {
+        let _ = writeln!(p, "## Context files\n");
+        for f in context {
+            match &f.sha256 {
+                None => {
+                    let _ = writeln!(p, "### {} (does not exist yet; base_sha256 null)\n", f.path);
+                }
+                Some(sha) => {
+                    let _ = writeln!(p, "### {} (sha256 {sha}, {} bytes)\n", f.path, f.size);
+                    let _ = writeln!(p, "<<<<<< {}", f.path);
+                    p.push_str(&f.shown);
+                    if !f.shown.is_empty() && !f.shown.ends_with('\n') {
+                        p.push('\n');
+                    }
+                    let _ = writeln!(p, ">>>>>> {}", f.path);
+                    if f.truncated {
+                        let _ = writeln!(
+                            p,
+                            "[truncated: showing the first {} of {} bytes; the context budget is {} KB]",
+                            f.shown.len(),
+                            f.size,
+                            CONTEXT_BUDGET_BYTES / 1024
+                        );
+                    }
+                    p.push('\n');
+                }
+            }
+        }
+    }
+    if let Some(b) = brief {
+        let _ = writeln!(p, "## The previous attempt failed\n");
+        let _ = writeln!(p, "stage: {}", b.stage.as_str());
+        if let Some(c) = &b.command {
+            let _ = writeln!(p, "command: {c}");
+        }
+        if let Some(code) = b.exit_code {
+            let _ = writeln!(p, "exit code: {code}");
+        }
+        let _ = writeln!(
+            p,
+            "excerpt:\n<<<<<<\n{}\n>>>>>>",
+            b.primary_error_excerpt.trim_end()
+        );
+        let _ = writeln!(p, "reminder: {}\n", b.constraints_reminder);
+        let _ = writeln!(
+            p,
+            "Every attempt starts again from the original files above; propose the whole change again, corrected.\n"
+        );
+    }
+    p.push_str(CONTRACT);
+    p
+}

@@ -1,0 +1,61 @@
+//! `--agent-command`: any program that reads the request as JSON on stdin and prints its
+//! proposal on stdout. Run like every other command: argv only, own process group, timeout.
+
+use super::{Provider, ProviderError, Request, Response};
+use crate::roles::po::exec::{self, excerpt, CommandSpec, LogFiles};
+use crate::roles::se::proposal::OutputFormat;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub struct AgentCommand {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+}
+
+impl Provider for AgentCommand {
+    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
+        let input = json!({
+            "prompt": request.prompt,
+            "work_order": request.work_order,
+            "attempt": request.attempt,
+            "failure_brief": request.failure_brief,
+        });
+        let spec = CommandSpec {
+            argv: self.argv.clone(),
+            cwd: self.cwd.clone(),
+            timeout: self.timeout,
+            env_remove: Vec::new(),
+            env_set: Vec::new(),
+            stdin: Some(input.to_string().into_bytes()),
+        };
+        let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
+        let result = exec::run(&spec, &logs);
+        if !result.succeeded() {
+            let tail = excerpt(&result.stderr_trunc);
+            let tail: String = tail
+                .chars()
+                .rev()
+                .take(1500)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            return Err(ProviderError::Failed(format!(
+                "agent command {}: {}\n{}",
+                result.display(),
+                result.outcome(),
+                tail.trim_end()
+            )));
+        }
+        let raw = std::fs::read(&logs.stdout)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map_err(|e| ProviderError::Failed(format!("cannot read the agent's output: {e}")))?;
+        Ok(Response {
+            raw,
+            format: OutputFormat::AgentText,
+            usage: None,
+        })
+    }
+}

@@ -1,0 +1,194 @@
+//! SE providers behind one trait: model APIs, external agents, replayed proposals and the
+//! demo's scripted proposer.
+
+pub mod anthropic;
+pub mod command;
+pub mod http;
+pub mod openai;
+pub mod replay;
+pub mod scripted;
+
+use crate::roles::se::proposal::OutputFormat;
+use crate::store::records::{FailureBrief, Usage};
+use std::path::Path;
+
+/// What a provider is asked for one attempt.
+pub struct Request<'a> {
+    pub prompt: &'a str,
+    pub work_order: &'a serde_json::Value,
+    pub attempt: u32,
+    pub failure_brief: Option<&'a FailureBrief>,
+    /// The folder where this attempt's artifacts go (an agent's logs land here).
+    pub attempt_dir: &'a Path,
+    pub attempt_rel: &'a str,
+}
+
+/// A provider's raw answer: stored verbatim, then parsed by the harness.
+pub struct Response {
+    pub raw: String,
+    pub format: OutputFormat,
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderError {
+    /// The attempt fails with stage `llm_call_failed`; a later attempt may still succeed.
+    Failed(String),
+    /// The attempt fails with stage `llm_call_failed` and no later attempt can do better
+    /// (a replay with no more proposals): the run ends with its verdict.
+    Exhausted(String),
+    /// The provider refuses us (bad key, unknown model, malformed request): the run ends at
+    /// once with verdict ERROR.
+    Fatal(String),
+}
+
+pub trait Provider {
+    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError>;
+}
+
+/// Which provider a run uses, as given on the command line; its `identity()` enters the
+/// config hash, so it never holds a path or a key.
+#[derive(Debug, Clone)]
+pub enum ProviderSpec {
+    OpenAi {
+        model: String,
+        base_url: Option<String>,
+    },
+    Anthropic {
+        model: String,
+        base_url: Option<String>,
+    },
+    AgentCommand {
+        argv: Vec<String>,
+    },
+    Replay {
+        dir: std::path::PathBuf,
+    },
+    Scripted {
+        name: String,
+        proposals: Vec<String>,
+    },
+}
+
+fn join_argv(argv: &[String]) -> String {
+    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
+}
+
+impl ProviderSpec {
+    /// Parses `[PROVIDER:]MODEL` (openai when no provider is named).
+    pub fn model(spec: &str, base_url: Option<String>) -> crate::error::Result<Self> {
+        let (provider, model) = match spec.split_once(':') {
+            Some((p, m)) if p == "openai" || p == "anthropic" => (p, m),
+            Some((p, _)) if !p.contains('/') && !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric()) => {
+                return Err(crate::error::Error::new(format!("unknown provider {p:?} in --llm-model {spec:?}"))
+                    .hint("use openai:MODEL (any OpenAI-compatible server with --llm-base-url) or anthropic:MODEL"))
+            }
+            _ => ("openai", spec),
+        };
+        if model.trim().is_empty() {
+            return Err(crate::error::Error::new("--llm-model names no model")
+                .hint("e.g. --llm-model openai:gpt-4o"));
+        }
+        Ok(match provider {
+            "anthropic" => ProviderSpec::Anthropic {
+                model: model.to_string(),
+                base_url,
+            },
+            _ => ProviderSpec::OpenAi {
+                model: model.to_string(),
+                base_url,
+            },
+        })
+    }
+
+    /// Opens the provider, checking what it needs (keys, folders) before anything runs.
+    pub fn open(
+        &self,
+        cwd: &Path,
+        temperature: f64,
+        agent_timeout: std::time::Duration,
+    ) -> crate::error::Result<(Box<dyn Provider>, String)> {
+        use crate::error::Error;
+        Ok(match self {
+            ProviderSpec::OpenAi { model, base_url } => {
+                let key = crate::env::openai_key();
+                if key.is_none() && base_url.is_none() {
+                    return Err(Error::new("OPENAI_API_KEY is not set")
+                        .hint("export OPENAI_API_KEY=…, or point --llm-base-url at a local OpenAI-compatible server"));
+                }
+                let base = base_url
+                    .clone()
+                    .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_string());
+                (
+                    Box::new(openai::OpenAi {
+                        model: model.clone(),
+                        base_url: base,
+                        api_key: key,
+                        temperature,
+                    }),
+                    self.identity(),
+                )
+            }
+            ProviderSpec::Anthropic { model, base_url } => {
+                let key = crate::env::anthropic_key().ok_or_else(|| {
+                    Error::new("ANTHROPIC_API_KEY is not set")
+                        .hint("export ANTHROPIC_API_KEY=… and run again")
+                })?;
+                let base = base_url
+                    .clone()
+                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_string());
+                (
+                    Box::new(anthropic::Anthropic {
+                        model: model.clone(),
+                        base_url: base,
+                        api_key: key,
+                        temperature,
+                    }),
+                    self.identity(),
+                )
+            }
+            ProviderSpec::AgentCommand { argv } => (
+                Box::new(command::AgentCommand {
+                    argv: argv.clone(),
+                    cwd: cwd.to_path_buf(),
+                    timeout: agent_timeout,
+                }),
+                self.identity(),
+            ),
+            ProviderSpec::Replay { dir } => {
+                let replay = replay::Replay::from_dir(dir)?;
+                let id = replay.identity.clone();
+                (Box::new(replay), id)
+            }
+            ProviderSpec::Scripted { proposals, .. } => (
+                Box::new(scripted::Scripted {
+                    proposals: proposals.clone(),
+                }),
+                self.identity(),
+            ),
+        })
+    }
+
+    /// The `model` part of the config hash (SPEC §4.3). Replay's is computed from its files
+    /// when opened.
+    pub fn identity(&self) -> String {
+        match self {
+            ProviderSpec::OpenAi { model, base_url } => match base_url {
+                Some(u) => format!("openai:{model}@{u}"),
+                None => format!("openai:{model}"),
+            },
+            ProviderSpec::Anthropic { model, base_url } => match base_url {
+                Some(u) => format!("anthropic:{model}@{u}"),
+                None => format!("anthropic:{model}"),
+            },
+            ProviderSpec::AgentCommand { argv } => format!("agent:{}", join_argv(argv)),
+            ProviderSpec::Replay { .. } => "replay".to_string(),
+            ProviderSpec::Scripted { name, .. } => format!("scripted:{name}"),
+        }
+    }
+
+    /// Whether the provider runs code in the repo root (so the tree is checked after it).
+    pub fn runs_in_tree(&self) -> bool {
+        matches!(self, ProviderSpec::AgentCommand { .. })
+    }
+}

@@ -1,0 +1,713 @@
+//! Our own unified-diff parser. It feeds both the scope rules and the appliers, so touched paths
+//! always come from the diff's headers — never from the model's words, and never from a tool
+//! that silently reinterprets them (`git apply` turns `+++ /tmp/x` into `tmp/x`).
+
+use std::fmt;
+
+/// One line of a hunk body, without its leading marker and without the `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    Context(String),
+    Remove(String),
+    Add(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    pub old_start: usize,
+    pub old_count: usize,
+    pub new_start: usize,
+    pub new_count: usize,
+    /// `@@ ... @@` or `@@ @@`: the model gave no numbers at all.
+    pub placeholder: bool,
+    pub lines: Vec<Line>,
+    /// `\ No newline at end of file` after the last old-side / new-side line.
+    pub old_no_eol: bool,
+    pub new_no_eol: bool,
+    /// 1-based line of the `@@` header in the diff text.
+    pub at_line: usize,
+    pub header: String,
+}
+
+impl Hunk {
+    pub fn body_old_count(&self) -> usize {
+        self.lines
+            .iter()
+            .filter(|l| !matches!(l, Line::Add(_)))
+            .count()
+    }
+
+    pub fn body_new_count(&self) -> usize {
+        self.lines
+            .iter()
+            .filter(|l| !matches!(l, Line::Remove(_)))
+            .count()
+    }
+
+    /// Whether the header's counts agree with the body; a strict apply needs both.
+    pub fn counts_match(&self) -> bool {
+        !self.placeholder
+            && self.old_count == self.body_old_count()
+            && self.new_count == self.body_new_count()
+    }
+
+    pub fn old_lines(&self) -> impl Iterator<Item = &str> {
+        self.lines.iter().filter_map(|l| match l {
+            Line::Context(s) | Line::Remove(s) => Some(s.as_str()),
+            Line::Add(_) => None,
+        })
+    }
+
+    pub fn new_lines(&self) -> impl Iterator<Item = &str> {
+        self.lines.iter().filter_map(|l| match l {
+            Line::Context(s) | Line::Add(s) => Some(s.as_str()),
+            Line::Remove(_) => None,
+        })
+    }
+}
+
+/// Everything one file section of a diff says about one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilePatch {
+    /// Path before, prefix stripped; `None` for `/dev/null` (a creation).
+    pub old_path: Option<String>,
+    /// Path after, prefix stripped; `None` for `/dev/null` (a deletion).
+    pub new_path: Option<String>,
+    pub old_mode: Option<u32>,
+    pub new_mode: Option<u32>,
+    pub is_rename: bool,
+    pub is_copy: bool,
+    pub is_new: bool,
+    pub is_deleted: bool,
+    pub binary: bool,
+    pub hunks: Vec<Hunk>,
+    /// 1-based line of the section's first header line.
+    pub at_line: usize,
+}
+
+impl FilePatch {
+    /// Every path this section touches: both sides of a rename or copy.
+    pub fn touched_paths(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for p in [&self.old_path, &self.new_path].into_iter().flatten() {
+            if !out.contains(&p.as_str()) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// The path whose content results from this section (new side, or old side of a deletion).
+    pub fn target(&self) -> &str {
+        self.new_path
+            .as_deref()
+            .or(self.old_path.as_deref())
+            .unwrap_or("")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "diff line {}: {}", self.line, self.message)
+    }
+}
+
+fn err(line: usize, message: impl Into<String>) -> ParseError {
+    ParseError {
+        line,
+        message: message.into(),
+    }
+}
+
+/// How path prefixes (`a/`, `b/`) are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strip {
+    /// git's `a/` and `b/` when present on both sides, else nothing.
+    Auto,
+    /// Remove exactly N leading components (`patch -pN`).
+    Components(usize),
+}
+
+/// Whether `text` looks like a unified diff at all (has file headers or a hunk).
+pub fn looks_like_diff(text: &str) -> bool {
+    let mut prev_minus = false;
+    for line in text.lines() {
+        if line.starts_with("diff --git ") || (prev_minus && line.starts_with("+++ ")) {
+            return true;
+        }
+        prev_minus = line.starts_with("--- ");
+    }
+    false
+}
+
+/// Parses a git-style or plain unified diff into file sections.
+pub fn parse(text: &str, strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut patches: Vec<FilePatch> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            let (patch, next) = parse_git_section(&lines, i, rest, strip)?;
+            patches.push(patch);
+            i = next;
+        } else if is_file_header_pair(&lines, i) {
+            let mut patch = FilePatch {
+                at_line: i + 1,
+                ..FilePatch::default()
+            };
+            let (old_raw, new_raw) = header_pair(&lines, i)?;
+            apply_plain_names(&mut patch, old_raw, new_raw, strip, i + 1)?;
+            let next = parse_hunks(&lines, i + 2, &mut patch)?;
+            if patch.hunks.is_empty() {
+                return Err(err(i + 1, "file header without any hunk"));
+            }
+            patches.push(patch);
+            i = next;
+        } else if line.starts_with("@@") {
+            return Err(err(
+                i + 1,
+                "hunk without a file header (--- / +++) before it",
+            ));
+        } else if line.starts_with("GIT binary patch") || line.starts_with("Binary files ") {
+            return Err(err(i + 1, "binary patch outside a file section"));
+        } else {
+            // Preamble or prose between sections (commit messages, `Index:` lines): ignored.
+            i += 1;
+        }
+    }
+    Ok(patches)
+}
+
+fn is_file_header_pair(lines: &[&str], i: usize) -> bool {
+    lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
+}
+
+fn header_pair(
+    lines: &[&str],
+    i: usize,
+) -> Result<(Option<String>, Option<String>), ParseError> {
+    let old = header_path(&lines[i][4..], i + 1)?;
+    let new = header_path(&lines[i + 1][4..], i + 2)?;
+    Ok((old, new))
+}
+
+/// A `---`/`+++` path: quoted or bare, timestamp after a tab removed, `/dev/null` → None.
+fn header_path(raw: &str, line: usize) -> Result<Option<String>, ParseError> {
+    let raw = raw.trim_end_matches('\r');
+    let path = if raw.starts_with('"') {
+        let (path, _) = unquote(raw).ok_or_else(|| err(line, "malformed quoted path"))?;
+        path
+    } else {
+        let bare = raw.split('\t').next().unwrap_or("");
+        // `diff -u` puts two spaces and a timestamp after the name when no tab is used.
+        let bare = match bare.find("  ") {
+            Some(pos) if looks_like_timestamp(&bare[pos..]) => &bare[..pos],
+            _ => bare,
+        };
+        bare.trim_end().to_string()
+    };
+    if path.is_empty() {
+        return Err(err(line, "empty path in file header"));
+    }
+    if path == "/dev/null" {
+        return Ok(None);
+    }
+    Ok(Some(path))
+}
+
+fn looks_like_timestamp(s: &str) -> bool {
+    let s = s.trim_start();
+    s.len() >= 10 && s.as_bytes()[..4].iter().all(u8::is_ascii_digit) && s.as_bytes()[4] == b'-'
+}
+
+/// Decodes a C-style quoted path (`"a/t\303\251st\tx"`); returns it and the rest of the input.
+pub fn unquote(s: &str) -> Option<(String, &str)> {
+    let inner = s.strip_prefix('"')?;
+    let mut bytes: Vec<u8> = Vec::new();
+    let raw = inner.as_bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        match raw[i] {
+            b'"' => {
+                let path = String::from_utf8_lossy(&bytes).into_owned();
+                return Some((path, &inner[i + 1..]));
+            }
+            b'\\' => {
+                let c = *raw.get(i + 1)?;
+                let (byte, used) = match c {
+                    b'n' => (b'\n', 2),
+                    b't' => (b'\t', 2),
+                    b'r' => (b'\r', 2),
+                    b'a' => (7, 2),
+                    b'b' => (8, 2),
+                    b'f' => (12, 2),
+                    b'v' => (11, 2),
+                    b'"' => (b'"', 2),
+                    b'\\' => (b'\\', 2),
+                    b'0'..=b'3' => {
+                        let digits = raw.get(i + 1..i + 4)?;
+                        if !digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
+                            return None;
+                        }
+                        let v = (digits[0] - b'0') as u32 * 64
+                            + (digits[1] - b'0') as u32 * 8
+                            + (digits[2] - b'0') as u32;
+                        (v as u8, 4)
+                    }
+                    _ => return None,
+                };
+                bytes.push(byte);
+                i += used;
+            }
+            b => {
+                bytes.push(b);
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+fn strip_components(path: &str, n: usize) -> Option<String> {
+    let mut rest = path;
+    for _ in 0..n {
+        let pos = rest.find('/')?;
+        rest = rest[pos + 1..].trim_start_matches('/');
+    }
+    Some(rest.to_string())
+}
+
+fn strip_name(
+    path: Option<String>,
+    prefix: &str,
+    strip: Strip,
+    auto_strip: bool,
+    line: usize,
+) -> Result<Option<String>, ParseError> {
+    let Some(p) = path else { return Ok(None) };
+    match strip {
+        Strip::Components(n) => strip_components(&p, n)
+            .map(Some)
+            .ok_or_else(|| err(line, format!("cannot strip {n} components from {p:?}"))),
+        Strip::Auto if auto_strip => Ok(Some(p.strip_prefix(prefix).unwrap_or(&p).to_string())),
+        Strip::Auto => Ok(Some(p)),
+    }
+}
+
+/// Plain (non-git) headers: `a/`/`b/` are stripped only when every named side carries its prefix.
+fn apply_plain_names(
+    patch: &mut FilePatch,
+    old: Option<String>,
+    new: Option<String>,
+    strip: Strip,
+    line: usize,
+) -> Result<(), ParseError> {
+    let old_ok = old.as_deref().is_none_or(|p| p.starts_with("a/"));
+    let new_ok = new.as_deref().is_none_or(|p| p.starts_with("b/"));
+    let auto = old_ok && new_ok && (old.is_some() || new.is_some());
+    let old = strip_name(old, "a/", strip, auto, line)?;
+    let new = strip_name(new, "b/", strip, auto, line + 1)?;
+    match (&old, &new) {
+        (None, None) => return Err(err(line, "both sides of the file header are /dev/null")),
+        (Some(o), Some(n)) if o != n => {
+            return Err(err(
+                line,
+                format!("headers disagree: --- names {o:?} but +++ names {n:?}"),
+            ))
+        }
+        _ => {}
+    }
+    patch.is_new = old.is_none();
+    patch.is_deleted = new.is_none();
+    patch.old_path = old;
+    patch.new_path = new;
+    Ok(())
+}
+
+/// Splits the `a/X b/Y` of a `diff --git` line.
+fn git_line_names(rest: &str, line: usize) -> Result<(String, String), ParseError> {
+    let rest = rest.trim_end_matches('\r');
+    if rest.starts_with('"') {
+        let (a, tail) = unquote(rest).ok_or_else(|| err(line, "malformed quoted path"))?;
+        let tail = tail.trim_start();
+        let b = if tail.starts_with('"') {
+            unquote(tail)
+                .ok_or_else(|| err(line, "malformed quoted path"))?
+                .0
+        } else {
+            tail.to_string()
+        };
+        return Ok((a, b));
+    }
+    if let Some(pos) = rest.rfind(" \"") {
+        let (b, _) = unquote(&rest[pos + 1..]).ok_or_else(|| err(line, "malformed quoted path"))?;
+        return Ok((rest[..pos].to_string(), b));
+    }
+    // Unquoted names may contain spaces: prefer the split where both names agree.
+    let candidates: Vec<usize> = rest.match_indices(" b/").map(|(i, _)| i).collect();
+    for &pos in &candidates {
+        let (a, b) = (&rest[..pos], &rest[pos + 1..]);
+        if a.strip_prefix("a/") == b.strip_prefix("b/") {
+            return Ok((a.to_string(), b.to_string()));
+        }
+    }
+    if let [pos] = candidates.as_slice() {
+        return Ok((rest[..*pos].to_string(), rest[pos + 1..].to_string()));
+    }
+    match rest.split_once(' ') {
+        Some((a, b)) if !b.contains(' ') => Ok((a.to_string(), b.to_string())),
+        _ => Err(err(
+            line,
+            format!("cannot tell the two names apart in 'diff --git {rest}'"),
+        )),
+    }
+}
+
+fn parse_mode(value: &str, line: usize) -> Result<u32, ParseError> {
+    u32::from_str_radix(value.trim(), 8).map_err(|_| err(line, format!("bad file mode {value:?}")))
+}
+
+fn parse_git_section(
+    lines: &[&str],
+    start: usize,
+    rest: &str,
+    strip: Strip,
+) -> Result<(FilePatch, usize), ParseError> {
+    let line_no = start + 1;
+    let (git_a, git_b) = git_line_names(rest, line_no)?;
+    let git_a = strip_name(Some(git_a), "a/", strip, true, line_no)?.unwrap_or_default();
+    let git_b = strip_name(Some(git_b), "b/", strip, true, line_no)?.unwrap_or_default();
+    let mut patch = FilePatch {
+        at_line: line_no,
+        ..FilePatch::default()
+    };
+    let (mut rename_from, mut rename_to, mut copy_from, mut copy_to) = (None, None, None, None);
+    let mut i = start + 1;
+    let mut headers: Option<(Option<String>, Option<String>)> = None;
+    while i < lines.len() {
+        let l = lines[i].trim_end_matches('\r');
+        let n = i + 1;
+        let path_of = |v: &str| -> Result<String, ParseError> {
+            if v.starts_with('"') {
+                unquote(v)
+                    .map(|(p, _)| p)
+                    .ok_or_else(|| err(n, "malformed quoted path"))
+            } else {
+                Ok(v.to_string())
+            }
+        };
+        if let Some(v) = l.strip_prefix("old mode ") {
+            patch.old_mode = Some(parse_mode(v, n)?);
+        } else if let Some(v) = l.strip_prefix("new mode ") {
+            patch.new_mode = Some(parse_mode(v, n)?);
+        } else if let Some(v) = l.strip_prefix("deleted file mode ") {
+            patch.is_deleted = true;
+            patch.old_mode = Some(parse_mode(v, n)?);
+        } else if let Some(v) = l.strip_prefix("new file mode ") {
+            patch.is_new = true;
+            patch.new_mode = Some(parse_mode(v, n)?);
+        } else if let Some(v) = l.strip_prefix("rename from ") {
+            rename_from = Some(path_of(v)?);
+        } else if let Some(v) = l.strip_prefix("rename to ") {
+            rename_to = Some(path_of(v)?);
+        } else if let Some(v) = l.strip_prefix("copy from ") {
+            copy_from = Some(path_of(v)?);
+        } else if let Some(v) = l.strip_prefix("copy to ") {
+            copy_to = Some(path_of(v)?);
+        } else if l.starts_with("similarity index ")
+            || l.starts_with("dissimilarity index ")
+            || l.starts_with("index ")
+        {
+        } else if l.starts_with("GIT binary patch") || l.starts_with("Binary files ") {
+            patch.binary = true;
+        } else if is_file_header_pair(lines, i) {
+            headers = Some(header_pair(lines, i)?);
+            i += 2;
+            break;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+
+    // Reconcile every source of names; any disagreement is refused, never guessed.
+    let disagree = |what: String| err(line_no, format!("headers disagree: {what}"));
+    patch.is_rename = rename_from.is_some() || rename_to.is_some();
+    patch.is_copy = copy_from.is_some() || copy_to.is_some();
+    if patch.is_rename && patch.is_copy {
+        return Err(disagree("both rename and copy lines".into()));
+    }
+    for (from, to, kind) in [
+        (&rename_from, &rename_to, "rename"),
+        (&copy_from, &copy_to, "copy"),
+    ] {
+        if let (Some(f), Some(t)) = (from, to) {
+            if f != &git_a || t != &git_b {
+                return Err(disagree(format!(
+                    "'{kind} from/to' name {f:?} → {t:?} but 'diff --git' names {git_a:?} → {git_b:?}"
+                )));
+            }
+        } else if from.is_some() || to.is_some() {
+            return Err(disagree(format!(
+                "'{kind} from' without '{kind} to' (or the reverse)"
+            )));
+        }
+    }
+    if git_a != git_b && !patch.is_rename && !patch.is_copy {
+        return Err(disagree(format!(
+            "'diff --git' names {git_a:?} and {git_b:?} but there is no rename or copy line"
+        )));
+    }
+    let mut old_path = if patch.is_new {
+        None
+    } else {
+        Some(git_a.clone())
+    };
+    let mut new_path = if patch.is_deleted {
+        None
+    } else {
+        Some(git_b.clone())
+    };
+    if patch.is_new && patch.is_deleted {
+        return Err(disagree("both 'new file' and 'deleted file'".into()));
+    }
+    if let Some((h_old, h_new)) = headers {
+        let h_old = strip_name(h_old, "a/", strip, true, line_no)?;
+        let h_new = strip_name(h_new, "b/", strip, true, line_no)?;
+        if h_old.is_none() && !patch.is_new {
+            if old_path.as_deref() == new_path.as_deref() && patch.new_mode.is_none() {
+                patch.is_new = true;
+                old_path = None;
+            } else {
+                return Err(disagree("'--- /dev/null' but not a new file".into()));
+            }
+        }
+        if h_new.is_none() && !patch.is_deleted {
+            if old_path.as_deref() == new_path.as_deref() {
+                patch.is_deleted = true;
+                new_path = None;
+            } else {
+                return Err(disagree("'+++ /dev/null' but not a deletion".into()));
+            }
+        }
+        if h_old.is_some() && h_old != old_path {
+            return Err(disagree(format!(
+                "'---' names {:?} but 'diff --git' names {:?}",
+                h_old.unwrap_or_default(),
+                old_path.unwrap_or_default()
+            )));
+        }
+        if h_new.is_some() && h_new != new_path {
+            return Err(disagree(format!(
+                "'+++' names {:?} but 'diff --git' names {:?}",
+                h_new.unwrap_or_default(),
+                new_path.unwrap_or_default()
+            )));
+        }
+    }
+    patch.old_path = old_path;
+    patch.new_path = new_path;
+    let next = parse_hunks(lines, i, &mut patch)?;
+    Ok((patch, next))
+}
+
+/// Reads the hunks that follow a file header; returns the index of the first line after them.
+fn parse_hunks(lines: &[&str], mut i: usize, patch: &mut FilePatch) -> Result<usize, ParseError> {
+    while i < lines.len() && lines[i].starts_with("@@") {
+        let (mut hunk, bare_tail, next) = parse_hunk(lines, i)?;
+        trim_trailing_blank(&mut hunk, bare_tail);
+        patch.hunks.push(hunk);
+        i = next;
+    }
+    Ok(i)
+}
+
+fn parse_range(s: &str) -> Option<(usize, usize)> {
+    match s.split_once(',') {
+        Some((start, count)) => Some((start.parse().ok()?, count.parse().ok()?)),
+        None => Some((s.parse().ok()?, 1)),
+    }
+}
+
+fn parse_hunk_header(line: &str) -> Option<(usize, usize, usize, usize)> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (ranges, _) = rest.split_once(" @@")?;
+    let (old, new) = ranges.split_once(" +")?;
+    let (os, oc) = parse_range(old)?;
+    let (ns, nc) = parse_range(new)?;
+    Some((os, oc, ns, nc))
+}
+
+/// Parses one hunk; also returns how many bare empty lines (no leading space) end its body.
+fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), ParseError> {
+    let header = lines[start].trim_end_matches('\r');
+    let (old_start, old_count, new_start, new_count, placeholder) = match parse_hunk_header(header)
+    {
+        Some((a, b, c, d)) => (a, b, c, d, false),
+        None => {
+            let inner = header.trim_start_matches('@').trim();
+            let inner = inner.split("@@").next().unwrap_or("").trim();
+            if inner.is_empty() || inner.chars().all(|c| c == '.' || c == ' ' || c == '…') {
+                (0, 0, 0, 0, true)
+            } else {
+                return Err(err(start + 1, format!("malformed hunk header {header:?}")));
+            }
+        }
+    };
+    let mut hunk = Hunk {
+        old_start,
+        old_count,
+        new_start,
+        new_count,
+        placeholder,
+        lines: Vec::new(),
+        old_no_eol: false,
+        new_no_eol: false,
+        at_line: start + 1,
+        header: header.to_string(),
+    };
+    let mut i = start + 1;
+    let mut bare_tail = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.starts_with("@@") || l.starts_with("diff --git ") || is_file_header_pair(lines, i) {
+            break;
+        }
+        let bare = l.is_empty() || l == "\r";
+        bare_tail = if bare { bare_tail + 1 } else if l.starts_with('\\') { bare_tail } else { 0 };
+        match l.as_bytes().first() {
+            Some(b' ') => hunk.lines.push(Line::Context(l[1..].to_string())),
+            Some(b'-') => hunk.lines.push(Line::Remove(l[1..].to_string())),
+            Some(b'+') => hunk.lines.push(Line::Add(l[1..].to_string())),
+            Some(b'\\') => match hunk.lines.last() {
+                Some(Line::Remove(_)) => hunk.old_no_eol = true,
+                Some(Line::Add(_)) => hunk.new_no_eol = true,
+                Some(Line::Context(_)) => {
+                    hunk.old_no_eol = true;
+                    hunk.new_no_eol = true;
+                }
+                None => return Err(err(i + 1, "'\\ No newline' marker before any line")),
+            },
+            // A blank context line whose leading space was lost.
+            None => hunk.lines.push(Line::Context(String::new())),
+            Some(_) if l == "\r" => hunk.lines.push(Line::Context(String::new())),
+            Some(_) => break,
+        }
+        i += 1;
+    }
+    Ok((hunk, bare_tail, i))
+}
+
+/// Drops bare empty lines at a hunk's end that its header does not account for: they are the
+/// diff text's final newline or blank lines between sections, not context.
+fn trim_trailing_blank(hunk: &mut Hunk, mut bare_tail: usize) {
+    while bare_tail > 0 && matches!(hunk.lines.last(), Some(Line::Context(s)) if s.is_empty()) {
+        let fits = !hunk.placeholder
+            && hunk.body_old_count() <= hunk.old_count
+            && hunk.body_new_count() <= hunk.new_count;
+        if fits {
+            break;
+        }
+        hunk.lines.pop();
+        bare_tail -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_git_modify() {
+        let d = "diff --git a/src/x.py b/src/x.py\nindex 1..2 100644\n--- a/src/x.py\n+++ b/src/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].old_path.as_deref(), Some("src/x.py"));
+        assert_eq!(p[0].hunks[0].lines.len(), 3);
+        assert!(p[0].hunks[0].counts_match());
+    }
+
+    #[test]
+    fn deletion_and_creation() {
+        let d = "--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+y\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p[0].touched_paths(), vec!["x"]);
+        assert!(p[0].is_deleted);
+        assert!(p[1].is_new);
+        assert_eq!(p[1].new_path.as_deref(), Some("y"));
+    }
+
+    #[test]
+    fn renames_and_copies_touch_both_sides() {
+        let d = "diff --git a/a.txt b/sub/b.txt\nsimilarity index 100%\nrename from a.txt\nrename to sub/b.txt\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert!(p[0].is_rename);
+        assert_eq!(p[0].touched_paths(), vec!["a.txt", "sub/b.txt"]);
+        let d = "diff --git a/a.txt b/c.txt\ncopy from a.txt\ncopy to c.txt\n";
+        assert!(parse(d, Strip::Auto).expect("parses")[0].is_copy);
+    }
+
+    #[test]
+    fn quoted_paths_with_c_escapes() {
+        let d = "diff --git \"a/t\\303\\251st\\tx\" \"b/t\\303\\251st\\tx\"\n--- \"a/t\\303\\251st\\tx\"\n+++ \"b/t\\303\\251st\\tx\"\n@@ -1 +1 @@\n-a\n+b\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p[0].new_path.as_deref(), Some("tést\tx"));
+    }
+
+    #[test]
+    fn disagreeing_headers_are_refused() {
+        let d = "diff --git a/A b/B\n--- a/A\n+++ b/B\n@@ -1 +1 @@\n-a\n+b\n";
+        assert!(parse(d, Strip::Auto)
+            .expect_err("refused")
+            .message
+            .contains("disagree"));
+        let d = "diff --git a/A b/A\n--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n";
+        assert!(parse(d, Strip::Auto).is_err());
+        let d = "--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n";
+        assert!(parse(d, Strip::Auto).is_err());
+    }
+
+    #[test]
+    fn absolute_traditional_header_stays_absolute() {
+        let d = "--- /tmp/x\n+++ /tmp/x\n@@ -1 +1 @@\n-a\n+b\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p[0].new_path.as_deref(), Some("/tmp/x"));
+    }
+
+    #[test]
+    fn body_longer_than_header_is_kept_whole() {
+        let d = "--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-a\n+b\n+c\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p[0].hunks[0].lines.len(), 3);
+        assert!(!p[0].hunks[0].counts_match());
+    }
+
+    #[test]
+    fn no_newline_markers() {
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n";
+        let h = &parse(d, Strip::Auto).expect("parses")[0].hunks[0];
+        assert!(h.old_no_eol && !h.new_no_eol);
+    }
+
+    #[test]
+    fn modes_and_binary() {
+        let d = "diff --git a/s.sh b/s.sh\nold mode 100644\nnew mode 100755\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p[0].new_mode, Some(0o100755));
+        let d = "diff --git a/i.png b/i.png\nBinary files a/i.png and b/i.png differ\n";
+        assert!(parse(d, Strip::Auto).expect("parses")[0].binary);
+    }
+
+    #[test]
+    fn hunk_without_header_reports_line() {
+        let e = parse("hello\n@@ -1 +1 @@\n-a\n+b\n", Strip::Auto).expect_err("refused");
+        assert_eq!(e.line, 2);
+    }
+}

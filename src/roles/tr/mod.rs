@@ -1,0 +1,175 @@
+//! TR: the tool runner. Turns a proposal into a change set with our own parser, checks it
+//! whole against the scope rules, computes every resulting file in memory, and only then
+//! writes — all or nothing.
+
+pub mod apply;
+pub mod diff;
+pub mod scope;
+
+use crate::identity::sha256_hex;
+use crate::roles::se::proposal::{Change, WriteSpec};
+use crate::store::records::Stage;
+use apply::{ApplyMethod, FileOutcome, FileState};
+use std::path::Path;
+
+/// A change ready to be written: every path's before and after state.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub outcomes: Vec<FileOutcome>,
+    pub method: ApplyMethod,
+    pub touched: Vec<String>,
+}
+
+impl Plan {
+    /// Identity of the change's result, to recognise a proposal that repeats an earlier one.
+    pub fn fingerprint(&self) -> String {
+        let mut input = Vec::new();
+        for o in &self.outcomes {
+            input.extend_from_slice(o.path.as_bytes());
+            input.push(0);
+            match &o.after {
+                None => input.extend_from_slice(b"-"),
+                Some(s) => {
+                    input.extend_from_slice(if s.executable { b"x" } else { b"f" });
+                    input.extend_from_slice(sha256_hex(&s.bytes).as_bytes());
+                }
+            }
+            input.push(0);
+        }
+        sha256_hex(&input)
+    }
+}
+
+/// Why TR refused a proposal; nothing was written.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub stage: Stage,
+    pub message: String,
+    pub touched: Vec<String>,
+}
+
+fn refusal(stage: Stage, message: impl Into<String>, touched: Vec<String>) -> Refusal {
+    Refusal {
+        stage,
+        message: message.into(),
+        touched,
+    }
+}
+
+/// Options that shape how TR reads and applies a change.
+pub struct Rules<'a> {
+    /// The allow-list; `None` for the `patch` plumbing, which only has the always-refused rules.
+    pub allowed: Option<&'a [String]>,
+    pub strip: diff::Strip,
+    pub strict_only: bool,
+}
+
+/// Validates and plans a change against the work tree at `root`, writing nothing.
+pub fn plan(change: &Change, root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal> {
+    match change {
+        Change::Diff(text) if text.trim().is_empty() => Ok(Plan {
+            outcomes: Vec::new(),
+            method: ApplyMethod::Strict,
+            touched: Vec::new(),
+        }),
+        Change::Diff(text) => plan_diff(text, root, rules),
+        Change::Writes(writes) => plan_writes(writes, root, rules),
+    }
+}
+
+fn plan_diff(text: &str, root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal> {
+    let mut patches = diff::parse(text, rules.strip).map_err(|e| {
+        let stage = if e.message.contains("disagree") {
+            Stage::PatchScopeViolation
+        } else {
+            Stage::PatchApplyFailed
+        };
+        refusal(stage, format!("malformed diff: {e}"), Vec::new())
+    })?;
+    if patches.is_empty() {
+        return Err(refusal(
+            Stage::PatchApplyFailed,
+            "the diff has no file sections",
+            Vec::new(),
+        ));
+    }
+    let touched = scope::check_patches(&mut patches, rules.allowed, root).map_err(|v| {
+        let touched: Vec<String> = patches
+            .iter()
+            .flat_map(|p| p.touched_paths())
+            .map(str::to_string)
+            .collect();
+        refusal(
+            Stage::PatchScopeViolation,
+            format!("scope violation: {v}"),
+            touched,
+        )
+    })?;
+    let outcomes = apply::plan_patches(root, &patches, apply::apply_strict)
+        .map_err(|e| refusal(Stage::PatchApplyFailed, e, touched.clone()))?;
+    Ok(Plan {
+        outcomes,
+        method: ApplyMethod::Strict,
+        touched,
+    })
+}
+
+fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal> {
+    let mut outcomes: Vec<FileOutcome> = Vec::new();
+    let mut touched: Vec<String> = Vec::new();
+    for w in writes {
+        let path = scope::check_path(&w.path, rules.allowed, root).map_err(|v| {
+            refusal(
+                Stage::PatchScopeViolation,
+                format!("scope violation: {v}"),
+                vec![w.path.clone()],
+            )
+        })?;
+        if touched.contains(&path) {
+            return Err(refusal(
+                Stage::PatchScopeViolation,
+                format!("scope violation: {path}: written twice in one proposal"),
+                vec![path],
+            ));
+        }
+        let before = apply::read_state(root, &path).map_err(|e| {
+            refusal(
+                Stage::PatchApplyFailed,
+                format!("{path}: {e}"),
+                vec![path.clone()],
+            )
+        })?;
+        let actual = before.as_ref().map(|s| sha256_hex(&s.bytes));
+        if actual != w.base_sha256 {
+            let said = w
+                .base_sha256
+                .as_deref()
+                .unwrap_or("null (file must not exist)");
+            let is = actual.as_deref().unwrap_or("absent");
+            return Err(refusal(
+                Stage::PatchApplyFailed,
+                format!("{path}: base_sha256 is {said} but the file's current sha256 is {is}"),
+                vec![path],
+            ));
+        }
+        let executable = w
+            .executable
+            .unwrap_or_else(|| before.as_ref().is_some_and(|s| s.executable));
+        touched.push(path.clone());
+        outcomes.push(FileOutcome {
+            path,
+            before,
+            after: Some(FileState {
+                bytes: w.content.clone().into_bytes(),
+                executable,
+            }),
+        });
+    }
+    outcomes.sort_by(|a, b| a.path.cmp(&b.path));
+    touched.sort();
+    Ok(Plan {
+        outcomes,
+        method: ApplyMethod::Writes,
+        touched,
+    })
+}

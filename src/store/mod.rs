@@ -1,0 +1,320 @@
+//! Run records in git: the only code that writes `refs/factory/*` and `refs/notes/factory*`.
+//!
+//! `refs/factory/<run_id>` → the run commit: its tree holds the artifacts, its parents are the
+//! attempt commits (parent: baseline; tree: the repo after that attempt's change), plus the
+//! previous run commit when a run was forced again.
+
+pub mod records;
+
+use crate::error::{Error, Result};
+use git2::{Commit, FileMode, Oid, Repository, Signature};
+use records::RunSummary;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+pub const RUN_REF_PREFIX: &str = "refs/factory/";
+pub const NOTES_REF: &str = "refs/notes/factory";
+
+pub fn run_ref(run_id: &str) -> String {
+    format!("{RUN_REF_PREFIX}{run_id}")
+}
+
+pub fn signature(repo: &Repository) -> Result<Signature<'static>> {
+    match repo.signature() {
+        Ok(sig) => Ok(sig.to_owned()),
+        Err(_) => Ok(Signature::now("git-factory", "git-factory@localhost")?),
+    }
+}
+
+/// Writes a run's artifact folder into git after every stage.
+pub struct RunWriter {
+    run_id: String,
+    dir: PathBuf,
+    /// Blob ids of files already stored, keyed by path with their size and mtime.
+    blobs: HashMap<PathBuf, (u64, Option<SystemTime>, Oid)>,
+    pub attempt_commits: Vec<Oid>,
+    pub previous: Option<Oid>,
+}
+
+impl RunWriter {
+    pub fn new(run_id: &str, dir: &Path, previous: Option<Oid>) -> Self {
+        RunWriter {
+            run_id: run_id.to_string(),
+            dir: dir.to_path_buf(),
+            blobs: HashMap::new(),
+            attempt_commits: Vec::new(),
+            previous,
+        }
+    }
+
+    fn tree_of(&mut self, repo: &Repository, dir: &Path) -> Result<Oid> {
+        let mut builder = repo.treebuilder(None)?;
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let meta = entry.metadata()?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if meta.is_dir() {
+                let oid = self.tree_of(repo, &path)?;
+                builder.insert(name.as_ref(), oid, FileMode::Tree.into())?;
+            } else if meta.is_file() {
+                let stamp = (meta.len(), meta.modified().ok());
+                let oid = match self.blobs.get(&path) {
+                    Some((len, mtime, oid)) if (*len, *mtime) == stamp => *oid,
+                    _ => {
+                        let oid = repo.blob_path(&path)?;
+                        self.blobs.insert(path.clone(), (stamp.0, stamp.1, oid));
+                        oid
+                    }
+                };
+                builder.insert(name.as_ref(), oid, FileMode::Blob.into())?;
+            }
+        }
+        Ok(builder.write()?)
+    }
+
+    /// Records an attempt's resulting tree as a commit on the baseline.
+    pub fn attempt_commit(
+        &mut self,
+        repo: &Repository,
+        baseline: &Commit<'_>,
+        tree: Oid,
+        attempt: u32,
+    ) -> Result<Oid> {
+        let sig = signature(repo)?;
+        let tree = repo.find_tree(tree)?;
+        let msg = format!("factory {} attempt {attempt}", self.run_id);
+        let oid = repo.commit(None, &sig, &sig, &msg, &tree, &[baseline])?;
+        self.attempt_commits.push(oid);
+        Ok(oid)
+    }
+
+    /// Writes the artifact folder as the run commit and moves `refs/factory/<run_id>` to it.
+    pub fn checkpoint(&mut self, repo: &Repository, message: &str) -> Result<Oid> {
+        let dir = self.dir.clone();
+        let tree = self.tree_of(repo, &dir)?;
+        let tree = repo.find_tree(tree)?;
+        let sig = signature(repo)?;
+        let mut parents: Vec<Commit<'_>> = Vec::new();
+        for oid in self.attempt_commits.iter().chain(self.previous.iter()) {
+            parents.push(repo.find_commit(*oid)?);
+        }
+        let parent_refs: Vec<&Commit<'_>> = parents.iter().collect();
+        let oid = repo.commit(None, &sig, &sig, message, &tree, &parent_refs)?;
+        let subject = message.lines().next().unwrap_or("");
+        repo.reference(&run_ref(&self.run_id), oid, true, subject)?;
+        Ok(oid)
+    }
+}
+
+/// The note line of SPEC §4.1: `factory <run_id> <verdict> <work-order-id> attempts=<n>`.
+pub fn note_line(s: &RunSummary) -> String {
+    format!(
+        "factory {} {} {} attempts={}",
+        s.run_id,
+        s.verdict.as_str(),
+        s.work_order_id,
+        s.attempts.len()
+    )
+}
+
+/// The run commit's message: the note line as subject, then what `log` shows, so listing
+/// runs reads commit headers only, never artifact blobs.
+pub fn run_message(s: &RunSummary) -> String {
+    format!(
+        "{}\n\ntitle: {}\nbaseline: {}\nstarted: {}\n",
+        note_line(s),
+        s.work_order_title.replace('\n', " "),
+        s.repo_baseline_commit,
+        s.started_utc
+    )
+}
+
+/// What `log` needs of a run, parsed from its run commit's message.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunHeader {
+    pub run_id: String,
+    pub verdict: String,
+    pub attempts: u32,
+    pub work_order_id: String,
+    pub title: String,
+    pub baseline: String,
+    pub started_utc: String,
+    /// Seconds since the epoch of the run commit (its last update).
+    pub time: i64,
+}
+
+pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
+    let mut lines = message.lines();
+    // `factory <run_id> <verdict> <work-order-id, may hold spaces> attempts=<n>`
+    let subject: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
+    let attempts = subject
+        .last()
+        .and_then(|a| a.strip_prefix("attempts="))
+        .and_then(|a| a.parse().ok());
+    let wo_end = if attempts.is_some() {
+        subject.len() - 1
+    } else {
+        subject.len()
+    };
+    let mut h = RunHeader {
+        run_id: run_id.to_string(),
+        verdict: subject.get(2).unwrap_or(&"?").to_string(),
+        attempts: attempts.unwrap_or(0),
+        work_order_id: subject
+            .get(3..wo_end)
+            .map(|w| w.join(" "))
+            .unwrap_or_default(),
+        title: String::new(),
+        baseline: String::new(),
+        started_utc: String::new(),
+        time,
+    };
+    for line in lines {
+        if let Some(v) = line.strip_prefix("title: ") {
+            h.title = v.to_string();
+        } else if let Some(v) = line.strip_prefix("baseline: ") {
+            h.baseline = v.to_string();
+        } else if let Some(v) = line.strip_prefix("started: ") {
+            h.started_utc = v.to_string();
+        }
+    }
+    h
+}
+
+/// Every stored run's header, newest first.
+pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
+    let mut out = Vec::new();
+    for (id, oid) in run_ids(repo)? {
+        let Ok(commit) = repo.find_commit(oid) else {
+            continue;
+        };
+        let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
+        out.push(parse_header(&id, &message, commit.time().seconds()));
+    }
+    out.sort_by(|a, b| b.time.cmp(&a.time).then_with(|| a.run_id.cmp(&b.run_id)));
+    Ok(out)
+}
+
+/// Appends a line to the `refs/notes/factory` note on `target`, never clobbering what is there.
+pub fn append_note(repo: &Repository, target: Oid, line: &str) -> Result<()> {
+    let existing = repo
+        .find_note(Some(NOTES_REF), target)
+        .ok()
+        .and_then(|n| n.message().map(str::to_string))
+        .unwrap_or_default();
+    if existing.lines().any(|l| l == line) {
+        return Ok(());
+    }
+    let mut text = existing;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(line);
+    text.push('\n');
+    let sig = signature(repo)?;
+    repo.note(&sig, &sig, Some(NOTES_REF), target, &text, true)?;
+    Ok(())
+}
+
+/// A run found in the store.
+pub struct StoredRun {
+    pub run_id: String,
+    pub commit: Oid,
+    pub summary: RunSummary,
+}
+
+/// Reads a file of a run commit's tree.
+pub fn read_artifact(repo: &Repository, commit: Oid, path: &str) -> Result<Option<Vec<u8>>> {
+    let tree = repo.find_commit(commit)?.tree()?;
+    let entry = match tree.get_path(Path::new(path)) {
+        Ok(e) => e,
+        Err(_) => return Ok(None),
+    };
+    let blob = repo.find_blob(entry.id())?;
+    Ok(Some(blob.content().to_vec()))
+}
+
+pub fn read_summary(repo: &Repository, commit: Oid) -> Result<Option<RunSummary>> {
+    let Some(bytes) = read_artifact(repo, commit, "run_summary.json")? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        Error::new(format!(
+            "run record {commit} has an unreadable run_summary.json: {e}"
+        ))
+    })
+}
+
+/// The stored run with exactly this id, if any.
+pub fn find_run(repo: &Repository, run_id: &str) -> Result<Option<StoredRun>> {
+    let reference = match repo.find_reference(&run_ref(run_id)) {
+        Ok(r) => r,
+        Err(_) => return Ok(None),
+    };
+    let commit = reference.peel_to_commit()?.id();
+    Ok(read_summary(repo, commit)?.map(|summary| StoredRun {
+        run_id: run_id.to_string(),
+        commit,
+        summary,
+    }))
+}
+
+/// Every run id under `refs/factory/`, with its run commit, sorted by id.
+pub fn run_ids(repo: &Repository) -> Result<Vec<(String, Oid)>> {
+    let mut out = Vec::new();
+    for reference in repo
+        .references_glob(&format!("{RUN_REF_PREFIX}*"))?
+        .flatten()
+    {
+        let Some(name) = reference.name() else {
+            continue;
+        };
+        let id = &name[RUN_REF_PREFIX.len()..];
+        if id.len() != 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        if let Some(oid) = reference.target() {
+            out.push((id.to_string(), oid));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Resolves a run id or a unique prefix of at least 4 hex chars.
+pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
+    let prefix = prefix.to_ascii_lowercase();
+    if prefix.len() < 4 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::new(format!("{prefix:?} is not a run id")).hint(
+            "give a run id or a unique prefix of at least 4 hex digits (see git factory log)",
+        ));
+    }
+    let matches: Vec<(String, Oid)> = run_ids(repo)?
+        .into_iter()
+        .filter(|(id, _)| id.starts_with(&prefix))
+        .collect();
+    match matches.as_slice() {
+        [] => Err(Error::new(format!("no run matches {prefix}"))
+            .hint("list runs with git factory log (fetch shared runs with git fetch R 'refs/factory/*:refs/factory/*')")),
+        [(id, commit)] => {
+            let summary = read_summary(repo, *commit)?
+                .ok_or_else(|| Error::new(format!("run {id} has no run_summary.json")))?;
+            Ok(StoredRun {
+                run_id: id.clone(),
+                commit: *commit,
+                summary,
+            })
+        }
+        many => {
+            let mut err = Error::new(format!("run prefix {prefix} is ambiguous"));
+            for (id, _) in many {
+                err = err.detail(format!("candidate: {id}"));
+            }
+            Err(err.hint("give more digits of the run id"))
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The serde records a run leaves behind (seed 000 §4, SPEC §4). Field order is the JSON key
+//! order; fields are only ever added, never renamed.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Preflight,
+    LlmOutputInvalid,
+    LlmCallFailed,
+    PatchScopeViolation,
+    PatchApplyFailed,
+    VerifyFailed,
+    AcceptanceFailed,
+    Interrupted,
+    Exception,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Preflight => "preflight",
+            Stage::LlmOutputInvalid => "llm_output_invalid",
+            Stage::LlmCallFailed => "llm_call_failed",
+            Stage::PatchScopeViolation => "patch_scope_violation",
+            Stage::PatchApplyFailed => "patch_apply_failed",
+            Stage::VerifyFailed => "verify_failed",
+            Stage::AcceptanceFailed => "acceptance_failed",
+            Stage::Interrupted => "interrupted",
+            Stage::Exception => "exception",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Error,
+    Interrupted,
+    /// Written while the run is in progress; a record left so is finished by `recover`.
+    Running,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Error => "ERROR",
+            Verdict::Interrupted => "INTERRUPTED",
+            Verdict::Running => "RUNNING",
+        }
+    }
+
+    /// Only finished verdicts are served from the cache of runs.
+    pub fn is_final(self) -> bool {
+        matches!(self, Verdict::Pass | Verdict::Fail)
+    }
+}
+
+/// What one command did. Exit, timeout, signal and spawn failure are kept apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CmdResult {
+    pub command: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub signal: Option<i32>,
+    pub spawn_error: Option<String>,
+    pub stdout_trunc: String,
+    pub stderr_trunc: String,
+    /// Relative to the run's artifact folder.
+    pub stdout_path: String,
+    pub stderr_path: String,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub duration_seconds: f64,
+}
+
+impl CmdResult {
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && self.spawn_error.is_none()
+    }
+
+    /// One line on how it ended, for briefs and reports.
+    pub fn outcome(&self) -> String {
+        if let Some(e) = &self.spawn_error {
+            format!("could not start: {e}")
+        } else if self.timed_out {
+            "timed out".to_string()
+        } else if let Some(sig) = self.signal {
+            format!("killed by signal {sig}")
+        } else {
+            format!("exit {}", self.exit_code.unwrap_or(-1))
+        }
+    }
+
+    pub fn display(&self) -> String {
+        shlex::try_join(self.command.iter().map(String::as_str))
+            .unwrap_or_else(|_| self.command.join(" "))
+    }
+}
+
+/// The bounded feedback the next attempt's prompt gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureBrief {
+    pub stage: Stage,
+    pub command: Option<String>,
+    pub exit_code: Option<i32>,
+    pub primary_error_excerpt: String,
+    pub constraints_reminder: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub attempt_index: u32,
+    pub baseline_commit: String,
+    pub patch_path: String,
+    pub touched_files: Vec<String>,
+    pub apply_ok: bool,
+    pub verify: Vec<CmdResult>,
+    pub acceptance: Vec<CmdResult>,
+    pub failure_brief: Option<FailureBrief>,
+    pub apply_method: Option<String>,
+    pub usage: Option<Usage>,
+    pub summary: Option<String>,
+    /// The attempt commit (parent: baseline; tree: the repo after this attempt's change).
+    pub tree_commit: Option<String>,
+    /// Set when this attempt repeated an earlier attempt's change and was not re-verified.
+    pub repeat_of: Option<u32>,
+    pub duration_seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub model: String,
+    pub temperature: f64,
+    pub max_attempts: u32,
+    pub timeout_seconds: u64,
+    pub prompt_version: String,
+    pub apply: String,
+    pub config_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub repo_path: String,
+    pub work_order_path: String,
+    pub work_order_hash: String,
+    pub repo_baseline_commit: String,
+    pub repo_tree_hash_before: String,
+    pub repo_tree_hash_after: String,
+    pub max_attempts: u32,
+    pub attempts: Vec<AttemptRecord>,
+    pub verdict: Verdict,
+    pub ended_stage: String,
+    pub started_utc: String,
+    pub ended_utc: String,
+    pub tool_version: String,
+    pub mode: String,
+    pub config: RunConfig,
+    pub result_commit: Option<String>,
+    pub duration_seconds: f64,
+    pub work_order_id: String,
+    pub work_order_title: String,
+    /// Files that verification or acceptance commands changed outside the change; restored.
+    pub side_effects: Vec<String>,
+    /// Why the run could not finish (verdict ERROR), in one line.
+    pub error: Option<String>,
+}

@@ -1,0 +1,282 @@
+//! The work order (SPEC §2): parsing, validation and its canonical hash.
+
+use crate::error::{Error, Result};
+use crate::identity::{canonical_json, sha256_hex};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub const MAX_CONTEXT_FILES: usize = 10;
+pub const CONTEXT_BUDGET_BYTES: usize = 200 * 1024;
+
+const KNOWN_FIELDS: [&str; 8] = [
+    "id",
+    "title",
+    "intent",
+    "allowed_files",
+    "forbidden",
+    "acceptance_commands",
+    "context_files",
+    "notes",
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkOrder {
+    pub id: String,
+    pub title: String,
+    pub intent: String,
+    pub allowed_files: Vec<String>,
+    pub forbidden: Vec<String>,
+    pub acceptance_commands: Vec<String>,
+    pub context_files: Vec<String>,
+    pub notes: Option<String>,
+}
+
+/// A validated work order together with the exact JSON it was given as.
+#[derive(Debug, Clone)]
+pub struct LoadedWorkOrder {
+    pub order: WorkOrder,
+    pub raw: Value,
+    pub hash: String,
+    /// Where it came from: a path, `-` for stdin, or `inline`.
+    pub source: String,
+}
+
+impl LoadedWorkOrder {
+    pub fn from_json_text(text: &str, source: &str) -> Result<Self> {
+        let raw: Value = serde_json::from_str(text).map_err(|e| {
+            Error::new(format!("work order {source} is not valid JSON: {e}"))
+                .hint("fix the JSON syntax; see the work-order format in git factory run --help")
+        })?;
+        Self::from_value(raw, source)
+    }
+
+    pub fn from_value(raw: Value, source: &str) -> Result<Self> {
+        let order = validate(&raw)?;
+        let hash = sha256_hex(canonical_json(&raw).as_bytes());
+        Ok(LoadedWorkOrder {
+            order,
+            raw,
+            hash,
+            source: source.to_string(),
+        })
+    }
+
+    /// The acceptance commands as argv vectors (validated to split cleanly).
+    pub fn acceptance_argv(&self) -> Vec<Vec<String>> {
+        self.order
+            .acceptance_commands
+            .iter()
+            .map(|c| shlex::split(c).unwrap_or_default())
+            .collect()
+    }
+}
+
+fn invalid(field: &str, what: impl std::fmt::Display) -> Error {
+    Error::new(format!("invalid work order: {field}: {what}"))
+        .hint("fix the work order and run again; nothing was changed")
+}
+
+fn validate(raw: &Value) -> Result<WorkOrder> {
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| invalid("(top level)", "expected a JSON object"))?;
+    for key in obj.keys() {
+        if !KNOWN_FIELDS.contains(&key.as_str()) {
+            let near = KNOWN_FIELDS
+                .iter()
+                .find(|k| k.starts_with(key.as_str()) || key.starts_with(*k))
+                .map(|k| format!(" (did you mean {k:?}?)"))
+                .unwrap_or_default();
+            return Err(invalid(key, format!("unknown field {key:?}{near}")));
+        }
+    }
+    let id = required_text(obj, "id")?;
+    let title = required_text(obj, "title")?;
+    let intent = required_text(obj, "intent")?;
+    let allowed_files = normalised_paths(obj, "allowed_files", true)?;
+    let context_files = normalised_paths(obj, "context_files", false)?;
+    let forbidden = string_list(obj, "forbidden", false)?;
+    let acceptance_commands = string_list(obj, "acceptance_commands", true)?;
+    let notes = match obj.get("notes") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => return Err(invalid("notes", format!("expected a string, got {other}"))),
+    };
+
+    if acceptance_commands.is_empty() {
+        return Err(invalid(
+            "acceptance_commands",
+            "must list at least one command",
+        ));
+    }
+    for cmd in &acceptance_commands {
+        match shlex::split(cmd) {
+            Some(argv) if !argv.is_empty() => {}
+            Some(_) => return Err(invalid("acceptance_commands", format!("{cmd:?} is empty"))),
+            None => {
+                return Err(invalid(
+                    "acceptance_commands",
+                    format!("{cmd:?} cannot be split into arguments (unbalanced quotes?)"),
+                ))
+            }
+        }
+    }
+    if context_files.len() > MAX_CONTEXT_FILES {
+        return Err(invalid(
+            "context_files",
+            format!(
+                "{} files given, at most {MAX_CONTEXT_FILES} allowed",
+                context_files.len()
+            ),
+        ));
+    }
+    for path in &context_files {
+        if !allowed_files.contains(path) {
+            return Err(invalid(
+                "context_files",
+                format!("{path:?} is not in allowed_files (context_files must be a subset)"),
+            ));
+        }
+    }
+    Ok(WorkOrder {
+        id,
+        title,
+        intent,
+        allowed_files,
+        forbidden,
+        acceptance_commands,
+        context_files,
+        notes,
+    })
+}
+
+fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {
+    match obj.get(field) {
+        None => Err(invalid(field, "missing (required)")),
+        Some(Value::String(s)) if s.trim().is_empty() => Err(invalid(field, "must not be empty")),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(invalid(field, format!("expected a string, got {other}"))),
+    }
+}
+
+fn string_list(obj: &Map<String, Value>, field: &str, required: bool) -> Result<Vec<String>> {
+    match obj.get(field) {
+        None | Some(Value::Null) if required => Err(invalid(field, "missing (required)")),
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(invalid(field, format!("expected strings, got {other}"))),
+            })
+            .collect(),
+        Some(other) => Err(invalid(
+            field,
+            format!("expected a list of strings, got {other}"),
+        )),
+    }
+}
+
+fn normalised_paths(obj: &Map<String, Value>, field: &str, required: bool) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in string_list(obj, field, required)? {
+        let path = normalise_path(&raw).map_err(|why| invalid(field, format!("{raw:?} {why}")))?;
+        if !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    if required && out.is_empty() {
+        return Err(invalid(field, "must list at least one path"));
+    }
+    Ok(out)
+}
+
+/// Normalises a repo-relative path (`./a//b` → `a/b`) or says why it is not one.
+///
+/// Shared by work-order validation and the diff scope rules, so both judge a path alike.
+pub fn normalise_path(raw: &str) -> std::result::Result<String, &'static str> {
+    if raw.is_empty() {
+        return Err("is empty");
+    }
+    if raw.contains('\0') {
+        return Err("contains a NUL byte");
+    }
+    if raw.starts_with('/') || raw.starts_with('\\') {
+        return Err("is absolute (paths are relative to the repo root)");
+    }
+    let bytes = raw.as_bytes();
+    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+        return Err("has a drive letter (paths are relative to the repo root)");
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in raw.split('/') {
+        match part {
+            "" | "." => continue,
+            ".." => return Err("has a '..' component"),
+            p if p.eq_ignore_ascii_case(".git") => return Err("enters .git/"),
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err("names the repo root, not a file");
+    }
+    Ok(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({"id": "wo-1", "title": "t", "intent": "i", "allowed_files": ["./src//a.py"],
+               "acceptance_commands": ["true"]})
+    }
+
+    #[test]
+    fn normalises_paths() {
+        assert_eq!(normalise_path("./a//b").as_deref(), Ok("a/b"));
+        assert!(normalise_path("/etc/passwd").is_err());
+        assert!(normalise_path("C:/x").is_err());
+        assert!(normalise_path("a/../b").is_err());
+        assert!(normalise_path(".git/config").is_err());
+        assert!(normalise_path("sub/.GIT/hooks/x").is_err());
+        assert!(normalise_path("./.").is_err());
+    }
+
+    #[test]
+    fn accepts_minimal_and_normalises() {
+        let wo = LoadedWorkOrder::from_value(base(), "x").expect("valid");
+        assert_eq!(wo.order.allowed_files, vec!["src/a.py"]);
+        assert_eq!(wo.hash.len(), 64);
+    }
+
+    #[test]
+    fn refuses_each_rule_naming_the_field() {
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({"allowed_file": ["a"]}), "allowed_file"),
+            (json!({"allowed_files": ["../x"]}), "allowed_files"),
+            (json!({"allowed_files": []}), "allowed_files"),
+            (json!({"acceptance_commands": []}), "acceptance_commands"),
+            (
+                json!({"acceptance_commands": ["echo 'x"]}),
+                "acceptance_commands",
+            ),
+            (
+                json!({"acceptance_commands": ["  "]}),
+                "acceptance_commands",
+            ),
+            (json!({"context_files": ["b.py"]}), "context_files"),
+            (json!({"id": ""}), "id"),
+            (json!({"title": 3}), "title"),
+        ];
+        for (patch, field) in cases {
+            let mut v = base();
+            for (k, val) in patch.as_object().expect("object") {
+                v[k] = val.clone();
+            }
+            let err = LoadedWorkOrder::from_value(v, "x").expect_err(field);
+            assert!(err.message.contains(field), "{} lacks {field}", err.message);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Shared test fixtures: hermetic real git repos in temp dirs, the real binary, snapshots.
+
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+pub struct TestRepo {
+    pub tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub outside: PathBuf,
+}
+
+/// Environment every child gets: no user or system config, fixed dates, C locale, no colour,
+/// no provider keys.
+pub fn hermetic(cmd: &mut Command, home: &Path) {
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", home)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("PYTEST_ADDOPTS")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+}
+
+impl TestRepo {
+    /// A repo with the given files committed (path, content).
+    pub fn with_files(files: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("repo");
+        let home = tmp.path().join("home");
+        let outside = tmp.path().join("outside");
+        for d in [&root, &home, &outside] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let repo = TestRepo { tmp, root, home, outside };
+        repo.git(&["init", "-q", "-b", "main"]);
+        for (path, content) in files {
+            repo.write(path, content);
+        }
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-q", "-m", "init"]);
+        repo
+    }
+
+    /// A small Python-free repo whose global verification is `true`.
+    pub fn simple() -> Self {
+        let r = Self::with_files(&[
+            ("app.txt", "one\ntwo\nthree\n"),
+            ("other.txt", "keep me\n"),
+            (".gitignore", ".env\nbuild/\n"),
+        ]);
+        r.git(&["config", "factory.verify", "true"]);
+        r
+    }
+
+    pub fn write(&self, path: &str, content: &str) {
+        let full = self.root.join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(full, content).expect("write");
+    }
+
+    pub fn read(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(path)).ok()
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("git");
+        hermetic(&mut cmd, &self.home);
+        let out = cmd.current_dir(&self.root).args(args).output().expect("git runs");
+        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs git and returns its exit code and stdout, whatever the code.
+    pub fn git_code(&self, args: &[&str]) -> (i32, String) {
+        let mut cmd = Command::new("git");
+        hermetic(&mut cmd, &self.home);
+        let out = cmd.current_dir(&self.root).args(args).output().expect("git runs");
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn factory(&self) -> Command {
+        let mut cmd = Command::cargo_bin("git-factory").expect("binary");
+        hermetic(&mut cmd, &self.home);
+        cmd.current_dir(&self.root);
+        cmd
+    }
+
+    /// Writes a replay folder outside the repo: proposal N from `items[N-1]` (name, content).
+    pub fn replay(&self, name: &str, items: &[(&str, String)]) -> PathBuf {
+        let dir = self.outside.join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for (file, content) in items {
+            std::fs::write(dir.join(file), content).expect("write");
+        }
+        dir
+    }
+
+    /// Writes a work order outside the repo and returns its path.
+    pub fn work_order(&self, value: serde_json::Value) -> PathBuf {
+        let path = self.outside.join(format!("wo-{}.json", self.outside.read_dir().map(|d| d.count()).unwrap_or(0)));
+        std::fs::write(&path, serde_json::to_string_pretty(&value).expect("json")).expect("write");
+        path
+    }
+
+    pub fn run_ids(&self) -> Vec<String> {
+        self.git(&["for-each-ref", "--format=%(refname:lstrip=2)", "refs/factory/"])
+            .lines()
+            .filter(|l| !l.starts_with("journal"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Everything a failed run must leave as it was: HEAD, the index file's bytes, every ref
+    /// outside git-factory's namespaces, and every file of the work tree (ignored ones too).
+    pub fn snapshot(&self) -> Snapshot {
+        let git_dir = self.root.join(".git");
+        let refs = self
+            .git(&["for-each-ref", "--format=%(refname) %(objectname)"])
+            .lines()
+            .filter(|l| !l.starts_with("refs/factory/") && !l.starts_with("refs/notes/factory"))
+            .map(str::to_string)
+            .collect();
+        let mut files = BTreeMap::new();
+        walk(&self.root, &self.root, &mut files);
+        Snapshot {
+            head: std::fs::read_to_string(git_dir.join("HEAD")).expect("HEAD"),
+            index: std::fs::read(git_dir.join("index")).unwrap_or_default(),
+            refs,
+            files,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub head: String,
+    pub index: Vec<u8>,
+    pub refs: Vec<String>,
+    pub files: BTreeMap<String, (u32, Vec<u8>)>,
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, Vec<u8>)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("readdir").flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let rel = path.strip_prefix(root).expect("inside").to_string_lossy().into_owned();
+        if rel == ".git" {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&path).expect("meta");
+        if meta.is_dir() {
+            out.insert(format!("{rel}/"), (0, Vec::new()));
+            walk(root, &path, out);
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&path).expect("link");
+            out.insert(rel, (0o120000, target.to_string_lossy().into_owned().into_bytes()));
+        } else {
+            out.insert(rel, (meta.permissions().mode(), std::fs::read(&path).expect("read")));
+        }
+    }
+}
+
+/// A git-style diff replacing line `old` by `new` in a file whose lines are `lines`.
+pub fn diff_replace(path: &str, lines: &[&str], old: &str, new: &str) -> String {
+    let idx = lines.iter().position(|l| *l == old).expect("line present");
+    let mut body = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if i == idx {
+            body.push_str(&format!("-{l}\n+{new}\n"));
+        } else {
+            body.push_str(&format!(" {l}\n"));
+        }
+    }
+    format!(
+        "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,{n} +1,{n} @@\n{body}",
+        n = lines.len()
+    )
+}
+
+/// Wraps a diff as the strict JSON proposal.
+pub fn proposal(diff: &str, summary: &str) -> String {
+    serde_json::json!({"unified_diff": diff, "summary": summary}).to_string()
+}
+
+pub fn basic_order(accept: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "id": "wo-1",
+        "title": "Change app.txt",
+        "intent": "Replace two with TWO.",
+        "allowed_files": ["app.txt"],
+        "context_files": ["app.txt"],
+        "acceptance_commands": accept,
+    })
+}
+
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

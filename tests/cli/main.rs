@@ -1,0 +1,9 @@
+//! Integration tests: real temp repos, the real binary, real subprocesses.
+
+mod common;
+
+mod demo;
+mod log_show;
+mod providers;
+mod run;
+mod safety;
