@@ -140,7 +140,11 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     // Another run in progress is named before anything else (its applied change would
     // otherwise show up as a dirty tree).
     let factory_dir = git::factory_dir(&repo);
-    let mut lock = if opts.dry_run { None } else { Some(RepoLock::acquire(&factory_dir)?) };
+    let mut lock = if opts.dry_run {
+        None
+    } else {
+        Some(RepoLock::acquire(&factory_dir)?)
+    };
     git::ensure_no_operation(&repo)?;
     git::ensure_clean(&repo)?;
     if let Some(out) = &opts.out {
@@ -206,11 +210,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     }
     std::fs::create_dir_all(&run_dir)?;
 
-    let mut env_remove: Vec<String> = crate::env::ALWAYS_SCRUBBED
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    env_remove.extend(cfg.multi(crate::config::SCRUB_ENV));
+    let env_remove = verify::scrub_list(&cfg);
 
     let summary = RunSummary {
         run_id: run_id.clone(),
@@ -478,9 +478,7 @@ impl Session<'_> {
                 checkout.path(d.path.as_str());
                 any = true;
             } else {
-                let full = self.root.join(&d.path);
-                let _ = std::fs::remove_file(&full);
-                apply::prune_empty_dirs(&self.root, &full);
+                git::remove_untracked(&self.root, &d.path);
             }
         }
         if any {
@@ -797,31 +795,18 @@ impl Session<'_> {
             let a = self.current();
             (a.dir.clone(), a.rel.clone())
         };
-        let pycache = match tempfile::Builder::new()
-            .prefix("git-factory-pycache-")
-            .tempdir()
-        {
+        let pycache = match verify::CacheIsolation::new() {
             Ok(d) => d,
             Err(e) => {
                 self.fatal = Some(format!("cannot create a scratch folder: {e}"));
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let addopts = match crate::env::pytest_addopts() {
-            Some(v) => format!("{v} -p no:cacheprovider"),
-            None => "-p no:cacheprovider".to_string(),
-        };
         let po = PoRun {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: vec![
-                (
-                    "PYTHONPYCACHEPREFIX".into(),
-                    pycache.path().display().to_string(),
-                ),
-                ("PYTEST_ADDOPTS".into(), addopts),
-            ],
+            env_set: pycache.env(),
             log_dir: dir.clone(),
             log_rel: rel,
         };

@@ -1,7 +1,9 @@
 //! The command line: clap definitions (their doc comments are the help text) and dispatch.
 
+pub mod checkout;
 pub mod demo;
 pub mod log;
+pub mod reverify;
 pub mod run;
 pub mod show;
 
@@ -44,6 +46,10 @@ pub enum Command {
     Log(log::LogArgs),
     /// Show one run: summary, attempts, failure briefs, patch, logs
     Show(show::ShowArgs),
+    /// Materialise the tree of one attempt of a run into a folder
+    Checkout(checkout::CheckoutArgs),
+    /// Re-run verification and acceptance on every recorded attempt tree of a run
+    Reverify(reverify::ReverifyArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
     Demo(demo::DemoArgs),
 }
@@ -67,6 +73,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Log(args) => log::cmd_log(&ui, args),
         Command::Show(args) => show::cmd_show(&ui, args),
         Command::Demo(args) => demo::cmd_demo(&ui, args),
+        Command::Checkout(args) => checkout::cmd_checkout(&ui, args),
+        Command::Reverify(args) => reverify::cmd_reverify(&ui, args),
     };
     match result {
         Ok(code) => code.into(),

@@ -2,6 +2,7 @@
 //! tree to its baseline without ever writing the user's index.
 
 pub mod lock;
+pub mod worktree;
 
 use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
@@ -199,15 +200,7 @@ pub fn restore_baseline(
                 checkout.path(d.path.as_str());
                 any_tracked = true;
             } else {
-                let full = root.join(&d.path);
-                let removed = if full.is_dir() && !full.is_symlink() {
-                    std::fs::remove_dir_all(&full)
-                } else {
-                    std::fs::remove_file(&full)
-                };
-                if removed.is_ok() {
-                    crate::roles::tr::apply::prune_empty_dirs(root, &full);
-                }
+                remove_untracked(root, &d.path);
             }
         }
         if any_tracked {
@@ -223,6 +216,20 @@ pub fn restore_baseline(
         err = err.detail(format!("{}: {}", d.label, d.path));
     }
     Err(err.hint("inspect them with git status; the run record names the baseline commit"))
+}
+
+/// Removes an untracked path a status walk reported: a file, or a whole directory when
+/// status reports one (a nested repository), then the directories it leaves empty.
+pub fn remove_untracked(root: &Path, path: &str) {
+    let full = root.join(path.trim_end_matches('/'));
+    let removed = if full.is_dir() && !full.is_symlink() {
+        std::fs::remove_dir_all(&full)
+    } else {
+        std::fs::remove_file(&full)
+    };
+    if removed.is_ok() {
+        crate::roles::tr::apply::prune_empty_dirs(root, &full);
+    }
 }
 
 /// Short (7-hex) form of an object id, for people.

@@ -9,17 +9,37 @@ fn run_fail_then_pass(r: &TestRepo, counter: &std::path::Path) -> std::process::
     run_fail_then_pass_with(r, counter, &[])
 }
 
-fn run_fail_then_pass_with(r: &TestRepo, counter: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let cmd = format!("sh -c 'echo x >> {}; grep -qx TWO app.txt'", counter.display());
+fn run_fail_then_pass_with(
+    r: &TestRepo,
+    counter: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let cmd = format!(
+        "sh -c 'echo x >> {}; grep -qx TWO app.txt'",
+        counter.display()
+    );
     let wo = r.work_order(basic_order(&[&cmd]));
     let replay = r.replay(
         "rp",
         &[
-            ("1.json", proposal(&diff_replace("app.txt", &APP, "two", "Two"), "first")),
-            ("2.json", proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "second")),
+            (
+                "1.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "Two"), "first"),
+            ),
+            (
+                "2.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "second"),
+            ),
         ],
     );
-    r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).args(extra).output().expect("runs")
+    r.factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .args(extra)
+        .output()
+        .expect("runs")
 }
 
 #[test]
@@ -31,16 +51,33 @@ fn run_commit_holds_artifacts_and_attempt_parents() {
     let id = r.run_ids().remove(0);
     let run = format!("refs/factory/{id}");
     let files = r.git(&["ls-tree", "-r", "--name-only", &run]);
-    for f in ["run_summary.json", "work_order.json", "attempt_1/prompt.txt", "attempt_2/proposed_patch.diff"] {
+    for f in [
+        "run_summary.json",
+        "work_order.json",
+        "attempt_1/prompt.txt",
+        "attempt_2/proposed_patch.diff",
+    ] {
         assert!(files.lines().any(|l| l == f), "missing {f} in {files}");
     }
-    let parents: Vec<String> = r.git(&["rev-list", "--parents", "-n", "1", &run]).split_whitespace().skip(1).map(str::to_string).collect();
+    let parents: Vec<String> = r
+        .git(&["rev-list", "--parents", "-n", "1", &run])
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_string)
+        .collect();
     assert_eq!(parents.len(), 2);
     let baseline = r.git(&["rev-parse", "HEAD"]).trim().to_string();
     for (i, p) in parents.iter().enumerate() {
         assert_eq!(r.git(&["rev-parse", &format!("{p}^")]).trim(), baseline);
         let content = r.git(&["show", &format!("{p}:app.txt")]);
-        assert_eq!(content, if i == 0 { "one\nTwo\nthree\n" } else { "one\nTWO\nthree\n" });
+        assert_eq!(
+            content,
+            if i == 0 {
+                "one\nTwo\nthree\n"
+            } else {
+                "one\nTWO\nthree\n"
+            }
+        );
     }
     let note = r.git(&["notes", "--ref=factory", "show", "HEAD"]);
     assert_eq!(note, format!("factory {id} PASS wo-1 attempts=2\n"));
@@ -55,25 +92,49 @@ fn finished_runs_are_served_from_the_cache_and_force_keeps_history() {
     // Same inputs after resetting the tree: no command runs again, same verdict.
     r.git(&["checkout", "--", "app.txt"]);
     let id = r.run_ids().remove(0);
-    let first_commit = r.git(&["rev-parse", &format!("refs/factory/{id}")]).trim().to_string();
+    let first_commit = r
+        .git(&["rev-parse", &format!("refs/factory/{id}")])
+        .trim()
+        .to_string();
     let again = run_fail_then_pass(&r, &counter);
     assert_eq!(again.status.code(), Some(0));
-    assert!(stderr_of(&again).contains("already recorded"), "{}", stderr_of(&again));
+    assert!(
+        stderr_of(&again).contains("already recorded"),
+        "{}",
+        stderr_of(&again)
+    );
     assert_eq!(std::fs::read_to_string(&counter).expect("count"), "x\nx\n");
     assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
     // --force runs again and keeps the old run commit as a parent.
     let forced = run_fail_then_pass_with(&r, &counter, &["--force"]);
     assert_eq!(forced.status.code(), Some(0), "{}", stderr_of(&forced));
-    let parents = r.git(&["rev-list", "--parents", "-n", "1", &format!("refs/factory/{id}")]);
+    let parents = r.git(&[
+        "rev-list",
+        "--parents",
+        "-n",
+        "1",
+        &format!("refs/factory/{id}"),
+    ]);
     assert!(parents.contains(&first_commit), "{parents}");
     let note = r.git(&["notes", "--ref=factory", "show", "HEAD"]);
-    assert_eq!(note.lines().count(), 1, "the same line is not appended twice: {note}");
+    assert_eq!(
+        note.lines().count(),
+        1,
+        "the same line is not appended twice: {note}"
+    );
 }
 
 #[test]
 fn notes_are_appended_not_clobbered() {
     let r = TestRepo::simple();
-    r.git(&["notes", "--ref=factory", "add", "-m", "a human note", "HEAD"]);
+    r.git(&[
+        "notes",
+        "--ref=factory",
+        "add",
+        "-m",
+        "a human note",
+        "HEAD",
+    ]);
     let counter = r.outside.join("count");
     assert_eq!(run_fail_then_pass(&r, &counter).status.code(), Some(0));
     let note = r.git(&["notes", "--ref=factory", "show", "HEAD"]);
@@ -90,24 +151,236 @@ fn log_and_show() {
     let log = r.factory().args(["log"]).output().expect("log");
     assert_eq!(log.status.code(), Some(0));
     let line = stdout_of(&log);
-    assert!(line.starts_with(&id) && line.contains("PASS") && line.contains("wo-1") && line.contains("Change app.txt"), "{line}");
-    let json_log: Value = serde_json::from_str(&stdout_of(&r.factory().args(["log", "--json"]).output().expect("log"))).expect("json");
+    assert!(
+        line.starts_with(&id)
+            && line.contains("PASS")
+            && line.contains("wo-1")
+            && line.contains("Change app.txt"),
+        "{line}"
+    );
+    let json_log: Value = serde_json::from_str(&stdout_of(
+        &r.factory().args(["log", "--json"]).output().expect("log"),
+    ))
+    .expect("json");
     assert_eq!(json_log[0]["run_id"], id.as_str());
     assert_eq!(json_log[0]["attempts"], 2);
-    let none = r.factory().args(["log", "--verdict", "fail"]).output().expect("log");
+    let none = r
+        .factory()
+        .args(["log", "--verdict", "fail"])
+        .output()
+        .expect("log");
     assert_eq!(stdout_of(&none), "");
 
     let show = r.factory().args(["show", &id[..6]]).output().expect("show");
     assert_eq!(show.status.code(), Some(0), "{}", stderr_of(&show));
     let text = stdout_of(&show);
-    assert!(text.contains("attempt 1: acceptance_failed") && text.contains("attempt 2: passed"), "{text}");
-    let patch = stdout_of(&r.factory().args(["show", &id, "--patch"]).output().expect("show"));
+    assert!(
+        text.contains("attempt 1: acceptance_failed") && text.contains("attempt 2: passed"),
+        "{text}"
+    );
+    let patch = stdout_of(
+        &r.factory()
+            .args(["show", &id, "--patch"])
+            .output()
+            .expect("show"),
+    );
     assert!(patch.contains("+TWO"));
-    let patch1 = stdout_of(&r.factory().args(["show", &id, "--patch", "--attempt", "1"]).output().expect("show"));
+    let patch1 = stdout_of(
+        &r.factory()
+            .args(["show", &id, "--patch", "--attempt", "1"])
+            .output()
+            .expect("show"),
+    );
     assert!(patch1.contains("+Two"));
     let stored = r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]);
-    assert_eq!(stdout_of(&r.factory().args(["show", &id, "--json"]).output().expect("show")), stored);
+    assert_eq!(
+        stdout_of(
+            &r.factory()
+                .args(["show", &id, "--json"])
+                .output()
+                .expect("show")
+        ),
+        stored
+    );
     let unknown = r.factory().args(["show", "ffffff"]).output().expect("show");
     assert_eq!(unknown.status.code(), Some(2));
     assert!(stderr_of(&unknown).contains("no run matches ffffff"));
+}
+
+#[test]
+fn checkout_materialises_an_attempt_tree() {
+    let r = TestRepo::simple();
+    let counter = r.outside.join("count");
+    assert_eq!(run_fail_then_pass(&r, &counter).status.code(), Some(0));
+    let id = r.run_ids().remove(0);
+    let dest = r.outside.join("attempt1");
+    let out = r
+        .factory()
+        .args(["checkout", &id, "--attempt", "1"])
+        .arg(&dest)
+        .output()
+        .expect("checkout");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(dest.join("app.txt")).expect("read"),
+        "one\nTwo\nthree\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("other.txt")).expect("read"),
+        "keep me\n"
+    );
+    let again = r
+        .factory()
+        .args(["checkout", &id, "--attempt", "1"])
+        .arg(&dest)
+        .output()
+        .expect("checkout");
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "a non-empty folder is refused"
+    );
+    let missing = r
+        .factory()
+        .args(["checkout", &id, "--attempt", "9"])
+        .arg(r.outside.join("x"))
+        .output()
+        .expect("checkout");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr_of(&missing).contains("has no attempt 9"));
+}
+
+#[test]
+fn reverify_reruns_po_per_attempt_tree_and_dedupes() {
+    let r = TestRepo::simple();
+    let counter = r.outside.join("count");
+    assert_eq!(run_fail_then_pass(&r, &counter).status.code(), Some(0));
+    let id = r.run_ids().remove(0);
+    r.git(&["checkout", "--", "app.txt"]);
+    let before = r.snapshot();
+    let out = r
+        .factory()
+        .args(["reverify", &id, "--json"])
+        .output()
+        .expect("reverify");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let rows: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(rows[0]["recorded"], "acceptance_failed");
+    assert_eq!(rows[0]["now"], "acceptance_failed");
+    assert_eq!(rows[1]["recorded"], "passed");
+    assert_eq!(rows[1]["now"], "passed");
+    // Two more runs of the acceptance command (one per distinct tree), none in the user's tree.
+    assert_eq!(
+        std::fs::read_to_string(&counter).expect("count"),
+        "x\nx\nx\nx\n"
+    );
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(
+        r.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    // When the checks change their mind, reverify says so and exits 1.
+    r.git(&["config", "factory.verify", "false"]);
+    let changed = r
+        .factory()
+        .args(["reverify", &id])
+        .output()
+        .expect("reverify");
+    assert_eq!(changed.status.code(), Some(1));
+    assert!(stdout_of(&changed).contains("CHANGED"));
+}
+
+#[test]
+fn replay_of_a_stored_run_reproduces_it_without_the_provider() {
+    let r = TestRepo::simple();
+    let counter = r.outside.join("count");
+    assert_eq!(run_fail_then_pass(&r, &counter).status.code(), Some(0));
+    let id = r.run_ids().remove(0);
+    r.git(&["checkout", "--", "app.txt"]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .args(["--replay", &id])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["attempts"].as_array().map(Vec::len), Some(2));
+    assert!(s["config"]["model"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("replay:"));
+}
+
+#[test]
+fn runs_are_shared_with_push_and_fetch() {
+    let r = TestRepo::simple();
+    let counter = r.outside.join("count");
+    assert_eq!(run_fail_then_pass(&r, &counter).status.code(), Some(0));
+    let id = r.run_ids().remove(0);
+    let bare = r.tmp.path().join("remote.git");
+    r.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        bare.to_str().expect("utf8"),
+    ]);
+    r.git(&[
+        "push",
+        "-q",
+        bare.to_str().expect("utf8"),
+        "main",
+        "refs/factory/*:refs/factory/*",
+        "refs/notes/factory",
+    ]);
+    let clone_dir = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        bare.to_str().expect("utf8"),
+        clone_dir.to_str().expect("utf8"),
+    ]);
+    let mut fetch = assert_cmd::Command::new("git");
+    hermetic(&mut fetch, &r.home);
+    fetch
+        .current_dir(&clone_dir)
+        .args([
+            "fetch",
+            "-q",
+            "origin",
+            "refs/factory/*:refs/factory/*",
+            "refs/notes/factory:refs/notes/factory",
+        ])
+        .assert()
+        .success();
+    let mut log = assert_cmd::Command::cargo_bin("git-factory").expect("bin");
+    hermetic(&mut log, &r.home);
+    let out = log
+        .current_dir(&clone_dir)
+        .arg("log")
+        .output()
+        .expect("log");
+    assert!(stdout_of(&out).starts_with(&id), "{}", stdout_of(&out));
+    let mut show = assert_cmd::Command::cargo_bin("git-factory").expect("bin");
+    hermetic(&mut show, &r.home);
+    let out = show
+        .current_dir(&clone_dir)
+        .args(["show", &id, "--patch"])
+        .output()
+        .expect("show");
+    assert!(stdout_of(&out).contains("+TWO"));
+    let mut notes = assert_cmd::Command::new("git");
+    hermetic(&mut notes, &r.home);
+    let out = notes
+        .current_dir(&clone_dir)
+        .args(["log", "--notes=factory", "-1"])
+        .output()
+        .expect("git log");
+    assert!(stdout_of(&out).contains(&format!("factory {id} PASS")));
 }

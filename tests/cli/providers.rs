@@ -17,14 +17,22 @@ struct Recorded {
 
 /// Serves the given (status, body) responses in order, one connection each, and records
 /// every request it got.
-fn serve(responses: Vec<(u16, String)>) -> (String, Arc<Mutex<Vec<Recorded>>>, std::thread::JoinHandle<()>) {
+fn serve(
+    responses: Vec<(u16, String)>,
+) -> (
+    String,
+    Arc<Mutex<Vec<Recorded>>>,
+    std::thread::JoinHandle<()>,
+) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     let handle = std::thread::spawn(move || {
         for (status, body) in responses {
-            let Ok((stream, _)) = listener.accept() else { return };
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
             let mut reader = BufReader::new(stream.try_clone().expect("clone"));
             let mut request_line = String::new();
             reader.read_line(&mut request_line).expect("request line");
@@ -75,7 +83,10 @@ fn openai_answer(content: &str) -> String {
 }
 
 fn good() -> String {
-    proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "uppercase two")
+    proposal(
+        &diff_replace("app.txt", &APP, "two", "TWO"),
+        "uppercase two",
+    )
 }
 
 #[test]
@@ -89,7 +100,13 @@ fn openai_request_shape_retry_on_500_and_usage() {
     let out = r
         .factory()
         .env("OPENAI_API_KEY", "sk-test-secret-123")
-        .args(["run", "--json", "--llm-model", "openai:test-model", "--llm-base-url"])
+        .args([
+            "run",
+            "--json",
+            "--llm-model",
+            "openai:test-model",
+            "--llm-base-url",
+        ])
         .arg(&url)
         .arg("-w")
         .arg(&wo)
@@ -101,27 +118,43 @@ fn openai_request_shape_retry_on_500_and_usage() {
     assert_eq!(seen.len(), 2, "the 500 was retried once");
     let req = &seen[1];
     assert_eq!(req.path, "/chat/completions");
-    assert!(req.headers.iter().any(|(k, v)| k == "authorization" && v == "Bearer sk-test-secret-123"));
+    assert!(req
+        .headers
+        .iter()
+        .any(|(k, v)| k == "authorization" && v == "Bearer sk-test-secret-123"));
     assert_eq!(req.body["model"], "test-model");
     assert_eq!(req.body["temperature"], 0.0);
     assert_eq!(req.body["seed"], 0);
     assert_eq!(req.body["response_format"]["type"], "json_object");
     assert_eq!(req.body["messages"][0]["role"], "system");
-    assert!(req.body["messages"][1]["content"].as_str().unwrap_or("").contains("# Work order wo-1"));
+    assert!(req.body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("# Work order wo-1"));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][0]["usage"]["input_tokens"], 120);
     assert_eq!(s["config"]["model"], format!("openai:test-model@{url}"));
     // The key is in no artifact and no output.
     let id = s["run_id"].as_str().expect("id");
-    let (code, found) = r.git_code(&["grep", "-l", "sk-test-secret", &format!("refs/factory/{id}")]);
+    let (code, found) = r.git_code(&[
+        "grep",
+        "-l",
+        "sk-test-secret",
+        &format!("refs/factory/{id}"),
+    ]);
     assert_eq!(code, 1, "the key is in an artifact: {found}");
-    assert!(!stderr_of(&out).contains("sk-test-secret") && !stdout_of(&out).contains("sk-test-secret"));
+    assert!(
+        !stderr_of(&out).contains("sk-test-secret") && !stdout_of(&out).contains("sk-test-secret")
+    );
 }
 
 #[test]
 fn openai_401_ends_the_run_with_exit_2_and_one_line_cause() {
     let r = TestRepo::simple();
-    let (url, _seen, server) = serve(vec![(401, json!({"error": {"message": "Incorrect API key provided"}}).to_string())]);
+    let (url, _seen, server) = serve(vec![(
+        401,
+        json!({"error": {"message": "Incorrect API key provided"}}).to_string(),
+    )]);
     let wo = r.work_order(basic_order(&["true"]));
     let before = r.snapshot();
     let out = r
@@ -136,11 +169,17 @@ fn openai_401_ends_the_run_with_exit_2_and_one_line_cause() {
     server.join().expect("server");
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     let err = stderr_of(&out);
-    assert!(err.contains("openai refused the API key (HTTP 401): Incorrect API key provided"), "{err}");
+    assert!(
+        err.contains("openai refused the API key (HTTP 401): Incorrect API key provided"),
+        "{err}"
+    );
     assert!(!err.contains("sk-wrong-999"));
     assert_eq!(r.snapshot(), before);
     let ids = r.run_ids();
-    let s: Value = serde_json::from_str(&r.git(&["show", &format!("refs/factory/{}:run_summary.json", ids[0])])).expect("json");
+    let s: Value = serde_json::from_str(
+        &r.git(&["show", &format!("refs/factory/{}:run_summary.json", ids[0])]),
+    )
+    .expect("json");
     assert_eq!(s["verdict"], "ERROR");
 }
 
@@ -148,12 +187,25 @@ fn openai_401_ends_the_run_with_exit_2_and_one_line_cause() {
 fn exhausted_retries_are_llm_call_failed() {
     let r = TestRepo::simple();
     let busy = json!({"error": {"message": "rate limited"}}).to_string();
-    let (url, seen, server) = serve(vec![(429, busy.clone()), (429, busy.clone()), (503, busy.clone()), (429, busy)]);
+    let (url, seen, server) = serve(vec![
+        (429, busy.clone()),
+        (429, busy.clone()),
+        (503, busy.clone()),
+        (429, busy),
+    ]);
     let wo = r.work_order(basic_order(&["true"]));
     let out = r
         .factory()
         .env("OPENAI_API_KEY", "k")
-        .args(["run", "--json", "--max-attempts", "1", "--llm-model", "m", "--llm-base-url"])
+        .args([
+            "run",
+            "--json",
+            "--max-attempts",
+            "1",
+            "--llm-model",
+            "m",
+            "--llm-base-url",
+        ])
         .arg(&url)
         .arg("-w")
         .arg(&wo)
@@ -179,7 +231,13 @@ fn anthropic_messages_wire_format() {
     let out = r
         .factory()
         .env("ANTHROPIC_API_KEY", "ant-key")
-        .args(["run", "--json", "--llm-model", "anthropic:claude-test", "--llm-base-url"])
+        .args([
+            "run",
+            "--json",
+            "--llm-model",
+            "anthropic:claude-test",
+            "--llm-base-url",
+        ])
         .arg(&url)
         .arg("-w")
         .arg(&wo)
@@ -189,8 +247,14 @@ fn anthropic_messages_wire_format() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let seen = seen.lock().expect("lock");
     assert_eq!(seen[0].path, "/v1/messages");
-    assert!(seen[0].headers.iter().any(|(k, v)| k == "x-api-key" && v == "ant-key"));
-    assert!(seen[0].headers.iter().any(|(k, _)| k == "anthropic-version"));
+    assert!(seen[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "x-api-key" && v == "ant-key"));
+    assert!(seen[0]
+        .headers
+        .iter()
+        .any(|(k, _)| k == "anthropic-version"));
     assert_eq!(seen[0].body["model"], "claude-test");
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][0]["usage"]["output_tokens"], 7);
@@ -204,7 +268,10 @@ fn agent_command_reads_json_on_stdin_and_prints_a_bare_diff() {
     let diff = diff_replace("app.txt", &APP, "two", "TWO");
     std::fs::write(
         &script,
-        format!("#!/bin/sh\ncat > {}\ncat <<'EOF'\n{diff}EOF\n", seen.display()),
+        format!(
+            "#!/bin/sh\ncat > {}\ncat <<'EOF'\n{diff}EOF\n",
+            seen.display()
+        ),
     )
     .expect("write");
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
@@ -218,10 +285,14 @@ fn agent_command_reads_json_on_stdin_and_prints_a_bare_diff() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
-    let request: Value = serde_json::from_str(&std::fs::read_to_string(&seen).expect("request")).expect("json");
+    let request: Value =
+        serde_json::from_str(&std::fs::read_to_string(&seen).expect("request")).expect("json");
     assert_eq!(request["attempt"], 1);
     assert_eq!(request["work_order"]["id"], "wo-1");
-    assert!(request["prompt"].as_str().unwrap_or("").contains("Output contract"));
+    assert!(request["prompt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("Output contract"));
     assert_eq!(request["failure_brief"], Value::Null);
 }
 
@@ -231,7 +302,15 @@ fn agent_command_failure_is_llm_call_failed_with_its_stderr() {
     let wo = r.work_order(basic_order(&["true"]));
     let out = r
         .factory()
-        .args(["run", "--json", "--max-attempts", "1", "--agent-command", "sh -c 'echo agent broke >&2; exit 3'", "-w"])
+        .args([
+            "run",
+            "--json",
+            "--max-attempts",
+            "1",
+            "--agent-command",
+            "sh -c 'echo agent broke >&2; exit 3'",
+            "-w",
+        ])
         .arg(&wo)
         .output()
         .expect("runs");
@@ -239,5 +318,8 @@ fn agent_command_failure_is_llm_call_failed_with_its_stderr() {
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     let brief = &s["attempts"][0]["failure_brief"];
     assert_eq!(brief["stage"], "llm_call_failed");
-    assert!(brief["primary_error_excerpt"].as_str().unwrap_or("").contains("agent broke"));
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("agent broke"));
 }

@@ -6,11 +6,17 @@ use serde_json::{json, Value};
 const APP: [&str; 3] = ["one", "two", "three"];
 
 fn good() -> String {
-    proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "uppercase two")
+    proposal(
+        &diff_replace("app.txt", &APP, "two", "TWO"),
+        "uppercase two",
+    )
 }
 
 fn wrong() -> String {
-    proposal(&diff_replace("app.txt", &APP, "two", "Two"), "capitalise two")
+    proposal(
+        &diff_replace("app.txt", &APP, "two", "Two"),
+        "capitalise two",
+    )
 }
 
 const CHECK_TWO: &str = "grep -qx TWO app.txt";
@@ -20,7 +26,14 @@ fn pass_on_first_attempt_leaves_the_change_uncommitted() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
@@ -44,18 +57,37 @@ fn fail_then_pass_and_the_first_attempt_leaves_no_trace() {
         diff_replace("app.txt", &APP, "two", "Two")
     );
     let wo = r.work_order(order);
-    let replay = r.replay("rp", &[("1.json", proposal(&attempt1, "a")), ("2.json", good())]);
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let replay = r.replay(
+        "rp",
+        &[("1.json", proposal(&attempt1, "a")), ("2.json", good())],
+    );
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(!r.root.join("made").exists(), "attempt 1's new file and folder are gone");
+    assert!(
+        !r.root.join("made").exists(),
+        "attempt 1's new file and folder are gone"
+    );
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     let summary: Value = serde_json::from_str(&stdout_of(&out)).expect("json summary");
     assert_eq!(summary["verdict"], "PASS");
-    assert_eq!(summary["attempts"][0]["failure_brief"]["stage"], "acceptance_failed");
+    assert_eq!(
+        summary["attempts"][0]["failure_brief"]["stage"],
+        "acceptance_failed"
+    );
     assert_eq!(summary["attempts"][1]["apply_method"], "strict");
     // The brief fed to attempt 2 names the failing command; the prompt includes it.
     let run_id = summary["run_id"].as_str().expect("id");
-    let prompt = r.git(&["show", &format!("refs/factory/{run_id}:attempt_2/prompt.txt")]);
+    let prompt = r.git(&[
+        "show",
+        &format!("refs/factory/{run_id}:attempt_2/prompt.txt"),
+    ]);
     assert!(prompt.contains("The previous attempt failed"));
     assert!(prompt.contains("grep -qx TWO app.txt"));
 }
@@ -74,16 +106,32 @@ fn all_attempts_failing_leave_the_repo_byte_identical() {
         "acceptance_commands": ["sh -c 'echo junk > junk.txt; echo more >> other.txt; mkdir -p d/e; echo x > d/e/f; false'"],
     });
     let wo = r.work_order(order);
-    let touch_env = "diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -1 +1 @@\n-SECRET=1\n+SECRET=2\n";
+    let touch_env =
+        "diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -1 +1 @@\n-SECRET=1\n+SECRET=2\n";
     let replay = r.replay(
         "rp",
-        &[("1.json", wrong()), ("2.json", proposal(touch_env, "edit the ignored file")), ("3.json", good())],
+        &[
+            ("1.json", wrong()),
+            ("2.json", proposal(touch_env, "edit the ignored file")),
+            ("3.json", good()),
+        ],
     );
-    let out = r.factory().args(["run", "--max-attempts", "3", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "3", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before);
     assert_eq!(r.read(".env").as_deref(), Some("SECRET=1\n"));
-    assert!(stderr_of(&out).lines().last().unwrap_or("").starts_with("FAIL "));
+    assert!(stderr_of(&out)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .starts_with("FAIL "));
 }
 
 #[test]
@@ -91,10 +139,20 @@ fn no_shell_is_used_for_acceptance() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["echo ok && false"]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-    assert_eq!(s["attempts"][0]["acceptance"][0]["stdout_trunc"], "ok && false\n");
+    assert_eq!(
+        s["attempts"][0]["acceptance"][0]["stdout_trunc"],
+        "ok && false\n"
+    );
 }
 
 #[test]
@@ -102,11 +160,24 @@ fn missing_program_is_a_spawn_error_not_a_crash() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["no-such-program-here --flag"]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r.factory().args(["run", "--json", "--max-attempts", "1", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     let cmd = &s["attempts"][0]["acceptance"][0];
-    assert!(cmd["spawn_error"].as_str().unwrap_or("").contains("not found"), "{cmd}");
+    assert!(
+        cmd["spawn_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not found"),
+        "{cmd}"
+    );
     assert_eq!(cmd["exit_code"], Value::Null);
     assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
 }
@@ -120,7 +191,15 @@ fn timeout_kills_a_backgrounded_grandchild() {
     let replay = r.replay("rp", &[("1.json", good())]);
     let out = r
         .factory()
-        .args(["run", "--json", "--max-attempts", "1", "--timeout-seconds", "1", "-w"])
+        .args([
+            "run",
+            "--json",
+            "--max-attempts",
+            "1",
+            "--timeout-seconds",
+            "1",
+            "-w",
+        ])
         .arg(&wo)
         .arg("--replay")
         .arg(&replay)
@@ -129,31 +208,63 @@ fn timeout_kills_a_backgrounded_grandchild() {
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][0]["acceptance"][0]["timed_out"], true);
-    let pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("number");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("number");
     std::thread::sleep(std::time::Duration::from_millis(200));
     let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ");
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ");
     assert!(!alive, "grandchild {pid} survived the timeout");
 }
 
 #[test]
 fn verify_script_runs_through_bash_without_the_exec_bit() {
-    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\nthree\n"), ("scripts/verify.sh", "grep -q TWO app.txt\n")]);
+    let r = TestRepo::with_files(&[
+        ("app.txt", "one\ntwo\nthree\n"),
+        ("scripts/verify.sh", "grep -q TWO app.txt\n"),
+    ]);
     let wo = r.work_order(basic_order(&["true"]));
     let replay = r.replay("rp", &[("1.json", wrong()), ("2.json", good())]);
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "verify_failed");
-    assert_eq!(s["attempts"][0]["verify"][0]["command"], json!(["bash", "scripts/verify.sh"]));
+    assert_eq!(
+        s["attempts"][0]["verify"][0]["command"],
+        json!(["bash", "scripts/verify.sh"])
+    );
 }
 
 #[test]
 fn no_change_proposal_goes_to_po() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["grep -qx two app.txt"]));
-    let replay = r.replay("rp", &[("1.json", json!({"unified_diff": "", "summary": "already done"}).to_string())]);
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            json!({"unified_diff": "", "summary": "already done"}).to_string(),
+        )],
+    );
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.git(&["status", "--porcelain"]), "");
 }
@@ -165,12 +276,22 @@ fn a_repeated_proposal_is_not_verified_again() {
     let cmd = format!("sh -c 'echo x >> {}; false'", counter.display());
     let wo = r.work_order(basic_order(&[&cmd]));
     let replay = r.replay("rp", &[("1.json", good()), ("2.json", good())]);
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&counter).expect("count"), "x\n");
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][1]["repeat_of"], 1);
-    assert!(s["attempts"][1]["failure_brief"]["primary_error_excerpt"].as_str().unwrap_or("").contains("repeated attempt 1"));
+    assert!(s["attempts"][1]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("repeated attempt 1"));
 }
 
 #[test]
@@ -184,11 +305,24 @@ fn writes_proposals_check_base_sha256() {
     let bad = json!({"writes": [{"path": "app.txt", "base_sha256": "0".repeat(64), "content": "one\nTWO\nthree\n"}], "summary": "s"});
     let ok = json!({"writes": [{"path": "app.txt", "base_sha256": sha, "content": "one\nTWO\nthree\n"}], "summary": "s"});
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
-    let replay = r.replay("rp", &[("1.json", bad.to_string()), ("2.json", ok.to_string())]);
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let replay = r.replay(
+        "rp",
+        &[("1.json", bad.to_string()), ("2.json", ok.to_string())],
+    );
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-    assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "patch_apply_failed");
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"],
+        "patch_apply_failed"
+    );
     assert_eq!(s["attempts"][1]["apply_method"], "writes");
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
 }
@@ -197,14 +331,36 @@ fn writes_proposals_check_base_sha256() {
 fn invalid_output_fails_the_attempt_with_no_change() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
-    let replay = r.replay("rp", &[("1.json", "Sure! Here is the patch:\n```diff\n```".to_string()), ("2.json", good())]);
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let replay = r.replay(
+        "rp",
+        &[
+            (
+                "1.json",
+                "Sure! Here is the patch:\n```diff\n```".to_string(),
+            ),
+            ("2.json", good()),
+        ],
+    );
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-    assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "llm_output_invalid");
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"],
+        "llm_output_invalid"
+    );
     assert_eq!(s["attempts"][0]["apply_ok"], false);
     let id = s["run_id"].as_str().expect("id");
-    let raw = r.git(&["show", &format!("refs/factory/{id}:attempt_1/llm_output.txt")]);
+    let raw = r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/llm_output.txt"),
+    ]);
     assert!(raw.starts_with("Sure! Here is the patch"));
 }
 
@@ -213,21 +369,44 @@ fn replay_running_out_ends_the_run_with_llm_call_failed() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", wrong())]);
-    let out = r.factory().args(["run", "--json", "--max-attempts", "3", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "3", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"].as_array().map(Vec::len), Some(2));
     assert_eq!(s["ended_stage"], "llm_call_failed");
-    assert!(s["attempts"][1]["failure_brief"]["primary_error_excerpt"].as_str().unwrap_or("").contains("replay has no proposal 2"));
+    assert!(s["attempts"][1]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("replay has no proposal 2"));
 }
 
 #[test]
 fn replay_with_both_json_and_diff_is_refused_at_start() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
-    let replay = r.replay("rp", &[("1.json", good()), ("1.diff", diff_replace("app.txt", &APP, "two", "TWO"))]);
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", good()),
+            ("1.diff", diff_replace("app.txt", &APP, "two", "TWO")),
+        ],
+    );
     let before = r.snapshot();
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("both 1.json and 1.diff"));
     assert_eq!(r.snapshot(), before);
@@ -240,7 +419,16 @@ fn out_dir_gets_the_seed_layout() {
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", wrong()), ("2.json", good())]);
     let out_dir = r.outside.join("artifacts");
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).arg("--out").arg(&out_dir).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let id = &r.run_ids()[0];
     let base = out_dir.join(id);
@@ -260,7 +448,10 @@ fn out_dir_gets_the_seed_layout() {
         assert!(base.join(f).is_file(), "missing {f}");
     }
     assert!(!base.join("attempt_2/failure_brief.json").exists());
-    let apply: Value = serde_json::from_str(&std::fs::read_to_string(base.join("attempt_2/apply_result.json")).expect("read")).expect("json");
+    let apply: Value = serde_json::from_str(
+        &std::fs::read_to_string(base.join("attempt_2/apply_result.json")).expect("read"),
+    )
+    .expect("json");
     assert_eq!(apply["method"], "strict");
     assert!(stderr_of(&out).contains("run_summary.json"));
 }
@@ -271,7 +462,14 @@ fn dry_run_prints_the_prompt_and_changes_nothing() {
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", good())]);
     let before = r.snapshot();
-    let out = r.factory().args(["run", "--dry-run", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--dry-run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0));
     let prompt = stdout_of(&out);
     assert!(prompt.contains("# Work order wo-1: Change app.txt"));
@@ -281,7 +479,14 @@ fn dry_run_prints_the_prompt_and_changes_nothing() {
     assert_eq!(r.snapshot(), before);
     assert!(r.run_ids().is_empty());
     // The same inputs give the same prompt, byte for byte.
-    let again = r.factory().args(["run", "--dry-run", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let again = r
+        .factory()
+        .args(["run", "--dry-run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(stdout_of(&again), prompt);
 }
 
@@ -300,7 +505,22 @@ fn work_order_from_stdin_and_inline_flags() {
     let r2 = TestRepo::simple();
     let out = r2
         .factory()
-        .args(["run", "--id", "wo-1", "--title", "Change app.txt", "--intent", "Replace two with TWO.", "--allow", "app.txt", "--context", "app.txt", "--accept", CHECK_TWO, "--replay"])
+        .args([
+            "run",
+            "--id",
+            "wo-1",
+            "--title",
+            "Change app.txt",
+            "--intent",
+            "Replace two with TWO.",
+            "--allow",
+            "app.txt",
+            "--context",
+            "app.txt",
+            "--accept",
+            CHECK_TWO,
+            "--replay",
+        ])
         .arg(&replay)
         .output()
         .expect("runs");

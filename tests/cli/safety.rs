@@ -6,7 +6,10 @@ use serde_json::{json, Value};
 const APP: [&str; 3] = ["one", "two", "three"];
 
 fn good() -> String {
-    proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "uppercase two")
+    proposal(
+        &diff_replace("app.txt", &APP, "two", "TWO"),
+        "uppercase two",
+    )
 }
 
 /// Runs with the given work order and replay proposals; asserts exit 2, an unchanged repo,
@@ -15,7 +18,15 @@ fn refused(r: &TestRepo, order: Value, extra: &[&str]) -> String {
     let wo = r.work_order(order);
     let replay = r.replay("rp-refused", &[("1.json", good())]);
     let before = r.snapshot();
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).args(extra).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .args(extra)
+        .output()
+        .expect("runs");
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(r.snapshot(), before, "a refusal changed the repo");
@@ -36,7 +47,11 @@ fn each_work_order_rule_is_refused_naming_field_and_value() {
         ("allowed_files", json!(["../x.txt"]), "../x.txt"),
         ("allowed_files", json!([".git/config"]), ".git/config"),
         ("acceptance_commands", json!([]), "acceptance_commands"),
-        ("acceptance_commands", json!(["echo 'unbalanced"]), "unbalanced"),
+        (
+            "acceptance_commands",
+            json!(["echo 'unbalanced"]),
+            "unbalanced",
+        ),
         ("context_files", json!(["other.txt"]), "other.txt"),
         ("title", json!(null), "title"),
     ];
@@ -84,7 +99,16 @@ fn not_a_repo_unborn_head_and_merges_are_refused() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["true"]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).arg("--repo").arg(tmp.path()).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .arg("--repo")
+        .arg(tmp.path())
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("not inside a git repository"));
 
@@ -92,10 +116,26 @@ fn not_a_repo_unborn_head_and_merges_are_refused() {
     std::fs::create_dir(&unborn).expect("mkdir");
     let mut git = assert_cmd::Command::new("git");
     hermetic(&mut git, &r.home);
-    git.current_dir(&unborn).args(["init", "-q"]).assert().success();
-    let out = r.factory().args(["run", "-w"]).arg(&wo).arg("--replay").arg(&replay).arg("--repo").arg(&unborn).output().expect("runs");
+    git.current_dir(&unborn)
+        .args(["init", "-q"])
+        .assert()
+        .success();
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .arg("--repo")
+        .arg(&unborn)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("HEAD has no commit yet"), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("HEAD has no commit yet"),
+        "{}",
+        stderr_of(&out)
+    );
 
     let head = r.git(&["rev-parse", "HEAD"]);
     std::fs::write(r.root.join(".git/MERGE_HEAD"), head).expect("write");
@@ -114,10 +154,20 @@ fn out_inside_the_work_tree_is_refused() {
 fn missing_provider_and_key_are_refused() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["true"]));
-    let out = r.factory().args(["run", "-w"]).arg(&wo).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("no SE provider"));
-    let out = r.factory().args(["run", "--llm-model", "gpt-4o", "-w"]).arg(&wo).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--llm-model", "gpt-4o", "-w"])
+        .arg(&wo)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("OPENAI_API_KEY is not set"));
     assert!(r.run_ids().is_empty());
@@ -144,13 +194,31 @@ fn scope_violations_create_no_file_anywhere() {
         let wo = r.work_order(order);
         let replay = r.replay("rp", &[("1.json", proposal(&diff, name))]);
         let before = r.snapshot();
-        let outside_before: Vec<_> = std::fs::read_dir(r.tmp.path()).expect("dir").flatten().map(|e| e.file_name()).collect();
-        let out = r.factory().args(["run", "--json", "--max-attempts", "1", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+        let outside_before: Vec<_> = std::fs::read_dir(r.tmp.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        let out = r
+            .factory()
+            .args(["run", "--json", "--max-attempts", "1", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
         assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
         let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-        assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "patch_scope_violation", "{name}: {s}");
+        assert_eq!(
+            s["attempts"][0]["failure_brief"]["stage"], "patch_scope_violation",
+            "{name}: {s}"
+        );
         assert_eq!(r.snapshot(), before, "{name}");
-        let outside_after: Vec<_> = std::fs::read_dir(r.tmp.path()).expect("dir").flatten().map(|e| e.file_name()).collect();
+        let outside_after: Vec<_> = std::fs::read_dir(r.tmp.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert_eq!(outside_before, outside_after, "{name}");
         assert!(!std::path::Path::new("/tmp/escaped-by-factory.txt").exists());
     }
@@ -165,9 +233,22 @@ fn ignored_files_survive_rollback_and_side_effects_are_restored_on_pass() {
     let wo = r.work_order(basic_order(&[cmd]));
     let replay = r.replay(
         "rp",
-        &[("1.json", proposal(&diff_replace("app.txt", &APP, "two", "Two"), "w")), ("2.json", good())],
+        &[
+            (
+                "1.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "Two"), "w"),
+            ),
+            ("2.json", good()),
+        ],
     );
-    let out = r.factory().args(["run", "--json", "-w"]).arg(&wo).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.read(".env").as_deref(), Some("TOKEN=keep\n"));
     assert_eq!(r.read("other.txt").as_deref(), Some("keep me\n"));
@@ -199,7 +280,11 @@ fn api_keys_never_reach_commands_or_artifacts() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let env = std::fs::read_to_string(&env_dump).expect("env dump");
-    assert!(!env.contains("sk-test-secret-123") && !env.contains("sk-ant-secret-456") && !env.contains("tok-789"));
+    assert!(
+        !env.contains("sk-test-secret-123")
+            && !env.contains("sk-ant-secret-456")
+            && !env.contains("tok-789")
+    );
     assert!(env.contains("KEEP_ME=visible"));
     assert!(env.contains("PYTHONPYCACHEPREFIX="));
     assert!(env.contains("PYTEST_ADDOPTS=-p no:cacheprovider"));
@@ -230,7 +315,14 @@ fn a_second_in_situ_run_is_refused_while_one_holds_the_lock() {
     }
     assert!(marker.exists(), "first run reached its acceptance command");
     let wo2 = r.work_order(basic_order(&["true"]));
-    let out = r.factory().args(["run", "-w"]).arg(&wo2).arg("--replay").arg(&replay).output().expect("runs");
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo2)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     let err = stderr_of(&out);
     assert!(err.contains("holds the repo lock"), "{err}");

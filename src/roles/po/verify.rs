@@ -34,6 +34,47 @@ pub fn global_commands(root: &Path, configured: &[String]) -> Result<Vec<Vec<Str
     .collect())
 }
 
+/// Variables removed from every PO command's environment: the provider keys and the names
+/// listed in git config `factory.scrubEnv`.
+pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {
+    let mut names: Vec<String> = crate::env::ALWAYS_SCRUBBED
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    names.extend(cfg.multi(crate::config::SCRUB_ENV));
+    names
+}
+
+/// A fresh bytecode cache folder for one attempt, and the variables that keep Python's and
+/// pytest's caches out of the tree (removed with the folder when dropped).
+pub struct CacheIsolation {
+    dir: tempfile::TempDir,
+}
+
+impl CacheIsolation {
+    pub fn new() -> std::io::Result<Self> {
+        Ok(CacheIsolation {
+            dir: tempfile::Builder::new()
+                .prefix("git-factory-pycache-")
+                .tempdir()?,
+        })
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        let addopts = match crate::env::pytest_addopts() {
+            Some(v) => format!("{v} -p no:cacheprovider"),
+            None => "-p no:cacheprovider".to_string(),
+        };
+        vec![
+            (
+                "PYTHONPYCACHEPREFIX".into(),
+                self.dir.path().display().to_string(),
+            ),
+            ("PYTEST_ADDOPTS".into(), addopts),
+        ]
+    }
+}
+
 /// How PO runs commands for one attempt.
 pub struct PoRun<'a> {
     pub root: &'a Path,

@@ -189,10 +189,7 @@ fn is_file_header_pair(lines: &[&str], i: usize) -> bool {
     lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
 }
 
-fn header_pair(
-    lines: &[&str],
-    i: usize,
-) -> Result<(Option<String>, Option<String>), ParseError> {
+fn header_pair(lines: &[&str], i: usize) -> Result<(Option<String>, Option<String>), ParseError> {
     let old = header_path(&lines[i][4..], i + 1)?;
     let new = header_path(&lines[i + 1][4..], i + 2)?;
     Ok((old, new))
@@ -581,7 +578,13 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), Pars
             break;
         }
         let bare = l.is_empty() || l == "\r";
-        bare_tail = if bare { bare_tail + 1 } else if l.starts_with('\\') { bare_tail } else { 0 };
+        bare_tail = if bare {
+            bare_tail + 1
+        } else if l.starts_with('\\') {
+            bare_tail
+        } else {
+            0
+        };
         match l.as_bytes().first() {
             Some(b' ') => hunk.lines.push(Line::Context(l[1..].to_string())),
             Some(b'-') => hunk.lines.push(Line::Remove(l[1..].to_string())),

@@ -48,7 +48,12 @@ impl TestRepo {
         for d in [&root, &home, &outside] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
-        let repo = TestRepo { tmp, root, home, outside };
+        let repo = TestRepo {
+            tmp,
+            root,
+            home,
+            outside,
+        };
         repo.git(&["init", "-q", "-b", "main"]);
         for (path, content) in files {
             repo.write(path, content);
@@ -84,8 +89,16 @@ impl TestRepo {
     pub fn git(&self, args: &[&str]) -> String {
         let mut cmd = Command::new("git");
         hermetic(&mut cmd, &self.home);
-        let out = cmd.current_dir(&self.root).args(args).output().expect("git runs");
-        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = cmd
+            .current_dir(&self.root)
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -93,8 +106,15 @@ impl TestRepo {
     pub fn git_code(&self, args: &[&str]) -> (i32, String) {
         let mut cmd = Command::new("git");
         hermetic(&mut cmd, &self.home);
-        let out = cmd.current_dir(&self.root).args(args).output().expect("git runs");
-        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+        let out = cmd
+            .current_dir(&self.root)
+            .args(args)
+            .output()
+            .expect("git runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     pub fn factory(&self) -> Command {
@@ -116,17 +136,24 @@ impl TestRepo {
 
     /// Writes a work order outside the repo and returns its path.
     pub fn work_order(&self, value: serde_json::Value) -> PathBuf {
-        let path = self.outside.join(format!("wo-{}.json", self.outside.read_dir().map(|d| d.count()).unwrap_or(0)));
+        let path = self.outside.join(format!(
+            "wo-{}.json",
+            self.outside.read_dir().map(|d| d.count()).unwrap_or(0)
+        ));
         std::fs::write(&path, serde_json::to_string_pretty(&value).expect("json")).expect("write");
         path
     }
 
     pub fn run_ids(&self) -> Vec<String> {
-        self.git(&["for-each-ref", "--format=%(refname:lstrip=2)", "refs/factory/"])
-            .lines()
-            .filter(|l| !l.starts_with("journal"))
-            .map(str::to_string)
-            .collect()
+        self.git(&[
+            "for-each-ref",
+            "--format=%(refname:lstrip=2)",
+            "refs/factory/",
+        ])
+        .lines()
+        .filter(|l| !l.starts_with("journal"))
+        .map(str::to_string)
+        .collect()
     }
 
     /// Everything a failed run must leave as it was: HEAD, the index file's bytes, every ref
@@ -163,7 +190,11 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, Vec<u8>)>) {
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let path = e.path();
-        let rel = path.strip_prefix(root).expect("inside").to_string_lossy().into_owned();
+        let rel = path
+            .strip_prefix(root)
+            .expect("inside")
+            .to_string_lossy()
+            .into_owned();
         if rel == ".git" {
             continue;
         }
@@ -173,9 +204,18 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, Vec<u8>)>) {
             walk(root, &path, out);
         } else if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&path).expect("link");
-            out.insert(rel, (0o120000, target.to_string_lossy().into_owned().into_bytes()));
+            out.insert(
+                rel,
+                (0o120000, target.to_string_lossy().into_owned().into_bytes()),
+            );
         } else {
-            out.insert(rel, (meta.permissions().mode(), std::fs::read(&path).expect("read")));
+            out.insert(
+                rel,
+                (
+                    meta.permissions().mode(),
+                    std::fs::read(&path).expect("read"),
+                ),
+            );
         }
     }
 }

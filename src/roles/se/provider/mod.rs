@@ -156,7 +156,17 @@ impl ProviderSpec {
                 self.identity(),
             ),
             ProviderSpec::Replay { dir } => {
-                let replay = replay::Replay::from_dir(dir)?;
+                let replay = if dir.is_dir() {
+                    replay::Replay::from_dir(dir)?
+                } else {
+                    let repo = crate::git::open(Some(cwd))?;
+                    let name = dir.to_string_lossy();
+                    let run = crate::store::resolve(&repo, &name).map_err(|e| {
+                        Error::new(format!("--replay {name}: neither a folder nor a stored run ({})", e.message))
+                            .hint("pass a folder of 1.json/1.diff files, or a run id from git factory log")
+                    })?;
+                    replay::Replay::from_run(&repo, &run)?
+                };
                 let id = replay.identity.clone();
                 (Box::new(replay), id)
             }

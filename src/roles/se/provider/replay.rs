@@ -37,6 +37,42 @@ impl Replay {
         Self::from_files(files).map_err(|e| e.hint("keep one proposal file per attempt number"))
     }
 
+    /// The proposals a stored run's attempts made, as `N.json` files: each applied change as
+    /// the strict JSON contract, each unparseable output verbatim (so it fails the same way).
+    /// An attempt whose provider failed ends the list.
+    pub fn from_run(repo: &git2::Repository, run: &crate::store::StoredRun) -> Result<Self> {
+        use crate::store::read_artifact;
+        let mut files = BTreeMap::new();
+        for a in &run.summary.attempts {
+            let n = a.attempt_index;
+            let summary = a.summary.clone().unwrap_or_default();
+            let dir = format!("attempt_{n}");
+            let diff = read_artifact(repo, run.commit, &format!("{dir}/proposed_patch.diff"))?;
+            let writes = read_artifact(repo, run.commit, &format!("{dir}/proposed_writes.json"))?;
+            let bytes = if let Some(d) = diff {
+                serde_json::json!({"unified_diff": String::from_utf8_lossy(&d), "summary": summary})
+                    .to_string()
+            } else if let Some(w) = writes {
+                let list: serde_json::Value = serde_json::from_slice(&w).map_err(|e| {
+                    Error::new(format!(
+                        "run {}: unreadable {dir}/proposed_writes.json: {e}",
+                        run.run_id
+                    ))
+                })?;
+                serde_json::json!({"writes": list, "summary": summary}).to_string()
+            } else if let Some(raw) =
+                read_artifact(repo, run.commit, &format!("{dir}/llm_output.txt"))?
+            {
+                String::from_utf8_lossy(&raw).into_owned()
+            } else {
+                break;
+            };
+            files.insert(format!("{n}.json"), bytes.into_bytes());
+        }
+        Self::from_files(files)
+            .map_err(|e| e.hint("replay a run whose first attempt produced a proposal"))
+    }
+
     /// Builds a replay from named proposal files (`N.json` / `N.diff`).
     pub fn from_files(files: BTreeMap<String, Vec<u8>>) -> Result<Self> {
         let mut proposals = BTreeMap::new();

@@ -1,0 +1,118 @@
+//! `git factory checkout <run> --attempt N <dir>`: materialise an attempt's tree.
+
+use crate::error::{Error, Exit, Result};
+use crate::git;
+use crate::store;
+use crate::ui::Ui;
+use clap::Args;
+use git2::{ObjectType, Repository, Tree};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct CheckoutArgs {
+    /// A run id or a unique prefix of at least 4 hex digits
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// The attempt whose tree to write
+    #[arg(long, value_name = "N")]
+    pub attempt: u32,
+    /// Where to write it (must not exist, or be empty)
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The repository (default: discovered from the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+}
+
+fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &Path) -> Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let mut count = 0;
+    for entry in tree.iter() {
+        let name = entry.name().unwrap_or_default();
+        if name.is_empty() || name == ".git" || name.contains('/') {
+            continue;
+        }
+        let path = dir.join(name);
+        match entry.kind() {
+            Some(ObjectType::Tree) => {
+                count += write_tree(repo, &repo.find_tree(entry.id())?, &path)?;
+            }
+            Some(ObjectType::Blob) => {
+                let blob = repo.find_blob(entry.id())?;
+                if entry.filemode() == 0o120000 {
+                    let target = String::from_utf8_lossy(blob.content()).into_owned();
+                    std::os::unix::fs::symlink(target, &path)?;
+                } else {
+                    std::fs::write(&path, blob.content())?;
+                    let mode = if entry.filemode() == 0o100755 {
+                        0o755
+                    } else {
+                        0o644
+                    };
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+                }
+                count += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(count)
+}
+
+pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
+    let repo = git::open(args.repo.as_deref())?;
+    let run = store::resolve(&repo, &args.run)?;
+    let attempt = run
+        .summary
+        .attempts
+        .iter()
+        .find(|a| a.attempt_index == args.attempt)
+        .ok_or_else(|| {
+            Error::new(format!(
+                "run {} has no attempt {}",
+                run.run_id, args.attempt
+            ))
+            .hint(format!(
+                "it has attempts 1 to {}",
+                run.summary.attempts.len()
+            ))
+        })?;
+    let commit = attempt.tree_commit.as_deref().ok_or_else(|| {
+        Error::new(format!(
+            "attempt {} of run {} never applied a change, so it has no tree",
+            args.attempt, run.run_id
+        ))
+        .hint("see its failure brief with git factory show RUN --attempt N")
+    })?;
+    if args.dir.exists()
+        && std::fs::read_dir(&args.dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(
+            Error::new(format!("{} exists and is not empty", args.dir.display()))
+                .hint("give a new folder"),
+        );
+    }
+    let oid = git2::Oid::from_str(commit)?;
+    let tree = repo
+        .find_commit(oid)
+        .map_err(|_| {
+            Error::new(format!(
+                "the attempt commit {commit} is not in this repository"
+            ))
+            .hint("fetch the run with its objects: git fetch R 'refs/factory/*:refs/factory/*'")
+        })?
+        .tree()?;
+    let files = write_tree(&repo, &tree, &args.dir)?;
+    ui.info(format!(
+        "wrote attempt {} of run {} ({} files, commit {}) to {}",
+        args.attempt,
+        run.run_id,
+        files,
+        git::short(commit),
+        args.dir.display()
+    ));
+    Ok(Exit::Success)
+}

@@ -1,0 +1,158 @@
+//! `git factory reverify <run>`: re-runs PO on every recorded attempt tree, offline, in a
+//! temporary worktree, and prints what was recorded next to what happens now.
+
+use crate::config::{self, Config};
+use crate::error::{Error, Exit, Result};
+use crate::git::{self, worktree::TempWorktree};
+use crate::roles::po::verify::{self, CacheIsolation, PoRun};
+use crate::store;
+use crate::ui::Ui;
+use crate::workorder::LoadedWorkOrder;
+use clap::Args;
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct ReverifyArgs {
+    /// A run id or a unique prefix of at least 4 hex digits
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// Time limit in seconds for each command [default: the run's own]
+    #[arg(long = "timeout-seconds", value_name = "S")]
+    pub timeout_seconds: Option<u64>,
+    /// Print the comparison as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// The repository (default: discovered from the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    attempt: u32,
+    tree: String,
+    recorded: String,
+    now: String,
+    same: bool,
+    /// Set when this tree was evaluated already for an earlier attempt.
+    same_tree_as: Option<u32>,
+}
+
+pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
+    let repo = git::open(args.repo.as_deref())?;
+    let run = store::resolve(&repo, &args.run)?;
+    let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
+        .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;
+    let order = LoadedWorkOrder::from_json_text(&String::from_utf8_lossy(&raw), "work_order.json")?;
+    let cfg = Config::of(&repo);
+    let scrub = verify::scrub_list(&cfg);
+    let configured = cfg.multi(config::VERIFY);
+    let timeout = Duration::from_secs(
+        args.timeout_seconds
+            .unwrap_or(run.summary.config.timeout_seconds),
+    );
+    let logs = tempfile::tempdir()?;
+    let mut rows: Vec<Row> = Vec::new();
+    for a in &run.summary.attempts {
+        let recorded = match &a.failure_brief {
+            Some(b) => b.stage.as_str().to_string(),
+            None => "passed".to_string(),
+        };
+        let Some(commit) = a.tree_commit.as_deref() else {
+            ui.info(format!(
+                "attempt {}: {recorded} (no tree: never applied)",
+                a.attempt_index
+            ));
+            continue;
+        };
+        if a.repeat_of.is_some() {
+            continue;
+        }
+        let tree = repo
+            .find_commit(git2::Oid::from_str(commit)?)
+            .map_err(|_| {
+                Error::new(format!("attempt commit {commit} is missing"))
+                    .hint("fetch the run's objects")
+            })?
+            .tree_id()
+            .to_string();
+        if let Some(prev) = rows.iter().find(|r| r.tree == tree) {
+            let now = prev.now.clone();
+            let earlier = prev.attempt;
+            rows.push(Row {
+                attempt: a.attempt_index,
+                tree,
+                same: now == recorded,
+                recorded,
+                now,
+                same_tree_as: Some(earlier),
+            });
+            continue;
+        }
+        ui.info(format!(
+            "attempt {}: re-running PO on {}",
+            a.attempt_index,
+            git::short(&tree)
+        ));
+        let wt = TempWorktree::add(
+            &repo,
+            &format!("reverify-{}-{}", run.run_id, a.attempt_index),
+            commit,
+        )?;
+        let cache = CacheIsolation::new()?;
+        let log_dir = logs.path().join(format!("attempt_{}", a.attempt_index));
+        std::fs::create_dir_all(&log_dir)?;
+        let verify_cmds = verify::global_commands(&wt.path, &configured).map_err(Error::new)?;
+        let po = PoRun {
+            root: &wt.path,
+            timeout,
+            env_remove: &scrub,
+            env_set: cache.env(),
+            log_dir,
+            log_rel: String::new(),
+        };
+        let outcome = po.run(&verify_cmds, &order.acceptance_argv(), |kind, argv| {
+            ui.detail(format!("  {kind}: {}", argv.join(" ")));
+        });
+        wt.remove()?;
+        let now = outcome
+            .failed
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|| "passed".to_string());
+        rows.push(Row {
+            attempt: a.attempt_index,
+            tree,
+            same: now == recorded,
+            recorded,
+            now,
+            same_tree_as: None,
+        });
+    }
+    let all_same = rows.iter().all(|r| r.same);
+    if args.json {
+        ui.out(format!(
+            "{}\n",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        ));
+    } else {
+        let mut text = String::new();
+        for r in &rows {
+            let mark = if r.same {
+                console::style("same").green()
+            } else {
+                console::style("CHANGED").red().bold()
+            };
+            let note = r
+                .same_tree_as
+                .map(|k| format!(" (same tree as attempt {k})"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "attempt {}: recorded {:<20} now {:<20} {mark}{note}\n",
+                r.attempt, r.recorded, r.now
+            ));
+        }
+        ui.out(text);
+    }
+    Ok(if all_same { Exit::Success } else { Exit::Fail })
+}
