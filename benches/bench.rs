@@ -1,0 +1,390 @@
+//! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
+//!
+//! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
+//! names from: attempt, log, startup, worktree.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_git-factory");
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn git_env(dir: &Path, args: &[&str], env: &[(&str, &Path)]) {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir).args(args).stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let status = cmd.status().expect("git runs");
+    assert!(status.success(), "git {args:?} failed");
+}
+
+/// A small deterministic generator (xorshift), so every machine builds the same repos.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+const WORDS: [&str; 16] = [
+    "fn", "let", "value", "return", "match", "struct", "impl", "self", "config", "error", "result",
+    "index", "tree", "commit", "patch", "verify",
+];
+
+fn file_text(rng: &mut Rng) -> String {
+    let lines = 60 + (rng.next() % 80) as usize; // ~2-4 KB
+    let mut s = String::new();
+    for _ in 0..lines {
+        let words = 3 + rng.next() % 8;
+        for w in 0..words {
+            if w > 0 {
+                s.push(' ');
+            }
+            s.push_str(WORDS[(rng.next() % 16) as usize]);
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// A repo of `files` tracked files in nested folders, plus an ignored build folder holding a
+/// tenth as many files. The first file's path is returned for the 1-file patch.
+fn generate(root: &Path, files: usize) -> String {
+    std::fs::create_dir_all(root).expect("mkdir");
+    git(root, &["init", "-q", "-b", "main"]);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ files as u64);
+    let mut first = String::new();
+    for i in 0..files {
+        let rel = format!("src/m{:02}/p{:02}/f{i:06}.rs", i % 37, (i / 37) % 23);
+        let path = root.join(&rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, file_text(&mut rng)).expect("write");
+        if i == 0 {
+            first = rel;
+        }
+    }
+    std::fs::write(root.join(".gitignore"), "build/\n").expect("write");
+    for i in 0..files / 10 {
+        let path = root.join(format!("build/o{:02}/obj{i:06}.o", i % 17));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, "object\n").expect("write");
+    }
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "generated"]);
+    git(root, &["config", "factory.verify", "true"]);
+    git(root, &["status", "--porcelain"]); // a fresh index stat cache, as a user's repo has
+    first
+}
+
+fn one_line_patch(root: &Path, path: &str) -> String {
+    let text = std::fs::read_to_string(root.join(path)).expect("read");
+    let first = text.lines().next().expect("a line");
+    let second = text.lines().nth(1).expect("a line");
+    format!(
+        "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,2 +1,2 @@\n-{first}\n+{first} changed\n {second}\n"
+    )
+}
+
+struct Stat {
+    median: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+fn measure(runs: usize, mut f: impl FnMut() -> Duration) -> Stat {
+    let _ = f(); // warm-up: page cache, index stat cache
+    let mut times: Vec<Duration> = (0..runs).map(|_| f()).collect();
+    times.sort();
+    Stat {
+        median: times[times.len() / 2],
+        min: times[0],
+        max: times[times.len() - 1],
+    }
+}
+
+fn time(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+fn factory(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .current_dir(dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("git-factory runs")
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+fn row(name: &str, size: &str, s: &Stat, ratio: Option<f64>) {
+    println!(
+        "{name:<34} {size:>8} {:>10} {:>18} {}",
+        ms(s.median),
+        format!("{}–{}", ms(s.min), ms(s.max)),
+        ratio.map(|r| format!("{r:.2}×")).unwrap_or_default()
+    );
+}
+
+fn bench_attempts(work: &Path, size: usize, runs: usize) {
+    let root = work.join(format!("repo-{size}"));
+    let first = generate(&root, size);
+    let patch = one_line_patch(&root, &first);
+    let replay = work.join(format!("replay-{size}"));
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    std::fs::write(replay.join("1.diff"), &patch).expect("write");
+    let patch_file = work.join(format!("patch-{size}.diff"));
+    std::fs::write(&patch_file, &patch).expect("write");
+    let replay_s = replay.to_string_lossy().into_owned();
+    let base = [
+        "run",
+        "-q",
+        "--id",
+        "bench",
+        "--title",
+        "bench",
+        "--intent",
+        "bench",
+        "--allow",
+        first.as_str(),
+        "--max-attempts",
+        "1",
+        "--force",
+        "--replay",
+        replay_s.as_str(),
+    ];
+
+    let failed = measure(runs, || {
+        let mut args = base.to_vec();
+        args.extend(["--accept", "false"]);
+        let t = Instant::now();
+        let out = factory(&root, &args);
+        let d = t.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        d
+    });
+    let passed = measure(runs, || {
+        let mut args = base.to_vec();
+        args.extend(["--accept", "true"]);
+        let t = Instant::now();
+        let out = factory(&root, &args);
+        let d = t.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(&root, &["checkout", "--", &first]);
+        d
+    });
+    let tmp_index = work.join(format!("index-{size}.tmp"));
+    let git_seq = measure(runs, || {
+        time(|| {
+            git(&root, &["status", "--porcelain"]);
+            git(&root, &["rev-parse", "HEAD"]);
+            let _ = std::fs::copy(root.join(".git/index"), &tmp_index);
+            git_env(&root, &["add", "-A"], &[("GIT_INDEX_FILE", &tmp_index)]);
+            git_env(&root, &["write-tree"], &[("GIT_INDEX_FILE", &tmp_index)]);
+            git(&root, &["apply", patch_file.to_str().expect("utf8")]);
+            let _ = std::fs::copy(root.join(".git/index"), &tmp_index);
+            git_env(&root, &["add", "-A"], &[("GIT_INDEX_FILE", &tmp_index)]);
+            git_env(&root, &["write-tree"], &[("GIT_INDEX_FILE", &tmp_index)]);
+            git(&root, &["reset", "-q", "--hard"]);
+            git(&root, &["clean", "-fdq"]);
+            let _ = std::fs::copy(root.join(".git/index"), &tmp_index);
+            git_env(&root, &["add", "-A"], &[("GIT_INDEX_FILE", &tmp_index)]);
+            git_env(&root, &["write-tree"], &[("GIT_INDEX_FILE", &tmp_index)]);
+        })
+    });
+    let ratio = failed.median.as_secs_f64() / git_seq.median.as_secs_f64();
+    row(
+        "failed attempt (harness)",
+        &size.to_string(),
+        &failed,
+        Some(ratio),
+    );
+    row(
+        "passing attempt (harness)",
+        &size.to_string(),
+        &passed,
+        Some(passed.median.as_secs_f64() / git_seq.median.as_secs_f64()),
+    );
+    row("same sequence, git CLI", &size.to_string(), &git_seq, None);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn bench_log(work: &Path, runs: usize) {
+    let root = work.join("repo-log");
+    let first = generate(&root, 50);
+    let replay = work.join("replay-log");
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    std::fs::write(replay.join("1.diff"), one_line_patch(&root, &first)).expect("write");
+    let out = factory(
+        &root,
+        &[
+            "run",
+            "-q",
+            "--json",
+            "--id",
+            "bench",
+            "--title",
+            "bench log",
+            "--intent",
+            "b",
+            "--allow",
+            &first,
+            "--accept",
+            "false",
+            "--max-attempts",
+            "1",
+            "--replay",
+            replay.to_str().expect("utf8"),
+        ],
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary");
+    let run_id = summary["run_id"].as_str().expect("id").to_string();
+    // 5,000 stored runs: copies of a real run commit under distinct ids, written with git2.
+    let repo = git2::Repository::open(&root).expect("open");
+    let real = repo
+        .find_reference(&format!("refs/factory/{run_id}"))
+        .expect("ref")
+        .peel_to_commit()
+        .expect("commit");
+    let tree = real.tree().expect("tree");
+    let message = real.message().unwrap_or("").to_string();
+    let sig = git2::Signature::now("bench", "bench@example.invalid").expect("sig");
+    for i in 0..5000u32 {
+        let id = format!("{:012x}", 0xb0000000u64 + i as u64);
+        let msg = message.replace(&run_id, &id);
+        let oid = repo
+            .commit(None, &sig, &sig, &msg, &tree, &[])
+            .expect("commit");
+        repo.reference(&format!("refs/factory/{id}"), oid, true, "bench")
+            .expect("ref");
+    }
+    // What `git gc --auto` does to a repo that accumulated thousands of runs.
+    git(&root, &["gc", "-q"]);
+    let log = measure(runs, || {
+        time(|| {
+            let out = factory(&root, &["log"]);
+            assert!(out.status.success());
+        })
+    });
+    row("log over 5,000 runs", "5001", &log, None);
+    let show = measure(runs, || {
+        time(|| {
+            let out = factory(&root, &["show", &run_id]);
+            assert!(out.status.success());
+        })
+    });
+    row("show of one run", "5001", &show, None);
+}
+
+fn bench_startup(work: &Path, runs: usize) {
+    let s = measure(runs.max(20), || {
+        time(|| {
+            let out = factory(work, &["--version"]);
+            assert!(out.status.success());
+        })
+    });
+    row("start-up (--version)", "-", &s, None);
+}
+
+fn bench_worktree(work: &Path, runs: usize) {
+    let root = work.join("repo-wt");
+    generate(&root, 20_000);
+    let wt = work.join("wt");
+    let git_time = measure(runs, || {
+        time(|| {
+            git(
+                &root,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "--detach",
+                    wt.to_str().expect("utf8"),
+                    "HEAD",
+                ],
+            );
+            git(
+                &root,
+                &["worktree", "remove", "--force", wt.to_str().expect("utf8")],
+            );
+        })
+    });
+    row("git worktree add + remove", "20000", &git_time, None);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let opt = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let sizes: Vec<usize> = opt("--sizes")
+        .unwrap_or_else(|| "1000,10000,100000".to_string())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runs: usize = opt("--runs")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5)
+        .max(1);
+    let only = opt("--only").unwrap_or_else(|| "attempt,log,startup,worktree".to_string());
+    let work = tempfile::tempdir().expect("tempdir");
+    println!(
+        "{:<34} {:>8} {:>10} {:>18} ratio to git",
+        "measure (median of runs)", "files", "median ms", "min–max ms"
+    );
+    if only.contains("startup") {
+        bench_startup(work.path(), runs);
+    }
+    if only.contains("log") {
+        bench_log(work.path(), runs);
+    }
+    if only.contains("attempt") {
+        for size in &sizes {
+            bench_attempts(work.path(), *size, runs);
+        }
+    }
+    if only.contains("worktree") {
+        bench_worktree(work.path(), runs);
+    }
+    let _: PathBuf = work.path().to_path_buf();
+}
