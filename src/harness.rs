@@ -682,7 +682,7 @@ impl Session<'_> {
             return self.fail(Stage::Exception, None, "no proposal to apply");
         };
         let written = match &proposal.change {
-            Change::Diff(text) => {
+            Change::Diff(text) | Change::Dialect(_, text) => {
                 self.current().record.patch_path = format!("{rel}/proposed_patch.diff");
                 std::fs::write(dir.join("proposed_patch.diff"), text)
             }
@@ -749,8 +749,14 @@ impl Session<'_> {
                 &format!("writing the change failed: {e}"),
             );
         }
+        let dialect = matches!(proposal.change, Change::Dialect(..));
         let tree =
             git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes).and_then(|t| {
+                if dialect {
+                    // Stored as the unified diff it amounts to (the raw text is in llm_output.txt).
+                    let diff = git::diff_trees(self.repo, self.baseline.tree_id(), t)?;
+                    std::fs::write(dir.join("proposed_patch.diff"), diff)?;
+                }
                 self.writer
                     .attempt_commit(self.repo, &self.baseline, t, attempt)
             });

@@ -3,6 +3,7 @@
 pub mod checkout;
 pub mod demo;
 pub mod log;
+pub mod patch;
 pub mod reverify;
 pub mod run;
 pub mod show;
@@ -50,6 +51,8 @@ pub enum Command {
     Checkout(checkout::CheckoutArgs),
     /// Re-run verification and acceptance on every recorded attempt tree of a run
     Reverify(reverify::ReverifyArgs),
+    /// Apply a diff (unified, Begin Patch envelope or SEARCH/REPLACE) with the TR engine
+    Patch(patch::PatchArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
     Demo(demo::DemoArgs),
 }
@@ -73,6 +76,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Log(args) => log::cmd_log(&ui, args),
         Command::Show(args) => show::cmd_show(&ui, args),
         Command::Demo(args) => demo::cmd_demo(&ui, args),
+        Command::Patch(args) => patch::cmd_patch(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),
         Command::Reverify(args) => reverify::cmd_reverify(&ui, args),
     };

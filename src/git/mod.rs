@@ -174,6 +174,24 @@ pub fn tree_with(repo: &Repository, base: Oid, outcomes: &[FileOutcome]) -> Resu
     Ok(builder.create_updated(repo, &base_tree)?)
 }
 
+/// The git-style unified diff between two trees (modes, creations, deletions included).
+pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<String> {
+    let old = repo.find_tree(old)?;
+    let new = repo.find_tree(new)?;
+    let mut opts = git2::DiffOptions::new();
+    opts.show_binary(false);
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
+    let mut text = Vec::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            text.push(line.origin() as u8);
+        }
+        text.extend_from_slice(line.content());
+        true
+    })?;
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
 /// Makes the work tree equal to `baseline` again, as `git reset --hard` + `git clean -fd`
 /// would, without writing the index: tracked paths that differ are checked out from the
 /// baseline, untracked-not-ignored files removed (ignored files are never touched). Loops until

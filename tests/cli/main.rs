@@ -4,6 +4,7 @@ mod common;
 
 mod demo;
 mod log_show;
+mod patch;
 mod providers;
 mod run;
 mod safety;

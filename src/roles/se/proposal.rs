@@ -15,9 +15,22 @@ pub struct WriteSpec {
     pub executable: Option<bool>,
 }
 
+/// The text dialects a diff may come in (SPEC §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Unified,
+    /// `*** Begin Patch … *** End Patch` (Codex-style agents).
+    Envelope,
+    /// `path` + `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` blocks.
+    SearchReplace,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
+    /// A unified diff.
     Diff(String),
+    /// Another agent dialect, converted by TR.
+    Dialect(Dialect, String),
     Writes(Vec<WriteSpec>),
 }
 
@@ -32,6 +45,7 @@ impl Proposal {
     pub fn is_no_change(&self) -> bool {
         match &self.change {
             Change::Diff(d) => d.trim().is_empty(),
+            Change::Dialect(_, d) => d.trim().is_empty(),
             Change::Writes(w) => w.is_empty(),
         }
     }
@@ -54,6 +68,16 @@ pub fn parse(raw: &str, format: OutputFormat) -> Result<Proposal, String> {
                 parse_strict(raw)
             } else if raw.trim().is_empty() {
                 Err("the agent printed nothing".to_string())
+            } else if crate::roles::tr::dialects::is_envelope(raw) {
+                Ok(Proposal {
+                    change: Change::Dialect(Dialect::Envelope, raw.to_string()),
+                    summary: String::new(),
+                })
+            } else if crate::roles::tr::dialects::is_search_replace(raw) {
+                Ok(Proposal {
+                    change: Change::Dialect(Dialect::SearchReplace, raw.to_string()),
+                    summary: String::new(),
+                })
             } else if looks_like_diff(raw) {
                 Ok(Proposal {
                     change: Change::Diff(raw.to_string()),

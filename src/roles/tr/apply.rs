@@ -36,7 +36,7 @@ impl FileOutcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApplyMethod {
     Strict,
@@ -189,7 +189,7 @@ pub fn apply_strict(file: &str, source: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>
     Ok(bytes)
 }
 
-type HunkApplier = fn(&str, &[u8], &[Hunk]) -> Result<Vec<u8>, String>;
+pub type HunkApplier = fn(&str, &[u8], &[Hunk]) -> Result<Vec<u8>, String>;
 
 /// Computes the outcome of every file section with one hunk applier, reading the work tree
 /// but writing nothing.
@@ -208,6 +208,15 @@ pub fn plan_patches(
             },
             None => None,
         };
+        if patch.is_deleted && patch.hunks.is_empty() {
+            // A whole-file deletion (`*** Delete File`, or a deleted empty file).
+            outcomes.push(FileOutcome {
+                path: target,
+                before: source,
+                after: None,
+            });
+            continue;
+        }
         let content = match &source {
             Some(s) if patch.hunks.is_empty() => s.bytes.clone(),
             Some(s) => applier(&target, &s.bytes, &patch.hunks)?,

@@ -27,6 +27,8 @@ pub struct Hunk {
     /// 1-based line of the `@@` header in the diff text.
     pub at_line: usize,
     pub header: String,
+    /// A line the hunk must come after (the `@@ anchor` of the Begin Patch dialect).
+    pub anchor: Option<String>,
 }
 
 impl Hunk {
@@ -148,7 +150,10 @@ pub fn looks_like_diff(text: &str) -> bool {
 
 /// Parses a git-style or plain unified diff into file sections.
 pub fn parse(text: &str, strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
-    let lines: Vec<&str> = text.split('\n').collect();
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    if text.ends_with('\n') {
+        lines.pop(); // the text's own final newline, not an empty line
+    }
     let mut patches: Vec<FilePatch> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -569,6 +574,7 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), Pars
         new_no_eol: false,
         at_line: start + 1,
         header: header.to_string(),
+        anchor: None,
     };
     let mut i = start + 1;
     let mut bare_tail = 0;

@@ -3,11 +3,13 @@
 //! writes — all or nothing.
 
 pub mod apply;
+pub mod dialects;
 pub mod diff;
+pub mod ladder;
 pub mod scope;
 
 use crate::identity::sha256_hex;
-use crate::roles::se::proposal::{Change, WriteSpec};
+use crate::roles::se::proposal::{Change, Dialect, WriteSpec};
 use crate::store::records::Stage;
 use apply::{ApplyMethod, FileOutcome, FileState};
 use std::path::Path;
@@ -18,6 +20,8 @@ pub struct Plan {
     pub outcomes: Vec<FileOutcome>,
     pub method: ApplyMethod,
     pub touched: Vec<String>,
+    /// The pass each file was placed by (diffs only).
+    pub methods: Vec<(String, ApplyMethod)>,
 }
 
 impl Plan {
@@ -71,14 +75,48 @@ pub fn plan(change: &Change, root: &Path, rules: &Rules<'_>) -> Result<Plan, Ref
             outcomes: Vec::new(),
             method: ApplyMethod::Strict,
             touched: Vec::new(),
+            methods: Vec::new(),
         }),
-        Change::Diff(text) => plan_diff(text, root, rules),
+        Change::Diff(text) => plan_diff(text, Dialect::Unified, root, rules),
+        Change::Dialect(dialect, text) => plan_diff(text, *dialect, root, rules),
         Change::Writes(writes) => plan_writes(writes, root, rules),
     }
 }
 
-fn plan_diff(text: &str, root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal> {
-    let mut patches = diff::parse(text, rules.strip).map_err(|e| {
+/// The passes in order, each with the method it records; `--strict-apply` keeps the first.
+fn passes(strict_only: bool) -> &'static [(ApplyMethod, apply::HunkApplier)] {
+    const ALL: [(ApplyMethod, apply::HunkApplier); 3] = [
+        (ApplyMethod::Strict, apply::apply_strict),
+        (ApplyMethod::Recount, ladder::recount),
+        (ApplyMethod::Fuzzy, ladder::fuzzy),
+    ];
+    if strict_only {
+        &ALL[..1]
+    } else {
+        &ALL
+    }
+}
+
+/// Parses a proposal's text in its dialect into file sections.
+pub fn parse_sections(
+    text: &str,
+    dialect: Dialect,
+    strip: diff::Strip,
+) -> Result<Vec<diff::FilePatch>, diff::ParseError> {
+    match dialect {
+        Dialect::Unified => diff::parse(text, strip),
+        Dialect::Envelope => dialects::parse_envelope(text),
+        Dialect::SearchReplace => dialects::parse_search_replace(text),
+    }
+}
+
+fn plan_diff(
+    text: &str,
+    dialect: Dialect,
+    root: &Path,
+    rules: &Rules<'_>,
+) -> Result<Plan, Refusal> {
+    let mut patches = parse_sections(text, dialect, rules.strip).map_err(|e| {
         let stage = if e.message.contains("disagree") {
             Stage::PatchScopeViolation
         } else {
@@ -105,12 +143,53 @@ fn plan_diff(text: &str, root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal
             touched,
         )
     })?;
-    let outcomes = apply::plan_patches(root, &patches, apply::apply_strict)
-        .map_err(|e| refusal(Stage::PatchApplyFailed, e, touched.clone()))?;
+    // Each file gets the strictest pass that places all its hunks; the change set records the
+    // weakest one used. Nothing is written until every file has its result.
+    let mut outcomes = Vec::new();
+    let mut method = ApplyMethod::Strict;
+    let mut methods = Vec::new();
+    for patch in &patches {
+        let mut errors: Vec<String> = Vec::new();
+        let mut placed = None;
+        for (m, applier) in passes(rules.strict_only) {
+            match apply::plan_patches(root, std::slice::from_ref(patch), *applier) {
+                Ok(o) => {
+                    placed = Some((o, *m));
+                    break;
+                }
+                Err(e) => {
+                    let stop = e.contains("does not exist")
+                        || e.contains("already exists")
+                        || e.contains("not a regular file");
+                    errors.push(format!("{}: {e}", m.as_str()));
+                    if stop {
+                        break;
+                    }
+                }
+            }
+        }
+        match placed {
+            Some((o, m)) => {
+                method = method.max(m);
+                methods.push((patch.target().to_string(), m));
+                outcomes.extend(o);
+            }
+            None => {
+                let last = errors.pop().unwrap_or_default();
+                let mut message = last;
+                if let Some(first) = errors.first() {
+                    message.push_str(&format!("\n(also tried {first})"));
+                }
+                return Err(refusal(Stage::PatchApplyFailed, message, touched));
+            }
+        }
+    }
+    outcomes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Plan {
         outcomes,
-        method: ApplyMethod::Strict,
+        method,
         touched,
+        methods,
     })
 }
 
@@ -171,5 +250,6 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
         outcomes,
         method: ApplyMethod::Writes,
         touched,
+        methods: Vec::new(),
     })
 }

@@ -1,0 +1,407 @@
+//! The apply engine through `git factory patch`: a table of damaged diffs that must land
+//! exactly, traps that must be refused with the tree unchanged, the other dialects, and a
+//! randomized round trip against `git diff`.
+
+use crate::common::*;
+
+const MODULE: &str = "import os\nimport sys\n\n\ndef load(path):\n    with open(path) as f:\n        return f.read()\n\n\ndef parse(text):\n    items = []\n    for line in text.splitlines():\n        line = line.strip()\n        if not line:\n            continue\n        items.append(line)\n    return items\n\n\ndef main():\n    data = load(sys.argv[1])\n    for item in parse(data):\n        print(item)\n\n\nif __name__ == \"__main__\":\n    main()\n";
+
+fn expected() -> String {
+    MODULE.replace("items.append(line)", "items.append(line.lower())")
+}
+
+/// The correct hunk for the change: lines 13-17 of MODULE around `items.append(line)`.
+fn body(ctx: &[&str], prefix_blank: &str) -> String {
+    let _ = prefix_blank;
+    ctx.join("\n") + "\n"
+}
+
+fn good_hunk_body() -> String {
+    body(
+        &[
+            "         line = line.strip()",
+            "         if not line:",
+            "             continue",
+            "-        items.append(line)",
+            "+        items.append(line.lower())",
+            "     return items",
+            " ",
+            " ",
+        ],
+        "",
+    )
+}
+
+fn run_patch(r: &TestRepo, diff: &str, extra: &[&str]) -> std::process::Output {
+    r.factory()
+        .args(["patch", "-"])
+        .args(extra)
+        .write_stdin(diff.to_string())
+        .output()
+        .expect("patch runs")
+}
+
+#[test]
+fn damaged_diffs_land_exactly_where_intended() {
+    let git_header = "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n";
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("exact", format!("{git_header}@@ -13,7 +13,7 @@ def parse(text):\n{}", good_hunk_body()), "strict"),
+        ("wrong line numbers", format!("{git_header}@@ -40,8 +41,8 @@\n{}", good_hunk_body()), "recount"),
+        ("wrong counts", format!("{git_header}@@ -13,5 +13,9 @@\n{}", good_hunk_body()), "recount"),
+        ("placeholder header", format!("{git_header}@@ ... @@\n{}", good_hunk_body()), "recount"),
+        ("no diff --git line", format!("--- a/mod.py\n+++ b/mod.py\n@@ -13,7 +13,7 @@\n{}", good_hunk_body()), "strict"),
+        ("no a/ b/ prefixes", format!("--- mod.py\n+++ mod.py\n@@ -13,7 +13,7 @@\n{}", good_hunk_body()), "strict"),
+        (
+            "blank context lines without their space",
+            format!("{git_header}@@ -13,7 +13,7 @@\n{}", good_hunk_body().replace("\n \n \n", "\n\n\n")),
+            "strict",
+        ),
+        (
+            "indentation turned to tabs",
+            format!("{git_header}@@ -13,7 +13,7 @@\n{}", good_hunk_body().replace("         line = line.strip()", " \t\tline = line.strip()")),
+            "fuzzy",
+        ),
+        (
+            "a lost blank context line",
+            format!(
+                "{git_header}@@ -16,4 +16,4 @@\n-        items.append(line)\n+        items.append(line.lower())\n     return items\n def main():\n"
+            ),
+            "fuzzy",
+        ),
+    ];
+    for (name, diff, method) in cases {
+        let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+        let out = run_patch(&r, &diff, &[]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr_of(&out));
+        assert_eq!(
+            r.read("mod.py").as_deref(),
+            Some(expected().as_str()),
+            "{name}"
+        );
+        assert_eq!(stdout_of(&out), format!("{method:<8} mod.py\n"), "{name}");
+    }
+}
+
+#[test]
+fn trailing_whitespace_lost_by_the_model_is_tolerated() {
+    let file = MODULE.replace("    return items\n", "    return items   \n");
+    let r = TestRepo::with_files(&[("mod.py", &file)]);
+    let diff = format!(
+        "--- a/mod.py\n+++ b/mod.py\n@@ -13,7 +13,7 @@\n{}",
+        good_hunk_body()
+    );
+    let out = run_patch(&r, &diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "fuzzy    mod.py\n");
+    assert_eq!(
+        r.read("mod.py"),
+        Some(file.replace("items.append(line)", "items.append(line.lower())"))
+    );
+}
+
+#[test]
+fn crlf_files_apply_strictly_when_the_diff_keeps_the_cr() {
+    let file = MODULE.replace('\n', "\r\n");
+    let r = TestRepo::with_files(&[("mod.py", &file)]);
+    let body: String = good_hunk_body()
+        .lines()
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    let out = run_patch(
+        &r,
+        &format!("--- a/mod.py\n+++ b/mod.py\n@@ -13,7 +13,7 @@\n{body}"),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("mod.py"), Some(expected().replace('\n', "\r\n")));
+    // Without the CR the whitespace-tolerant pass places it, and keeps the file's CRLF context.
+    let r = TestRepo::with_files(&[("mod.py", &file)]);
+    let out = run_patch(
+        &r,
+        &format!(
+            "--- a/mod.py\n+++ b/mod.py\n@@ -13,7 +13,7 @@\n{}",
+            good_hunk_body()
+        ),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(r
+        .read("mod.py")
+        .unwrap_or_default()
+        .contains("    return items\r\n"));
+}
+
+#[test]
+fn traps_are_refused_and_the_tree_is_unchanged() {
+    let twice = "def a():\n    x = 1\n    return x\n\n\ndef b():\n    x = 1\n    return x\n";
+    let cases: Vec<(&str, &str, String, &str)> = vec![
+        (
+            "context in two places, wrong line numbers",
+            twice,
+            "--- a/f.py\n+++ b/f.py\n@@ -30,2 +30,2 @@\n     x = 1\n-    return x\n+    return x + 1\n".to_string(),
+            "2 places",
+        ),
+        (
+            "absent context",
+            MODULE,
+            "--- a/f.py\n+++ b/f.py\n@@ -3,2 +3,2 @@\n def load(path):\n-    pass\n+    return 0\n".to_string(),
+            "closest text",
+        ),
+    ];
+    for (name, file, diff, needle) in cases {
+        let r = TestRepo::with_files(&[("f.py", file)]);
+        let before = r.snapshot();
+        let out = run_patch(&r, &diff, &[]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(
+            stderr_of(&out).contains(needle),
+            "{name}: {}",
+            stderr_of(&out)
+        );
+        assert_eq!(r.snapshot(), before, "{name}");
+    }
+}
+
+#[test]
+fn strict_flag_disables_the_fallbacks() {
+    let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+    let diff = format!(
+        "--- a/mod.py\n+++ b/mod.py\n@@ -40,8 +41,8 @@\n{}",
+        good_hunk_body()
+    );
+    let out = run_patch(&r, &diff, &["--strict"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(r.read("mod.py").as_deref(), Some(MODULE));
+    let out = run_patch(&r, &diff, &["--check"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        r.read("mod.py").as_deref(),
+        Some(MODULE),
+        "--check writes nothing"
+    );
+}
+
+#[test]
+fn a_failing_third_file_leaves_no_partial_write() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")]);
+    let before = r.snapshot();
+    let diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-b\n+B\n--- a/c.txt\n+++ b/c.txt\n@@ -1 +1 @@\n-zzz\n+C\n--- /dev/null\n+++ b/d.txt\n@@ -0,0 +1 @@\n+d\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn always_refused_rules_hold_without_an_allow_list() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n")]);
+    std::os::unix::fs::symlink(&r.outside, r.root.join("out")).expect("symlink");
+    let before = r.snapshot();
+    for diff in [
+        "--- /dev/null\n+++ b/.git/hooks/post-commit\n@@ -0,0 +1 @@\n+evil\n",
+        "--- /dev/null\n+++ b/out/escaped.txt\n@@ -0,0 +1 @@\n+evil\n",
+        "--- /dev/null\n+++ b/../escaped.txt\n@@ -0,0 +1 @@\n+evil\n",
+        "diff --git a/a.txt b/a.txt\nindex 1..2\nGIT binary patch\nliteral 1\n",
+    ] {
+        let out = run_patch(&r, diff, &[]);
+        assert_eq!(out.status.code(), Some(1), "{diff}");
+        assert_eq!(r.snapshot(), before, "{diff}");
+    }
+    assert_eq!(std::fs::read_dir(&r.outside).expect("dir").count(), 0);
+}
+
+#[test]
+fn begin_patch_envelope_adds_updates_moves_and_deletes() {
+    let r = TestRepo::with_files(&[
+        ("mod.py", MODULE),
+        ("old.txt", "bye\n"),
+        ("move_me.txt", "one\ntwo\n"),
+    ]);
+    let envelope = "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n+text\n*** Update File: mod.py\n@@ def parse(text):\n         if not line:\n             continue\n-        items.append(line)\n+        items.append(line.lower())\n*** Update File: move_me.txt\n*** Move to: moved.txt\n@@\n one\n-two\n+TWO\n*** Delete File: old.txt\n*** End Patch\n";
+    let out = run_patch(&r, envelope, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("mod.py"), Some(expected()));
+    assert_eq!(r.read("docs/new.md").as_deref(), Some("# New\ntext\n"));
+    assert_eq!(r.read("moved.txt").as_deref(), Some("one\nTWO\n"));
+    assert!(r.read("move_me.txt").is_none() && r.read("old.txt").is_none());
+}
+
+#[test]
+fn search_replace_blocks_need_a_unique_match() {
+    let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+    let blocks = "mod.py\n```python\n<<<<<<< SEARCH\n        items.append(line)\n=======\n        items.append(line.lower())\n>>>>>>> REPLACE\n```\n";
+    let out = run_patch(&r, blocks, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("mod.py"), Some(expected()));
+    let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+    let ambiguous = "mod.py\n<<<<<<< SEARCH\n\n\ndef\n=======\nx\n>>>>>>> REPLACE\n";
+    let out = run_patch(&r, ambiguous, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(r.read("mod.py").as_deref(), Some(MODULE));
+}
+
+#[test]
+fn agent_command_dialects_run_end_to_end() {
+    let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+    r.git(&["config", "factory.verify", "true"]);
+    let script = r.outside.join("agent.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat > /dev/null\ncat <<'EOF'\n*** Begin Patch\n*** Update File: mod.py\n@@\n-        items.append(line)\n+        items.append(line.lower())\n*** End Patch\nEOF\n",
+    )
+    .expect("write");
+    let out = r
+        .factory()
+        .args([
+            "run",
+            "--json",
+            "--id",
+            "d",
+            "--title",
+            "t",
+            "--intent",
+            "i",
+            "--allow",
+            "mod.py",
+            "--accept",
+            "grep -q lower mod.py",
+            "--agent-command",
+        ])
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["attempts"][0]["apply_method"], "recount");
+    let id = s["run_id"].as_str().expect("id");
+    let stored = r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
+    ]);
+    assert!(
+        stored.starts_with("diff --git a/mod.py b/mod.py"),
+        "{stored}"
+    );
+}
+
+/// A deterministic xorshift generator for the randomized tests.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn text(&mut self) -> String {
+        let n = self.next() % 40;
+        let mut s: String = (0..n)
+            .map(|_| match self.next() % 6 {
+                0 => "\n".to_string(),
+                1 => "  \n".to_string(),
+                k => format!("line {}\n", self.next() % (k * 3)),
+            })
+            .collect();
+        if self.next() % 5 == 0 {
+            s.push_str("no newline");
+        }
+        s
+    }
+}
+
+#[test]
+fn git_diffs_of_random_texts_always_reproduce_the_second_text() {
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let tmp = tempfile::tempdir().expect("tmp");
+    for round in 0..150 {
+        let (a, b) = (rng.text(), rng.text());
+        let r = TestRepo::with_files(&[("f.txt", a.as_str())]);
+        let other = tmp.path().join(format!("b{round}.txt"));
+        std::fs::write(&other, &b).expect("write");
+        let mut git = assert_cmd::Command::new("git");
+        hermetic(&mut git, &r.home);
+        let out = git
+            .current_dir(&r.root)
+            .args(["diff", "--no-index", "--no-prefix", "f.txt"])
+            .arg(&other)
+            .output()
+            .expect("git diff");
+        if a == b {
+            continue;
+        }
+        let raw = stdout_of(&out);
+        // Name both sides f.txt, as a diff of the file's two versions would.
+        let other_name = other.to_string_lossy().trim_start_matches('/').to_string();
+        let diff = raw
+            .replace(&format!("/{other_name}"), "f.txt")
+            .replace(&other_name, "f.txt");
+        let applied = r
+            .factory()
+            .args(["patch", "-p", "0", "--strict", "-"])
+            .write_stdin(diff.clone())
+            .output()
+            .expect("patch");
+        assert_eq!(
+            applied.status.code(),
+            Some(0),
+            "round {round}: {}\n{diff}",
+            stderr_of(&applied)
+        );
+        assert_eq!(
+            r.read("f.txt").as_deref(),
+            Some(b.as_str()),
+            "round {round}\n{diff}"
+        );
+    }
+}
+
+#[test]
+fn mangled_diffs_never_panic() {
+    let mut rng = Rng(0xfeed_0000_1111_2222);
+    let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+    let seed = format!(
+        "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -13,7 +13,7 @@\n{}",
+        good_hunk_body()
+    );
+    let pieces = [
+        "@@",
+        "\n",
+        " ",
+        "-",
+        "+",
+        "\\ No newline at end of file\n",
+        "--- a/x\n",
+        "+++ b/y\n",
+        "\"",
+        "\\",
+        "diff --git ",
+        "@@ -0,0 +1 @@\n",
+        "*** Begin Patch\n",
+        "<<<<<<< SEARCH\n",
+        "=======\n",
+    ];
+    for round in 0..120 {
+        let mut text: Vec<char> = seed.chars().collect();
+        for _ in 0..(1 + rng.next() % 6) {
+            let at = (rng.next() as usize) % (text.len() + 1);
+            match rng.next() % 3 {
+                0 if !text.is_empty() => {
+                    let end = (at + (rng.next() % 8) as usize).min(text.len());
+                    text.drain(at.min(end)..end);
+                }
+                _ => {
+                    let piece = pieces[(rng.next() as usize) % pieces.len()];
+                    for (k, c) in piece.chars().enumerate() {
+                        text.insert((at + k).min(text.len()), c);
+                    }
+                }
+            }
+        }
+        let diff: String = text.into_iter().collect();
+        let out = run_patch(&r, &diff, &["--check"]);
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(1)),
+            "round {round} crashed: {}\n{diff}",
+            stderr_of(&out)
+        );
+    }
+}
