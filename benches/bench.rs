@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree.
+//! names from: attempt, log, startup, worktree, apply.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -349,6 +349,392 @@ fn bench_worktree(work: &Path, runs: usize) {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// One damaged-diff case: the file as it is, the diff, and what the file must become
+/// (`None` for a trap that must be refused).
+struct Case {
+    kind: &'static str,
+    file: String,
+    diff: String,
+    expected: Option<String>,
+}
+
+fn source_files() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        entries.sort_by_key(|e| e.path());
+        for e in entries {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut paths,
+    );
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+        &mut paths,
+    );
+    paths
+        .into_iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter(|t| t.lines().count() > 40)
+        .collect()
+}
+
+fn hunk_text(
+    lines: &[String],
+    start: usize,
+    end: usize,
+    idx: usize,
+    new: &str,
+    header: &str,
+    bare_blanks: bool,
+    drop_blank: bool,
+) -> String {
+    let mut out = format!("{header}\n");
+    let mut dropped = false;
+    for (i, l) in lines.iter().enumerate().take(end).skip(start) {
+        if i == idx {
+            out.push_str(&format!("-{l}\n+{new}\n"));
+        } else if l.is_empty() && drop_blank && !dropped && i > start {
+            dropped = true;
+        } else if l.is_empty() && bare_blanks {
+            out.push('\n');
+        } else {
+            out.push_str(&format!(" {l}\n"));
+        }
+    }
+    out
+}
+
+fn with_change(lines: &[String], idx: usize, new: &str) -> String {
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        out.push_str(if i == idx { new } else { l });
+        out.push('\n');
+    }
+    out
+}
+
+fn corpus(per_kind: usize) -> Vec<Case> {
+    let files = source_files();
+    let mut rng = Rng(0xC0FF_EE00_D1FF_0001);
+    let mut cases = Vec::new();
+    let kinds = [
+        "wrong line numbers",
+        "wrong counts",
+        "placeholder @@ header",
+        "lost trailing whitespace",
+        "tabs turned to spaces",
+        "missing blank context line",
+        "no diff --git line",
+        "no a/ b/ prefixes",
+        "blank context without space",
+        "trap: context twice, wrong numbers",
+        "trap: context absent",
+    ];
+    for kind in kinds {
+        let mut made = 0;
+        while made < per_kind {
+            let text = &files[(rng.next() as usize) % files.len()];
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            let idx = 3 + (rng.next() as usize) % (lines.len() - 7);
+            if lines[idx].trim().is_empty() {
+                continue;
+            }
+            let (start, end) = (idx - 3, idx + 4);
+            let window_has_blank = lines[start + 1..end]
+                .iter()
+                .enumerate()
+                .any(|(k, l)| l.is_empty() && start + 1 + k != idx);
+            if (kind == "missing blank context line" || kind == "blank context without space")
+                && !window_has_blank
+            {
+                continue;
+            }
+            // Only windows whose old side occurs once: otherwise no applier could be right.
+            let window: Vec<&String> = lines[start..end].iter().collect();
+            let occurrences = (0..=lines.len() - window.len())
+                .filter(|&s| lines[s..s + window.len()].iter().eq(window.iter().copied()))
+                .count();
+            if occurrences != 1 {
+                continue;
+            }
+            let new = format!("{} // changed", lines[idx]);
+            let n = end - start;
+            let exact = format!("@@ -{},{n} +{},{n} @@", start + 1, start + 1);
+            let git_hdr = "diff --git a/f.rs b/f.rs\n--- a/f.rs\n+++ b/f.rs\n";
+            let plain = "--- a/f.rs\n+++ b/f.rs\n";
+            let (file, diff, expected) = match kind {
+                "wrong line numbers" => {
+                    let h = format!("@@ -{},{n} +{},{n} @@", start + 12, start + 12);
+                    (
+                        text.clone(),
+                        format!(
+                            "{git_hdr}{}",
+                            hunk_text(&lines, start, end, idx, &new, &h, false, false)
+                        ),
+                        Some(with_change(&lines, idx, &new)),
+                    )
+                }
+                "wrong counts" => {
+                    let h = format!("@@ -{},{} +{},{} @@", start + 1, n - 2, start + 1, n + 3);
+                    (
+                        text.clone(),
+                        format!(
+                            "{git_hdr}{}",
+                            hunk_text(&lines, start, end, idx, &new, &h, false, false)
+                        ),
+                        Some(with_change(&lines, idx, &new)),
+                    )
+                }
+                "placeholder @@ header" => (
+                    text.clone(),
+                    format!(
+                        "{git_hdr}{}",
+                        hunk_text(&lines, start, end, idx, &new, "@@ ... @@", false, false)
+                    ),
+                    Some(with_change(&lines, idx, &new)),
+                ),
+                "lost trailing whitespace" => {
+                    let diff = format!(
+                        "{git_hdr}{}",
+                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                    );
+                    for l in lines.iter_mut().take(end).skip(start) {
+                        if !l.is_empty() {
+                            l.push_str("  ");
+                        }
+                    }
+                    let file = lines.join("\n") + "\n";
+                    (file, diff, Some(with_change(&lines, idx, &new)))
+                }
+                "tabs turned to spaces" => {
+                    let diff = format!(
+                        "{git_hdr}{}",
+                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                    );
+                    if !lines[start..end].iter().any(|l| l.starts_with("    ")) {
+                        continue;
+                    }
+                    for l in lines.iter_mut() {
+                        let indent = l.len() - l.trim_start_matches(' ').len();
+                        *l = format!("{}{}", "\t".repeat(indent / 4), &l[indent - indent % 4..]);
+                    }
+                    let file = lines.join("\n") + "\n";
+                    (file, diff, Some(with_change(&lines, idx, &new)))
+                }
+                "missing blank context line" => {
+                    let h = format!("@@ -{},{} +{},{} @@", start + 1, n - 1, start + 1, n - 1);
+                    (
+                        text.clone(),
+                        format!(
+                            "{git_hdr}{}",
+                            hunk_text(&lines, start, end, idx, &new, &h, false, true)
+                        ),
+                        Some(with_change(&lines, idx, &new)),
+                    )
+                }
+                "no diff --git line" => (
+                    text.clone(),
+                    format!(
+                        "{plain}{}",
+                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                    ),
+                    Some(with_change(&lines, idx, &new)),
+                ),
+                "no a/ b/ prefixes" => (
+                    text.clone(),
+                    format!(
+                        "--- f.rs\n+++ f.rs\n{}",
+                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                    ),
+                    Some(with_change(&lines, idx, &new)),
+                ),
+                "blank context without space" => (
+                    text.clone(),
+                    format!(
+                        "{git_hdr}{}",
+                        hunk_text(&lines, start, end, idx, &new, &exact, true, false)
+                    ),
+                    Some(with_change(&lines, idx, &new)),
+                ),
+                "trap: context twice, wrong numbers" => {
+                    let mut file = text.clone();
+                    file.push('\n');
+                    for l in &lines[start..end] {
+                        file.push_str(l);
+                        file.push('\n');
+                    }
+                    let h = format!("@@ -{},{n} +{},{n} @@", start + 6, start + 6);
+                    (
+                        file,
+                        format!(
+                            "{git_hdr}{}",
+                            hunk_text(&lines, start, end, idx, &new, &h, false, false)
+                        ),
+                        None,
+                    )
+                }
+                _ => {
+                    let mut altered = lines.clone();
+                    for l in altered.iter_mut().take(end).skip(start) {
+                        l.push_str(" zzz_absent");
+                    }
+                    (
+                        text.clone(),
+                        format!(
+                            "{git_hdr}{}",
+                            hunk_text(
+                                &altered,
+                                start,
+                                end,
+                                idx,
+                                &format!("{} // changed", altered[idx]),
+                                &exact,
+                                false,
+                                false
+                            )
+                        ),
+                        None,
+                    )
+                }
+            };
+            cases.push(Case {
+                kind,
+                file,
+                diff,
+                expected,
+            });
+            made += 1;
+        }
+    }
+    cases
+}
+
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    right: usize,
+    wrong: usize,
+    refused: usize,
+}
+
+/// Runs one applier on one case in `dir` and sorts the result.
+fn judge(dir: &Path, case: &Case, argv: &[&str]) -> (bool, bool) {
+    let path = dir.join("f.rs");
+    std::fs::write(&path, &case.file).expect("write");
+    std::fs::write(dir.join("patch.diff"), &case.diff).expect("write");
+    let status = Command::new(argv[0])
+        .current_dir(dir)
+        .args(&argv[1..])
+        .arg("patch.diff")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("runs");
+    let now = std::fs::read_to_string(&path).unwrap_or_default();
+    let changed = now != case.file;
+    let applied = status.success() && changed;
+    let right = match &case.expected {
+        Some(want) => applied && &now == want,
+        None => !changed,
+    };
+    (applied, right)
+}
+
+fn bench_apply(work: &Path) {
+    let cases = corpus(30);
+    let dir = work.join("apply");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    git(&dir, &["init", "-q"]);
+    let tools: [(&str, Vec<&str>); 3] = [
+        ("git factory patch", vec![BIN, "patch"]),
+        ("git apply", vec!["git", "apply"]),
+        ("git apply --recount", vec!["git", "apply", "--recount"]),
+    ];
+    let mut kinds: Vec<&str> = Vec::new();
+    for c in &cases {
+        if !kinds.contains(&c.kind) {
+            kinds.push(c.kind);
+        }
+    }
+    println!(
+        "\napply corpus: {} damaged diffs from this project's own sources",
+        cases.len()
+    );
+    println!(
+        "{:<36} {:>22} {:>22} {:>22}",
+        "damage kind (cases)", tools[0].0, tools[1].0, tools[2].0
+    );
+    let mut totals = [(Tally::default(), Tally::default()); 3];
+    for kind in &kinds {
+        let of_kind: Vec<&Case> = cases.iter().filter(|c| c.kind == *kind).collect();
+        let mut cells = Vec::new();
+        for (t, (_, argv)) in tools.iter().enumerate() {
+            let mut tally = Tally::default();
+            for case in &of_kind {
+                let (applied, right) = judge(&dir, case, argv);
+                match (case.expected.is_some(), applied, right) {
+                    (_, _, true) if case.expected.is_some() => tally.right += 1,
+                    (true, _, false) => tally.wrong += usize::from(applied),
+                    (false, true, _) => tally.wrong += 1,
+                    _ => {}
+                }
+                if !applied {
+                    tally.refused += 1;
+                }
+            }
+            let (rec, traps) = &mut totals[t];
+            if of_kind[0].expected.is_some() {
+                rec.right += tally.right;
+                rec.wrong += tally.wrong;
+                rec.refused += tally.refused;
+            } else {
+                traps.wrong += tally.wrong;
+                traps.refused += tally.refused;
+            }
+            cells.push(if of_kind[0].expected.is_some() {
+                format!("{} ok, {} wrong", tally.right, tally.wrong)
+            } else {
+                format!("{} refused, {} wrong", tally.refused, tally.wrong)
+            });
+        }
+        println!(
+            "{:<36} {:>22} {:>22} {:>22}",
+            format!("{kind} ({})", of_kind.len()),
+            cells[0],
+            cells[1],
+            cells[2]
+        );
+    }
+    let recoverable = cases.iter().filter(|c| c.expected.is_some()).count();
+    let cells: Vec<String> = totals
+        .iter()
+        .map(|(rec, traps)| {
+            format!(
+                "{:.1}% ok, {} wrong",
+                100.0 * rec.right as f64 / recoverable as f64,
+                rec.wrong + traps.wrong
+            )
+        })
+        .collect();
+    println!(
+        "{:<36} {:>22} {:>22} {:>22}",
+        format!("all recoverable ({recoverable})"),
+        cells[0],
+        cells[1],
+        cells[2]
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let opt = |name: &str| {
@@ -366,12 +752,15 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let only = opt("--only").unwrap_or_else(|| "attempt,log,startup,worktree".to_string());
+    let only = opt("--only").unwrap_or_else(|| "apply,attempt,log,startup,worktree".to_string());
     let work = tempfile::tempdir().expect("tempdir");
     println!(
         "{:<34} {:>8} {:>10} {:>18} ratio to git",
         "measure (median of runs)", "files", "median ms", "min–max ms"
     );
+    if only.contains("apply") {
+        bench_apply(work.path());
+    }
     if only.contains("startup") {
         bench_startup(work.path(), runs);
     }
