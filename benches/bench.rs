@@ -389,24 +389,31 @@ fn source_files() -> Vec<String> {
         .collect()
 }
 
-fn hunk_text(
-    lines: &[String],
+/// Which lines of a file one hunk covers, and the line it changes.
+#[derive(Clone, Copy)]
+struct Window {
     start: usize,
     end: usize,
     idx: usize,
-    new: &str,
-    header: &str,
+}
+
+/// How a hunk body is damaged.
+#[derive(Clone, Copy, Default)]
+struct Damage {
     bare_blanks: bool,
     drop_blank: bool,
-) -> String {
+}
+
+fn hunk_text(lines: &[String], w: Window, new: &str, header: &str, damage: Damage) -> String {
+    let (start, end, idx) = (w.start, w.end, w.idx);
     let mut out = format!("{header}\n");
     let mut dropped = false;
     for (i, l) in lines.iter().enumerate().take(end).skip(start) {
         if i == idx {
             out.push_str(&format!("-{l}\n+{new}\n"));
-        } else if l.is_empty() && drop_blank && !dropped && i > start {
+        } else if l.is_empty() && damage.drop_blank && !dropped && i > start {
             dropped = true;
-        } else if l.is_empty() && bare_blanks {
+        } else if l.is_empty() && damage.bare_blanks {
             out.push('\n');
         } else {
             out.push_str(&format!(" {l}\n"));
@@ -480,7 +487,13 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                         text.clone(),
                         format!(
                             "{git_hdr}{}",
-                            hunk_text(&lines, start, end, idx, &new, &h, false, false)
+                            hunk_text(
+                                &lines,
+                                Window { start, end, idx },
+                                &new,
+                                &h,
+                                Damage::default()
+                            )
                         ),
                         Some(with_change(&lines, idx, &new)),
                     )
@@ -491,7 +504,13 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                         text.clone(),
                         format!(
                             "{git_hdr}{}",
-                            hunk_text(&lines, start, end, idx, &new, &h, false, false)
+                            hunk_text(
+                                &lines,
+                                Window { start, end, idx },
+                                &new,
+                                &h,
+                                Damage::default()
+                            )
                         ),
                         Some(with_change(&lines, idx, &new)),
                     )
@@ -500,14 +519,26 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                     text.clone(),
                     format!(
                         "{git_hdr}{}",
-                        hunk_text(&lines, start, end, idx, &new, "@@ ... @@", false, false)
+                        hunk_text(
+                            &lines,
+                            Window { start, end, idx },
+                            &new,
+                            "@@ ... @@",
+                            Damage::default()
+                        )
                     ),
                     Some(with_change(&lines, idx, &new)),
                 ),
                 "lost trailing whitespace" => {
                     let diff = format!(
                         "{git_hdr}{}",
-                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                        hunk_text(
+                            &lines,
+                            Window { start, end, idx },
+                            &new,
+                            &exact,
+                            Damage::default()
+                        )
                     );
                     for l in lines.iter_mut().take(end).skip(start) {
                         if !l.is_empty() {
@@ -520,7 +551,13 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                 "tabs turned to spaces" => {
                     let diff = format!(
                         "{git_hdr}{}",
-                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                        hunk_text(
+                            &lines,
+                            Window { start, end, idx },
+                            &new,
+                            &exact,
+                            Damage::default()
+                        )
                     );
                     if !lines[start..end].iter().any(|l| l.starts_with("    ")) {
                         continue;
@@ -538,7 +575,16 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                         text.clone(),
                         format!(
                             "{git_hdr}{}",
-                            hunk_text(&lines, start, end, idx, &new, &h, false, true)
+                            hunk_text(
+                                &lines,
+                                Window { start, end, idx },
+                                &new,
+                                &h,
+                                Damage {
+                                    drop_blank: true,
+                                    ..Damage::default()
+                                }
+                            )
                         ),
                         Some(with_change(&lines, idx, &new)),
                     )
@@ -547,7 +593,13 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                     text.clone(),
                     format!(
                         "{plain}{}",
-                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                        hunk_text(
+                            &lines,
+                            Window { start, end, idx },
+                            &new,
+                            &exact,
+                            Damage::default()
+                        )
                     ),
                     Some(with_change(&lines, idx, &new)),
                 ),
@@ -555,7 +607,13 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                     text.clone(),
                     format!(
                         "--- f.rs\n+++ f.rs\n{}",
-                        hunk_text(&lines, start, end, idx, &new, &exact, false, false)
+                        hunk_text(
+                            &lines,
+                            Window { start, end, idx },
+                            &new,
+                            &exact,
+                            Damage::default()
+                        )
                     ),
                     Some(with_change(&lines, idx, &new)),
                 ),
@@ -563,7 +621,16 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                     text.clone(),
                     format!(
                         "{git_hdr}{}",
-                        hunk_text(&lines, start, end, idx, &new, &exact, true, false)
+                        hunk_text(
+                            &lines,
+                            Window { start, end, idx },
+                            &new,
+                            &exact,
+                            Damage {
+                                bare_blanks: true,
+                                ..Damage::default()
+                            }
+                        )
                     ),
                     Some(with_change(&lines, idx, &new)),
                 ),
@@ -579,7 +646,13 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                         file,
                         format!(
                             "{git_hdr}{}",
-                            hunk_text(&lines, start, end, idx, &new, &h, false, false)
+                            hunk_text(
+                                &lines,
+                                Window { start, end, idx },
+                                &new,
+                                &h,
+                                Damage::default()
+                            )
                         ),
                         None,
                     )
@@ -595,13 +668,10 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                             "{git_hdr}{}",
                             hunk_text(
                                 &altered,
-                                start,
-                                end,
-                                idx,
+                                Window { start, end, idx },
                                 &format!("{} // changed", altered[idx]),
                                 &exact,
-                                false,
-                                false
+                                Damage::default()
                             )
                         ),
                         None,
