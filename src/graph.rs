@@ -63,6 +63,8 @@ pub trait Nodes {
     fn po(&mut self, attempt: u32) -> Outcome;
     /// Closes an attempt: records it, and rolls the tree back unless it passed.
     fn end_attempt(&mut self, attempt: u32, passed: bool) -> Result<()>;
+    /// Records that the run was interrupted during this attempt.
+    fn interrupt(&mut self, attempt: u32) -> Outcome;
 }
 
 /// How a run ended: its verdict and the stage it ended at (`success` on PASS).
@@ -73,16 +75,28 @@ pub struct Ending {
     pub attempts: u32,
 }
 
-/// Runs the loop to a verdict.
-pub fn drive(nodes: &mut dyn Nodes, max_attempts: u32) -> Result<Ending> {
+/// Runs the loop to a verdict. `interrupted` is asked before and after every node; once it
+/// says yes, the attempt ends with stage `interrupted` (and so the run).
+pub fn drive(
+    nodes: &mut dyn Nodes,
+    max_attempts: u32,
+    interrupted: &dyn Fn() -> bool,
+) -> Result<Ending> {
     let mut attempt = 1;
     let mut node = Node::Se;
     loop {
-        let outcome = match node {
-            Node::Se => nodes.se(attempt),
-            Node::Tr => nodes.tr(attempt),
-            Node::Po => nodes.po(attempt),
+        let mut outcome = if interrupted() {
+            nodes.interrupt(attempt)
+        } else {
+            match node {
+                Node::Se => nodes.se(attempt),
+                Node::Tr => nodes.tr(attempt),
+                Node::Po => nodes.po(attempt),
+            }
         };
+        if interrupted() && outcome != Outcome::Failed(Stage::Interrupted) {
+            outcome = nodes.interrupt(attempt);
+        }
         match route(node, outcome, attempt, max_attempts) {
             Next::Go(next) => node = next,
             Next::NextAttempt => {
@@ -135,6 +149,10 @@ mod tests {
         fn po(&mut self, attempt: u32) -> Outcome {
             self.next(attempt, "po", 2)
         }
+        fn interrupt(&mut self, attempt: u32) -> Outcome {
+            self.trace.push(format!("int{attempt}"));
+            Failed(Stage::Interrupted)
+        }
         fn end_attempt(&mut self, attempt: u32, passed: bool) -> Result<()> {
             self.trace.push(format!(
                 "{}{attempt}",
@@ -149,7 +167,7 @@ mod tests {
             outcomes,
             trace: vec![],
         };
-        let ending = drive(&mut s, max).expect("drives");
+        let ending = drive(&mut s, max, &|| false).expect("drives");
         (ending, s.trace.join(" "))
     }
 
@@ -216,6 +234,24 @@ mod tests {
         assert_eq!(e.verdict, Verdict::Error);
         let (e, _) = run(vec![vec![Ok, Ok, Failed(Stage::Interrupted)]], 3);
         assert_eq!(e.verdict, Verdict::Interrupted);
+    }
+
+    #[test]
+    fn an_interrupt_ends_the_attempt_and_the_run() {
+        let mut s = Script {
+            outcomes: vec![OK3.to_vec(), OK3.to_vec()],
+            trace: vec![],
+        };
+        let calls = std::cell::Cell::new(0);
+        // Interrupted once SE of attempt 1 has run.
+        let ending = drive(&mut s, 2, &|| {
+            calls.set(calls.get() + 1);
+            calls.get() > 2
+        })
+        .expect("drives");
+        assert_eq!(ending.verdict, Verdict::Interrupted);
+        assert_eq!(ending.stage, "interrupted");
+        assert_eq!(s.trace.join(" "), "se1 int1 rollback1");
     }
 
     #[test]

@@ -6,7 +6,8 @@ use crate::error::{Error, Exit, Result};
 use crate::git::{self, lock::RepoLock};
 use crate::graph::{self, Ending, Nodes, Outcome};
 use crate::identity;
-use crate::roles::po::exec::{excerpt, tail_chars};
+use crate::journal::Journal;
+use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
@@ -38,6 +39,7 @@ pub struct RunOptions {
     pub strict_apply: bool,
     pub force: bool,
     pub dry_run: bool,
+    pub sandbox: bool,
 }
 
 /// How a run command ended, for the CLI to report.
@@ -145,8 +147,17 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     } else {
         Some(RepoLock::acquire(&factory_dir)?)
     };
+    if lock.is_some() {
+        if let Some(j) = Journal::read(&factory_dir)? {
+            return Err(crate::journal::interrupted_error(&j));
+        }
+    }
     git::ensure_no_operation(&repo)?;
     git::ensure_clean(&repo)?;
+    if opts.sandbox && !Sandbox::available() {
+        return Err(Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
+            .hint("install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox"));
+    }
     if let Some(out) = &opts.out {
         check_out_dir(out, &root)?;
     }
@@ -246,8 +257,29 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
 
+    // From here on the tree may change: journal first, durably.
+    let refs = git::BaselineRefs::capture(&repo, crate::journal::index_copy(&factory_dir))?;
+    let journal = Journal {
+        run_id: run_id.clone(),
+        pid: std::process::id(),
+        baseline: baseline.id().to_string(),
+        head_ref: refs.head_ref.clone(),
+        stage: "preflight".to_string(),
+        preimages: Vec::new(),
+        command_group: None,
+    };
+    journal.write(&factory_dir, true)?;
+    let sandbox = opts.sandbox.then(|| Sandbox {
+        writable: vec![root.clone()],
+        read_only: vec![repo.commondir().to_path_buf(), repo.path().to_path_buf()],
+    });
+
     let started = Instant::now();
     let mut session = Session {
+        factory_dir: factory_dir.clone(),
+        journal,
+        refs,
+        sandbox,
         repo: &repo,
         root: root.clone(),
         ui,
@@ -271,6 +303,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         fatal: None,
     };
     session.save()?;
+    crate::crash::point("after_preflight");
     ui.info(format!(
         "{} run {run_id}: {} ({} attempts at most)",
         ui::bold("factory"),
@@ -278,7 +311,11 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         opts.max_attempts
     ));
 
-    let ending = match graph::drive(&mut session, opts.max_attempts) {
+    let ending = match graph::drive(
+        &mut session,
+        opts.max_attempts,
+        &crate::interrupt::requested,
+    ) {
         Ok(ending) => ending,
         Err(e) => {
             // The run could not finish: roll back whatever is in the tree, record ERROR.
@@ -303,6 +340,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         None => None,
     };
     let _ = std::fs::remove_dir_all(&run_dir);
+    Journal::clear(&factory_dir);
     Ok(RunReport::Finished {
         summary: Box::new(summary),
         out,
@@ -339,6 +377,10 @@ struct Attempt {
 }
 
 struct Session<'a> {
+    factory_dir: PathBuf,
+    journal: Journal,
+    refs: git::BaselineRefs,
+    sandbox: Option<Sandbox>,
     repo: &'a Repository,
     root: PathBuf,
     ui: &'a Ui,
@@ -448,6 +490,8 @@ impl Session<'_> {
     }
 
     fn rollback(&mut self) -> Result<()> {
+        self.journal
+            .stage(&self.factory_dir, self.repo, "rollback", None)?;
         if let Some(plan) = self
             .current
             .as_ref()
@@ -456,7 +500,13 @@ impl Session<'_> {
             apply::restore_outcomes(&self.root, &plan.outcomes)
                 .map_err(|e| Error::new(format!("rollback: {e}")))?;
         }
+        crate::crash::point("during_rollback");
         git::restore_baseline(self.repo, &self.root, &self.baseline)?;
+        let fixed = self.refs.restore(self.repo)?;
+        if !fixed.is_empty() {
+            self.ui
+                .warn(format!("a command changed {}; restored", fixed.join(", ")));
+        }
         if let Some(a) = self.current.as_mut() {
             a.applied = false;
         }
@@ -520,19 +570,11 @@ impl Session<'_> {
         Ok(())
     }
 
-    fn attempt_files(&self, attempt: u32) -> (PathBuf, String) {
-        let rel = format!("attempt_{attempt}");
-        (self.run_dir.join(&rel), rel)
-    }
-}
-
-impl Nodes for Session<'_> {
-    fn se(&mut self, attempt: u32) -> Outcome {
+    /// Opens an attempt's record and artifact folder.
+    fn se_start(&mut self, attempt: u32) -> Result<(PathBuf, String)> {
         let (dir, rel) = self.attempt_files(attempt);
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            self.fatal = Some(format!("cannot create {}: {e}", dir.display()));
-            return Outcome::Fatal(Stage::Exception);
-        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
         self.current = Some(Attempt {
             record: AttemptRecord {
                 attempt_index: attempt,
@@ -558,6 +600,24 @@ impl Nodes for Session<'_> {
             brief: None,
             started: Instant::now(),
         });
+        Ok((dir, rel))
+    }
+
+    fn attempt_files(&self, attempt: u32) -> (PathBuf, String) {
+        let rel = format!("attempt_{attempt}");
+        (self.run_dir.join(&rel), rel)
+    }
+}
+
+impl Nodes for Session<'_> {
+    fn se(&mut self, attempt: u32) -> Outcome {
+        let (dir, rel) = match self.se_start(attempt) {
+            Ok(paths) => paths,
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Outcome::Fatal(Stage::Exception);
+            }
+        };
         self.ui.info(format!(
             "{} {attempt}/{}: SE proposing ({})",
             ui::bold("attempt"),
@@ -575,6 +635,18 @@ impl Nodes for Session<'_> {
         self.staged(|s| s.verify())
     }
 
+    fn interrupt(&mut self, attempt: u32) -> Outcome {
+        if self.current.is_none() {
+            let _ = self.se_start(attempt);
+        }
+        let _ = self.fail(
+            Stage::Interrupted,
+            None,
+            "the run was interrupted (SIGINT/SIGTERM)",
+        );
+        Outcome::Failed(Stage::Interrupted)
+    }
+
     fn end_attempt(&mut self, _attempt: u32, passed: bool) -> Result<()> {
         let Some(mut current) = self.current.take() else {
             return Ok(());
@@ -590,6 +662,11 @@ impl Nodes for Session<'_> {
                 }
                 self.summary.side_effects = side;
                 self.passed_plan = Some(plan);
+                let fixed = self.refs.restore(self.repo)?;
+                if !fixed.is_empty() {
+                    self.ui
+                        .warn(format!("a command changed {}; restored", fixed.join(", ")));
+                }
             }
         } else {
             self.current = Some(current);
@@ -742,6 +819,13 @@ impl Session<'_> {
             return self.fail(stage, None, &text);
         }
         self.seen.push((fingerprint, attempt));
+        if let Err(e) =
+            self.journal
+                .stage(&self.factory_dir, self.repo, "apply", Some(&plan.outcomes))
+        {
+            self.fatal = Some(e.message);
+            return Outcome::Fatal(Stage::Exception);
+        }
         if let Err(e) = apply::write_outcomes(&self.root, &plan.outcomes) {
             return self.fail(
                 Stage::PatchApplyFailed,
@@ -815,6 +899,11 @@ impl Session<'_> {
             env_set: pycache.env(),
             log_dir: dir.clone(),
             log_rel: rel,
+            sandbox: self.sandbox.clone().map(|mut s| {
+                s.writable.push(pycache.path().to_path_buf());
+                s
+            }),
+            pgid_file: Some(self.factory_dir.join("command.pgid")),
         };
         let ui = self.ui;
         let outcome = po.run(&self.verify_cmds, &self.acceptance, |kind, argv| {

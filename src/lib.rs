@@ -18,12 +18,15 @@
 
 pub mod cli;
 pub mod config;
+pub mod crash;
 pub mod env;
 pub mod error;
 pub mod git;
 pub mod graph;
 pub mod harness;
 pub mod identity;
+pub mod interrupt;
+pub mod journal;
 pub mod roles;
 pub mod store;
 pub mod ui;

@@ -114,6 +114,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         strict_apply: false,
         force: false,
         dry_run: false,
+        sandbox: false,
     };
     let summary = match harness::run(opts, ui)? {
         RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,

@@ -4,6 +4,7 @@ pub mod checkout;
 pub mod demo;
 pub mod log;
 pub mod patch;
+pub mod recover;
 pub mod reverify;
 pub mod run;
 pub mod show;
@@ -53,6 +54,8 @@ pub enum Command {
     Reverify(reverify::ReverifyArgs),
     /// Apply a diff (unified, Begin Patch envelope or SEARCH/REPLACE) with the TR engine
     Patch(patch::PatchArgs),
+    /// Roll back a run that was killed mid-way and record it as INTERRUPTED
+    Recover(recover::RecoverArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
     Demo(demo::DemoArgs),
 }
@@ -77,6 +80,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Show(args) => show::cmd_show(&ui, args),
         Command::Demo(args) => demo::cmd_demo(&ui, args),
         Command::Patch(args) => patch::cmd_patch(&ui, args),
+        Command::Recover(args) => recover::cmd_recover(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),
         Command::Reverify(args) => reverify::cmd_reverify(&ui, args),
     };

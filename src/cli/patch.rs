@@ -40,7 +40,10 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
             })?
     };
     let root = match crate::git::open(None) {
-        Ok(repo) => crate::git::workdir(&repo)?,
+        Ok(repo) => {
+            crate::journal::refuse_if_pending(&repo)?;
+            crate::git::workdir(&repo)?
+        }
         Err(_) => std::env::current_dir()?,
     };
     let change = if dialects::is_envelope(&text) {

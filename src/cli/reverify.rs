@@ -41,6 +41,7 @@ struct Row {
 
 pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
+    crate::journal::refuse_if_pending(&repo)?;
     let run = store::resolve(&repo, &args.run)?;
     let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
         .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;
@@ -111,6 +112,8 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
             env_set: cache.env(),
             log_dir,
             log_rel: String::new(),
+            sandbox: None,
+            pgid_file: None,
         };
         let outcome = po.run(&verify_cmds, &order.acceptance_argv(), |kind, argv| {
             ui.detail(format!("  {kind}: {}", argv.join(" ")));

@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// Print the final run summary as JSON on stdout
     #[arg(long)]
     pub json: bool,
+    /// Run verification and acceptance under bubblewrap: no network, own pid namespace,
+    /// read-only file system except the work tree and a private /tmp
+    #[arg(long)]
+    pub sandbox: bool,
 
     /// Inline work order: its id
     #[arg(long, value_name = "ID", help_heading = "Inline work order")]
@@ -245,6 +249,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         strict_apply: args.strict_apply,
         force: args.force,
         dry_run: args.dry_run,
+        sandbox: args.sandbox,
     };
     if !opts.temperature.is_finite() || opts.temperature < 0.0 {
         return Err(Error::new(format!(
@@ -253,6 +258,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         ))
         .hint("use a number such as 0 or 0.7"));
     }
+    crate::interrupt::install();
     match harness::run(opts, ui)? {
         RunReport::DryRun { prompt } => {
             ui.out(prompt);

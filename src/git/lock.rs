@@ -51,6 +51,20 @@ impl RepoLock {
     }
 }
 
+impl RepoLock {
+    /// Whether a live process holds the lock now (probes without keeping it).
+    pub fn is_held(factory_dir: &Path) -> bool {
+        let Ok(file) = File::open(factory_dir.join("lock")) else {
+            return false;
+        };
+        if flock(&file, FlockOperation::NonBlockingLockShared).is_err() {
+            return true;
+        }
+        let _ = flock(&file, FlockOperation::Unlock);
+        false
+    }
+}
+
 impl Drop for RepoLock {
     fn drop(&mut self) {
         let _ = self.file.set_len(0);

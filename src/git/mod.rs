@@ -250,6 +250,79 @@ pub fn remove_untracked(root: &Path, path: &str) {
     }
 }
 
+/// What a run must give back besides the work tree: the branch HEAD is on and where it points,
+/// and the index file's bytes (a command may run `git add` or `git commit`). The index is
+/// copied once before the run and restored only if it changed.
+pub struct BaselineRefs {
+    pub head_ref: Option<String>,
+    pub commit: Oid,
+    index: PathBuf,
+    copy: PathBuf,
+    stamp: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+fn stamp(path: &Path) -> Option<(u64, Option<std::time::SystemTime>)> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()))
+}
+
+impl BaselineRefs {
+    pub fn capture(repo: &Repository, copy: PathBuf) -> Result<Self> {
+        let head = repo.find_reference("HEAD")?;
+        let head_ref = head.symbolic_target().map(str::to_string);
+        let commit = head.peel_to_commit()?.id();
+        let index = repo.path().join("index");
+        let stamp = stamp(&index);
+        if stamp.is_some() {
+            std::fs::copy(&index, &copy)?;
+        }
+        Ok(BaselineRefs {
+            head_ref,
+            commit,
+            index,
+            copy,
+            stamp,
+        })
+    }
+
+    /// Puts HEAD, its branch and the index back if a command moved them; returns what it fixed.
+    pub fn restore(&self, repo: &Repository) -> Result<Vec<String>> {
+        let mut fixed = Vec::new();
+        if self.stamp.is_some() && stamp(&self.index) != self.stamp {
+            std::fs::copy(&self.copy, &self.index)?;
+            fixed.push("the index".to_string());
+        }
+        fixed.extend(restore_head(repo, self.head_ref.as_deref(), self.commit)?);
+        Ok(fixed)
+    }
+}
+
+/// Points HEAD (and the branch it was on) back at the baseline.
+pub fn restore_head(repo: &Repository, head_ref: Option<&str>, commit: Oid) -> Result<Vec<String>> {
+    let mut fixed = Vec::new();
+    let head = repo.find_reference("HEAD")?;
+    match head_ref {
+        Some(name) => {
+            if head.symbolic_target() != Some(name) {
+                repo.reference_symbolic("HEAD", name, true, "git factory: restore HEAD")?;
+                fixed.push("HEAD".to_string());
+            }
+            if repo.refname_to_id(name).ok() != Some(commit) {
+                repo.reference(name, commit, true, "git factory: restore the baseline")?;
+                fixed.push(name.to_string());
+            }
+        }
+        None => {
+            if head.symbolic_target().is_some() || head.target() != Some(commit) {
+                repo.set_head_detached(commit)?;
+                fixed.push("HEAD".to_string());
+            }
+        }
+    }
+    Ok(fixed)
+}
+
 /// Short (7-hex) form of an object id, for people.
 pub fn short(oid: &str) -> &str {
     &oid[..oid.len().min(7)]

@@ -38,6 +38,13 @@ pub struct RunWriter {
 }
 
 impl RunWriter {
+    /// Continues a run commit that already exists (recover): its parents stay as they are.
+    pub fn resume(run_id: &str, dir: &Path, parents: Vec<Oid>) -> Self {
+        let mut w = RunWriter::new(run_id, dir, None);
+        w.attempt_commits = parents;
+        w
+    }
+
     pub fn new(run_id: &str, dir: &Path, previous: Option<Oid>) -> Self {
         RunWriter {
             run_id: run_id.to_string(),
@@ -104,6 +111,7 @@ impl RunWriter {
         }
         let parent_refs: Vec<&Commit<'_>> = parents.iter().collect();
         let oid = repo.commit(None, &sig, &sig, message, &tree, &parent_refs)?;
+        crate::crash::point("during_ref_update");
         let subject = message.lines().next().unwrap_or("");
         repo.reference(&run_ref(&self.run_id), oid, true, subject)?;
         Ok(oid)

@@ -67,6 +67,9 @@ pub struct CmdResult {
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
     pub timed_out: bool,
+    /// Stopped because the run was interrupted (SIGINT/SIGTERM).
+    #[serde(default)]
+    pub interrupted: bool,
     pub signal: Option<i32>,
     pub spawn_error: Option<String>,
     pub stdout_trunc: String,
@@ -81,13 +84,18 @@ pub struct CmdResult {
 
 impl CmdResult {
     pub fn succeeded(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && self.spawn_error.is_none()
+        self.exit_code == Some(0)
+            && !self.timed_out
+            && !self.interrupted
+            && self.spawn_error.is_none()
     }
 
     /// One line on how it ended, for briefs and reports.
     pub fn outcome(&self) -> String {
         if let Some(e) = &self.spawn_error {
             format!("could not start: {e}")
+        } else if self.interrupted {
+            "interrupted".to_string()
         } else if self.timed_out {
             "timed out".to_string()
         } else if let Some(sig) = self.signal {

@@ -23,7 +23,7 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// Everything about how to run one command.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CommandSpec {
     pub argv: Vec<String>,
     pub cwd: PathBuf,
@@ -31,6 +31,62 @@ pub struct CommandSpec {
     pub env_remove: Vec<String>,
     pub env_set: Vec<(String, String)>,
     pub stdin: Option<Vec<u8>>,
+    /// What the command is for (`verify`, `acceptance`, `agent`), for kill points.
+    pub label: &'static str,
+    pub sandbox: Option<Sandbox>,
+    /// Where to note the command's process group while it runs, so `recover` can stop a
+    /// command whose harness was killed.
+    pub pgid_file: Option<PathBuf>,
+}
+
+/// `--sandbox`: the command runs under bubblewrap with no network, its own pid namespace, and
+/// a read-only file system except the listed folders and a private /tmp.
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    pub writable: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+}
+
+impl Sandbox {
+    pub fn available() -> bool {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("bwrap").is_file()))
+    }
+
+    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = [
+            "bwrap",
+            "--die-with-parent",
+            "--unshare-net",
+            "--unshare-pid",
+            "--new-session",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for (flag, dirs) in [("--bind", &self.writable), ("--ro-bind", &self.read_only)] {
+            for d in dirs {
+                let d = d.display().to_string();
+                out.extend([flag.to_string(), d.clone(), d]);
+            }
+        }
+        out.extend([
+            "--chdir".to_string(),
+            cwd.display().to_string(),
+            "--".to_string(),
+        ]);
+        out.extend(argv.iter().cloned());
+        out
+    }
 }
 
 /// Where one command's output goes: absolute files, and the names recorded in CmdResult.
@@ -65,6 +121,7 @@ fn blank_result(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         command: spec.argv.clone(),
         exit_code: None,
         timed_out: false,
+        interrupted: false,
         signal: None,
         spawn_error: None,
         stdout_trunc: String::new(),
@@ -89,10 +146,15 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
             return result;
         }
     };
-    let Some((program, args)) = spec.argv.split_first() else {
+    let argv = match &spec.sandbox {
+        Some(sandbox) => sandbox.wrap(&spec.cwd, &spec.argv),
+        None => spec.argv.clone(),
+    };
+    let Some((program, args)) = argv.split_first() else {
         result.spawn_error = Some("empty command".to_string());
         return result;
     };
+    become_subreaper();
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&spec.cwd)
@@ -136,9 +198,19 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         });
     }
     let group = Pid::from_child(&child);
-    let (status, timed_out) = wait_with_timeout(&mut child, group, spec.timeout);
-    // Leftovers in the group (backgrounded grandchildren) do not outlive the command.
-    let _ = kill_process_group(group, Signal::KILL);
+    let _live = LiveChild::register(group);
+    if let Some(file) = &spec.pgid_file {
+        let _ = std::fs::write(file, group.as_raw_nonzero().get().to_string());
+    }
+    crate::crash::point(&format!("during_{}", spec.label));
+    let (status, ending) = wait_with_timeout(&mut child, group, spec.timeout);
+    // Leftovers in the group (backgrounded grandchildren) do not outlive the command, nor do
+    // descendants that left the group: as subreaper we inherit them when their parent dies.
+    let leftovers = kill_process_group(group, Signal::KILL).is_ok();
+    sweep_orphans(leftovers);
+    if let Some(file) = &spec.pgid_file {
+        let _ = std::fs::remove_file(file);
+    }
     let drain_deadline = Instant::now() + DRAIN_GRACE;
     let mut finished = 0;
     while finished < readers.iter().flatten().count() {
@@ -149,7 +221,8 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         finished += 1;
     }
     result.duration_seconds = start.elapsed().as_secs_f64();
-    result.timed_out = timed_out;
+    result.timed_out = ending == Ending::TimedOut;
+    result.interrupted = ending == Ending::Interrupted;
     match status {
         Some(s) => {
             result.exit_code = s.code();
@@ -179,36 +252,176 @@ fn spawn_error_text(program: &str, e: &io::Error) -> String {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Exited,
+    TimedOut,
+    Interrupted,
+}
+
 fn wait_with_timeout(
     child: &mut Child,
     group: Pid,
     timeout: Duration,
-) -> (Option<std::process::ExitStatus>, bool) {
+) -> (Option<std::process::ExitStatus>, Ending) {
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(200);
-    loop {
+    let ending = loop {
         match child.try_wait() {
-            Ok(Some(status)) => return (Some(status), false),
+            Ok(Some(status)) => return (Some(status), Ending::Exited),
             Ok(None) => {}
-            Err(_) => return (None, false),
+            Err(_) => return (None, Ending::Exited),
+        }
+        if crate::interrupt::requested() {
+            break Ending::Interrupted;
         }
         if Instant::now() >= deadline {
-            break;
+            break Ending::TimedOut;
         }
         thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
         pause = (pause * 2).min(Duration::from_millis(20));
-    }
+    };
     let _ = kill_process_group(group, Signal::TERM);
     let grace_end = Instant::now() + KILL_GRACE;
     while Instant::now() < grace_end {
         if let Ok(Some(status)) = child.try_wait() {
             let _ = kill_process_group(group, Signal::KILL);
-            return (Some(status), true);
+            return (Some(status), ending);
         }
         thread::sleep(Duration::from_millis(10));
     }
     let _ = kill_process_group(group, Signal::KILL);
-    (child.wait().ok(), true)
+    (child.wait().ok(), ending)
+}
+
+/// Stops a command group noted in `file` by a harness that was killed, if it still runs.
+pub fn stop_noted_group(file: &Path) {
+    if let Some(pid) = std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+        .and_then(Pid::from_raw)
+    {
+        let _ = kill_process_group(pid, Signal::KILL);
+    }
+    let _ = std::fs::remove_file(file);
+}
+
+/// Commands running now (their pids are their process groups): the orphan sweep spares them,
+/// so commands run side by side never stop each other.
+static LIVE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+struct LiveChild(i32);
+
+impl LiveChild {
+    fn register(pid: Pid) -> Self {
+        let raw = pid.as_raw_nonzero().get();
+        if let Ok(mut live) = LIVE.lock() {
+            live.push(raw);
+        }
+        LiveChild(raw)
+    }
+}
+
+impl Drop for LiveChild {
+    fn drop(&mut self) {
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|p| *p != self.0);
+        }
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants, so a command's daemon that left
+/// its process group (`setsid`) is re-parented here instead of to init, and can be stopped.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    });
+}
+
+/// Our child processes: from `/proc/self/task/*/children` when the kernel offers it (cheap),
+/// else from a scan of every process's parent.
+fn children_of(me: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        let mut readable = false;
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                readable = true;
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
+        if readable {
+            return out;
+        }
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|f| f.parse::<i32>().ok());
+        if ppid == Some(me) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Kills and reaps every process re-parented to us after a command ended. No child is
+/// expected to live past its command, so any child here is a leftover.
+/// `settle`: processes were just killed, so give their children a moment to be re-parented.
+fn sweep_orphans(settle: bool) {
+    use rustix::process::{waitpid, WaitOptions};
+    for round in 0..20 {
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        let mut found = false;
+        for pid in children_of(me) {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the command name: state, ppid, pgrp, …
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ppid: i32 = fields.get(1).and_then(|f| f.parse().ok()).unwrap_or(0);
+            let pgrp: i32 = fields.get(2).and_then(|f| f.parse().ok()).unwrap_or(0);
+            let spared = LIVE
+                .lock()
+                .map(|l| l.contains(&pid) || l.contains(&pgrp))
+                .unwrap_or(false);
+            if ppid == me && !spared {
+                found = true;
+                if let Some(p) = Pid::from_raw(pgrp) {
+                    let _ = kill_process_group(p, Signal::KILL);
+                }
+                if let Some(p) = Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(p, Signal::KILL);
+                    let _ = waitpid(Some(p), WaitOptions::NOHANG);
+                }
+            }
+        }
+        if !found && (round > 0 || !settle) {
+            return;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Copies a pipe to a file up to the cap, then keeps reading (so the writer never blocks)
@@ -301,9 +514,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             cwd: std::env::temp_dir(),
             timeout: Duration::from_millis(timeout_ms),
-            env_remove: vec![],
-            env_set: vec![],
-            stdin: None,
+            ..CommandSpec::default()
         }
     }
 

@@ -60,6 +60,10 @@ impl CacheIsolation {
         })
     }
 
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
     pub fn env(&self) -> Vec<(String, String)> {
         let addopts = match crate::env::pytest_addopts() {
             Some(v) => format!("{v} -p no:cacheprovider"),
@@ -84,6 +88,8 @@ pub struct PoRun<'a> {
     /// Absolute folder for the logs, and its name relative to the artifact root.
     pub log_dir: PathBuf,
     pub log_rel: String,
+    pub sandbox: Option<exec::Sandbox>,
+    pub pgid_file: Option<PathBuf>,
 }
 
 pub struct PoOutcome {
@@ -112,6 +118,13 @@ impl PoRun<'_> {
             env_remove: self.env_remove.to_vec(),
             env_set: self.env_set.clone(),
             stdin: None,
+            label: if kind == "verify" {
+                "verify"
+            } else {
+                "acceptance"
+            },
+            sandbox: self.sandbox.clone(),
+            pgid_file: self.pgid_file.clone(),
         };
         let logs = LogFiles::in_dir(&self.log_dir, &self.log_rel, &format!("{kind}_{index}"));
         exec::run(&spec, &logs)

@@ -282,6 +282,9 @@ pub fn plan_patches(
 /// error returned, so the tree is as before.
 pub fn write_outcomes(root: &Path, outcomes: &[FileOutcome]) -> io::Result<()> {
     for (i, outcome) in outcomes.iter().enumerate() {
+        if i == 1 {
+            crate::crash::point("mid_apply");
+        }
         if let Err(e) = write_state(root, &outcome.path, outcome.after.as_ref()) {
             for done in outcomes[..i].iter().rev() {
                 let _ = write_state(root, &done.path, done.before.as_ref());

@@ -29,6 +29,9 @@ impl Provider for AgentCommand {
             env_remove: Vec::new(),
             env_set: Vec::new(),
             stdin: Some(input.to_string().into_bytes()),
+            label: "agent",
+            sandbox: None,
+            pgid_file: None,
         };
         let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
         let result = exec::run(&spec, &logs);

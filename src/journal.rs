@@ -1,0 +1,133 @@
+//! The in-situ journal: written durably (temp file, fsync, rename, fsync of the folder) to
+//! `.git/factory/journal.json` before every mutation of the user's tree, with what `recover`
+//! needs to put the baseline back after a crash: the baseline, the branch HEAD was on, the
+//! bytes of every path about to be written (as blobs) and the running command's group.
+
+use crate::error::{Error, Result};
+use crate::roles::tr::apply::FileOutcome;
+use git2::Repository;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Preimage {
+    pub path: String,
+    /// The blob of the path's bytes before the change; `None` when it did not exist.
+    pub blob: Option<String>,
+    pub executable: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    pub run_id: String,
+    pub pid: u32,
+    pub baseline: String,
+    /// The ref HEAD pointed at (`refs/heads/main`), or `None` when detached.
+    pub head_ref: Option<String>,
+    pub stage: String,
+    pub preimages: Vec<Preimage>,
+    /// The process group of the command running now, to stop it before restoring.
+    pub command_group: Option<i32>,
+}
+
+pub fn path(factory_dir: &Path) -> PathBuf {
+    factory_dir.join("journal.json")
+}
+
+/// The copy of the index taken before the run, restored if a command rewrote the index.
+pub fn index_copy(factory_dir: &Path) -> PathBuf {
+    factory_dir.join("index.baseline")
+}
+
+impl Journal {
+    pub fn read(factory_dir: &Path) -> Result<Option<Journal>> {
+        match std::fs::read(path(factory_dir)) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                Error::new(format!(
+                    "the journal .git/factory/journal.json is unreadable: {e}"
+                ))
+                .hint("inspect it; if no run was interrupted, remove it")
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes the journal; `durable` adds the fsyncs that make it survive a power cut.
+    pub fn write(&self, factory_dir: &Path, durable: bool) -> Result<()> {
+        let target = path(factory_dir);
+        let tmp = factory_dir.join("journal.json.tmp");
+        let text =
+            serde_json::to_vec_pretty(self).map_err(|e| Error::new(format!("journal: {e}")))?;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&text)?;
+        if durable {
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &target)?;
+        if durable {
+            if let Ok(dir) = std::fs::File::open(factory_dir) {
+                let _ = dir.sync_all();
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the stage and, before an apply, the bytes of every path it will write.
+    pub fn stage(
+        &mut self,
+        factory_dir: &Path,
+        repo: &Repository,
+        stage: &str,
+        outcomes: Option<&[FileOutcome]>,
+    ) -> Result<()> {
+        self.stage = stage.to_string();
+        if let Some(outcomes) = outcomes {
+            self.preimages = outcomes
+                .iter()
+                .map(|o| {
+                    Ok(Preimage {
+                        path: o.path.clone(),
+                        blob: match &o.before {
+                            Some(s) => Some(repo.blob(&s.bytes)?.to_string()),
+                            None => None,
+                        },
+                        executable: o.before.as_ref().is_some_and(|s| s.executable),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+        }
+        self.write(factory_dir, true)
+    }
+
+    pub fn clear(factory_dir: &Path) {
+        let _ = std::fs::remove_file(path(factory_dir));
+        let _ = std::fs::remove_file(index_copy(factory_dir));
+    }
+}
+
+/// The refusal for a journal left by a run whose process is gone.
+pub fn interrupted_error(j: &Journal) -> Error {
+    Error::new(format!(
+        "git factory run {} was interrupted at stage {} (pid {} is gone); the repo may hold part of its change",
+        j.run_id, j.stage, j.pid
+    ))
+    .hint("run git factory recover to restore the baseline and finish its record")
+}
+
+/// Refuses to go on while an in-situ run is under way or was interrupted.
+pub fn refuse_if_pending(repo: &Repository) -> Result<()> {
+    let dir = crate::git::factory_dir(repo);
+    let Some(j) = Journal::read(&dir)? else {
+        return Ok(());
+    };
+    if crate::git::lock::RepoLock::is_held(&dir) {
+        return Err(Error::new(format!(
+            "git factory run {} (pid {}) is in progress in this repo",
+            j.run_id, j.pid
+        ))
+        .hint("wait for it to finish"));
+    }
+    Err(interrupted_error(&j))
+}
