@@ -6,5 +6,6 @@ mod demo;
 mod log_show;
 mod patch;
 mod providers;
+mod recovery;
 mod run;
 mod safety;

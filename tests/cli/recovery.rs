@@ -1,0 +1,347 @@
+//! Nothing lost, ever: kill points, recover, interruption, hostile commands, the sandbox.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+fn two_file_change() -> String {
+    format!(
+        "{}diff --git a/other.txt b/other.txt\n--- a/other.txt\n+++ b/other.txt\n@@ -1 +1 @@\n-keep me\n+changed\n",
+        diff_replace("app.txt", &APP, "two", "TWO")
+    )
+}
+
+fn order(verify_and_accept: &[&str]) -> Value {
+    json!({
+        "id": "wo-crash", "title": "crash", "intent": "i",
+        "allowed_files": ["app.txt", "other.txt"],
+        "acceptance_commands": verify_and_accept,
+    })
+}
+
+/// Processes whose command line contains `marker`, other than ourselves.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if cmd.contains(marker) && !state.contains(") Z ") {
+            out.push(format!("{pid}: {cmd}"));
+        }
+    }
+    out
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn every_kill_point_is_recovered_byte_for_byte() {
+    let points: [(&str, &[&str]); 6] = [
+        ("after_preflight", &["true"]),
+        ("mid_apply", &["true"]),
+        ("during_verify", &["true"]),
+        (
+            "during_acceptance",
+            &["sh -c 'sleep 1; echo late > late.txt'"],
+        ),
+        ("during_rollback", &["false"]),
+        ("during_ref_update", &["true"]),
+    ];
+    for (point, accept) in points {
+        let r = TestRepo::simple();
+        r.write(".env", "SECRET=1\n");
+        if point == "during_verify" {
+            r.git(&[
+                "config",
+                "factory.verify",
+                "sh -c 'sleep 1; echo late > late.txt'",
+            ]);
+        }
+        let before = r.snapshot();
+        let wo = r.work_order(order(accept));
+        let replay = r.replay(
+            "rp",
+            &[("1.json", proposal(&two_file_change(), "two files"))],
+        );
+        let out = r
+            .factory()
+            .env("GIT_FACTORY_TEST_CRASH_AT", point)
+            .args(["run", "--max-attempts", "1", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr_of(&out));
+
+        // Every command that could change the repo refuses, pointing at recover.
+        let again = r
+            .factory()
+            .args(["run", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        assert_eq!(again.status.code(), Some(2), "{point}");
+        assert!(
+            stderr_of(&again).contains("git factory recover"),
+            "{point}: {}",
+            stderr_of(&again)
+        );
+        let patch = r
+            .factory()
+            .args(["patch", "-"])
+            .write_stdin(two_file_change())
+            .output()
+            .expect("patch");
+        assert_eq!(patch.status.code(), Some(2), "{point}");
+        assert_eq!(
+            r.factory().arg("log").output().expect("log").status.code(),
+            Some(0)
+        );
+
+        let rec = r.factory().arg("recover").output().expect("recover");
+        assert_eq!(rec.status.code(), Some(0), "{point}: {}", stderr_of(&rec));
+        std::thread::sleep(Duration::from_millis(1300)); // a killed harness's command must not write later
+        assert_eq!(
+            r.snapshot(),
+            before,
+            "{point}: the baseline is restored byte for byte"
+        );
+        let ids = r.run_ids();
+        assert_eq!(ids.len(), 1, "{point}: the run has a record");
+        let show = r
+            .factory()
+            .args(["show", &ids[0], "--json"])
+            .output()
+            .expect("show");
+        let s: Value = serde_json::from_str(&stdout_of(&show)).expect("readable record");
+        assert_eq!(s["verdict"], "INTERRUPTED", "{point}");
+        // And the repo works again.
+        let next = r
+            .factory()
+            .args(["run", "--force", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        assert!(
+            matches!(next.status.code(), Some(0) | Some(1)),
+            "{point}: {}",
+            stderr_of(&next)
+        );
+    }
+}
+
+#[test]
+fn sigint_stops_the_command_rolls_back_and_exits_130() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let marker = r.outside.join("started");
+    let cmd = format!("sh -c 'touch {}; sleep 41'", marker.display());
+    let wo = r.work_order(basic_order(&[&cmd]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
+        .current_dir(&r.root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", &r.home)
+        .args(["run", "-q", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("signal");
+    std::thread::sleep(Duration::from_millis(30));
+    // A second Ctrl-C during the rollback does not abandon it.
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+    let start = Instant::now();
+    let status = child.wait().expect("ends");
+    assert_eq!(status.code(), Some(130));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(r.snapshot(), before);
+    assert!(processes_with("sleep 41").is_empty());
+    let id = r.run_ids().remove(0);
+    let s: Value =
+        serde_json::from_str(&r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]))
+            .expect("json");
+    assert_eq!(s["verdict"], "INTERRUPTED");
+    assert_eq!(s["ended_stage"], "interrupted");
+    assert!(!r.root.join(".git/factory/journal.json").exists());
+}
+
+/// Runs one hostile acceptance command; returns the summary and how long the run took.
+fn hostile(cmd: &str, timeout: &str) -> (Value, Duration) {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&[cmd]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let start = Instant::now();
+    let out = r
+        .factory()
+        .args([
+            "run",
+            "--json",
+            "--max-attempts",
+            "1",
+            "--timeout-seconds",
+            timeout,
+            "-w",
+        ])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let took = start.elapsed();
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    (s["attempts"][0]["acceptance"][0].clone(), took)
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
+    let (c, took) = hostile("sh -c 'trap \"\" TERM; sleep 43; sleep 43'", "1");
+    assert_eq!(c["timed_out"], true);
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(processes_with("sleep 43").is_empty());
+}
+
+#[test]
+fn a_daemon_holding_the_pipes_does_not_hang_the_harness() {
+    let (c, took) = hostile(
+        "sh -c 'setsid sh -c \"sleep 47; echo x\" & echo started'",
+        "30",
+    );
+    assert_eq!(c["exit_code"], 0);
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(
+        processes_with("sleep 47").is_empty(),
+        "{:?}",
+        processes_with("sleep 47")
+    );
+}
+
+#[test]
+fn a_command_that_leaves_its_process_group_leaves_nothing_behind() {
+    let (c, took) = hostile(
+        "sh -c 'setsid sleep 53 >/dev/null 2>&1 < /dev/null & exit 0'",
+        "30",
+    );
+    assert_eq!(c["exit_code"], 0);
+    assert!(took < Duration::from_secs(8));
+    assert!(processes_with("sleep 53").is_empty());
+}
+
+#[test]
+fn gigabytes_of_output_hit_the_cap() {
+    let (c, took) = hostile("head -c 1073741824 /dev/zero", "120");
+    assert_eq!(c["exit_code"], 0);
+    let bytes = c["stdout_bytes"].as_u64().expect("bytes");
+    assert!(
+        bytes > 64 * 1024 * 1024 && bytes < 64 * 1024 * 1024 + 100,
+        "{bytes}"
+    );
+    assert!(took < Duration::from_secs(60));
+}
+
+#[test]
+fn a_command_reading_stdin_gets_eof() {
+    let (c, took) = hostile("cat", "30");
+    assert_eq!(c["exit_code"], 0);
+    assert!(took < Duration::from_secs(5));
+}
+
+#[test]
+fn sandbox_cuts_the_network_and_keeps_git_read_only() {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("bwrap is not installed; .ci/run installs it");
+        return;
+    }
+    let r = TestRepo::simple();
+    // Writes to .git and outside the tree fail, /tmp is private, and only loopback exists.
+    let check = "sh -c 'touch .git/evil 2>/dev/null && exit 10; touch /usr/evil 2>/dev/null && exit 11; test -z \"$(ls /tmp | grep -v git-factory-pycache)\" || exit 12; test $(grep -c : /proc/net/dev) -eq 1 || exit 13; echo ok > inside.txt'";
+    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let out = r
+        .factory()
+        .args(["run", "--json", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stderr_of(&out),
+        stdout_of(&out)
+    );
+    assert!(!r.root.join(".git/evil").exists());
+}
+
+#[test]
+fn model_output_cannot_choose_commands_or_flags() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["true"]));
+    let sneaky = json!({"unified_diff": "", "summary": "done", "acceptance_commands": ["rm -rf /"], "env": {"X": "1"}});
+    let replay = r.replay("rp", &[("1.json", sneaky.to_string())]);
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"],
+        "llm_output_invalid"
+    );
+    assert_eq!(s["attempts"][0]["acceptance"], json!([]));
+}
