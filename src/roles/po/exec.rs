@@ -172,7 +172,13 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     for (k, v) in &spec.env_set {
         cmd.env(k, v);
     }
-    let mut child = match cmd.spawn() {
+    // Spawning and registering happen under the lock the orphan sweep takes, so a sweep
+    // never mistakes a command being started for a leftover.
+    let spawned = {
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        cmd.spawn().inspect(|c| live.push(c.id() as i32))
+    };
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             result.spawn_error = Some(spawn_error_text(program, &e));
@@ -198,7 +204,7 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         });
     }
     let group = Pid::from_child(&child);
-    let _live = LiveChild::register(group);
+    let _live = LiveChild(group.as_raw_nonzero().get());
     if let Some(file) = &spec.pgid_file {
         let _ = std::fs::write(file, group.as_raw_nonzero().get().to_string());
     }
@@ -312,16 +318,6 @@ static LIVE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
 struct LiveChild(i32);
 
-impl LiveChild {
-    fn register(pid: Pid) -> Self {
-        let raw = pid.as_raw_nonzero().get();
-        if let Ok(mut live) = LIVE.lock() {
-            live.push(raw);
-        }
-        LiveChild(raw)
-    }
-}
-
 impl Drop for LiveChild {
     fn drop(&mut self) {
         if let Ok(mut live) = LIVE.lock() {
@@ -391,6 +387,7 @@ fn sweep_orphans(settle: bool) {
     for round in 0..20 {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let mut found = false;
+        let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         for pid in children_of(me) {
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
@@ -402,10 +399,7 @@ fn sweep_orphans(settle: bool) {
             let fields: Vec<&str> = rest.split_whitespace().collect();
             let ppid: i32 = fields.get(1).and_then(|f| f.parse().ok()).unwrap_or(0);
             let pgrp: i32 = fields.get(2).and_then(|f| f.parse().ok()).unwrap_or(0);
-            let spared = LIVE
-                .lock()
-                .map(|l| l.contains(&pid) || l.contains(&pgrp))
-                .unwrap_or(false);
+            let spared = live.contains(&pid) || live.contains(&pgrp);
             if ppid == me && !spared {
                 found = true;
                 if let Some(p) = Pid::from_raw(pgrp) {
@@ -417,6 +411,7 @@ fn sweep_orphans(settle: bool) {
                 }
             }
         }
+        drop(live);
         if !found && (round > 0 || !settle) {
             return;
         }
