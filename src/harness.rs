@@ -2,6 +2,7 @@
 //! the SE/TR/PO nodes the graph drives, rollback, and the run's record.
 
 use crate::config::Config;
+use crate::delivery::Delivery;
 use crate::error::{Error, Exit, Result};
 use crate::git::{self, lock::RepoLock};
 use crate::graph::{self, Ending, Nodes, Outcome};
@@ -40,6 +41,9 @@ pub struct RunOptions {
     pub force: bool,
     pub dry_run: bool,
     pub sandbox: bool,
+    pub worktree: bool,
+    pub commit: bool,
+    pub branch: Option<String>,
 }
 
 /// How a run command ended, for the CLI to report.
@@ -137,12 +141,12 @@ fn check_out_dir(out: &Path, root: &Path) -> Result<()> {
 
 pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let repo = git::open(opts.repo_dir.as_deref())?;
-    let root = git::workdir(&repo)?;
+    let user_root = git::workdir(&repo)?;
     let baseline = git::head_commit(&repo)?;
-    // Another run in progress is named before anything else (its applied change would
-    // otherwise show up as a dirty tree).
     let factory_dir = git::factory_dir(&repo);
-    let mut lock = if opts.dry_run {
+    // In-situ: another run in progress is named before anything else (its applied change would
+    // otherwise show up as a dirty tree). Worktree runs take no lock and ignore the user's tree.
+    let mut lock = if opts.dry_run || opts.worktree {
         None
     } else {
         Some(RepoLock::acquire(&factory_dir)?)
@@ -151,28 +155,34 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         if let Some(j) = Journal::read(&factory_dir)? {
             return Err(crate::journal::interrupted_error(&j));
         }
+    } else if !opts.dry_run {
+        crate::journal::refuse_if_pending(&repo)?;
     }
-    git::ensure_no_operation(&repo)?;
-    git::ensure_clean(&repo)?;
+    if !opts.worktree {
+        git::ensure_no_operation(&repo)?;
+        git::ensure_clean(&repo)?;
+    }
     if opts.sandbox && !Sandbox::available() {
         return Err(Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
             .hint("install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox"));
     }
     if let Some(out) = &opts.out {
-        check_out_dir(out, &root)?;
+        check_out_dir(out, &user_root)?;
     }
     if opts.max_attempts == 0 {
         return Err(Error::new("--max-attempts must be at least 1").hint("e.g. --max-attempts 2"));
     }
+    if let Some(name) = &opts.branch {
+        crate::delivery::check_branch(&repo, name, opts.force)?;
+    }
     let cfg = Config::of(&repo);
-    let verify_cmds =
-        verify::global_commands(&root, &cfg.multi(crate::config::VERIFY)).map_err(|e| {
-            Error::new(e).hint("fix the value with git config --replace-all factory.verify 'CMD'")
-        })?;
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
-    let (provider, model_identity) = opts.provider.open(&root, opts.temperature, agent_timeout)?;
+    let (provider, model_identity) =
+        opts.provider
+            .open(&user_root, opts.temperature, agent_timeout)?;
 
-    // Identity (SPEC §4.3). The tree is clean, so the work tree's tree id is HEAD's.
+    // Identity (SPEC §4.3). In-situ the tree is clean, so the work tree's tree id is HEAD's;
+    // in worktree mode the run starts from HEAD's tree by definition.
     let tree_before = baseline.tree_id();
     let apply_mode = if opts.strict_apply {
         "strict"
@@ -204,11 +214,26 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         // A record that cannot be read is still kept as a parent.
         repo.refname_to_id(&store::run_ref(&run_id)).ok()
     });
+    if opts.worktree && opts.branch.is_none() {
+        crate::delivery::check_branch(&repo, &format!("factory/{run_id}"), opts.force)?;
+    }
 
-    let context = prompt::read_context(&root, &opts.work_order.order);
-    let acceptance_text = opts.work_order.order.acceptance_commands.clone();
+    let head_tree = baseline.tree()?;
+    let context = prompt::read_context(&opts.work_order.order, |path| {
+        if opts.worktree {
+            let entry = head_tree.get_path(Path::new(path)).ok()?;
+            Some(repo.find_blob(entry.id()).ok()?.content().to_vec())
+        } else {
+            std::fs::read(user_root.join(path)).ok()
+        }
+    });
     if opts.dry_run {
-        let text = prompt::build(&opts.work_order.order, &context, &acceptance_text, None);
+        let text = prompt::build(
+            &opts.work_order.order,
+            &context,
+            &opts.work_order.order.acceptance_commands,
+            None,
+        );
         return Ok(RunReport::DryRun { prompt: text });
     }
 
@@ -221,11 +246,41 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     }
     std::fs::create_dir_all(&run_dir)?;
 
+    // Where the run happens: the user's tree, or a fresh worktree at HEAD (always removed).
+    let worktree = if opts.worktree {
+        Some(git::worktree::TempWorktree::add(
+            &repo,
+            &format!("run-{run_id}"),
+            &baseline.id().to_string(),
+        )?)
+    } else {
+        None
+    };
+    let run_repo_owned = match &worktree {
+        Some(wt) => Some(git2::Repository::open(&wt.path)?),
+        None => None,
+    };
+    let run_repo = run_repo_owned.as_ref().unwrap_or(&repo);
+    let root = worktree
+        .as_ref()
+        .map(|w| w.path.clone())
+        .unwrap_or_else(|| user_root.clone());
+    let verify_cmds =
+        verify::global_commands(&root, &cfg.multi(crate::config::VERIFY)).map_err(|e| {
+            Error::new(e).hint("fix the value with git config --replace-all factory.verify 'CMD'")
+        })?;
     let env_remove = verify::scrub_list(&cfg);
+    let delivery = match (&opts.branch, opts.worktree, opts.commit) {
+        (Some(name), true, _) => Delivery::Branch(name.clone()),
+        (None, true, _) => Delivery::Branch(format!("factory/{run_id}")),
+        (Some(name), false, _) => Delivery::NewBranchCheckedOut(name.clone()),
+        (None, false, true) => Delivery::CurrentBranch,
+        (None, false, false) => Delivery::Uncommitted,
+    };
 
     let summary = RunSummary {
         run_id: run_id.clone(),
-        repo_path: root.display().to_string(),
+        repo_path: user_root.display().to_string(),
         work_order_path: opts.work_order.source.clone(),
         work_order_hash: opts.work_order.hash.clone(),
         repo_baseline_commit: baseline.id().to_string(),
@@ -238,7 +293,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         started_utc: utc_now(),
         ended_utc: String::new(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        mode: "in_situ".to_string(),
+        mode: if opts.worktree { "worktree" } else { "in_situ" }.to_string(),
         config: RunConfig {
             model: model_identity,
             temperature: opts.temperature,
@@ -257,21 +312,29 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
 
-    // From here on the tree may change: journal first, durably.
-    let refs = git::BaselineRefs::capture(&repo, crate::journal::index_copy(&factory_dir))?;
-    let journal = Journal {
-        run_id: run_id.clone(),
-        pid: std::process::id(),
-        baseline: baseline.id().to_string(),
-        head_ref: refs.head_ref.clone(),
-        stage: "preflight".to_string(),
-        preimages: Vec::new(),
-        command_group: None,
+    // In-situ, from here on the user's tree may change: journal first, durably.
+    let (journal, refs) = if opts.worktree {
+        (None, None)
+    } else {
+        let refs = git::BaselineRefs::capture(&repo, crate::journal::index_copy(&factory_dir))?;
+        let journal = Journal {
+            run_id: run_id.clone(),
+            pid: std::process::id(),
+            baseline: baseline.id().to_string(),
+            head_ref: refs.head_ref.clone(),
+            stage: "preflight".to_string(),
+            preimages: Vec::new(),
+            command_group: None,
+        };
+        journal.write(&factory_dir, true)?;
+        (Some(journal), Some(refs))
     };
-    journal.write(&factory_dir, true)?;
     let sandbox = opts.sandbox.then(|| Sandbox {
         writable: vec![root.clone()],
-        read_only: vec![repo.commondir().to_path_buf(), repo.path().to_path_buf()],
+        read_only: vec![
+            repo.commondir().to_path_buf(),
+            run_repo.path().to_path_buf(),
+        ],
     });
 
     let started = Instant::now();
@@ -280,11 +343,12 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         journal,
         refs,
         sandbox,
-        repo: &repo,
+        delivery,
+        repo: run_repo,
         root: root.clone(),
         ui,
         wo: &opts.work_order,
-        baseline: baseline.clone(),
+        baseline: run_repo.find_commit(baseline.id())?,
         provider,
         runs_in_tree: opts.provider.runs_in_tree(),
         strict_apply: opts.strict_apply,
@@ -305,10 +369,11 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     session.save()?;
     crate::crash::point("after_preflight");
     ui.info(format!(
-        "{} run {run_id}: {} ({} attempts at most)",
+        "{} run {run_id}: {} ({} attempts at most{})",
         ui::bold("factory"),
         opts.work_order.order.title,
-        opts.max_attempts
+        opts.max_attempts,
+        if opts.worktree { ", in a worktree" } else { "" }
     ));
 
     let ending = match graph::drive(
@@ -328,8 +393,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             }
         }
     };
-    session.finish(&ending, started.elapsed())?;
-    let summary = session.summary.clone();
+    let finished = session.finish(&ending, started.elapsed());
+    drop(session);
+    drop(run_repo_owned);
+    if let Some(wt) = worktree {
+        wt.remove()?;
+    }
+    let summary = finished?;
     let out = match &opts.out {
         Some(out) => {
             let dest = out.join(&run_id);
@@ -340,7 +410,9 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         None => None,
     };
     let _ = std::fs::remove_dir_all(&run_dir);
-    Journal::clear(&factory_dir);
+    if !opts.worktree {
+        Journal::clear(&factory_dir);
+    }
     Ok(RunReport::Finished {
         summary: Box::new(summary),
         out,
@@ -378,9 +450,11 @@ struct Attempt {
 
 struct Session<'a> {
     factory_dir: PathBuf,
-    journal: Journal,
-    refs: git::BaselineRefs,
+    /// In-situ only: the journal and what besides the tree must be given back.
+    journal: Option<Journal>,
+    refs: Option<git::BaselineRefs>,
     sandbox: Option<Sandbox>,
+    delivery: Delivery,
     repo: &'a Repository,
     root: PathBuf,
     ui: &'a Ui,
@@ -490,8 +564,9 @@ impl Session<'_> {
     }
 
     fn rollback(&mut self) -> Result<()> {
-        self.journal
-            .stage(&self.factory_dir, self.repo, "rollback", None)?;
+        if let Some(j) = self.journal.as_mut() {
+            j.stage(&self.factory_dir, self.repo, "rollback", None)?;
+        }
         if let Some(plan) = self
             .current
             .as_ref()
@@ -502,11 +577,7 @@ impl Session<'_> {
         }
         crate::crash::point("during_rollback");
         git::restore_baseline(self.repo, &self.root, &self.baseline)?;
-        let fixed = self.refs.restore(self.repo)?;
-        if !fixed.is_empty() {
-            self.ui
-                .warn(format!("a command changed {}; restored", fixed.join(", ")));
-        }
+        self.restore_refs()?;
         if let Some(a) = self.current.as_mut() {
             a.applied = false;
         }
@@ -547,10 +618,46 @@ impl Session<'_> {
         Ok(side)
     }
 
-    fn finish(&mut self, ending: &Ending, elapsed: Duration) -> Result<()> {
+    /// Puts back HEAD, its branch and the index if a command changed them (in-situ).
+    fn restore_refs(&mut self) -> Result<()> {
+        if let Some(refs) = &self.refs {
+            let fixed = refs.restore(self.repo)?;
+            if !fixed.is_empty() {
+                self.ui
+                    .warn(format!("a command changed {}; restored", fixed.join(", ")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the verdict, delivers a PASS as asked, and writes the final record and notes.
+    fn finish(&mut self, ending: &Ending, elapsed: Duration) -> Result<RunSummary> {
+        let mut result_commit = None;
         let tree_after = match (&ending.verdict, &self.passed_plan) {
             (Verdict::Pass, Some(plan)) => {
-                git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes)?
+                let tree = git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes)?;
+                if self.delivery != Delivery::Uncommitted {
+                    if let Some(j) = self.journal.as_mut() {
+                        j.stage(&self.factory_dir, self.repo, "commit", None)?;
+                    }
+                    let summary = self
+                        .summary
+                        .attempts
+                        .last()
+                        .and_then(|a| a.summary.clone())
+                        .unwrap_or_default();
+                    let message =
+                        crate::delivery::message(&self.wo.order, &summary, &self.summary.run_id);
+                    result_commit = crate::delivery::deliver(
+                        self.repo,
+                        &self.delivery,
+                        &self.baseline,
+                        tree,
+                        &message,
+                        &plan.outcomes,
+                    )?;
+                }
+                tree
             }
             _ => self.baseline.tree_id(),
         };
@@ -558,16 +665,17 @@ impl Session<'_> {
         s.verdict = ending.verdict;
         s.ended_stage = ending.stage.clone();
         s.repo_tree_hash_after = tree_after.to_string();
+        s.result_commit = result_commit.map(|c| c.to_string());
         s.ended_utc = utc_now();
         s.duration_seconds = elapsed.as_secs_f64();
         s.error = self.fatal.clone();
         self.save()?;
-        store::append_note(
-            self.repo,
-            self.baseline.id(),
-            &store::note_line(&self.summary),
-        )?;
-        Ok(())
+        let line = store::note_line(&self.summary);
+        store::append_note(self.repo, self.baseline.id(), &line)?;
+        if let Some(c) = result_commit {
+            store::append_note(self.repo, c, &line)?;
+        }
+        Ok(self.summary.clone())
     }
 
     /// Opens an attempt's record and artifact folder.
@@ -662,11 +770,7 @@ impl Nodes for Session<'_> {
                 }
                 self.summary.side_effects = side;
                 self.passed_plan = Some(plan);
-                let fixed = self.refs.restore(self.repo)?;
-                if !fixed.is_empty() {
-                    self.ui
-                        .warn(format!("a command changed {}; restored", fixed.join(", ")));
-                }
+                self.restore_refs()?;
             }
         } else {
             self.current = Some(current);
@@ -698,6 +802,7 @@ impl Session<'_> {
             return Outcome::Fatal(Stage::Exception);
         }
         let request = Request {
+            root: &self.root,
             prompt: &text,
             work_order: &self.wo.raw,
             attempt,
@@ -819,12 +924,11 @@ impl Session<'_> {
             return self.fail(stage, None, &text);
         }
         self.seen.push((fingerprint, attempt));
-        if let Err(e) =
-            self.journal
-                .stage(&self.factory_dir, self.repo, "apply", Some(&plan.outcomes))
-        {
-            self.fatal = Some(e.message);
-            return Outcome::Fatal(Stage::Exception);
+        if let Some(j) = self.journal.as_mut() {
+            if let Err(e) = j.stage(&self.factory_dir, self.repo, "apply", Some(&plan.outcomes)) {
+                self.fatal = Some(e.message);
+                return Outcome::Fatal(Stage::Exception);
+            }
         }
         if let Err(e) = apply::write_outcomes(&self.root, &plan.outcomes) {
             return self.fail(

@@ -19,6 +19,7 @@
 pub mod cli;
 pub mod config;
 pub mod crash;
+pub mod delivery;
 pub mod env;
 pub mod error;
 pub mod git;

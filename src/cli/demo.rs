@@ -115,6 +115,9 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         force: false,
         dry_run: false,
         sandbox: false,
+        worktree: false,
+        commit: false,
+        branch: None,
     };
     let summary = match harness::run(opts, ui)? {
         RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,

@@ -50,7 +50,7 @@ pub struct RunArgs {
     /// Only the strict apply pass: every hunk exactly where its header says
     #[arg(long = "strict-apply")]
     pub strict_apply: bool,
-    /// Run again even though a finished run with this run_id exists
+    /// Run again even though a finished run with this run_id exists; with --branch, move an existing branch
     #[arg(long)]
     pub force: bool,
     /// Validate, preflight and print the first prompt; call nothing, change nothing
@@ -59,6 +59,15 @@ pub struct RunArgs {
     /// Print the final run summary as JSON on stdout
     #[arg(long)]
     pub json: bool,
+    /// Run in a fresh worktree at HEAD; your tree, index and branch are never touched
+    #[arg(long)]
+    pub worktree: bool,
+    /// On PASS, commit the change on the current branch (Conventional Commits message)
+    #[arg(long)]
+    pub commit: bool,
+    /// On PASS, deliver the change on branch NAME (in-situ: created at the baseline and checked out)
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
     /// Run verification and acceptance under bubblewrap: no network, own pid namespace,
     /// read-only file system except the work tree and a private /tmp
     #[arg(long)]
@@ -250,6 +259,9 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         force: args.force,
         dry_run: args.dry_run,
         sandbox: args.sandbox,
+        worktree: args.worktree,
+        commit: args.commit,
+        branch: args.branch.clone(),
     };
     if !opts.temperature.is_finite() || opts.temperature < 0.0 {
         return Err(Error::new(format!(
@@ -335,7 +347,16 @@ pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
         line.push_str(&format!(", {}", out.join("run_summary.json").display()));
     }
     if s.verdict == Verdict::Pass {
-        line.push_str(&ui::dim("  (the change is in your work tree, uncommitted)"));
+        let note = match (&s.result_commit, s.mode.as_str()) {
+            (Some(c), "worktree") => format!(
+                "  (committed as {}; bring it in with git factory apply {})",
+                crate::git::short(c),
+                s.run_id
+            ),
+            (Some(c), _) => format!("  (committed as {})", crate::git::short(c)),
+            (None, _) => "  (the change is in your work tree, uncommitted)".to_string(),
+        };
+        line.push_str(&ui::dim(note));
     }
     ui.always(line);
 }

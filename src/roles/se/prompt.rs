@@ -5,7 +5,6 @@ use crate::identity::sha256_hex;
 use crate::store::records::FailureBrief;
 use crate::workorder::{WorkOrder, CONTEXT_BUDGET_BYTES};
 use std::fmt::Write as _;
-use std::path::Path;
 
 pub const SYSTEM: &str = "You are the SE (software engineer) of a deterministic change harness. \
 You propose one change as strict JSON and nothing else. You never run commands; the harness \
@@ -40,13 +39,13 @@ pub struct ContextFile {
 
 /// Reads the context files in order within the 200 KB budget; a file past the budget is cut
 /// at the same byte every time (on a character boundary), and the cut is noted.
-pub fn read_context(root: &Path, order: &WorkOrder) -> Vec<ContextFile> {
+pub fn read_context(order: &WorkOrder, read: impl Fn(&str) -> Option<Vec<u8>>) -> Vec<ContextFile> {
     let mut budget = CONTEXT_BUDGET_BYTES;
     let mut out = Vec::new();
     for path in &order.context_files {
-        let bytes = match std::fs::read(root.join(path)) {
-            Ok(b) => b,
-            Err(_) => {
+        let bytes = match read(path) {
+            Some(b) => b,
+            None => {
                 out.push(ContextFile {
                     path: path.clone(),
                     sha256: None,

@@ -5,12 +5,10 @@ use super::{Provider, ProviderError, Request, Response};
 use crate::roles::po::exec::{self, excerpt, CommandSpec, LogFiles};
 use crate::roles::se::proposal::OutputFormat;
 use serde_json::json;
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub struct AgentCommand {
     pub argv: Vec<String>,
-    pub cwd: PathBuf,
     pub timeout: Duration,
 }
 
@@ -24,7 +22,7 @@ impl Provider for AgentCommand {
         });
         let spec = CommandSpec {
             argv: self.argv.clone(),
-            cwd: self.cwd.clone(),
+            cwd: request.root.to_path_buf(),
             timeout: self.timeout,
             env_remove: Vec::new(),
             env_set: Vec::new(),

@@ -14,6 +14,8 @@ use std::path::Path;
 
 /// What a provider is asked for one attempt.
 pub struct Request<'a> {
+    /// The tree the run works in (the user's, or the run's worktree).
+    pub root: &'a Path,
     pub prompt: &'a str,
     pub work_order: &'a serde_json::Value,
     pub attempt: u32,
@@ -150,7 +152,6 @@ impl ProviderSpec {
             ProviderSpec::AgentCommand { argv } => (
                 Box::new(command::AgentCommand {
                     argv: argv.clone(),
-                    cwd: cwd.to_path_buf(),
                     timeout: agent_timeout,
                 }),
                 self.identity(),
