@@ -10,6 +10,7 @@ pub const TEMPERATURE: &str = "factory.temperature";
 pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
 pub const VERIFY: &str = "factory.verify";
 pub const SCRUB_ENV: &str = "factory.scrubEnv";
+pub const PRE_PUSH: &str = "factory.prePush";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;

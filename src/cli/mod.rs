@@ -1,13 +1,16 @@
 //! The command line: clap definitions (their doc comments are the help text) and dispatch.
 
+pub mod apply;
 pub mod checkout;
 pub mod demo;
+pub mod hook;
 pub mod log;
 pub mod patch;
 pub mod recover;
 pub mod reverify;
 pub mod run;
 pub mod show;
+pub mod verify;
 
 use crate::error::{Error, Exit};
 use crate::ui::{ColorChoice, Ui};
@@ -48,6 +51,12 @@ pub enum Command {
     Log(log::LogArgs),
     /// Show one run: summary, attempts, failure briefs, patch, logs
     Show(show::ShowArgs),
+    /// Bring a PASSed run's change into the current work tree (3-way if HEAD moved on)
+    Apply(apply::ApplyArgs),
+    /// Run global verification on a revision in a temporary worktree (cached by tree)
+    Verify(verify::VerifyArgs),
+    /// Install or remove the pre-push hook that verifies what you push
+    Hook(hook::HookArgs),
     /// Materialise the tree of one attempt of a run into a folder
     Checkout(checkout::CheckoutArgs),
     /// Re-run verification and acceptance on every recorded attempt tree of a run
@@ -80,6 +89,9 @@ pub fn main() -> std::process::ExitCode {
         Command::Show(args) => show::cmd_show(&ui, args),
         Command::Demo(args) => demo::cmd_demo(&ui, args),
         Command::Patch(args) => patch::cmd_patch(&ui, args),
+        Command::Apply(args) => apply::cmd_apply(&ui, args),
+        Command::Verify(args) => verify::cmd_verify(&ui, args),
+        Command::Hook(args) => hook::cmd_hook(&ui, args),
         Command::Recover(args) => recover::cmd_recover(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),
         Command::Reverify(args) => reverify::cmd_reverify(&ui, args),

@@ -14,7 +14,13 @@ use std::path::{Path, PathBuf};
 pub fn open(dir: Option<&Path>) -> Result<Repository> {
     let start = match dir {
         Some(d) => d.to_path_buf(),
-        None => std::env::current_dir()?,
+        // Like git: GIT_DIR and friends when set (hooks, `git -C`), else discovery from cwd.
+        None => {
+            return Repository::open_from_env().map_err(|_| {
+                Error::new("not inside a git repository")
+                    .hint("run inside a git work tree, or pass --repo DIR")
+            })
+        }
     };
     Repository::discover(&start).map_err(|_| {
         Error::new(format!(

@@ -10,7 +10,14 @@ use std::time::Duration;
 /// Python fallback.
 pub fn global_commands(root: &Path, configured: &[String]) -> Result<Vec<Vec<String>>, String> {
     let script = root.join("scripts/verify.sh");
-    if std::fs::symlink_metadata(&script).is_ok_and(|m| m.is_file()) {
+    decide(
+        std::fs::symlink_metadata(&script).is_ok_and(|m| m.is_file()),
+        configured,
+    )
+}
+
+fn decide(has_script: bool, configured: &[String]) -> Result<Vec<Vec<String>>, String> {
+    if has_script {
         return Ok(vec![vec!["bash".into(), "scripts/verify.sh".into()]]);
     }
     if !configured.is_empty() {
@@ -32,6 +39,18 @@ pub fn global_commands(root: &Path, configured: &[String]) -> Result<Vec<Vec<Str
     .iter()
     .map(|argv| argv.iter().map(|s| s.to_string()).collect())
     .collect())
+}
+
+/// The global verification commands for a committed tree, decided as `global_commands`
+/// would in a checkout of it (used to look up cached results before making one).
+pub fn commands_for_tree(
+    tree: &git2::Tree<'_>,
+    configured: &[String],
+) -> Result<Vec<Vec<String>>, String> {
+    let script = tree
+        .get_path(Path::new("scripts/verify.sh"))
+        .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob) && e.filemode() != 0o120000);
+    decide(script, configured)
 }
 
 /// Variables removed from every PO command's environment: the provider keys and the names

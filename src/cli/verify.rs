@@ -1,0 +1,180 @@
+//! `git factory verify [<rev>]`: global verification of a revision in a temporary worktree,
+//! cached by tree id in `refs/notes/factory-verify` (only passes are cached, so a flaky
+//! failure is checked again next time).
+
+use crate::config::{self, Config};
+use crate::error::{Error, Exit, Result};
+use crate::git::{self, worktree::TempWorktree};
+use crate::identity::sha256_hex;
+use crate::roles::po::exec::tail_chars;
+use crate::roles::po::verify::{self, CacheIsolation, PoRun};
+use crate::ui::Ui;
+use clap::Args;
+use git2::{Oid, Repository};
+use std::time::Duration;
+
+pub const VERIFY_NOTES: &str = "refs/notes/factory-verify";
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The revision to verify
+    #[arg(value_name = "REV", default_value = "HEAD")]
+    pub rev: String,
+    /// Verify again even if this tree already passed
+    #[arg(long = "no-cache")]
+    pub no_cache: bool,
+    /// Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]
+    #[arg(long = "timeout-seconds", value_name = "S")]
+    pub timeout_seconds: Option<u64>,
+    /// The repository (default: discovered from the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<std::path::PathBuf>,
+}
+
+pub struct Verified {
+    pub passed: bool,
+    pub cached: bool,
+    pub tree: Oid,
+    /// How the failing command ended and the tail of its output.
+    pub excerpt: String,
+}
+
+/// Verifies one commit's tree (or answers from the cache).
+pub fn verify_commit(
+    repo: &Repository,
+    commit: Oid,
+    no_cache: bool,
+    timeout: Duration,
+    ui: &Ui,
+) -> Result<Verified> {
+    let commit = repo.find_commit(commit)?;
+    let tree = commit.tree()?;
+    let cfg = Config::of(repo);
+    let commands =
+        verify::commands_for_tree(&tree, &cfg.multi(config::VERIFY)).map_err(Error::new)?;
+    let key = format!(
+        "PASS {}",
+        sha256_hex(
+            commands
+                .iter()
+                .map(|c| c.join("\u{1f}"))
+                .collect::<Vec<_>>()
+                .join("\u{1e}")
+                .as_bytes()
+        )
+    );
+    if !no_cache {
+        let cached = repo
+            .find_note(Some(VERIFY_NOTES), tree.id())
+            .ok()
+            .and_then(|n| n.message().map(|m| m.lines().any(|l| l == key)));
+        if cached == Some(true) {
+            return Ok(Verified {
+                passed: true,
+                cached: true,
+                tree: tree.id(),
+                excerpt: String::new(),
+            });
+        }
+    }
+    let name = format!(
+        "verify-{}-{}",
+        &tree.id().to_string()[..12],
+        std::process::id()
+    );
+    let wt = TempWorktree::add(repo, &name, &commit.id().to_string())?;
+    let logs = tempfile::tempdir()?;
+    let cache = CacheIsolation::new()?;
+    let scrub = verify::scrub_list(&cfg);
+    let po = PoRun {
+        root: &wt.path,
+        timeout,
+        env_remove: &scrub,
+        env_set: cache.env(),
+        log_dir: logs.path().to_path_buf(),
+        log_rel: String::new(),
+        sandbox: None,
+        pgid_file: None,
+    };
+    let outcome = po.run(&commands, &[], |_, argv| {
+        ui.info(format!("  verify: {}", argv.join(" ")))
+    });
+    wt.remove()?;
+    let passed = outcome.failed.is_none();
+    let excerpt = match outcome.failing_command() {
+        Some(c) => {
+            let out = format!("{}{}", c.stdout_trunc, c.stderr_trunc);
+            format!(
+                "{} → {}\n{}",
+                c.display(),
+                c.outcome(),
+                tail_chars(&out, 2000)
+            )
+        }
+        None => String::new(),
+    };
+    if passed {
+        let sig = crate::store::signature(repo)?;
+        let existing = repo
+            .find_note(Some(VERIFY_NOTES), tree.id())
+            .ok()
+            .and_then(|n| n.message().map(str::to_string))
+            .unwrap_or_default();
+        let text = if existing.is_empty() {
+            format!("{key}\n")
+        } else {
+            format!("{}\n{key}\n", existing.trim_end())
+        };
+        let _ = repo.note(&sig, &sig, Some(VERIFY_NOTES), tree.id(), &text, true);
+    }
+    Ok(Verified {
+        passed,
+        cached: false,
+        tree: tree.id(),
+        excerpt,
+    })
+}
+
+pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
+    let repo = git::open(args.repo.as_deref())?;
+    crate::journal::refuse_if_pending(&repo)?;
+    let commit = repo
+        .revparse_single(&args.rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| {
+            Error::new(format!("{} is not a commit", args.rev))
+                .hint("give a branch, tag or commit id")
+        })?;
+    let timeout = match args.timeout_seconds {
+        Some(t) => t,
+        None => Config::of(&repo)
+            .parse(config::TIMEOUT_SECONDS)
+            .map_err(Error::new)?
+            .unwrap_or(config::DEFAULT_TIMEOUT_SECONDS),
+    };
+    let v = verify_commit(
+        &repo,
+        commit.id(),
+        args.no_cache,
+        Duration::from_secs(timeout),
+        ui,
+    )?;
+    let short = git::short(&v.tree.to_string()).to_string();
+    if v.passed {
+        ui.always(format!(
+            "{} {} (tree {short}){}",
+            console::style("verified").green().bold(),
+            args.rev,
+            if v.cached { ", cached" } else { "" }
+        ));
+        Ok(Exit::Success)
+    } else {
+        ui.always(format!(
+            "{} {} (tree {short})\n{}",
+            console::style("verification failed").red().bold(),
+            args.rev,
+            v.excerpt
+        ));
+        Ok(Exit::Fail)
+    }
+}
