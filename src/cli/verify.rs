@@ -114,18 +114,7 @@ pub fn verify_commit(
         None => String::new(),
     };
     if passed {
-        let sig = crate::store::signature(repo)?;
-        let existing = repo
-            .find_note(Some(VERIFY_NOTES), tree.id())
-            .ok()
-            .and_then(|n| n.message().map(str::to_string))
-            .unwrap_or_default();
-        let text = if existing.is_empty() {
-            format!("{key}\n")
-        } else {
-            format!("{}\n{key}\n", existing.trim_end())
-        };
-        let _ = repo.note(&sig, &sig, Some(VERIFY_NOTES), tree.id(), &text, true);
+        crate::store::append_note_in(repo, VERIFY_NOTES, tree.id(), &key)?;
     }
     Ok(Verified {
         passed,

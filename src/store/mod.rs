@@ -209,23 +209,45 @@ pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
 
 /// Appends a line to the `refs/notes/factory` note on `target`, never clobbering what is there.
 pub fn append_note(repo: &Repository, target: Oid, line: &str) -> Result<()> {
-    let existing = repo
-        .find_note(Some(NOTES_REF), target)
-        .ok()
-        .and_then(|n| n.message().map(str::to_string))
-        .unwrap_or_default();
-    if existing.lines().any(|l| l == line) {
-        return Ok(());
-    }
-    let mut text = existing;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(line);
-    text.push('\n');
+    append_note_in(repo, NOTES_REF, target, line)
+}
+
+/// Appends a line to a note, retrying while another process holds the notes ref's lock
+/// (runs in several worktrees finish at the same time).
+pub fn append_note_in(repo: &Repository, notes_ref: &str, target: Oid, line: &str) -> Result<()> {
     let sig = signature(repo)?;
-    repo.note(&sig, &sig, Some(NOTES_REF), target, &text, true)?;
-    Ok(())
+    let mut last = None;
+    for attempt in 0..100 {
+        let existing = repo
+            .find_note(Some(notes_ref), target)
+            .ok()
+            .and_then(|n| n.message().map(str::to_string))
+            .unwrap_or_default();
+        if existing.lines().any(|l| l == line) {
+            return Ok(());
+        }
+        let mut text = existing;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+        text.push('\n');
+        match repo.note(&sig, &sig, Some(notes_ref), target, &text, true) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.code() == git2::ErrorCode::Locked
+                    || e.message().contains("lock")
+                    || e.code() == git2::ErrorCode::Modified =>
+            {
+                last = Some(e);
+                std::thread::sleep(std::time::Duration::from_millis(5 + attempt % 7 * 3));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last
+        .map(Error::from)
+        .unwrap_or_else(|| Error::new("could not update notes")))
 }
 
 /// A run found in the store.

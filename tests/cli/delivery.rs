@@ -119,7 +119,7 @@ fn two_worktree_runs_at_once_both_finish() {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("HOME", &r.home)
-            .args(["run", "-q", "--worktree", "-w"])
+            .args(["run", "--worktree", "-w"])
             .arg(&wo)
             .arg("--replay")
             .arg(&replay)
