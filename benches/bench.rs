@@ -345,6 +345,21 @@ fn bench_worktree(work: &Path, runs: usize) {
             );
         })
     });
+    let repo = git2::Repository::open(&root).expect("open");
+    let head = git(&root, &["rev-parse", "HEAD"]).trim().to_string();
+    let ours = measure(runs, || {
+        time(|| {
+            let wt =
+                git_factory::git::worktree::TempWorktree::add(&repo, "bench", &head).expect("add");
+            wt.remove().expect("remove");
+        })
+    });
+    row(
+        "harness worktree create + remove",
+        "20000",
+        &ours,
+        Some(ours.median.as_secs_f64() / git_time.median.as_secs_f64()),
+    );
     row("git worktree add + remove", "20000", &git_time, None);
     let _ = std::fs::remove_dir_all(&root);
 }
