@@ -801,8 +801,12 @@ impl Session<'_> {
             self.fatal = Some(format!("cannot write prompt.txt: {e}"));
             return Outcome::Fatal(Stage::Exception);
         }
+        let baseline = self.baseline.id().to_string();
         let request = Request {
             root: &self.root,
+            run_id: &self.summary.run_id,
+            baseline: &baseline,
+            allowed: &self.wo.order.allowed_files,
             prompt: &text,
             work_order: &self.wo.raw,
             attempt,

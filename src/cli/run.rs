@@ -35,6 +35,10 @@ pub struct RunArgs {
     /// SE is an external program that reads the request as JSON on stdin and prints its proposal
     #[arg(long = "agent-command", value_name = "ARGV")]
     pub agent_command: Option<String>,
+    /// SE is a coding agent that edits files in a scratch worktree; its diff is the proposal
+    /// ({prompt_file} and {attempt} in an argument are replaced)
+    #[arg(long = "agent-edits", value_name = "ARGV")]
+    pub agent_edits: Option<String>,
     /// Time limit in seconds for one agent invocation [default: 1800] [config: factory.agentTimeout]
     #[arg(long = "agent-timeout", value_name = "S")]
     pub agent_timeout: Option<u64>,
@@ -178,6 +182,7 @@ impl RunArgs {
 fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
     let chosen = [
         args.agent_command.is_some(),
+        args.agent_edits.is_some(),
         args.replay.is_some(),
         args.llm_model.is_some(),
     ]
@@ -186,7 +191,14 @@ fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
     .count();
     if chosen > 1 {
         return Err(Error::new("more than one SE provider given")
-            .hint("use one of --llm-model, --agent-command or --replay"));
+            .hint("use one of --llm-model, --agent-command, --agent-edits or --replay"));
+    }
+    if let Some(cmd) = &args.agent_edits {
+        let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {
+            Error::new(format!("--agent-edits {cmd:?} cannot be split into arguments"))
+                .hint("quote it like a shell word list, e.g. --agent-edits 'claude -p --permission-mode acceptEdits'")
+        })?;
+        return Ok(ProviderSpec::AgentEdits { argv });
     }
     if let Some(cmd) = &args.agent_command {
         let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {

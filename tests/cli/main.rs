@@ -2,6 +2,7 @@
 
 mod common;
 
+mod agents;
 mod delivery;
 mod demo;
 mod log_show;

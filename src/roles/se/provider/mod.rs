@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 pub mod command;
+pub mod edits;
 pub mod http;
 pub mod openai;
 pub mod replay;
@@ -16,6 +17,10 @@ use std::path::Path;
 pub struct Request<'a> {
     /// The tree the run works in (the user's, or the run's worktree).
     pub root: &'a Path,
+    pub run_id: &'a str,
+    /// The baseline commit every attempt starts from.
+    pub baseline: &'a str,
+    pub allowed: &'a [String],
     pub prompt: &'a str,
     pub work_order: &'a serde_json::Value,
     pub attempt: u32,
@@ -61,6 +66,9 @@ pub enum ProviderSpec {
         base_url: Option<String>,
     },
     AgentCommand {
+        argv: Vec<String>,
+    },
+    AgentEdits {
         argv: Vec<String>,
     },
     Replay {
@@ -156,6 +164,13 @@ impl ProviderSpec {
                 }),
                 self.identity(),
             ),
+            ProviderSpec::AgentEdits { argv } => (
+                Box::new(edits::AgentEdits {
+                    argv: argv.clone(),
+                    timeout: agent_timeout,
+                }),
+                self.identity(),
+            ),
             ProviderSpec::Replay { dir } => {
                 let replay = if dir.is_dir() {
                     replay::Replay::from_dir(dir)?
@@ -193,6 +208,7 @@ impl ProviderSpec {
                 None => format!("anthropic:{model}"),
             },
             ProviderSpec::AgentCommand { argv } => format!("agent:{}", join_argv(argv)),
+            ProviderSpec::AgentEdits { argv } => format!("agent-edits:{}", join_argv(argv)),
             ProviderSpec::Replay { .. } => "replay".to_string(),
             ProviderSpec::Scripted { name, .. } => format!("scripted:{name}"),
         }

@@ -1,0 +1,241 @@
+//! `--agent-edits`: coding agents that edit files in a scratch worktree.
+
+use crate::common::*;
+use serde_json::{json, Value};
+
+/// A repo with an executable-to-be script, and an agent script doing `action`. Before the
+/// action, the agent records the user's tree, index and HEAD, so the test can check they
+/// were untouched while it ran.
+struct Agent {
+    r: TestRepo,
+    script: std::path::PathBuf,
+    probe: std::path::PathBuf,
+}
+
+fn agent(action: &str) -> Agent {
+    let r = TestRepo::with_files(&[
+        ("app.txt", "one\ntwo\nthree\n"),
+        ("other.txt", "keep me\n"),
+        ("run.sh", "echo hi\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    let probe = r.outside.join("probe");
+    let script = r.outside.join("agent.sh");
+    // The probe copies the user's files as the agent sees them, for the test to compare.
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nmkdir -p {probe}/$FACTORY_ATTEMPT\nfor f in app.txt other.txt run.sh .git/index .git/HEAD; do cp \"$USER_ROOT/$f\" {probe}/$FACTORY_ATTEMPT/ 2>/dev/null; done\nls -a \"$USER_ROOT\" > {probe}/$FACTORY_ATTEMPT/ls\npwd > {probe}/$FACTORY_ATTEMPT/pwd\n{action}\n",
+            probe = probe.display()
+        ),
+    )
+    .expect("write");
+    Agent { r, script, probe }
+}
+
+impl Agent {
+    fn run(&self, allowed: &[&str], accept: &str, extra: &[&str]) -> (std::process::Output, Value) {
+        let wo = self.r.work_order(json!({
+            "id": "agent", "title": "agent edits", "intent": "edit", "allowed_files": allowed,
+            "acceptance_commands": [accept],
+        }));
+        let out = self
+            .r
+            .factory()
+            .env("USER_ROOT", &self.r.root)
+            .env("OPENAI_API_KEY", "agent-keeps-its-key")
+            .args(["run", "--json", "-w"])
+            .arg(&wo)
+            .arg("--agent-edits")
+            .arg(format!(
+                "sh {} {{prompt_file}} attempt-{{attempt}}",
+                self.script.display()
+            ))
+            .args(extra)
+            .output()
+            .expect("runs");
+        // What the agent saw of the user's tree equals what was there before the run.
+        for attempt in std::fs::read_dir(&self.probe)
+            .map(|d| d.flatten().collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
+            let seen = attempt.path();
+            let pwd = std::fs::read_to_string(seen.join("pwd")).unwrap_or_default();
+            assert!(
+                pwd.contains(".git/factory/worktrees/agent-"),
+                "the agent ran in a scratch worktree: {pwd}"
+            );
+        }
+        assert_eq!(
+            self.r
+                .git(&["worktree", "list", "--porcelain"])
+                .matches("worktree ")
+                .count(),
+            1,
+            "no scratch worktree is left"
+        );
+        let summary = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+        (out, summary)
+    }
+
+    /// Files the agent copied from the user's tree during attempt N, as bytes.
+    fn seen(&self, attempt: u32, file: &str) -> Vec<u8> {
+        std::fs::read(self.probe.join(attempt.to_string()).join(file)).unwrap_or_default()
+    }
+}
+
+fn untouched_during(a: &Agent, attempt: u32, index_before: &[u8], head_before: &[u8]) {
+    assert_eq!(a.seen(attempt, "app.txt"), b"one\ntwo\nthree\n");
+    assert_eq!(a.seen(attempt, "other.txt"), b"keep me\n");
+    assert_eq!(a.seen(attempt, "index"), index_before);
+    assert_eq!(a.seen(attempt, "HEAD"), head_before);
+}
+
+fn before(a: &Agent) -> (Vec<u8>, Vec<u8>) {
+    (
+        std::fs::read(a.r.root.join(".git/index")).expect("index"),
+        std::fs::read(a.r.root.join(".git/HEAD")).expect("HEAD"),
+    )
+}
+
+#[test]
+fn an_agent_that_edits_an_allowed_file_passes() {
+    let a = agent("sed -i 's/^two$/TWO/' app.txt\ntest -n \"$FACTORY_PROMPT_FILE\" && grep -q 'Work order agent' \"$1\" && test \"$2\" = attempt-1 && test \"$FACTORY_ALLOWED_FILES\" = app.txt && test -n \"$FACTORY_RUN_ID\" && test \"$OPENAI_API_KEY\" = agent-keeps-its-key");
+    let (idx, head) = before(&a);
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    untouched_during(&a, 1, &idx, &head);
+    assert_eq!(a.r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    let id = s["run_id"].as_str().expect("id");
+    let stored = a.r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
+    ]);
+    assert!(stored.contains("-two\n+TWO\n"), "{stored}");
+    assert!(s["config"]["model"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("agent-edits:sh "));
+}
+
+#[test]
+fn new_files_deletions_and_modes_are_part_of_the_proposal() {
+    let a = agent("echo new > new.txt\nrm other.txt\nchmod +x run.sh");
+    let (out, _) = a.run(
+        &["new.txt", "other.txt", "run.sh"],
+        "sh -c 'test -x run.sh && test -f new.txt && test ! -e other.txt'",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(a.r.read("new.txt").as_deref(), Some("new\n"));
+    assert!(a.r.read("other.txt").is_none());
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        std::fs::metadata(a.r.root.join("run.sh"))
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o111
+            != 0
+    );
+}
+
+#[test]
+fn what_the_agent_commits_is_its_proposal() {
+    let a = agent("sed -i 's/^two$/TWO/' app.txt\ngit -c user.name=a -c user.email=a@a.invalid commit -qam 'agent commit'");
+    let head_before = a.r.git(&["rev-parse", "HEAD"]);
+    let (out, _) = a.run(&["app.txt"], "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(a.r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(
+        a.r.git(&["rev-parse", "HEAD"]),
+        head_before,
+        "the agent's commit does not reach the user's branch"
+    );
+}
+
+#[test]
+fn an_edit_outside_the_allowed_files_is_refused_then_corrected() {
+    let a = agent("if [ \"$FACTORY_ATTEMPT\" = 1 ]; then echo sneaky >> other.txt; fi\nsed -i 's/^two$/TWO/' app.txt");
+    let (idx, head) = before(&a);
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "patch_scope_violation");
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("other.txt"));
+    untouched_during(&a, 1, &idx, &head);
+    untouched_during(&a, 2, &idx, &head);
+    assert_eq!(a.r.read("other.txt").as_deref(), Some("keep me\n"));
+}
+
+#[test]
+fn an_agent_that_fails_is_llm_call_failed_with_its_stderr() {
+    let a = agent("echo 'agent crashed: no credits' >&2\nexit 4");
+    let (out, s) = a.run(&["app.txt"], "true", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "llm_call_failed");
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("agent crashed: no credits"));
+}
+
+#[test]
+fn a_hanging_agent_is_killed_with_its_children() {
+    let a = agent("sleep 67 &\nsleep 68");
+    let start = std::time::Instant::now();
+    let (out, s) = a.run(
+        &["app.txt"],
+        "true",
+        &["--max-attempts", "1", "--agent-timeout", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert!(s["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("timed out"));
+    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        assert!(
+            !cmd.contains("sleep 67") && !cmd.contains("sleep 68"),
+            "left behind: {cmd}"
+        );
+    }
+}
+
+#[test]
+fn an_agent_that_changes_nothing_proposes_no_change() {
+    let a = agent("true");
+    let (out, s) = a.run(&["app.txt"], "grep -qx two app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["summary"], "the agent changed nothing");
+}
+
+#[test]
+fn replaying_an_agent_edits_run_needs_no_agent() {
+    let a = agent("sed -i 's/^two$/TWO/' app.txt");
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let id = s["run_id"].as_str().expect("id").to_string();
+    a.r.git(&["checkout", "--", "app.txt"]);
+    std::fs::remove_file(&a.script).expect("the agent is gone");
+    let wo = a.r.work_order(json!({
+        "id": "agent", "title": "agent edits", "intent": "edit", "allowed_files": ["app.txt"],
+        "acceptance_commands": ["grep -qx TWO app.txt"],
+    }));
+    let out =
+        a.r.factory()
+            .args(["run", "-w"])
+            .arg(&wo)
+            .args(["--replay", &id])
+            .output()
+            .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(a.r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
