@@ -727,10 +727,9 @@ impl Nodes for Session<'_> {
             }
         };
         self.ui.info(format!(
-            "{} {attempt}/{}: SE proposing ({})",
+            "{} {attempt}/{}",
             ui::bold("attempt"),
-            self.summary.max_attempts,
-            self.summary.config.model
+            self.summary.max_attempts
         ));
         self.staged(|s| s.propose(attempt, &dir, &rel))
     }
@@ -814,7 +813,32 @@ impl Session<'_> {
             attempt_dir: dir,
             attempt_rel: rel,
         };
+        let progress = self
+            .ui
+            .progress(format!("  SE waiting for {}", self.summary.config.model));
+        let asked = Instant::now();
         let answer = self.provider.propose(&request);
+        let tokens = match &answer {
+            Ok(r) => r
+                .usage
+                .as_ref()
+                .map(|u| {
+                    format!(
+                        ", {} in / {} out tokens",
+                        u.input_tokens.unwrap_or(0),
+                        u.output_tokens.unwrap_or(0)
+                    )
+                })
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        progress.finish(
+            self.ui,
+            Some(format!(
+                "  SE answered in {:.1}s{tokens}",
+                asked.elapsed().as_secs_f64()
+            )),
+        );
         if self.runs_in_tree {
             // An agent that prints its proposal must not also edit the tree.
             match git::restore_baseline(self.repo, &self.root, &self.baseline) {
@@ -1016,7 +1040,7 @@ impl Session<'_> {
         let ui = self.ui;
         let outcome = po.run(&self.verify_cmds, &self.acceptance, |kind, argv| {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
-            ui.info(format!("  PO {kind}: {shown}"));
+            ui.progress(format!("  PO {kind}: {shown}"))
         });
         drop(pycache);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);

@@ -20,6 +20,42 @@ pub enum ColorChoice {
 pub struct Ui {
     pub quiet: bool,
     pub verbose: bool,
+    /// A live status line is drawn only on a terminal.
+    live: bool,
+}
+
+/// A live status line ("⠋ PO acceptance: pytest -q 3.2s") redrawn while a stage runs; on a
+/// non-terminal the label is printed once as a plain line instead.
+pub struct Progress {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Ends the status line, replacing it with `line`.
+    pub fn finish(mut self, ui: &Ui, line: Option<String>) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.join();
+        if let Some(line) = line {
+            ui.info(line);
+        }
+    }
+
+    fn join(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// Dropped: the label stays, with the time the stage took.
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        self.join();
+    }
 }
 
 impl Ui {
@@ -32,7 +68,59 @@ impl Ui {
         };
         console::set_colors_enabled(enabled);
         console::set_colors_enabled_stderr(enabled);
-        Ui { quiet, verbose }
+        let live = !quiet && console::Term::stderr().is_term();
+        Ui {
+            quiet,
+            verbose,
+            live,
+        }
+    }
+
+    /// Starts a status line for a stage that takes a while.
+    pub fn progress(&self, label: String) -> Progress {
+        if !self.live {
+            self.info(&label);
+            return Progress {
+                stop: None,
+                handle: None,
+            };
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            let term = console::Term::stderr();
+            let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+            let start = std::time::Instant::now();
+            let mut i = 0usize;
+            loop {
+                let line = format!(
+                    "{} {label} {}",
+                    frames[i % frames.len()],
+                    dim(format!("{:.1}s", start.elapsed().as_secs_f64()))
+                );
+                let _ = term.clear_line();
+                let _ = term.write_str(&line);
+                i += 1;
+                match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                    Ok(()) => {
+                        // Replaced by the caller's own line.
+                        let _ = term.clear_line();
+                        return;
+                    }
+                    Err(_) => break,
+                }
+            }
+            // Dropped without a line of its own: keep the label with how long it took.
+            let _ = term.clear_line();
+            let _ = term.write_line(&format!(
+                "{label} {}",
+                dim(format!("({:.1}s)", start.elapsed().as_secs_f64()))
+            ));
+        });
+        Progress {
+            stop: Some(tx),
+            handle: Some(handle),
+        }
     }
 
     /// A progress or report line on stderr (silenced by -q).

@@ -2,7 +2,9 @@
 
 pub mod apply;
 pub mod checkout;
+pub mod completions;
 pub mod demo;
+pub mod generated;
 pub mod hook;
 pub mod log;
 pub mod patch;
@@ -65,6 +67,8 @@ pub enum Command {
     Patch(patch::PatchArgs),
     /// Roll back a run that was killed mid-way and record it as INTERRUPTED
     Recover(recover::RecoverArgs),
+    /// Print the completion script for bash, zsh, fish, elvish or powershell
+    Completions(completions::CompletionsArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
     Demo(demo::DemoArgs),
 }
@@ -88,6 +92,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Log(args) => log::cmd_log(&ui, args),
         Command::Show(args) => show::cmd_show(&ui, args),
         Command::Demo(args) => demo::cmd_demo(&ui, args),
+        Command::Completions(args) => completions::cmd_completions(&ui, args),
         Command::Patch(args) => patch::cmd_patch(&ui, args),
         Command::Apply(args) => apply::cmd_apply(&ui, args),
         Command::Verify(args) => verify::cmd_verify(&ui, args),

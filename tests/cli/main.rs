@@ -5,6 +5,7 @@ mod common;
 mod agents;
 mod delivery;
 mod demo;
+mod generated;
 mod log_show;
 mod patch;
 mod providers;

@@ -150,12 +150,13 @@ impl PoRun<'_> {
     }
 
     /// Runs verification then acceptance, stopping at the first command that does not succeed.
-    /// `on_command` is told before each command starts (for progress output).
-    pub fn run(
+    /// `on_command` is told before each command starts; what it returns (a progress line) is
+    /// dropped when the command ends.
+    pub fn run<G>(
         &self,
         verify: &[Vec<String>],
         acceptance: &[Vec<String>],
-        mut on_command: impl FnMut(&str, &[String]),
+        mut on_command: impl FnMut(&str, &[String]) -> G,
     ) -> PoOutcome {
         let mut out = PoOutcome {
             verify: Vec::new(),
@@ -163,8 +164,9 @@ impl PoRun<'_> {
             failed: None,
         };
         for (i, argv) in verify.iter().enumerate() {
-            on_command("verify", argv);
+            let shown = on_command("verify", argv);
             let r = self.run_one("verify", i, argv);
+            drop(shown);
             let ok = r.succeeded();
             out.verify.push(r);
             if !ok {
@@ -173,8 +175,9 @@ impl PoRun<'_> {
             }
         }
         for (i, argv) in acceptance.iter().enumerate() {
-            on_command("acceptance", argv);
+            let shown = on_command("acceptance", argv);
             let r = self.run_one("acceptance", i, argv);
+            drop(shown);
             let ok = r.succeeded();
             out.acceptance.push(r);
             if !ok {

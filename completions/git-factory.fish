@@ -1,0 +1,232 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_git_factory_global_optspecs
+    string join \n color= q/quiet v/verbose h/help V/version
+end
+
+function __fish_git_factory_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_git_factory_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_git_factory_using_subcommand
+    set -l cmd (__fish_git_factory_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c git-factory -n "__fish_git_factory_needs_command" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_needs_command" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_needs_command" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c git-factory -n "__fish_git_factory_needs_command" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "run" -d 'Run one work order through the SE → TR → PO loop'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "log" -d 'List past runs, newest first'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "show" -d 'Show one run: summary, attempts, failure briefs, patch, logs'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "apply" -d 'Bring a PASSed run\'s change into the current work tree (3-way if HEAD moved on)'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "verify" -d 'Run global verification on a revision in a temporary worktree (cached by tree)'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "hook" -d 'Install or remove the pre-push hook that verifies what you push'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "checkout" -d 'Materialise the tree of one attempt of a run into a folder'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "reverify" -d 'Re-run verification and acceptance on every recorded attempt tree of a run'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "patch" -d 'Apply a diff (unified, Begin Patch envelope or SEARCH/REPLACE) with the TR engine'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "recover" -d 'Roll back a run that was killed mid-way and record it as INTERRUPTED'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "completions" -d 'Print the completion script for bash, zsh, fish, elvish or powershell'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "demo" -d 'Make a demo repo and run a work order through the loop with a scripted proposer'
+complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s w -l work-order -d 'The work order JSON file (`-` reads stdin)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l repo -d 'The product repo (default: discovered from the current directory, like git)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l out -d 'Also write the file artifacts to DIR/<run_id>/ (must be outside the work tree)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-model -d 'The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-base-url -d 'Base URL of an OpenAI-compatible server [env: OPENAI_BASE_URL] [config: factory.baseUrl]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-temperature -d 'Sampling temperature [default: 0] [config: factory.temperature]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l agent-command -d 'SE is an external program that reads the request as JSON on stdin and prints its proposal' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l agent-edits -d 'SE is a coding agent that edits files in a scratch worktree; its diff is the proposal ({prompt_file} and {attempt} in an argument are replaced)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l agent-timeout -d 'Time limit in seconds for one agent invocation [default: 1800] [config: factory.agentTimeout]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l replay -d 'SE replays recorded proposals from a folder (1.json, 2.json, … or 1.diff, 2.diff, …)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-attempts -d 'SE → TR → PO attempts [default: 2] [config: factory.maxAttempts]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l timeout-seconds -d 'Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l branch -d 'On PASS, deliver the change on branch NAME (in-situ: created at the baseline and checked out)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l id -d 'Inline work order: its id' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l title -d 'Inline work order: its title' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l intent -d 'Inline work order: what to change and why' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l allow -d 'Inline work order: a file the change may touch (repeatable)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l context -d 'Inline work order: a file shown to the model (repeatable; must also be allowed)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l accept -d 'Inline work order: an acceptance command (repeatable)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l forbid -d 'Inline work order: a constraint shown to the model (repeatable)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l strict-apply -d 'Only the strict apply pass: every hunk exactly where its header says'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l force -d 'Run again even though a finished run with this run_id exists; with --branch, move an existing branch'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l dry-run -d 'Validate, preflight and print the first prompt; call nothing, change nothing'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l json -d 'Print the final run summary as JSON on stdout'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l worktree -d 'Run in a fresh worktree at HEAD; your tree, index and branch are never touched'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l commit -d 'On PASS, commit the change on the current branch (Conventional Commits message)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l sandbox -d 'Run verification and acceptance under bubblewrap: no network, own pid namespace, read-only file system except the work tree and a private /tmp'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s n -l max-count -d 'Show at most N runs' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l verdict -d 'Only runs with this verdict' -r -f -a "pass\t''
+fail\t''
+error\t''
+interrupted\t''
+running\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l json -d 'Print the runs as a JSON array on stdout'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l attempt -d 'Show only attempt N (with --patch: that attempt\'s patch)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l log -d 'Print a command\'s full output, e.g. acceptance:0 or verify:1 (of --attempt N, default the last)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l patch -d 'Print the passing (or else the last) attempt\'s proposed patch'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l json -d 'Print the stored run_summary.json exactly'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l timeout-seconds -d 'Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l no-cache -d 'Verify again even if this tree already passed'
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "uninstall" -d 'Remove the pre-push hook git factory installed (restoring a saved one)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "pre-push" -d 'The hook itself, as git runs it: `git factory hook pre-push <remote> <url>`'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -l force -d 'Replace a pre-push hook git factory did not write (it is kept as pre-push.factory-saved)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "uninstall" -d 'Remove the pre-push hook git factory installed (restoring a saved one)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "pre-push" -d 'The hook itself, as git runs it: `git factory hook pre-push <remote> <url>`'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -l attempt -d 'The attempt whose tree to write' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l timeout-seconds -d 'Time limit in seconds for each command [default: the run\'s own]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l json -d 'Print the comparison as JSON on stdout'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s p -d 'Remove N leading path components from unified-diff paths (default: git\'s a/ and b/)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l check -d 'Only check that it would apply; write nothing'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l strict -d 'Only the strict pass: every hunk exactly where its header says'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -l color -d 'When to colour output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s q -l quiet -d 'Print only results and the final verdict line'
+complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s h -l help -d 'Print help'
+complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s V -l version -d 'Print version'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "run" -d 'Run one work order through the SE → TR → PO loop'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "log" -d 'List past runs, newest first'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "show" -d 'Show one run: summary, attempts, failure briefs, patch, logs'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "apply" -d 'Bring a PASSed run\'s change into the current work tree (3-way if HEAD moved on)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "verify" -d 'Run global verification on a revision in a temporary worktree (cached by tree)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "hook" -d 'Install or remove the pre-push hook that verifies what you push'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "checkout" -d 'Materialise the tree of one attempt of a run into a folder'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "reverify" -d 'Re-run verification and acceptance on every recorded attempt tree of a run'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "patch" -d 'Apply a diff (unified, Begin Patch envelope or SEARCH/REPLACE) with the TR engine'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "recover" -d 'Roll back a run that was killed mid-way and record it as INTERRUPTED'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "completions" -d 'Print the completion script for bash, zsh, fish, elvish or powershell'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "demo" -d 'Make a demo repo and run a work order through the loop with a scripted proposer'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and __fish_seen_subcommand_from hook" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and __fish_seen_subcommand_from hook" -f -a "uninstall" -d 'Remove the pre-push hook git factory installed (restoring a saved one)'
+complete -c git-factory -n "__fish_git_factory_using_subcommand help; and __fish_seen_subcommand_from hook" -f -a "pre-push" -d 'The hook itself, as git runs it: `git factory hook pre-push <remote> <url>`'
+
+# `git factory <TAB>` through git's own completion
+complete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify hook recover patch completions demo'

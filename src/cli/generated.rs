@@ -1,0 +1,163 @@
+//! Man pages and shell completions, generated from the clap definitions. The committed copies
+//! in `man/` and `completions/` are checked against these by a test.
+
+use super::Cli;
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+/// What the man pages add to the generated synopsis and options.
+const EXIT_STATUS: &str = "0 PASS, or success\n1 FAIL verdict (a refused patch with `git factory patch`, a conflict with `apply`, a failed `verify`)\n2 refused before anything changed (usage, invalid work order, preflight, provider misconfigured), or a run that could not finish (verdict ERROR, rolled back first)\n130 interrupted (after rollback)\n101 a bug (panic)";
+
+const CONFIGURATION: &str = "factory.model\tthe model for --llm-model, as [PROVIDER:]MODEL\nfactory.baseUrl\tthe base URL of an OpenAI-compatible server\nfactory.temperature\tsampling temperature (0)\nfactory.maxAttempts\tSE -> TR -> PO attempts (2)\nfactory.timeoutSeconds\ttime limit per command (600)\nfactory.agentTimeout\ttime limit per agent invocation (1800)\nfactory.verify\tglobal verification commands, one per value, when scripts/verify.sh does not exist\nfactory.scrubEnv\tmore environment variables removed from commands (multi-valued)\nfactory.prePush\tfalse turns the pre-push hook off\ncore.hooksPath\twhere hook install writes the pre-push hook";
+
+fn description(name: &str) -> &'static str {
+    match name {
+        "run" => "Runs one work order through the strict SE -> TR -> PO loop. SE (a model, an agent command, a coding agent in a scratch worktree, or replayed proposals) proposes a change; TR parses it with git factory's own diff parser, checks every touched path against allowed_files and the always-refused rules, computes every resulting file in memory and writes all or nothing; PO runs global verification and the acceptance commands. A failed attempt is rolled back exactly and the next attempt gets a bounded failure brief. Every run is recorded under refs/factory/<run_id> and in refs/notes/factory.",
+        "log" => "Lists the runs stored under refs/factory/, newest first, one line each: run id, verdict, attempts, work-order id and title, baseline and age. Runs fetched from a remote show up too.",
+        "show" => "Shows one run: its summary, each attempt's stage, apply method, commands with exit codes and durations, and failure brief; or its patch, a command's full output, or the stored run_summary.json.",
+        "apply" => "Brings the change of a run that PASSed into the current work tree, merging 3-way when HEAD has moved on since the run's baseline. A conflict is reported and nothing is written.",
+        "verify" => "Runs global verification on a revision in a temporary worktree. A pass is cached in refs/notes/factory-verify keyed by tree id, so verifying the same tree again is instant.",
+        "hook" => "Installs or removes the pre-push hook. On push it verifies each pushed tip in a temporary worktree (cached by tree) and blocks a failing push, and refuses commits whose Factory-Run run did not PASS.",
+        "reverify" => "Re-runs verification and acceptance on every recorded attempt tree of a run in a temporary worktree, and prints what was recorded next to what happens now.",
+        "checkout" => "Writes the tree of one attempt of a run into a folder.",
+        "patch" => "The TR engine as plumbing: applies a unified diff, a *** Begin Patch envelope or SEARCH/REPLACE blocks to the work tree under every always-refused rule, all or nothing, trying the strict, recount and fuzzy passes in turn and accepting a pass only where every hunk's location is unique.",
+        "recover" => "Finishes a run whose process was killed: stops its command, restores the baseline exactly (work tree, index, HEAD), records the run as INTERRUPTED and clears the journal.",
+        "completions" => "Prints the completion script for a shell.",
+        "demo" => "Makes a small repo with a failing check and runs a work order through the loop with a built-in scripted proposer: attempt 1 fails acceptance and is rolled back, attempt 2 passes. Needs nothing but git.",
+        _ => "git factory hands a precise work order to a language model or coding agent and gives back either a change that provably passes your checks, or a clean repo and a full record of why not.",
+    }
+}
+
+fn examples(name: &str) -> &'static str {
+    match name {
+        "run" => "git factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory run -w wo.json --llm-model openai:qwen2.5-coder --llm-base-url http://127.0.0.1:11434/v1\ngit factory run -w wo.json --agent-edits 'claude -p --permission-mode acceptEdits' --worktree\ngit factory run --id fix-1 --title 'Fix parse' --intent 'parse(\"\") returns []' --allow src/parse.py --accept 'python -m pytest -q' --replay proposals/",
+        "log" => "git factory log -n 20\ngit factory log --verdict fail --json",
+        "show" => "git factory show 1a2b\ngit factory show 1a2b --patch --attempt 1\ngit factory show 1a2b --log acceptance:0",
+        "apply" => "git factory apply 1a2b",
+        "verify" => "git factory verify\ngit factory verify origin/main --no-cache",
+        "hook" => "git factory hook install\ngit factory hook uninstall",
+        "reverify" => "git factory reverify 1a2b",
+        "checkout" => "git factory checkout 1a2b --attempt 1 /tmp/attempt1",
+        "patch" => "git factory patch --check model.diff\ngit diff | git factory patch --strict -",
+        "recover" => "git factory recover",
+        "completions" => "git factory completions bash > ~/.local/share/bash-completion/completions/git-factory",
+        "demo" => "git factory demo ./factory-demo",
+        _ => "git factory demo\ngit factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory log\ngit push origin 'refs/factory/*:refs/factory/*' refs/notes/factory",
+    }
+}
+
+fn roff_escape(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('-', "\\-")
+        .lines()
+        .map(|l| {
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!("\\&{l}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn section(title: &str, body: &str, verbatim: bool) -> String {
+    let mut out = format!(".SH \"{title}\"\n");
+    if verbatim {
+        out.push_str(".nf\n");
+        out.push_str(&roff_escape(body));
+        out.push_str("\n.fi\n");
+    } else {
+        for para in body.split("\n\n") {
+            out.push_str(&roff_escape(para));
+            out.push_str("\n.PP\n");
+        }
+    }
+    out
+}
+
+/// Every man page, as (file name, contents): `git-factory.1` and one per subcommand.
+pub fn man_pages() -> Vec<(String, String)> {
+    let mut root = Cli::command().name("git-factory").bin_name("git factory");
+    root.build();
+    let mut pages = Vec::new();
+    let mut page = |cmd: clap::Command, file: String, key: &str| {
+        let mut buf = Vec::new();
+        let man = clap_mangen::Man::new(cmd)
+            .date("")
+            .source(format!("git-factory {}", env!("CARGO_PKG_VERSION")))
+            .manual("Git Manual");
+        let _ = man.render_title(&mut buf);
+        let _ = man.render_name_section(&mut buf);
+        let _ = man.render_synopsis_section(&mut buf);
+        let mut text = String::from_utf8_lossy(&buf).into_owned();
+        text.push_str(&section("DESCRIPTION", description(key), false));
+        let mut buf = Vec::new();
+        let _ = man.render_options_section(&mut buf);
+        let _ = man.render_subcommands_section(&mut buf);
+        text.push_str(&String::from_utf8_lossy(&buf));
+        text.push_str(&section("EXAMPLES", examples(key), true));
+        if key == "git-factory" || key == "run" {
+            text.push_str(&section("CONFIGURATION", CONFIGURATION, true));
+        }
+        text.push_str(&section("EXIT STATUS", EXIT_STATUS, true));
+        let mut buf = Vec::new();
+        let _ = man.render_version_section(&mut buf);
+        text.push_str(&String::from_utf8_lossy(&buf));
+        pages.push((file, text));
+    };
+    for sub in root.get_subcommands() {
+        if sub.is_hide_set() || sub.get_name() == "help" {
+            continue;
+        }
+        let name = sub.get_name().to_string();
+        let cmd = sub
+            .clone()
+            .name(format!("git-factory-{name}"))
+            .bin_name(format!("git factory {name}"))
+            .version(env!("CARGO_PKG_VERSION"));
+        page(cmd, format!("git-factory-{name}.1"), &name);
+    }
+    page(root.clone(), "git-factory.1".to_string(), "git-factory");
+    pages.sort();
+    pages
+}
+
+/// Bash glue so `git factory <TAB>` works: git's completion calls `_git_factory`.
+const BASH_GIT_GLUE: &str = r#"
+# git's own completion calls _git_<subcommand> for `git factory <TAB>`.
+_git_factory() {
+    local i words_=("git-factory") cword_=1
+    for ((i = 2; i < ${#COMP_WORDS[@]}; i++)); do
+        words_+=("${COMP_WORDS[i]}")
+    done
+    cword_=$((COMP_CWORD - 1))
+    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$cword_
+    _git-factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+}
+"#;
+
+const FISH_GIT_GLUE: &str = "\n# `git factory <TAB>` through git's own completion\ncomplete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify hook recover patch completions demo'\n";
+
+/// The completion script for one shell.
+pub fn completion(shell: Shell) -> String {
+    let mut cmd = Cli::command().name("git-factory").bin_name("git-factory");
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "git-factory", &mut buf);
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    match shell {
+        Shell::Bash => text.push_str(BASH_GIT_GLUE),
+        Shell::Fish => text.push_str(FISH_GIT_GLUE),
+        _ => {}
+    }
+    text
+}
+
+/// Every completion file, as (file name, contents).
+pub fn completion_files() -> Vec<(String, String)> {
+    vec![
+        ("git-factory.bash".to_string(), completion(Shell::Bash)),
+        ("_git-factory".to_string(), completion(Shell::Zsh)),
+        ("git-factory.fish".to_string(), completion(Shell::Fish)),
+    ]
+}
