@@ -894,5 +894,5 @@ _git_factory() {
     done
     cword_=$((COMP_CWORD - 1))
     local COMP_WORDS=("${words_[@]}") COMP_CWORD=$cword_
-    _git-factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+    _git__factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 }

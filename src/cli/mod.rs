@@ -73,7 +73,33 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
+/// A panic is a bug: one line saying so (exit 101), never a debug dump; the backtrace only
+/// when RUST_BACKTRACE asks for it.
+fn install_panic_hook() {
+    if std::env::var_os("RUST_BACKTRACE").is_some() {
+        return;
+    }
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("error: git factory hit a bug: {what}{at}");
+            eprintln!("hint: please report it with the command you ran (RUST_BACKTRACE=1 shows a backtrace)");
+        }
+    }));
+}
+
 pub fn main() -> std::process::ExitCode {
+    install_panic_hook();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
