@@ -92,7 +92,11 @@ fn generate(root: &Path, files: usize) -> String {
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "generated"]);
     git(root, &["config", "factory.verify", "true"]);
-    git(root, &["status", "--porcelain"]); // a fresh index stat cache, as a user's repo has
+    // A user's index was written well after their files: wait out git's racy-timestamp window,
+    // then let git refresh the stat cache, as any later git command would have.
+    std::thread::sleep(Duration::from_millis(1100));
+    git(root, &["update-index", "-q", "--really-refresh"]);
+    git(root, &["status", "--porcelain"]);
     first
 }
 

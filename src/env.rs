@@ -36,3 +36,8 @@ pub fn pytest_addopts() -> Option<String> {
 pub fn crash_point() -> Option<String> {
     var("GIT_FACTORY_TEST_CRASH_AT")
 }
+
+/// `GIT_FACTORY_TRACE=1`: print how long each phase of a run took, for profiling.
+pub fn trace() -> bool {
+    std::env::var_os("GIT_FACTORY_TRACE").is_some()
+}

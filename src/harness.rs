@@ -143,6 +143,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let repo = git::open(opts.repo_dir.as_deref())?;
     let user_root = git::workdir(&repo)?;
     let baseline = git::head_commit(&repo)?;
+    crate::trace::mark("opened repo");
     let factory_dir = git::factory_dir(&repo);
     // In-situ: another run in progress is named before anything else (its applied change would
     // otherwise show up as a dirty tree). Worktree runs take no lock and ignore the user's tree.
@@ -161,6 +162,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     if !opts.worktree {
         git::ensure_no_operation(&repo)?;
         git::ensure_clean(&repo)?;
+        crate::trace::mark("preflight status walk");
     }
     if opts.sandbox && !Sandbox::available() {
         return Err(Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
@@ -180,6 +182,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let (provider, model_identity) =
         opts.provider
             .open(&user_root, opts.temperature, agent_timeout)?;
+    crate::trace::mark("provider opened");
 
     // Identity (SPEC §4.3). In-situ the tree is clean, so the work tree's tree id is HEAD's;
     // in worktree mode the run starts from HEAD's tree by definition.
@@ -203,6 +206,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     );
 
     let previous = store::find_run(&repo, &run_id)?;
+    crate::trace::mark("identity and cache lookup");
     if let Some(prev) = &previous {
         if prev.summary.verdict.is_final() && !opts.force {
             return Ok(RunReport::Cached {
@@ -311,6 +315,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         error: None,
     };
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
+    crate::trace::mark("staging folder");
 
     // In-situ, from here on the user's tree may change: journal first, durably.
     let (journal, refs) = if opts.worktree {
@@ -327,6 +332,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             command_group: None,
         };
         journal.write(&factory_dir, true)?;
+        crate::trace::mark("journal + index copy");
         (Some(journal), Some(refs))
     };
     let sandbox = opts.sandbox.then(|| Sandbox {
@@ -367,6 +373,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         fatal: None,
     };
     session.save()?;
+    crate::trace::mark("first checkpoint");
     crate::crash::point("after_preflight");
     ui.info(format!(
         "{} run {run_id}: {} ({} attempts at most{})",
@@ -393,7 +400,9 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             }
         }
     };
+    crate::trace::mark("loop done");
     let finished = session.finish(&ending, started.elapsed());
+    crate::trace::mark("finish (record, notes)");
     drop(session);
     drop(run_repo_owned);
     if let Some(wt) = worktree {
@@ -410,6 +419,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         None => None,
     };
     let _ = std::fs::remove_dir_all(&run_dir);
+    crate::trace::mark("cleanup");
     if !opts.worktree {
         Journal::clear(&factory_dir);
     }
@@ -557,7 +567,10 @@ impl Session<'_> {
     /// Runs `f`, then checkpoints; a failed checkpoint ends the run.
     fn staged(&mut self, f: impl FnOnce(&mut Self) -> Outcome) -> Outcome {
         let outcome = f(self);
-        match self.checkpoint() {
+        crate::trace::mark("  node");
+        let saved = self.checkpoint();
+        crate::trace::mark("  checkpoint");
+        match saved {
             Outcome::Ok => outcome,
             fatal => fatal,
         }
@@ -575,6 +588,7 @@ impl Session<'_> {
             apply::restore_outcomes(&self.root, &plan.outcomes)
                 .map_err(|e| Error::new(format!("rollback: {e}")))?;
         }
+        crate::trace::mark("  rollback: touched paths restored");
         crate::crash::point("during_rollback");
         git::restore_baseline(self.repo, &self.root, &self.baseline)?;
         self.restore_refs()?;

@@ -30,5 +30,6 @@ pub mod interrupt;
 pub mod journal;
 pub mod roles;
 pub mod store;
+pub mod trace;
 pub mod ui;
 pub mod workorder;

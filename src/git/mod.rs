@@ -103,8 +103,59 @@ fn label(s: Status) -> (&'static str, bool) {
 /// One status walk: staged, unstaged and untracked-not-ignored paths, sorted.
 /// `recurse` lists each untracked file rather than its top directory.
 pub fn dirty_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
+    let mut out = staged_paths(repo)?;
+    out.extend(workdir_paths(repo, recurse)?);
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup_by(|a, b| a.path == b.path);
+    Ok(out)
+}
+
+/// Paths whose index entry differs from HEAD. Answered from the index's cached tree when it
+/// matches HEAD's tree (the usual case), so HEAD's trees are read only when something is staged.
+pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
+    let head_tree = match repo.head().ok().and_then(|h| h.peel_to_tree().ok()) {
+        Some(t) => t,
+        None => return Ok(Vec::new()),
+    };
+    let mut index = repo.index()?;
+    if index.has_conflicts() {
+        return Ok(index
+            .conflicts()?
+            .flatten()
+            .filter_map(|c| c.our.or(c.their).or(c.ancestor))
+            .map(|e| Dirty {
+                path: String::from_utf8_lossy(&e.path).into_owned(),
+                label: "conflicted",
+                tracked: true,
+            })
+            .collect());
+    }
+    if index.write_tree().ok() == Some(head_tree.id()) {
+        return Ok(Vec::new());
+    }
+    let diff = repo.diff_tree_to_index(Some(&head_tree), Some(&index), None)?;
+    Ok(diff
+        .deltas()
+        .filter_map(|d| {
+            d.new_file()
+                .path()
+                .or(d.old_file().path())
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .map(|path| Dirty {
+            path,
+            label: "staged",
+            tracked: true,
+        })
+        .collect())
+}
+
+/// One walk of the work tree against the index: modified, deleted and untracked-not-ignored
+/// paths (the index's stat cache means unchanged files are not read).
+pub fn workdir_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
     let mut opts = StatusOptions::new();
-    opts.include_untracked(true)
+    opts.show(git2::StatusShow::Workdir)
+        .include_untracked(true)
         .recurse_untracked_dirs(recurse)
         .include_ignored(false)
         .exclude_submodules(false)
