@@ -331,7 +331,9 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             preimages: Vec::new(),
             command_group: None,
         };
-        journal.write(&factory_dir, true)?;
+        // Nothing is changed yet, so the write need not survive a power cut (a killed
+        // process leaves it in place); the apply stage, which has pre-images, is fsynced.
+        journal.write(&factory_dir, false)?;
         crate::trace::mark("journal + index copy");
         (Some(journal), Some(refs))
     };

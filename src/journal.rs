@@ -74,7 +74,9 @@ impl Journal {
         Ok(())
     }
 
-    /// Records the stage and, before an apply, the bytes of every path it will write.
+    /// Records the stage and, before an apply, the bytes of every path it will write. Only what
+    /// recovery cannot do without (the journal itself, the pre-images) is fsynced; later stage
+    /// names are for the record.
     pub fn stage(
         &mut self,
         factory_dir: &Path,
@@ -98,7 +100,7 @@ impl Journal {
                 })
                 .collect::<Result<Vec<_>>>()?;
         }
-        self.write(factory_dir, true)
+        self.write(factory_dir, outcomes.is_some())
     }
 
     pub fn clear(factory_dir: &Path) {

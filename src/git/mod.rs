@@ -332,7 +332,12 @@ impl BaselineRefs {
         let index = repo.path().join("index");
         let stamp = stamp(&index);
         if stamp.is_some() {
-            std::fs::copy(&index, &copy)?;
+            // git and libgit2 replace the index by renaming a new file over it, so a hard link
+            // keeps the old bytes at no cost; a copy where links are not possible.
+            let _ = std::fs::remove_file(&copy);
+            if std::fs::hard_link(&index, &copy).is_err() {
+                std::fs::copy(&index, &copy)?;
+            }
         }
         Ok(BaselineRefs {
             head_ref,

@@ -209,7 +209,7 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         let _ = std::fs::write(file, group.as_raw_nonzero().get().to_string());
     }
     crate::crash::point(&format!("during_{}", spec.label));
-    let (status, ending) = wait_with_timeout(&mut child, group, spec.timeout);
+    let (status, ending) = wait_with_timeout(child, group, spec.timeout);
     // Leftovers in the group (backgrounded grandchildren) do not outlive the command, nor do
     // descendants that left the group: as subreaper we inherit them when their parent dies.
     let leftovers = kill_process_group(group, Signal::KILL).is_ok();
@@ -265,18 +265,25 @@ enum Ending {
     Interrupted,
 }
 
+/// Waits on a thread that blocks in `wait()`, so a command's end is seen at once; the timeout
+/// and interruption are checked every 50 ms meanwhile.
 fn wait_with_timeout(
-    child: &mut Child,
+    child: Child,
     group: Pid,
     timeout: Duration,
 ) -> (Option<std::process::ExitStatus>, Ending) {
+    let (tx, rx) = mpsc::channel();
+    let mut child = child;
+    thread::spawn(move || {
+        let _ = tx.send(child.wait().ok());
+    });
     let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_micros(200);
     let ending = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return (Some(status), Ending::Exited),
-            Ok(None) => {}
-            Err(_) => return (None, Ending::Exited),
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(Duration::from_millis(50))) {
+            Ok(status) => return (status, Ending::Exited),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return (None, Ending::Exited),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if crate::interrupt::requested() {
             break Ending::Interrupted;
@@ -284,20 +291,14 @@ fn wait_with_timeout(
         if Instant::now() >= deadline {
             break Ending::TimedOut;
         }
-        thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-        pause = (pause * 2).min(Duration::from_millis(20));
     };
     let _ = kill_process_group(group, Signal::TERM);
-    let grace_end = Instant::now() + KILL_GRACE;
-    while Instant::now() < grace_end {
-        if let Ok(Some(status)) = child.try_wait() {
-            let _ = kill_process_group(group, Signal::KILL);
-            return (Some(status), ending);
-        }
-        thread::sleep(Duration::from_millis(10));
+    if let Ok(status) = rx.recv_timeout(KILL_GRACE) {
+        let _ = kill_process_group(group, Signal::KILL);
+        return (status, ending);
     }
     let _ = kill_process_group(group, Signal::KILL);
-    (child.wait().ok(), ending)
+    (rx.recv().ok().flatten(), ending)
 }
 
 /// Stops a command group noted in `file` by a harness that was killed, if it still runs.
@@ -383,7 +384,16 @@ fn children_of(me: i32) -> Vec<i32> {
 /// expected to live past its command, so any child here is a leftover.
 /// `settle`: processes were just killed, so give their children a moment to be re-parented.
 fn sweep_orphans(settle: bool) {
-    use rustix::process::{waitpid, WaitOptions};
+    use rustix::process::{waitid, waitpid, WaitId, WaitIdOptions, WaitOptions};
+    // No child at all (the usual case, checked without reaping anything): nothing to sweep.
+    if waitid(
+        WaitId::All,
+        WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+    )
+    .is_err()
+    {
+        return;
+    }
     for round in 0..20 {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let mut found = false;

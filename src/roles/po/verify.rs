@@ -163,26 +163,25 @@ impl PoRun<'_> {
             acceptance: Vec::new(),
             failed: None,
         };
-        for (i, argv) in verify.iter().enumerate() {
-            let shown = on_command("verify", argv);
-            let r = self.run_one("verify", i, argv);
-            drop(shown);
-            let ok = r.succeeded();
-            out.verify.push(r);
-            if !ok {
-                out.failed = Some(Stage::VerifyFailed);
-                return out;
-            }
-        }
-        for (i, argv) in acceptance.iter().enumerate() {
-            let shown = on_command("acceptance", argv);
-            let r = self.run_one("acceptance", i, argv);
-            drop(shown);
-            let ok = r.succeeded();
-            out.acceptance.push(r);
-            if !ok {
-                out.failed = Some(Stage::AcceptanceFailed);
-                return out;
+        let phases: [(&str, &[Vec<String>], Stage); 2] = [
+            ("verify", verify, Stage::VerifyFailed),
+            ("acceptance", acceptance, Stage::AcceptanceFailed),
+        ];
+        for (kind, commands, stage) in phases {
+            for (i, argv) in commands.iter().enumerate() {
+                let shown = on_command(kind, argv);
+                let r = self.run_one(kind, i, argv);
+                drop(shown);
+                let ok = r.succeeded();
+                if kind == "verify" {
+                    out.verify.push(r)
+                } else {
+                    out.acceptance.push(r)
+                }
+                if !ok {
+                    out.failed = Some(stage);
+                    return out;
+                }
             }
         }
         out

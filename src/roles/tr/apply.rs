@@ -76,7 +76,7 @@ pub fn read_state(root: &Path, path: &str) -> io::Result<Option<FileState>> {
 }
 
 /// Splits file bytes into lines (without `\n`) and whether the last line ends with one.
-fn split_lines(bytes: &[u8]) -> (Vec<&[u8]>, bool) {
+pub(crate) fn split_lines(bytes: &[u8]) -> (Vec<&[u8]>, bool) {
     if bytes.is_empty() {
         return (Vec::new(), true);
     }
@@ -88,7 +88,7 @@ fn split_lines(bytes: &[u8]) -> (Vec<&[u8]>, bool) {
     (lines, eol)
 }
 
-fn show(line: &[u8]) -> String {
+pub(crate) fn show(line: &[u8]) -> String {
     let s = String::from_utf8_lossy(line);
     let s: String = s.chars().take(160).collect();
     format!("{s:?}")

@@ -4,6 +4,7 @@
 //! tolerated). A pass is accepted only when every hunk matches at exactly one place and no two
 //! hunks overlap; a claimed line number never breaks a tie. Never a misapplication.
 
+use super::apply::{show, split_lines};
 use super::diff::{Hunk, Line};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,11 +72,6 @@ fn match_at(pass: Pass, lines: &[&[u8]], old: &[&str], start: usize) -> Option<P
     })
 }
 
-fn show(line: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(line).chars().take(160).collect();
-    format!("{s:?}")
-}
-
 /// The file region most like the hunk's old side, for the failure brief.
 fn closest(lines: &[&[u8]], old: &[&str]) -> String {
     if old.is_empty() || lines.is_empty() {
@@ -121,18 +117,6 @@ fn closest(lines: &[&[u8]], old: &[&str]) -> String {
         }
     }
     out
-}
-
-fn split_lines(bytes: &[u8]) -> (Vec<&[u8]>, bool) {
-    if bytes.is_empty() {
-        return (Vec::new(), true);
-    }
-    let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-    let eol = bytes.ends_with(b"\n");
-    if eol {
-        lines.pop();
-    }
-    (lines, eol)
 }
 
 /// Applies every hunk at its unique location, or says which hunk could not be placed and why.
