@@ -319,7 +319,9 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
 
     // In-situ, from here on the user's tree may change: journal first, durably.
     let (journal, refs) = if opts.worktree {
-        (None, None)
+        // The run's own worktree: its index and HEAD are given back between attempts too.
+        let copy = factory_dir.join(format!("index.{run_id}"));
+        (None, Some(git::BaselineRefs::capture(run_repo, copy)?))
     } else {
         let refs = git::BaselineRefs::capture(&repo, crate::journal::index_copy(&factory_dir))?;
         let journal = Journal {
@@ -422,7 +424,9 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     let _ = std::fs::remove_dir_all(&run_dir);
     crate::trace::mark("cleanup");
-    if !opts.worktree {
+    if opts.worktree {
+        let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
+    } else {
         Journal::clear(&factory_dir);
     }
     Ok(RunReport::Finished {
@@ -592,8 +596,9 @@ impl Session<'_> {
         }
         crate::trace::mark("  rollback: touched paths restored");
         crate::crash::point("during_rollback");
-        git::restore_baseline(self.repo, &self.root, &self.baseline)?;
+        // The index first: a command that staged something would otherwise keep the tree dirty.
         self.restore_refs()?;
+        git::restore_baseline(self.repo, &self.root, &self.baseline)?;
         if let Some(a) = self.current.as_mut() {
             a.applied = false;
         }
@@ -776,6 +781,7 @@ impl Nodes for Session<'_> {
         };
         if passed {
             if let Some(plan) = current.plan.take() {
+                self.restore_refs()?;
                 let side = self.restore_side_effects(&plan)?;
                 if !side.is_empty() {
                     self.ui.warn(format!(
@@ -785,7 +791,6 @@ impl Nodes for Session<'_> {
                 }
                 self.summary.side_effects = side;
                 self.passed_plan = Some(plan);
-                self.restore_refs()?;
             }
         } else {
             self.current = Some(current);

@@ -330,3 +330,37 @@ fn a_second_in_situ_run_is_refused_while_one_holds_the_lock() {
     let status = child.wait().expect("first run ends");
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn a_check_that_stages_and_commits_is_undone() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let cmd = "sh -c 'echo x > new.txt && git add new.txt && git -c user.name=a -c user.email=a@a.invalid commit -qm sneaky && echo y > other.txt && git add other.txt; false'";
+    let wo = r.work_order(basic_order(&[cmd]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(
+        r.snapshot(),
+        before,
+        "HEAD, the branch, the index and the tree are as before"
+    );
+    // And in a worktree run the same check leaves nothing behind either.
+    let out = r
+        .factory()
+        .args(["run", "--worktree", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+}
