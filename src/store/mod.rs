@@ -103,6 +103,7 @@ impl RunWriter {
     pub fn checkpoint(&mut self, repo: &Repository, message: &str) -> Result<Oid> {
         let dir = self.dir.clone();
         let tree = self.tree_of(repo, &dir)?;
+        crate::trace::mark("    checkpoint: artifact tree");
         let tree = repo.find_tree(tree)?;
         let sig = signature(repo)?;
         let mut parents: Vec<Commit<'_>> = Vec::new();
@@ -111,6 +112,7 @@ impl RunWriter {
         }
         let parent_refs: Vec<&Commit<'_>> = parents.iter().collect();
         let oid = repo.commit(None, &sig, &sig, message, &tree, &parent_refs)?;
+        crate::trace::mark("    checkpoint: commit");
         crate::crash::point("during_ref_update");
         let subject = message.lines().next().unwrap_or("");
         repo.reference(&run_ref(&self.run_id), oid, true, subject)?;
