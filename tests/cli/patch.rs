@@ -405,3 +405,16 @@ fn mangled_diffs_never_panic() {
         );
     }
 }
+
+#[test]
+fn a_modification_of_a_missing_file_from_an_empty_pre_image_creates_it() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n")]);
+    let diff = "--- a/docs/new.md\n+++ b/docs/new.md\n@@ -0,0 +1,2 @@\n+# New\n+text\n";
+    let out = run_patch(&r, diff, &["--strict"]);
+    assert_eq!(out.status.code(), Some(1), "strict refuses it");
+    assert!(r.read("docs/new.md").is_none());
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "recount  docs/new.md\n");
+    assert_eq!(r.read("docs/new.md").as_deref(), Some("# New\ntext\n"));
+}

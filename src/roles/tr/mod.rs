@@ -97,6 +97,23 @@ fn passes(strict_only: bool) -> &'static [(ApplyMethod, apply::HunkApplier)] {
     }
 }
 
+/// A section that modifies a path absent from the work tree, with nothing on the old side of
+/// any hunk: in effect, a new file.
+fn creates_from_empty(patch: &diff::FilePatch, root: &Path) -> bool {
+    !patch.is_new
+        && !patch.is_deleted
+        && !patch.is_rename
+        && !patch.is_copy
+        && patch.old_path.is_some()
+        && patch.old_path == patch.new_path
+        && !patch.hunks.is_empty()
+        && patch.hunks.iter().all(|h| h.old_lines().next().is_none())
+        && patch
+            .old_path
+            .as_deref()
+            .is_some_and(|p| matches!(apply::read_state(root, p), Ok(None)))
+}
+
 /// Parses a proposal's text in its dialect into file sections.
 pub fn parse_sections(
     text: &str,
@@ -152,15 +169,26 @@ fn plan_diff(
         let mut errors: Vec<String> = Vec::new();
         let mut placed = None;
         for (m, applier) in passes(rules.strict_only) {
-            match apply::plan_patches(root, std::slice::from_ref(patch), *applier) {
+            // The recount pass reads a "modification" of a missing file from an empty
+            // pre-image (`--- a/X`, `@@ -0,0 +1,N @@`) as the creation of X (SPEC §3.6).
+            let creation;
+            let section = if *m != ApplyMethod::Strict && creates_from_empty(patch, root) {
+                creation = diff::FilePatch {
+                    old_path: None,
+                    is_new: true,
+                    ..patch.clone()
+                };
+                &creation
+            } else {
+                patch
+            };
+            match apply::plan_patches(root, std::slice::from_ref(section), *applier) {
                 Ok(o) => {
                     placed = Some((o, *m));
                     break;
                 }
                 Err(e) => {
-                    let stop = e.contains("does not exist")
-                        || e.contains("already exists")
-                        || e.contains("not a regular file");
+                    let stop = e.contains("already exists") || e.contains("not a regular file");
                     errors.push(format!("{}: {e}", m.as_str()));
                     if stop {
                         break;
