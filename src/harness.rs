@@ -345,6 +345,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             repo.commondir().to_path_buf(),
             run_repo.path().to_path_buf(),
         ],
+        scratch: Vec::new(),
     });
 
     let started = Instant::now();
@@ -1038,7 +1039,7 @@ impl Session<'_> {
             let a = self.current();
             (a.dir.clone(), a.rel.clone())
         };
-        let pycache = match verify::CacheIsolation::new() {
+        let pycache = match verify::CacheIsolation::new(&self.factory_dir.join("tmp")) {
             Ok(d) => d,
             Err(e) => {
                 self.fatal = Some(format!("cannot create a scratch folder: {e}"));
@@ -1053,7 +1054,7 @@ impl Session<'_> {
             log_dir: dir.clone(),
             log_rel: rel,
             sandbox: self.sandbox.clone().map(|mut s| {
-                s.writable.push(pycache.path().to_path_buf());
+                s.scratch.push(pycache.path().to_path_buf());
                 s
             }),
             pgid_file: Some(self.factory_dir.join("command.pgid")),

@@ -53,7 +53,11 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
         args.timeout_seconds
             .unwrap_or(run.summary.config.timeout_seconds),
     );
-    let logs = tempfile::tempdir()?;
+    let scratch = crate::git::factory_dir(&repo).join("tmp");
+    std::fs::create_dir_all(&scratch)?;
+    let logs = tempfile::Builder::new()
+        .prefix("logs-")
+        .tempdir_in(&scratch)?;
     let mut rows: Vec<Row> = Vec::new();
     for a in &run.summary.attempts {
         let recorded = match &a.failure_brief {
@@ -101,7 +105,7 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
             &format!("reverify-{}-{}", run.run_id, a.attempt_index),
             commit,
         )?;
-        let cache = CacheIsolation::new()?;
+        let cache = CacheIsolation::new(&scratch)?;
         let log_dir = logs.path().join(format!("attempt_{}", a.attempt_index));
         std::fs::create_dir_all(&log_dir)?;
         let verify_cmds = verify::global_commands(&wt.path, &configured).map_err(Error::new)?;

@@ -83,8 +83,12 @@ pub fn verify_commit(
         std::process::id()
     );
     let wt = TempWorktree::add(repo, &name, &commit.id().to_string())?;
-    let logs = tempfile::tempdir()?;
-    let cache = CacheIsolation::new()?;
+    let scratch = crate::git::factory_dir(repo).join("tmp");
+    std::fs::create_dir_all(&scratch)?;
+    let logs = tempfile::Builder::new()
+        .prefix("logs-")
+        .tempdir_in(&scratch)?;
+    let cache = CacheIsolation::new(&scratch)?;
     let scrub = verify::scrub_list(&cfg);
     let po = PoRun {
         root: &wt.path,

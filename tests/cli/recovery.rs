@@ -295,8 +295,9 @@ fn sandbox_cuts_the_network_and_keeps_git_read_only() {
         return;
     }
     let r = TestRepo::simple();
-    // Writes to .git and outside the tree fail, /tmp is private, and only loopback exists.
-    let check = "sh -c 'touch .git/evil 2>/dev/null && exit 10; touch /usr/evil 2>/dev/null && exit 11; test -z \"$(ls /tmp | grep -v git-factory-pycache)\" || exit 12; test $(grep -c : /proc/net/dev) -eq 1 || exit 13; echo ok > inside.txt'";
+    // Writes to .git and outside the tree fail, /tmp is private (it holds only the way to the
+    // test's own temporary repo), the bytecode folder is writable, and only loopback exists.
+    let check = "sh -c 'touch .git/evil 2>/dev/null && exit 10; touch /usr/evil 2>/dev/null && exit 11; test -z \"$(ls -A /tmp | grep -v ^.tmp)\" || exit 12; touch \"$PYTHONPYCACHEPREFIX/ok\" || exit 14; test $(grep -c : /proc/net/dev) -eq 1 || exit 13; echo ok > inside.txt'";
     let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
     let replay = r.replay(
         "rp",

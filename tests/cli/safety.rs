@@ -286,7 +286,15 @@ fn api_keys_never_reach_commands_or_artifacts() {
             && !env.contains("tok-789")
     );
     assert!(env.contains("KEEP_ME=visible"));
-    assert!(env.contains("PYTHONPYCACHEPREFIX="));
+    let prefix = env
+        .lines()
+        .find_map(|l| l.strip_prefix("PYTHONPYCACHEPREFIX="))
+        .expect("a bytecode folder");
+    assert!(prefix.contains(".git/factory/tmp/pycache-"), "{prefix}");
+    assert!(
+        !std::path::Path::new(prefix).exists(),
+        "removed after the attempt"
+    );
     assert!(env.contains("PYTEST_ADDOPTS=-p no:cacheprovider"));
 }
 

@@ -45,6 +45,8 @@ pub struct CommandSpec {
 pub struct Sandbox {
     pub writable: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
+    /// Writable folders inside read-only ones (the attempt's bytecode folder under `.git`).
+    pub scratch: Vec<PathBuf>,
 }
 
 impl Sandbox {
@@ -73,7 +75,11 @@ impl Sandbox {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        for (flag, dirs) in [("--bind", &self.writable), ("--ro-bind", &self.read_only)] {
+        for (flag, dirs) in [
+            ("--bind", &self.writable),
+            ("--ro-bind", &self.read_only),
+            ("--bind", &self.scratch),
+        ] {
             for d in dirs {
                 let d = d.display().to_string();
                 out.extend([flag.to_string(), d.clone(), d]);

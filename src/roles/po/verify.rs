@@ -71,11 +71,13 @@ pub struct CacheIsolation {
 }
 
 impl CacheIsolation {
-    pub fn new() -> std::io::Result<Self> {
+    /// A fresh folder under `scratch` (`.git/factory/tmp`: git factory writes nowhere else).
+    pub fn new(scratch: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(scratch)?;
         Ok(CacheIsolation {
             dir: tempfile::Builder::new()
-                .prefix("git-factory-pycache-")
-                .tempdir()?,
+                .prefix("pycache-")
+                .tempdir_in(scratch)?,
         })
     }
 
