@@ -384,3 +384,55 @@ fn runs_are_shared_with_push_and_fetch() {
         .expect("git log");
     assert!(stdout_of(&out).contains(&format!("factory {id} PASS")));
 }
+
+#[test]
+fn show_prints_a_commands_full_log_and_lists_ambiguous_prefixes() {
+    let r = TestRepo::simple();
+    let counter = r.outside.join("count");
+    let cmd = format!(
+        "sh -c 'echo out-line; echo err-line >&2; echo x >> {}; grep -qx TWO app.txt'",
+        counter.display()
+    );
+    let wo = r.work_order(basic_order(&[&cmd]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "Two"), "first"),
+        )],
+    );
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let id = r.run_ids().remove(0);
+    let log = r
+        .factory()
+        .args(["show", &id, "--log", "acceptance:0"])
+        .output()
+        .expect("show");
+    assert_eq!(log.status.code(), Some(0), "{}", stderr_of(&log));
+    assert!(stdout_of(&log).contains("out-line") && stdout_of(&log).contains("err-line"));
+    let bad = r
+        .factory()
+        .args(["show", &id, "--log", "nonsense"])
+        .output()
+        .expect("show");
+    assert_eq!(bad.status.code(), Some(2));
+    // A second run id sharing the first six digits makes that prefix ambiguous.
+    let twin = format!("{}ffffff", &id[..6]);
+    let commit = r.git(&["rev-parse", &format!("refs/factory/{id}")]);
+    r.git(&["update-ref", &format!("refs/factory/{twin}"), commit.trim()]);
+    let amb = r.factory().args(["show", &id[..6]]).output().expect("show");
+    assert_eq!(amb.status.code(), Some(2));
+    let err = stderr_of(&amb);
+    assert!(
+        err.contains("is ambiguous") && err.contains(&id) && err.contains(&twin),
+        "{err}"
+    );
+}
