@@ -157,7 +157,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             return Err(crate::journal::interrupted_error(&j));
         }
     } else if !opts.dry_run {
-        crate::journal::refuse_if_pending(&repo)?;
+        crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
     }
     if !opts.worktree {
         git::ensure_no_operation(&repo)?;

@@ -118,13 +118,26 @@ pub fn interrupted_error(j: &Journal) -> Error {
     .hint("run git factory recover to restore the baseline and finish its record")
 }
 
-/// Refuses to go on while an in-situ run is under way or was interrupted.
-pub fn refuse_if_pending(repo: &Repository) -> Result<()> {
+/// Whether a command may go on beside an in-situ run that is under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beside {
+    /// It touches the user's work tree: wait for the run.
+    Refuse,
+    /// It works in its own worktree or folder: fine while a run is under way.
+    Allow,
+}
+
+/// Refuses to go on after an in-situ run was interrupted (and, for commands that touch the
+/// work tree, while one is under way).
+pub fn refuse_if_pending(repo: &Repository, beside: Beside) -> Result<()> {
     let dir = crate::git::factory_dir(repo);
     let Some(j) = Journal::read(&dir)? else {
         return Ok(());
     };
     if crate::git::lock::RepoLock::is_held(&dir) {
+        if beside == Beside::Allow {
+            return Ok(());
+        }
         return Err(Error::new(format!(
             "git factory run {} (pid {}) is in progress in this repo",
             j.run_id, j.pid

@@ -58,7 +58,7 @@ fn changed_paths(repo: &Repository, a: &Tree<'_>, b: &Tree<'_>) -> Result<Vec<St
 
 pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    crate::journal::refuse_if_pending(&repo)?;
+    crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Refuse)?;
     let root = git::workdir(&repo)?;
     let run = store::resolve(&repo, &args.run)?;
     if run.summary.verdict != Verdict::Pass {

@@ -62,7 +62,7 @@ fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &Path) -> Result<usize> {
 
 pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    crate::journal::refuse_if_pending(&repo)?;
+    crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
     let run = store::resolve(&repo, &args.run)?;
     let attempt = run
         .summary

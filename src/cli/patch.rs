@@ -41,7 +41,7 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
     };
     let root = match crate::git::open(None) {
         Ok(repo) => {
-            crate::journal::refuse_if_pending(&repo)?;
+            crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Refuse)?;
             crate::git::workdir(&repo)?
         }
         Err(_) => std::env::current_dir()?,

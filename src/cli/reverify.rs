@@ -41,7 +41,7 @@ struct Row {
 
 pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    crate::journal::refuse_if_pending(&repo)?;
+    crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
     let run = store::resolve(&repo, &args.run)?;
     let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
         .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;

@@ -470,3 +470,38 @@ fn verify_command_runs_in_a_temporary_worktree_and_caches() {
     assert_eq!(r.snapshot(), before);
     no_worktrees_left(&r);
 }
+
+#[test]
+fn a_worktree_run_proceeds_beside_an_in_situ_run() {
+    let r = TestRepo::simple();
+    let marker = r.outside.join("in-situ-started");
+    let slow = format!(
+        "sh -c 'touch {}; sleep 2; grep -qx TWO app.txt'",
+        marker.display()
+    );
+    let wo = r.work_order(basic_order(&[&slow]));
+    let replay = r.replay("slow", &[("1.json", good())]);
+    let mut in_situ = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
+        .current_dir(&r.root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", &r.home)
+        .args(["run", "-q", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .spawn()
+        .expect("starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (out, _) = run_with(
+        &r,
+        "grep -q TWO app.txt",
+        &[("1.json", good())],
+        &["--worktree"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(in_situ.wait().expect("ends").code(), Some(0));
+}
