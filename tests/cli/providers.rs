@@ -323,3 +323,55 @@ fn agent_command_failure_is_llm_call_failed_with_its_stderr() {
         .unwrap_or("")
         .contains("agent broke"));
 }
+
+#[test]
+fn ctrl_c_while_waiting_for_the_model_ends_the_run_at_once() {
+    let r = TestRepo::simple();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let (got_tx, got_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            let _ = got_tx.send(());
+            std::thread::sleep(std::time::Duration::from_secs(30)); // never answers
+            drop(stream);
+        }
+    });
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
+        .current_dir(&r.root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", &r.home)
+        .env("OPENAI_API_KEY", "k")
+        .args([
+            "run",
+            "-q",
+            "--llm-model",
+            "m",
+            "--llm-base-url",
+            &url,
+            "-w",
+        ])
+        .arg(&wo)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    got_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the request arrived");
+    let start = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .expect("signal");
+    assert_eq!(child.wait().expect("ends").code(), Some(130));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(r.snapshot(), before);
+}

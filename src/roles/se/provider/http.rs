@@ -133,13 +133,13 @@ pub fn post_json(ex: &Exchange<'_>) -> Result<Value, ProviderError> {
     let mut backoff = FIRST_BACKOFF;
     let mut last = String::new();
     for n in 1..=MAX_REQUESTS {
-        match once(&agent, ex) {
+        match interruptible(&agent, ex)? {
             Outcome::Done(v) => return Ok(v),
             Outcome::Fatal(msg) => return Err(ProviderError::Fatal(msg)),
             Outcome::Retry(msg, after) => {
                 last = msg;
                 if n < MAX_REQUESTS {
-                    std::thread::sleep(after.unwrap_or(backoff));
+                    pause(after.unwrap_or(backoff))?;
                     backoff *= 2;
                 }
             }
@@ -148,4 +148,60 @@ pub fn post_json(ex: &Exchange<'_>) -> Result<Value, ProviderError> {
     Err(ProviderError::Failed(format!(
         "{last} (gave up after {MAX_REQUESTS} requests)"
     )))
+}
+
+fn interrupted() -> ProviderError {
+    ProviderError::Failed("interrupted while waiting for the model".to_string())
+}
+
+/// Sleeps, waking early when the run is interrupted.
+fn pause(d: Duration) -> Result<(), ProviderError> {
+    let end = std::time::Instant::now() + d;
+    while std::time::Instant::now() < end {
+        if crate::interrupt::requested() {
+            return Err(interrupted());
+        }
+        std::thread::sleep(
+            end.saturating_duration_since(std::time::Instant::now())
+                .min(Duration::from_millis(50)),
+        );
+    }
+    Ok(())
+}
+
+/// One request on its own thread, so Ctrl-C is answered at once rather than when the model
+/// replies (the abandoned request ends with the process).
+fn interruptible(agent: &ureq::Agent, ex: &Exchange<'_>) -> Result<Outcome, ProviderError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (agent, url, headers, body, provider) = (
+        agent.clone(),
+        ex.url.clone(),
+        ex.headers.clone(),
+        ex.body.clone(),
+        ex.provider,
+    );
+    std::thread::spawn(move || {
+        let owned = Exchange {
+            url,
+            headers,
+            body: &body,
+            provider,
+        };
+        let _ = tx.send(once(&agent, &owned));
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(outcome) => return Ok(outcome),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if crate::interrupt::requested() => {
+                return Err(interrupted())
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(ProviderError::Failed(format!(
+                    "{}: the request thread ended unexpectedly",
+                    ex.provider
+                )))
+            }
+        }
+    }
 }
