@@ -580,7 +580,14 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), Pars
     let mut bare_tail = 0;
     while i < lines.len() {
         let l = lines[i];
-        if l.starts_with("@@") || l.starts_with("diff --git ") || is_file_header_pair(lines, i) {
+        // `--- x` / `+++ y` inside a hunk whose counts are not yet reached are a removed
+        // `-- x` and an added `++ y` (SQL and Lua comments), not the next file's header.
+        let counts_reached = hunk.placeholder
+            || (hunk.body_old_count() >= hunk.old_count && hunk.body_new_count() >= hunk.new_count);
+        if l.starts_with("@@")
+            || l.starts_with("diff --git ")
+            || (counts_reached && is_file_header_pair(lines, i))
+        {
             break;
         }
         let bare = l.is_empty() || l == "\r";
@@ -696,6 +703,19 @@ mod tests {
         let p = parse(d, Strip::Auto).expect("parses");
         assert_eq!(p[0].hunks[0].lines.len(), 3);
         assert!(!p[0].hunks[0].counts_match());
+    }
+
+    #[test]
+    fn sql_comments_are_not_file_headers() {
+        let d = "--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n--- old comment\n+++ new comment\n select 1;\n--- a/r.sql\n+++ b/r.sql\n@@ -1 +1 @@\n-x\n+y\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            p[0].hunks[0].lines[0],
+            Line::Remove("-- old comment".into())
+        );
+        assert_eq!(p[0].hunks[0].lines[1], Line::Add("++ new comment".into()));
+        assert!(p[0].hunks[0].counts_match());
     }
 
     #[test]
