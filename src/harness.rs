@@ -331,7 +331,6 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             head_ref: refs.head_ref.clone(),
             stage: "preflight".to_string(),
             preimages: Vec::new(),
-            command_group: None,
         };
         // Nothing is changed yet, so the write need not survive a power cut (a killed
         // process leaves it in place); the apply stage, which has pre-images, is fsynced.

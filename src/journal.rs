@@ -1,7 +1,9 @@
-//! The in-situ journal: written durably (temp file, fsync, rename, fsync of the folder) to
-//! `.git/factory/journal.json` before every mutation of the user's tree, with what `recover`
-//! needs to put the baseline back after a crash: the baseline, the branch HEAD was on, the
-//! bytes of every path about to be written (as blobs) and the running command's group.
+//! The in-situ journal: written to `.git/factory/journal.json` (temp file and rename) before
+//! every mutation of the user's tree — durably (fsync of the file and the folder) before an
+//! apply, the stage whose pre-images a power cut must not lose — with what `recover`
+//! needs to put the baseline back after a crash: the baseline, the branch HEAD was on, and the
+//! bytes of every path about to be written (as blobs). The running command's process group is
+//! noted beside it, in `command.pgid`.
 
 use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
@@ -27,8 +29,6 @@ pub struct Journal {
     pub head_ref: Option<String>,
     pub stage: String,
     pub preimages: Vec<Preimage>,
-    /// The process group of the command running now, to stop it before restoring.
-    pub command_group: Option<i32>,
 }
 
 pub fn path(factory_dir: &Path) -> PathBuf {
