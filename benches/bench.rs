@@ -298,6 +298,19 @@ fn bench_log(work: &Path, runs: usize) {
         repo.reference(&format!("refs/factory/{id}"), oid, true, "bench")
             .expect("ref");
     }
+    let cold = measure(1, || {
+        let _ = std::fs::remove_file(root.join(".git/factory/log-cache"));
+        time(|| {
+            let out = factory(&root, &["log"]);
+            assert!(out.status.success());
+        })
+    });
+    row(
+        "log, 5,000 loose run commits, no cache",
+        "5001",
+        &cold,
+        None,
+    );
     // What `git gc --auto` does to a repo that accumulated thousands of runs.
     git(&root, &["gc", "-q"]);
     let log = measure(runs, || {

@@ -195,15 +195,47 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
     h
 }
 
-/// Every stored run's header, newest first.
+/// Every stored run's header, newest first. Run commits are immutable, so what `log` needs of
+/// each is kept in `.git/factory/log-cache` keyed by commit id: a listing reads only the refs
+/// and the commits it has not seen (new runs, fetched runs), however many runs there are.
 pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
+    let cache_path = crate::git::factory_dir(repo).join("log-cache");
+    let cached: HashMap<String, (i64, String)> = std::fs::read(&cache_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Vec<(String, i64, String)>>(&b).ok())
+        .map(|v| v.into_iter().map(|(oid, t, m)| (oid, (t, m))).collect())
+        .unwrap_or_default();
+    let mut fresh: Vec<(String, i64, String)> = Vec::new();
+    let mut missed = false;
     let mut out = Vec::new();
     for (id, oid) in run_ids(repo)? {
-        let Ok(commit) = repo.find_commit(oid) else {
-            continue;
+        let key = oid.to_string();
+        let (time, message) = match cached.get(&key) {
+            Some((t, m)) => (*t, m.clone()),
+            None => {
+                let Ok(commit) = repo.find_commit(oid) else {
+                    continue;
+                };
+                missed = true;
+                (
+                    commit.time().seconds(),
+                    String::from_utf8_lossy(commit.message_bytes()).into_owned(),
+                )
+            }
         };
-        let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
-        out.push(parse_header(&id, &message, commit.time().seconds()));
+        out.push(parse_header(&id, &message, time));
+        fresh.push((key, time, message));
+    }
+    if missed || fresh.len() != cached.len() {
+        // Best effort: a cache that cannot be written only costs speed.
+        if let Ok(text) = serde_json::to_vec(&fresh) {
+            let tmp = cache_path.with_extension("tmp");
+            if std::fs::create_dir_all(crate::git::factory_dir(repo)).is_ok()
+                && std::fs::write(&tmp, text).is_ok()
+            {
+                let _ = std::fs::rename(&tmp, &cache_path);
+            }
+        }
     }
     out.sort_by(|a, b| b.time.cmp(&a.time).then_with(|| a.run_id.cmp(&b.run_id)));
     Ok(out)
