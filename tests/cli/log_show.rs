@@ -436,3 +436,50 @@ fn show_prints_a_commands_full_log_and_lists_ambiguous_prefixes() {
         "{err}"
     );
 }
+
+#[test]
+fn log_follows_moved_and_deleted_run_refs() {
+    let r = TestRepo::simple();
+    let counter = r.outside.join("count");
+    assert_eq!(run_fail_then_pass(&r, &counter).status.code(), Some(0));
+    let id = r.run_ids().remove(0);
+    assert!(stdout_of(&r.factory().arg("log").output().expect("log")).contains("PASS"));
+    // The same ref now points at a FAIL record: log must say so, not what it cached.
+    r.git(&["checkout", "--", "app.txt"]);
+    let wo = r.work_order(basic_order(&["false"]));
+    let replay = r.replay(
+        "again",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "x"),
+        )],
+    );
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let other = r
+        .run_ids()
+        .into_iter()
+        .find(|i| *i != id)
+        .expect("a second run");
+    let failed = r.git(&["rev-parse", &format!("refs/factory/{other}")]);
+    r.git(&["update-ref", &format!("refs/factory/{id}"), failed.trim()]);
+    let log = stdout_of(&r.factory().args(["log", "--json"]).output().expect("log"));
+    let runs: Value = serde_json::from_str(&log).expect("json");
+    let moved = runs
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|x| x["run_id"] == id.as_str())
+        .expect("listed");
+    assert_eq!(moved["verdict"], "FAIL");
+    r.git(&["update-ref", "-d", &format!("refs/factory/{id}")]);
+    let log = stdout_of(&r.factory().arg("log").output().expect("log"));
+    assert!(!log.contains(&id), "{log}");
+}
