@@ -61,8 +61,9 @@ pub trait Nodes {
     fn se(&mut self, attempt: u32) -> Outcome;
     fn tr(&mut self, attempt: u32) -> Outcome;
     fn po(&mut self, attempt: u32) -> Outcome;
-    /// Closes an attempt: records it, and rolls the tree back unless it passed.
-    fn end_attempt(&mut self, attempt: u32, passed: bool) -> Result<()>;
+    /// Closes an attempt: records it, and rolls the tree back unless it passed. `last` says the
+    /// run ends with it (the final record follows at once).
+    fn end_attempt(&mut self, attempt: u32, passed: bool, last: bool) -> Result<()>;
     /// Records that the run was interrupted during this attempt.
     fn interrupt(&mut self, attempt: u32) -> Outcome;
 }
@@ -100,12 +101,12 @@ pub fn drive(
         match route(node, outcome, attempt, max_attempts) {
             Next::Go(next) => node = next,
             Next::NextAttempt => {
-                nodes.end_attempt(attempt, false)?;
+                nodes.end_attempt(attempt, false, false)?;
                 attempt += 1;
                 node = Node::Se;
             }
             Next::Finish(verdict) => {
-                nodes.end_attempt(attempt, verdict == Verdict::Pass)?;
+                nodes.end_attempt(attempt, verdict == Verdict::Pass, true)?;
                 let stage = match outcome {
                     Outcome::Ok => "success".to_string(),
                     Outcome::Failed(s) | Outcome::Exhausted(s) | Outcome::Fatal(s) => {
@@ -153,7 +154,7 @@ mod tests {
             self.trace.push(format!("int{attempt}"));
             Failed(Stage::Interrupted)
         }
-        fn end_attempt(&mut self, attempt: u32, passed: bool) -> Result<()> {
+        fn end_attempt(&mut self, attempt: u32, passed: bool, _last: bool) -> Result<()> {
             self.trace.push(format!(
                 "{}{attempt}",
                 if passed { "keep" } else { "rollback" }

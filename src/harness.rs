@@ -775,7 +775,7 @@ impl Nodes for Session<'_> {
         Outcome::Failed(Stage::Interrupted)
     }
 
-    fn end_attempt(&mut self, _attempt: u32, passed: bool) -> Result<()> {
+    fn end_attempt(&mut self, _attempt: u32, passed: bool, last: bool) -> Result<()> {
         let Some(mut current) = self.current.take() else {
             return Ok(());
         };
@@ -805,6 +805,10 @@ impl Nodes for Session<'_> {
         current.record.duration_seconds = current.started.elapsed().as_secs_f64();
         self.brief = current.brief.clone();
         self.summary.attempts.push(current.record);
+        if last {
+            // The run's final record is written next, by finish(); one ref update, not two.
+            return Ok(());
+        }
         self.save()
     }
 }
