@@ -3,8 +3,8 @@
 
 use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
-use crate::git::{self, worktree::TempWorktree};
-use crate::roles::po::verify::{self, CacheIsolation, PoRun};
+use crate::git;
+use crate::roles::po::verify;
 use crate::store;
 use crate::ui::Ui;
 use crate::workorder::LoadedWorkOrder;
@@ -46,18 +46,11 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
         .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;
     let order = LoadedWorkOrder::from_json_text(&String::from_utf8_lossy(&raw), "work_order.json")?;
-    let cfg = Config::of(&repo);
-    let scrub = verify::scrub_list(&cfg);
-    let configured = cfg.multi(config::VERIFY);
+    let configured = Config::of(&repo).multi(config::VERIFY);
     let timeout = Duration::from_secs(
         args.timeout_seconds
             .unwrap_or(run.summary.config.timeout_seconds),
     );
-    let scratch = crate::git::factory_dir(&repo).join("tmp");
-    std::fs::create_dir_all(&scratch)?;
-    let logs = tempfile::Builder::new()
-        .prefix("logs-")
-        .tempdir_in(&scratch)?;
     let mut rows: Vec<Row> = Vec::new();
     for a in &run.summary.attempts {
         let recorded = match &a.failure_brief {
@@ -80,60 +73,46 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
                 Error::new(format!("attempt commit {commit} is missing"))
                     .hint("fetch the run's objects")
             })?
-            .tree_id()
-            .to_string();
-        if let Some(prev) = rows.iter().find(|r| r.tree == tree) {
-            let now = prev.now.clone();
-            let earlier = prev.attempt;
-            rows.push(Row {
-                attempt: a.attempt_index,
-                tree,
-                same: now == recorded,
-                recorded,
-                now,
-                same_tree_as: Some(earlier),
-            });
-            continue;
-        }
-        ui.info(format!(
-            "attempt {}: re-running PO on {}",
-            a.attempt_index,
-            git::short(&tree)
-        ));
-        let wt = TempWorktree::add(
-            &repo,
-            &format!("reverify-{}-{}", run.run_id, a.attempt_index),
-            commit,
-        )?;
-        let cache = CacheIsolation::new(&scratch)?;
-        let log_dir = logs.path().join(format!("attempt_{}", a.attempt_index));
-        std::fs::create_dir_all(&log_dir)?;
-        let verify_cmds = verify::global_commands(&wt.path, &configured).map_err(Error::new)?;
-        let po = PoRun {
-            root: &wt.path,
-            timeout,
-            env_remove: &scrub,
-            env_set: cache.env(),
-            log_dir,
-            log_rel: String::new(),
-            sandbox: None,
-            pgid_file: None,
+            .tree()?;
+        let tree_id = tree.id().to_string();
+        // The same tree was evaluated for an earlier attempt: its result stands for this one.
+        let earlier = rows
+            .iter()
+            .find(|r| r.tree == tree_id)
+            .map(|r| (r.now.clone(), Some(r.attempt)));
+        let (now, same_tree_as) = match earlier {
+            Some(found) => found,
+            None => {
+                ui.info(format!(
+                    "attempt {}: re-running PO on {}",
+                    a.attempt_index,
+                    git::short(&tree_id)
+                ));
+                let verify_cmds =
+                    verify::commands_for_tree(&tree, &configured).map_err(Error::new)?;
+                let outcome = verify::run_in_temporary_worktree(
+                    &repo,
+                    &format!("reverify-{}-{}", run.run_id, a.attempt_index),
+                    commit,
+                    &verify_cmds,
+                    &order.acceptance_argv(),
+                    timeout,
+                    |kind, argv| ui.detail(format!("  {kind}: {}", argv.join(" "))),
+                )?;
+                let now = outcome
+                    .failed
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|| "passed".to_string());
+                (now, None)
+            }
         };
-        let outcome = po.run(&verify_cmds, &order.acceptance_argv(), |kind, argv| {
-            ui.detail(format!("  {kind}: {}", argv.join(" ")));
-        });
-        wt.remove()?;
-        let now = outcome
-            .failed
-            .map(|s| s.as_str().to_string())
-            .unwrap_or_else(|| "passed".to_string());
         rows.push(Row {
             attempt: a.attempt_index,
-            tree,
+            tree: tree_id,
             same: now == recorded,
             recorded,
             now,
-            same_tree_as: None,
+            same_tree_as,
         });
     }
     let all_same = rows.iter().all(|r| r.same);

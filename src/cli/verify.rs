@@ -4,10 +4,10 @@
 
 use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
-use crate::git::{self, worktree::TempWorktree};
+use crate::git;
 use crate::identity::sha256_hex;
 use crate::roles::po::exec::tail_chars;
-use crate::roles::po::verify::{self, CacheIsolation, PoRun};
+use crate::roles::po::verify;
 use crate::ui::Ui;
 use clap::Args;
 use git2::{Oid, Repository};
@@ -82,28 +82,15 @@ pub fn verify_commit(
         &tree.id().to_string()[..12],
         std::process::id()
     );
-    let wt = TempWorktree::add(repo, &name, &commit.id().to_string())?;
-    let scratch = crate::git::factory_dir(repo).join("tmp");
-    std::fs::create_dir_all(&scratch)?;
-    let logs = tempfile::Builder::new()
-        .prefix("logs-")
-        .tempdir_in(&scratch)?;
-    let cache = CacheIsolation::new(&scratch)?;
-    let scrub = verify::scrub_list(&cfg);
-    let po = PoRun {
-        root: &wt.path,
+    let outcome = verify::run_in_temporary_worktree(
+        repo,
+        &name,
+        &commit.id().to_string(),
+        &commands,
+        &[],
         timeout,
-        env_remove: &scrub,
-        env_set: cache.env(),
-        log_dir: logs.path().to_path_buf(),
-        log_rel: String::new(),
-        sandbox: None,
-        pgid_file: None,
-    };
-    let outcome = po.run(&commands, &[], |_, argv| {
-        ui.info(format!("  verify: {}", argv.join(" ")))
-    });
-    wt.remove()?;
+        |_, argv| ui.info(format!("  verify: {}", argv.join(" "))),
+    )?;
     let passed = outcome.failed.is_none();
     let excerpt = match outcome.failing_command() {
         Some(c) => {

@@ -100,6 +100,42 @@ impl CacheIsolation {
     }
 }
 
+/// Runs PO on a committed tree in a temporary worktree (verify, reverify, the pre-push hook):
+/// the user's tree is never used, scratch folders live under `.git/factory/tmp`, and the
+/// worktree is removed afterwards.
+pub fn run_in_temporary_worktree<G>(
+    repo: &git2::Repository,
+    name: &str,
+    commit: &str,
+    verify: &[Vec<String>],
+    acceptance: &[Vec<String>],
+    timeout: Duration,
+    on_command: impl FnMut(&str, &[String]) -> G,
+) -> crate::error::Result<PoOutcome> {
+    let cfg = crate::config::Config::of(repo);
+    let scratch = crate::git::factory_dir(repo).join("tmp");
+    std::fs::create_dir_all(&scratch)?;
+    let logs = tempfile::Builder::new()
+        .prefix("logs-")
+        .tempdir_in(&scratch)?;
+    let cache = CacheIsolation::new(&scratch)?;
+    let scrub = scrub_list(&cfg);
+    let wt = crate::git::worktree::TempWorktree::add(repo, name, commit)?;
+    let po = PoRun {
+        root: &wt.path,
+        timeout,
+        env_remove: &scrub,
+        env_set: cache.env(),
+        log_dir: logs.path().to_path_buf(),
+        log_rel: String::new(),
+        sandbox: None,
+        pgid_file: None,
+    };
+    let outcome = po.run(verify, acceptance, on_command);
+    wt.remove()?;
+    Ok(outcome)
+}
+
 /// How PO runs commands for one attempt.
 pub struct PoRun<'a> {
     pub root: &'a Path,
