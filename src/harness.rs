@@ -608,25 +608,13 @@ impl Session<'_> {
     /// After PASS the tree must hold exactly baseline + change: anything the commands changed
     /// outside the change is restored and listed.
     fn restore_side_effects(&mut self, plan: &Plan) -> Result<Vec<String>> {
-        let mut side: Vec<String> = Vec::new();
         let changed: Vec<&str> = plan.outcomes.iter().map(|o| o.path.as_str()).collect();
-        let dirty = git::dirty_paths(self.repo, true)?;
-        let mut checkout = git2::build::CheckoutBuilder::new();
-        checkout.force().update_index(false);
-        let mut any = false;
-        for d in dirty.iter().filter(|d| !changed.contains(&d.path.as_str())) {
-            side.push(d.path.clone());
-            if d.tracked {
-                checkout.path(d.path.as_str());
-                any = true;
-            } else {
-                git::remove_untracked(&self.root, &d.path);
-            }
-        }
-        if any {
-            self.repo
-                .checkout_tree(self.baseline.as_object(), Some(&mut checkout))?;
-        }
+        let outside: Vec<git::Dirty> = git::dirty_paths(self.repo, true)?
+            .into_iter()
+            .filter(|d| !changed.contains(&d.path.as_str()))
+            .collect();
+        git::restore_paths(self.repo, &self.root, &self.baseline, &outside)?;
+        let mut side: Vec<String> = outside.into_iter().map(|d| d.path).collect();
         for o in &plan.outcomes {
             let now = apply::read_state(&self.root, &o.path).ok().flatten();
             if now != o.after {

@@ -259,38 +259,52 @@ pub fn restore_baseline(
     baseline: &git2::Commit<'_>,
 ) -> Result<Vec<String>> {
     let mut restored: Vec<String> = Vec::new();
-    for _ in 0..3 {
+    for round in 0..4 {
         let dirty = dirty_paths(repo, true)?;
         if dirty.is_empty() {
             restored.sort();
             restored.dedup();
             return Ok(restored);
         }
-        let mut checkout = CheckoutBuilder::new();
-        checkout.force().update_index(false).remove_untracked(false);
-        let mut any_tracked = false;
-        for d in &dirty {
-            restored.push(d.path.clone());
-            if d.tracked {
-                checkout.path(d.path.as_str());
-                any_tracked = true;
-            } else {
-                remove_untracked(root, &d.path);
+        if round == 3 {
+            let mut err =
+                Error::new("rollback could not restore the baseline: these paths still differ");
+            for d in dirty.iter().take(10) {
+                err = err.detail(format!("{}: {}", d.label, d.path));
             }
+            return Err(
+                err.hint("inspect them with git status; the run record names the baseline commit")
+            );
         }
-        if any_tracked {
-            repo.checkout_tree(baseline.as_object(), Some(&mut checkout))?;
+        restore_paths(repo, root, baseline, &dirty)?;
+        restored.extend(dirty.into_iter().map(|d| d.path));
+    }
+    Ok(restored)
+}
+
+/// Puts each path a status walk reported back to the baseline without writing the index:
+/// tracked ones checked out, untracked ones removed.
+pub fn restore_paths(
+    repo: &Repository,
+    root: &Path,
+    baseline: &git2::Commit<'_>,
+    dirty: &[Dirty],
+) -> Result<()> {
+    let mut checkout = CheckoutBuilder::new();
+    checkout.force().update_index(false).remove_untracked(false);
+    let mut any_tracked = false;
+    for d in dirty {
+        if d.tracked {
+            checkout.path(d.path.as_str());
+            any_tracked = true;
+        } else {
+            remove_untracked(root, &d.path);
         }
     }
-    let left = dirty_paths(repo, true)?;
-    if left.is_empty() {
-        return Ok(restored);
+    if any_tracked {
+        repo.checkout_tree(baseline.as_object(), Some(&mut checkout))?;
     }
-    let mut err = Error::new("rollback could not restore the baseline: these paths still differ");
-    for d in left.iter().take(10) {
-        err = err.detail(format!("{}: {}", d.label, d.path));
-    }
-    Err(err.hint("inspect them with git status; the run record names the baseline commit"))
+    Ok(())
 }
 
 /// Removes an untracked path a status walk reported: a file, or a whole directory when
