@@ -342,48 +342,38 @@ fn become_subreaper() {
     });
 }
 
-/// Our child processes: from `/proc/self/task/*/children` when the kernel offers it (cheap),
-/// else from a scan of every process's parent.
-fn children_of(me: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-        let mut readable = false;
-        for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                readable = true;
-                out.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<i32>().ok()),
-                );
-            }
-        }
-        if readable {
-            return out;
-        }
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
+/// Processes that may be our children: the kernel's list in `/proc/self/task/*/children`
+/// when it offers one, else every process (the caller checks each one's parent).
+fn candidate_children() -> Vec<i32> {
+    let parse = |text: &str| -> Vec<i32> {
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(1))
-            .and_then(|f| f.parse::<i32>().ok());
-        if ppid == Some(me) {
-            out.push(pid);
-        }
-    }
-    out
+    let listed: Option<Vec<i32>> = std::fs::read_dir("/proc/self/task").ok().and_then(|tasks| {
+        let lists: Vec<String> = tasks
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .collect();
+        (!lists.is_empty()).then(|| lists.iter().flat_map(|l| parse(l)).collect())
+    });
+    listed.unwrap_or_else(|| {
+        std::fs::read_dir("/proc")
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
+}
+
+/// A process's parent and process group, from `/proc/<pid>/stat`.
+fn parent_and_group(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name: state, ppid, pgrp, …
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
 }
 
 /// Kills and reaps every process re-parented to us after a command ended. No child is
@@ -404,17 +394,10 @@ fn sweep_orphans(settle: bool) {
         let me = rustix::process::getpid().as_raw_nonzero().get();
         let mut found = false;
         let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-        for pid in children_of(me) {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        for pid in candidate_children() {
+            let Some((ppid, pgrp)) = parent_and_group(pid) else {
                 continue;
             };
-            // Fields after the command name: state, ppid, pgrp, …
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let ppid: i32 = fields.get(1).and_then(|f| f.parse().ok()).unwrap_or(0);
-            let pgrp: i32 = fields.get(2).and_then(|f| f.parse().ok()).unwrap_or(0);
             let spared = live.contains(&pid) || live.contains(&pgrp);
             if ppid == me && !spared {
                 found = true;
