@@ -36,14 +36,25 @@ impl Config {
             .filter(|s| !s.is_empty())
     }
 
-    pub fn parse<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
+    /// The command line's value if given, else the config key's, else the default. A value
+    /// in the config that does not parse is a refusal naming the key.
+    pub fn value<T: std::str::FromStr>(
+        &self,
+        flag: Option<T>,
+        key: &str,
+        default: T,
+    ) -> crate::error::Result<T> {
+        if let Some(v) = flag {
+            return Ok(v);
+        }
         match self.string(key) {
-            None => Ok(None),
-            Some(v) => v
-                .trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("git config {key} has an invalid value {v:?}")),
+            None => Ok(default),
+            Some(v) => v.trim().parse().map_err(|_| {
+                crate::error::Error::new(format!("git config {key} has an invalid value {v:?}"))
+                    .hint(format!(
+                        "fix it with git config {key} VALUE, or give the flag on the command line"
+                    ))
+            }),
         }
     }
 

@@ -165,11 +165,11 @@ fn pre_push(ui: &Ui, repo: &Repository, remote: &str) -> Result<Exit> {
     {
         return Ok(Exit::Success);
     }
-    let timeout = Duration::from_secs(
-        cfg.parse(config::TIMEOUT_SECONDS)
-            .map_err(Error::new)?
-            .unwrap_or(config::DEFAULT_TIMEOUT_SECONDS),
-    );
+    let timeout = Duration::from_secs(cfg.value(
+        None,
+        config::TIMEOUT_SECONDS,
+        config::DEFAULT_TIMEOUT_SECONDS,
+    )?);
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line?;

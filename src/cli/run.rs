@@ -224,10 +224,6 @@ fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
     ProviderSpec::model(&model, base_url)
 }
 
-fn cfg_error(e: String) -> Error {
-    Error::new(e).hint("fix it with git config, or give the flag on the command line")
-}
-
 pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
     let work_order = args.load_work_order()?;
     let repo = crate::git::open(args.repo.as_deref())?;
@@ -239,34 +235,22 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         work_order,
         out: args.out.clone(),
         provider,
-        temperature: match args.llm_temperature {
-            Some(t) => t,
-            None => cfg
-                .parse(config::TEMPERATURE)
-                .map_err(cfg_error)?
-                .unwrap_or(0.0),
-        },
-        max_attempts: match args.max_attempts {
-            Some(n) => n,
-            None => cfg
-                .parse(config::MAX_ATTEMPTS)
-                .map_err(cfg_error)?
-                .unwrap_or(config::DEFAULT_MAX_ATTEMPTS),
-        },
-        timeout_seconds: match args.timeout_seconds {
-            Some(n) => n,
-            None => cfg
-                .parse(config::TIMEOUT_SECONDS)
-                .map_err(cfg_error)?
-                .unwrap_or(config::DEFAULT_TIMEOUT_SECONDS),
-        },
-        agent_timeout_seconds: match args.agent_timeout {
-            Some(n) => n,
-            None => cfg
-                .parse(config::AGENT_TIMEOUT)
-                .map_err(cfg_error)?
-                .unwrap_or(config::DEFAULT_AGENT_TIMEOUT),
-        },
+        temperature: cfg.value(args.llm_temperature, config::TEMPERATURE, 0.0)?,
+        max_attempts: cfg.value(
+            args.max_attempts,
+            config::MAX_ATTEMPTS,
+            config::DEFAULT_MAX_ATTEMPTS,
+        )?,
+        timeout_seconds: cfg.value(
+            args.timeout_seconds,
+            config::TIMEOUT_SECONDS,
+            config::DEFAULT_TIMEOUT_SECONDS,
+        )?,
+        agent_timeout_seconds: cfg.value(
+            args.agent_timeout,
+            config::AGENT_TIMEOUT,
+            config::DEFAULT_AGENT_TIMEOUT,
+        )?,
         strict_apply: args.strict_apply,
         force: args.force,
         dry_run: args.dry_run,

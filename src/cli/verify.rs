@@ -125,13 +125,11 @@ pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
             Error::new(format!("{} is not a commit", args.rev))
                 .hint("give a branch, tag or commit id")
         })?;
-    let timeout = match args.timeout_seconds {
-        Some(t) => t,
-        None => Config::of(&repo)
-            .parse(config::TIMEOUT_SECONDS)
-            .map_err(Error::new)?
-            .unwrap_or(config::DEFAULT_TIMEOUT_SECONDS),
-    };
+    let timeout = Config::of(&repo).value(
+        args.timeout_seconds,
+        config::TIMEOUT_SECONDS,
+        config::DEFAULT_TIMEOUT_SECONDS,
+    )?;
     let v = verify_commit(
         &repo,
         commit.id(),

@@ -372,3 +372,55 @@ fn a_check_that_stages_and_commits_is_undone() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before);
 }
+
+#[test]
+fn git_config_supplies_defaults_the_command_line_overrides_and_bad_values_are_refused() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["false"]));
+    let replay = r.replay(
+        "cfg",
+        &[("1.json", good()), ("2.json", good()), ("3.json", good())],
+    );
+    r.git(&["config", "factory.maxAttempts", "3"]);
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["max_attempts"], 3, "from git config");
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["max_attempts"], 1, "the command line wins");
+    r.git(&["config", "factory.maxAttempts", "lots"]);
+    let (runs, before) = (r.run_ids(), r.snapshot());
+    let out = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        (r.run_ids(), r.snapshot()),
+        (runs, before),
+        "nothing changed"
+    );
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("git config factory.maxAttempts has an invalid value \"lots\""),
+        "{err}"
+    );
+}
