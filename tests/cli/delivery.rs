@@ -114,12 +114,8 @@ fn two_worktree_runs_at_once_both_finish() {
     {
         let wo = r.work_order(basic_order(&[accept]));
         let replay = r.replay(&format!("c{i}"), &[("1.json", good())]);
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
-            .current_dir(&r.root)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("HOME", &r.home)
-            .args(["run", "--worktree", "-w"])
+        let child = r
+            .spawn(&["run", "--worktree", "-w"])
             .arg(&wo)
             .arg("--replay")
             .arg(&replay)
@@ -481,21 +477,14 @@ fn a_worktree_run_proceeds_beside_an_in_situ_run() {
     );
     let wo = r.work_order(basic_order(&[&slow]));
     let replay = r.replay("slow", &[("1.json", good())]);
-    let mut in_situ = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
-        .current_dir(&r.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", &r.home)
-        .args(["run", "-q", "-w"])
+    let mut in_situ = r
+        .spawn(&["run", "-q", "-w"])
         .arg(&wo)
         .arg("--replay")
         .arg(&replay)
         .spawn()
         .expect("starts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !marker.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for(&marker);
     let (out, _) = run_with(
         &r,
         "grep -q TWO app.txt",

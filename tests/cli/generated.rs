@@ -98,25 +98,11 @@ fn snapshots(r: &TestRepo) -> Vec<(String, String)> {
             ),
         ],
     );
-    let pass = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("run");
+    let pass = r.run_replay(&wo, &replay, &[]);
     files.push(("report-pass.txt".to_string(), mask(&stderr_of(&pass))));
     r.git(&["checkout", "--", "app.txt"]);
     let wo = r.work_order(basic_order(&["false"]));
-    let fail = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("run");
+    let fail = r.run_replay(&wo, &replay, &[]);
     files.push(("report-fail.txt".to_string(), mask(&stderr_of(&fail))));
 
     // Each refusal's message.
@@ -226,14 +212,7 @@ fn no_escape_codes_without_a_terminal_or_with_no_color() {
         .output()
         .expect("show");
     assert!(!stdout_of(&no_color).contains('\u{1b}'));
-    let quiet = r
-        .factory()
-        .args(["run", "-q", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("run");
+    let quiet = r.run_replay(&wo, &replay, &["-q"]);
     let lines: Vec<String> = stderr_of(&quiet).lines().map(str::to_string).collect();
     assert_eq!(lines.len(), 1, "-q prints only the verdict line: {lines:?}");
     assert!(lines[0].starts_with("FAIL "));

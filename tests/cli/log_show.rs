@@ -32,14 +32,7 @@ fn run_fail_then_pass_with(
             ),
         ],
     );
-    r.factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .args(extra)
-        .output()
-        .expect("runs")
+    r.run_replay(&wo, &replay, extra)
 }
 
 #[test]
@@ -401,14 +394,7 @@ fn show_prints_a_commands_full_log_and_lists_ambiguous_prefixes() {
             proposal(&diff_replace("app.txt", &APP, "two", "Two"), "first"),
         )],
     );
-    let out = r
-        .factory()
-        .args(["run", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let id = r.run_ids().remove(0);
     let log = r
@@ -454,14 +440,7 @@ fn log_follows_moved_and_deleted_run_refs() {
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "x"),
         )],
     );
-    let out = r
-        .factory()
-        .args(["run", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("run");
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let other = r
         .run_ids()

@@ -10,26 +10,20 @@ fn expected() -> String {
     MODULE.replace("items.append(line)", "items.append(line.lower())")
 }
 
-/// The correct hunk for the change: lines 13-17 of MODULE around `items.append(line)`.
-fn body(ctx: &[&str], prefix_blank: &str) -> String {
-    let _ = prefix_blank;
-    ctx.join("\n") + "\n"
-}
-
+/// The correct hunk body for the change: lines 13-19 of MODULE around `items.append(line)`.
 fn good_hunk_body() -> String {
-    body(
-        &[
-            "         line = line.strip()",
-            "         if not line:",
-            "             continue",
-            "-        items.append(line)",
-            "+        items.append(line.lower())",
-            "     return items",
-            " ",
-            " ",
-        ],
-        "",
-    )
+    [
+        "         line = line.strip()",
+        "         if not line:",
+        "             continue",
+        "-        items.append(line)",
+        "+        items.append(line.lower())",
+        "     return items",
+        " ",
+        " ",
+    ]
+    .join("\n")
+        + "\n"
 }
 
 fn run_patch(r: &TestRepo, diff: &str, extra: &[&str]) -> std::process::Output {

@@ -339,11 +339,8 @@ fn ctrl_c_while_waiting_for_the_model_ends_the_run_at_once() {
     });
     let wo = r.work_order(basic_order(&["true"]));
     let before = r.snapshot();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
-        .current_dir(&r.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", &r.home)
+    let mut child = r
+        .spawn(&[])
         .env("OPENAI_API_KEY", "k")
         .args([
             "run",

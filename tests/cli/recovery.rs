@@ -21,30 +21,6 @@ fn order(verify_and_accept: &[&str]) -> Value {
     })
 }
 
-/// Processes whose command line contains `marker`, other than ourselves.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if cmd.contains(marker) && !state.contains(") Z ") {
-            out.push(format!("{pid}: {cmd}"));
-        }
-    }
-    out
-}
-
 #[cfg(feature = "test-hooks")]
 #[test]
 fn every_kill_point_is_recovered_byte_for_byte() {
@@ -88,14 +64,7 @@ fn every_kill_point_is_recovered_byte_for_byte() {
         assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr_of(&out));
 
         // Every command that could change the repo refuses, pointing at recover.
-        let again = r
-            .factory()
-            .args(["run", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
-            .output()
-            .expect("runs");
+        let again = r.run_replay(&wo, &replay, &[]);
         assert_eq!(again.status.code(), Some(2), "{point}");
         assert!(
             stderr_of(&again).contains("git factory recover"),
@@ -132,14 +101,7 @@ fn every_kill_point_is_recovered_byte_for_byte() {
         let s: Value = serde_json::from_str(&stdout_of(&show)).expect("readable record");
         assert_eq!(s["verdict"], "INTERRUPTED", "{point}");
         // And the repo works again.
-        let next = r
-            .factory()
-            .args(["run", "--force", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
-            .output()
-            .expect("runs");
+        let next = r.run_replay(&wo, &replay, &["--force"]);
         assert!(
             matches!(next.status.code(), Some(0) | Some(1)),
             "{point}: {}",
@@ -162,22 +124,15 @@ fn sigint_stops_the_command_rolls_back_and_exits_130() {
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
         )],
     );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"))
-        .current_dir(&r.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", &r.home)
-        .args(["run", "-q", "-w"])
+    let mut child = r
+        .spawn(&["run", "-q", "-w"])
         .arg(&wo)
         .arg("--replay")
         .arg(&replay)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starts");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !marker.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&marker);
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("signal");
     std::thread::sleep(Duration::from_millis(30));
@@ -291,7 +246,9 @@ fn sandbox_cuts_the_network_and_keeps_git_read_only() {
         .output()
         .is_err()
     {
-        eprintln!("bwrap is not installed; .ci/run installs it");
+        // CI installs bubblewrap (.ci/run), so there the sandbox is always tested for real.
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
         return;
     }
     let r = TestRepo::simple();
@@ -306,14 +263,7 @@ fn sandbox_cuts_the_network_and_keeps_git_read_only() {
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
         )],
     );
-    let out = r
-        .factory()
-        .args(["run", "--json", "--sandbox", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json", "--sandbox"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -330,14 +280,7 @@ fn model_output_cannot_choose_commands_or_flags() {
     let wo = r.work_order(basic_order(&["true"]));
     let sneaky = json!({"unified_diff": "", "summary": "done", "acceptance_commands": ["rm -rf /"], "env": {"X": "1"}});
     let replay = r.replay("rp", &[("1.json", sneaky.to_string())]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(

@@ -26,14 +26,7 @@ fn pass_on_first_attempt_leaves_the_change_uncommitted() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
@@ -48,8 +41,6 @@ fn pass_on_first_attempt_leaves_the_change_uncommitted() {
 fn fail_then_pass_and_the_first_attempt_leaves_no_trace() {
     let r = TestRepo::simple();
     // Attempt 1 also creates a file; its rollback must remove it.
-    let first = "diff --git a/app.txt b/app.txt\n--- a/app.txt\n+++ b/app.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+Two\n three\ndiff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new/new.txt\n@@ -0,0 +1 @@\n+x\n";
-    let _ = first;
     let mut order = basic_order(&[CHECK_TWO]);
     order["allowed_files"] = json!(["app.txt", "made/new.txt"]);
     let attempt1 = format!(
@@ -61,14 +52,7 @@ fn fail_then_pass_and_the_first_attempt_leaves_no_trace() {
         "rp",
         &[("1.json", proposal(&attempt1, "a")), ("2.json", good())],
     );
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(
         !r.root.join("made").exists(),
@@ -116,14 +100,7 @@ fn all_attempts_failing_leave_the_repo_byte_identical() {
             ("3.json", good()),
         ],
     );
-    let out = r
-        .factory()
-        .args(["run", "--max-attempts", "3", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "3"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before);
     assert_eq!(r.read(".env").as_deref(), Some("SECRET=1\n"));
@@ -139,14 +116,7 @@ fn no_shell_is_used_for_acceptance() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["echo ok && false"]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(
@@ -160,14 +130,7 @@ fn missing_program_is_a_spawn_error_not_a_crash() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["no-such-program-here --flag"]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     let cmd = &s["attempts"][0]["acceptance"][0];
@@ -189,22 +152,11 @@ fn timeout_kills_a_backgrounded_grandchild() {
     let cmd = format!("sh -c 'sleep 300 & echo $! > {}; wait'", pidfile.display());
     let wo = r.work_order(basic_order(&[&cmd]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r
-        .factory()
-        .args([
-            "run",
-            "--json",
-            "--max-attempts",
-            "1",
-            "--timeout-seconds",
-            "1",
-            "-w",
-        ])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(
+        &wo,
+        &replay,
+        &["--json", "--max-attempts", "1", "--timeout-seconds", "1"],
+    );
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][0]["acceptance"][0]["timed_out"], true);
@@ -229,14 +181,7 @@ fn verify_script_runs_through_bash_without_the_exec_bit() {
     ]);
     let wo = r.work_order(basic_order(&["true"]));
     let replay = r.replay("rp", &[("1.json", wrong()), ("2.json", good())]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "verify_failed");
@@ -257,14 +202,7 @@ fn no_change_proposal_goes_to_po() {
             json!({"unified_diff": "", "summary": "already done"}).to_string(),
         )],
     );
-    let out = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.git(&["status", "--porcelain"]), "");
 }
@@ -276,14 +214,7 @@ fn a_repeated_proposal_is_not_verified_again() {
     let cmd = format!("sh -c 'echo x >> {}; false'", counter.display());
     let wo = r.work_order(basic_order(&[&cmd]));
     let replay = r.replay("rp", &[("1.json", good()), ("2.json", good())]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&counter).expect("count"), "x\n");
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
@@ -309,14 +240,7 @@ fn writes_proposals_check_base_sha256() {
         "rp",
         &[("1.json", bad.to_string()), ("2.json", ok.to_string())],
     );
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(
@@ -341,14 +265,7 @@ fn invalid_output_fails_the_attempt_with_no_change() {
             ("2.json", good()),
         ],
     );
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(
@@ -369,14 +286,7 @@ fn replay_running_out_ends_the_run_with_llm_call_failed() {
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", wrong())]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "--max-attempts", "3", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "3"]);
     assert_eq!(out.status.code(), Some(1));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["attempts"].as_array().map(Vec::len), Some(2));
@@ -399,14 +309,7 @@ fn replay_with_both_json_and_diff_is_refused_at_start() {
         ],
     );
     let before = r.snapshot();
-    let out = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("both 1.json and 1.diff"));
     assert_eq!(r.snapshot(), before);
@@ -462,14 +365,7 @@ fn dry_run_prints_the_prompt_and_changes_nothing() {
     let wo = r.work_order(basic_order(&[CHECK_TWO]));
     let replay = r.replay("rp", &[("1.json", good())]);
     let before = r.snapshot();
-    let out = r
-        .factory()
-        .args(["run", "--dry-run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--dry-run"]);
     assert_eq!(out.status.code(), Some(0));
     let prompt = stdout_of(&out);
     assert!(prompt.contains("# Work order wo-1: Change app.txt"));
@@ -479,14 +375,7 @@ fn dry_run_prints_the_prompt_and_changes_nothing() {
     assert_eq!(r.snapshot(), before);
     assert!(r.run_ids().is_empty());
     // The same inputs give the same prompt, byte for byte.
-    let again = r
-        .factory()
-        .args(["run", "--dry-run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let again = r.run_replay(&wo, &replay, &["--dry-run"]);
     assert_eq!(stdout_of(&again), prompt);
 }
 

@@ -18,15 +18,7 @@ fn refused(r: &TestRepo, order: Value, extra: &[&str]) -> String {
     let wo = r.work_order(order);
     let replay = r.replay("rp-refused", &[("1.json", good())]);
     let before = r.snapshot();
-    let out = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .args(extra)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, extra);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(r.snapshot(), before, "a refusal changed the repo");
@@ -199,14 +191,7 @@ fn scope_violations_create_no_file_anywhere() {
             .flatten()
             .map(|e| e.file_name())
             .collect();
-        let out = r
-            .factory()
-            .args(["run", "--json", "--max-attempts", "1", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
-            .output()
-            .expect("runs");
+        let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
         assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
         let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
         assert_eq!(
@@ -241,14 +226,7 @@ fn ignored_files_survive_rollback_and_side_effects_are_restored_on_pass() {
             ("2.json", good()),
         ],
     );
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.read(".env").as_deref(), Some("TOKEN=keep\n"));
     assert_eq!(r.read("other.txt").as_deref(), Some("keep me\n"));
@@ -305,32 +283,17 @@ fn a_second_in_situ_run_is_refused_while_one_holds_the_lock() {
     let cmd = format!("sh -c 'touch {}; sleep 3'", marker.display());
     let wo = r.work_order(basic_order(&[&cmd]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"));
+    let mut first = r.spawn(&["run", "-q", "-w"]);
     first
-        .current_dir(&r.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", &r.home)
-        .args(["run", "-q", "-w"])
         .arg(&wo)
         .arg("--replay")
         .arg(&replay)
         .stderr(std::process::Stdio::null());
     let mut child = first.spawn().expect("first run starts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !marker.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for(&marker);
     assert!(marker.exists(), "first run reached its acceptance command");
     let wo2 = r.work_order(basic_order(&["true"]));
-    let out = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo2)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo2, &replay, &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr_of(&out);
     assert!(err.contains("holds the repo lock"), "{err}");
@@ -346,14 +309,7 @@ fn a_check_that_stages_and_commits_is_undone() {
     let cmd = "sh -c 'echo x > new.txt && git add new.txt && git -c user.name=a -c user.email=a@a.invalid commit -qm sneaky && echo y > other.txt && git add other.txt; false'";
     let wo = r.work_order(basic_order(&[cmd]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let out = r
-        .factory()
-        .args(["run", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(
         r.snapshot(),
@@ -361,14 +317,7 @@ fn a_check_that_stages_and_commits_is_undone() {
         "HEAD, the branch, the index and the tree are as before"
     );
     // And in a worktree run the same check leaves nothing behind either.
-    let out = r
-        .factory()
-        .args(["run", "--worktree", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--worktree", "--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before);
 }
@@ -382,36 +331,15 @@ fn git_config_supplies_defaults_the_command_line_overrides_and_bad_values_are_re
         &[("1.json", good()), ("2.json", good()), ("3.json", good())],
     );
     r.git(&["config", "factory.maxAttempts", "3"]);
-    let out = r
-        .factory()
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json"]);
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["max_attempts"], 3, "from git config");
-    let out = r
-        .factory()
-        .args(["run", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["max_attempts"], 1, "the command line wins");
     r.git(&["config", "factory.maxAttempts", "lots"]);
     let (runs, before) = (r.run_ids(), r.snapshot());
-    let out = r
-        .factory()
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = r.run_replay(&wo, &replay, &[]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         (r.run_ids(), r.snapshot()),

@@ -124,6 +124,39 @@ impl TestRepo {
         cmd
     }
 
+    /// `git factory run FLAGS -w WORK_ORDER --replay REPLAY`, to completion.
+    pub fn run_replay(
+        &self,
+        work_order: &Path,
+        replay: &Path,
+        flags: &[&str],
+    ) -> std::process::Output {
+        self.factory()
+            .arg("run")
+            .args(flags)
+            .arg("-w")
+            .arg(work_order)
+            .arg("--replay")
+            .arg(replay)
+            .output()
+            .expect("git factory runs")
+    }
+
+    /// The binary as a plain background process (hermetic like `factory()`), for runs that a
+    /// test interrupts or races.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"));
+        cmd.current_dir(&self.root)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", &self.home)
+            .env("NO_COLOR", "1")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .args(args);
+        cmd
+    }
+
     /// Writes a replay folder outside the repo: proposal N from `items[N-1]` (name, content).
     pub fn replay(&self, name: &str, items: &[(&str, String)]) -> PathBuf {
         let dir = self.outside.join(name);
@@ -251,6 +284,39 @@ pub fn basic_order(accept: &[&str]) -> serde_json::Value {
         "context_files": ["app.txt"],
         "acceptance_commands": accept,
     })
+}
+
+/// Waits (up to 20 s) for a file a command creates when it has started.
+pub fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !path.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(path.exists(), "{} never appeared", path.display());
+}
+
+/// Live processes whose command line contains `marker`, other than this test process.
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if cmd.contains(marker) && !state.contains(") Z ") {
+            out.push(format!("{pid}: {cmd}"));
+        }
+    }
+    out
 }
 
 pub fn stderr_of(out: &std::process::Output) -> String {
