@@ -412,3 +412,16 @@ fn a_modification_of_a_missing_file_from_an_empty_pre_image_creates_it() {
     assert_eq!(stdout_of(&out), "recount  docs/new.md\n");
     assert_eq!(r.read("docs/new.md").as_deref(), Some("# New\ntext\n"));
 }
+
+#[test]
+fn a_hunk_quoting_words_of_an_error_still_gets_every_pass() {
+    // The context says "already exists" and "not a regular file", and needs the fuzzy pass:
+    // whether to try the next pass must not depend on what the quoted text says.
+    let file = "fn f() {\n    // fails when the file already exists   \n    // or is not a regular file\n    x();\n}\n";
+    let r = TestRepo::with_files(&[("f.rs", file)]);
+    let diff = "--- a/f.rs\n+++ b/f.rs\n@@ -1,5 +1,5 @@\n fn f() {\n     // fails when the file already exists\n     // or is not a regular file\n-    x();\n+    y();\n }\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "fuzzy    f.rs\n");
+    assert_eq!(r.read("f.rs"), Some(file.replace("x();", "y();")));
+}

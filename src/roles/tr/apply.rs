@@ -193,19 +193,50 @@ pub type HunkApplier = fn(&str, &[u8], &[Hunk]) -> Result<Vec<u8>, String>;
 
 /// Computes the outcome of every file section with one hunk applier, reading the work tree
 /// but writing nothing.
+/// Why a change could not be planned. `retry` says whether a looser pass may still place it
+/// (hunks that did not fit) or no pass can (the work tree's files themselves are in the way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError {
+    pub message: String,
+    pub retry: bool,
+}
+
+impl PlanError {
+    fn hunks(message: String) -> Self {
+        PlanError {
+            message,
+            retry: true,
+        }
+    }
+
+    fn file(message: String) -> Self {
+        PlanError {
+            message,
+            retry: false,
+        }
+    }
+}
+
 pub fn plan_patches(
     root: &Path,
     patches: &[FilePatch],
     applier: HunkApplier,
-) -> Result<Vec<FileOutcome>, String> {
+) -> Result<Vec<FileOutcome>, PlanError> {
     let mut outcomes: Vec<FileOutcome> = Vec::new();
     for patch in patches {
         let target = patch.target().to_string();
         let source = match &patch.old_path {
-            Some(old) => match read_state(root, old).map_err(|e| format!("{old}: {e}"))? {
-                Some(state) => Some(state),
-                None => return Err(format!("{old}: does not exist in the work tree")),
-            },
+            Some(old) => {
+                match read_state(root, old).map_err(|e| PlanError::file(format!("{old}: {e}")))? {
+                    Some(state) => Some(state),
+                    // A later pass may read it as a creation (an empty pre-image).
+                    None => {
+                        return Err(PlanError::hunks(format!(
+                            "{old}: does not exist in the work tree"
+                        )))
+                    }
+                }
+            }
             None => None,
         };
         if patch.is_deleted && patch.hunks.is_empty() {
@@ -219,14 +250,14 @@ pub fn plan_patches(
         }
         let content = match &source {
             Some(s) if patch.hunks.is_empty() => s.bytes.clone(),
-            Some(s) => applier(&target, &s.bytes, &patch.hunks)?,
-            None => applier(&target, b"", &patch.hunks)?,
+            Some(s) => applier(&target, &s.bytes, &patch.hunks).map_err(PlanError::hunks)?,
+            None => applier(&target, b"", &patch.hunks).map_err(PlanError::hunks)?,
         };
         if patch.is_deleted {
             if !content.is_empty() {
-                return Err(format!(
+                return Err(PlanError::hunks(format!(
                     "{target}: the deletion does not remove the file's whole content"
-                ));
+                )));
             }
             outcomes.push(FileOutcome {
                 path: target,
@@ -236,7 +267,9 @@ pub fn plan_patches(
             continue;
         }
         let Some(new_path) = patch.new_path.clone() else {
-            return Err(format!("{target}: section names no resulting file"));
+            return Err(PlanError::file(format!(
+                "{target}: section names no resulting file"
+            )));
         };
         let executable = match patch.new_mode {
             Some(mode) => mode == 0o100755,
@@ -255,9 +288,12 @@ pub fn plan_patches(
             continue;
         }
         // Creation, rename or copy: the new path must not exist yet.
-        let existing = read_state(root, &new_path).map_err(|e| format!("{new_path}: {e}"))?;
+        let existing =
+            read_state(root, &new_path).map_err(|e| PlanError::file(format!("{new_path}: {e}")))?;
         if existing.is_some() {
-            return Err(format!("{new_path}: already exists in the work tree"));
+            return Err(PlanError::file(format!(
+                "{new_path}: already exists in the work tree"
+            )));
         }
         if patch.is_rename {
             if let Some(old) = &patch.old_path {

@@ -188,9 +188,8 @@ fn plan_diff(
                     break;
                 }
                 Err(e) => {
-                    let stop = e.contains("already exists") || e.contains("not a regular file");
-                    errors.push(format!("{}: {e}", m.as_str()));
-                    if stop {
+                    errors.push(format!("{}: {}", m.as_str(), e.message));
+                    if !e.retry {
                         break;
                     }
                 }
