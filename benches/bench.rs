@@ -512,157 +512,93 @@ fn corpus(per_kind: usize) -> Vec<Case> {
             let exact = format!("@@ -{},{n} +{},{n} @@", start + 1, start + 1);
             let git_hdr = "diff --git a/f.rs b/f.rs\n--- a/f.rs\n+++ b/f.rs\n";
             let plain = "--- a/f.rs\n+++ b/f.rs\n";
+            let w = Window { start, end, idx };
+            let same = Damage::default();
+            let git_diff = |header: &str, damage: Damage| {
+                format!("{git_hdr}{}", hunk_text(&lines, w, &new, header, damage))
+            };
+            let numbers = |old: usize, old_n: usize, new_n: usize| {
+                format!("@@ -{},{old_n} +{},{new_n} @@", old, old)
+            };
             let (file, diff, expected) = match kind {
-                "wrong line numbers" => {
-                    let h = format!("@@ -{},{n} +{},{n} @@", start + 12, start + 12);
-                    (
-                        text.clone(),
-                        format!(
-                            "{git_hdr}{}",
-                            hunk_text(
-                                &lines,
-                                Window { start, end, idx },
-                                &new,
-                                &h,
-                                Damage::default()
-                            )
-                        ),
-                        Some(with_change(&lines, idx, &new)),
-                    )
-                }
+                "wrong line numbers" => (
+                    text.clone(),
+                    git_diff(&numbers(start + 12, n, n), same),
+                    Some(with_change(&lines, idx, &new)),
+                ),
                 "wrong counts" => {
                     let h = format!("@@ -{},{} +{},{} @@", start + 1, n - 2, start + 1, n + 3);
                     (
                         text.clone(),
-                        format!(
-                            "{git_hdr}{}",
-                            hunk_text(
-                                &lines,
-                                Window { start, end, idx },
-                                &new,
-                                &h,
-                                Damage::default()
-                            )
-                        ),
+                        git_diff(&h, same),
                         Some(with_change(&lines, idx, &new)),
                     )
                 }
                 "placeholder @@ header" => (
                     text.clone(),
-                    format!(
-                        "{git_hdr}{}",
-                        hunk_text(
-                            &lines,
-                            Window { start, end, idx },
-                            &new,
-                            "@@ ... @@",
-                            Damage::default()
-                        )
-                    ),
+                    git_diff("@@ ... @@", same),
                     Some(with_change(&lines, idx, &new)),
                 ),
                 "lost trailing whitespace" => {
-                    let diff = format!(
-                        "{git_hdr}{}",
-                        hunk_text(
-                            &lines,
-                            Window { start, end, idx },
-                            &new,
-                            &exact,
-                            Damage::default()
-                        )
-                    );
+                    let diff = git_diff(&exact, same);
                     for l in lines.iter_mut().take(end).skip(start) {
                         if !l.is_empty() {
                             l.push_str("  ");
                         }
                     }
-                    let file = lines.join("\n") + "\n";
-                    (file, diff, Some(with_change(&lines, idx, &new)))
+                    (
+                        lines.join("\n") + "\n",
+                        diff,
+                        Some(with_change(&lines, idx, &new)),
+                    )
                 }
                 "tabs turned to spaces" => {
-                    let diff = format!(
-                        "{git_hdr}{}",
-                        hunk_text(
-                            &lines,
-                            Window { start, end, idx },
-                            &new,
-                            &exact,
-                            Damage::default()
-                        )
-                    );
                     if !lines[start..end].iter().any(|l| l.starts_with("    ")) {
                         continue;
                     }
+                    let diff = git_diff(&exact, same);
                     for l in lines.iter_mut() {
                         let indent = l.len() - l.trim_start_matches(' ').len();
                         *l = format!("{}{}", "\t".repeat(indent / 4), &l[indent - indent % 4..]);
                     }
-                    let file = lines.join("\n") + "\n";
-                    (file, diff, Some(with_change(&lines, idx, &new)))
-                }
-                "missing blank context line" => {
-                    let h = format!("@@ -{},{} +{},{} @@", start + 1, n - 1, start + 1, n - 1);
                     (
-                        text.clone(),
-                        format!(
-                            "{git_hdr}{}",
-                            hunk_text(
-                                &lines,
-                                Window { start, end, idx },
-                                &new,
-                                &h,
-                                Damage {
-                                    drop_blank: true,
-                                    ..Damage::default()
-                                }
-                            )
-                        ),
+                        lines.join("\n") + "\n",
+                        diff,
                         Some(with_change(&lines, idx, &new)),
                     )
                 }
+                "missing blank context line" => (
+                    text.clone(),
+                    git_diff(
+                        &numbers(start + 1, n - 1, n - 1),
+                        Damage {
+                            drop_blank: true,
+                            ..same
+                        },
+                    ),
+                    Some(with_change(&lines, idx, &new)),
+                ),
                 "no diff --git line" => (
                     text.clone(),
-                    format!(
-                        "{plain}{}",
-                        hunk_text(
-                            &lines,
-                            Window { start, end, idx },
-                            &new,
-                            &exact,
-                            Damage::default()
-                        )
-                    ),
+                    format!("{plain}{}", hunk_text(&lines, w, &new, &exact, same)),
                     Some(with_change(&lines, idx, &new)),
                 ),
                 "no a/ b/ prefixes" => (
                     text.clone(),
                     format!(
                         "--- f.rs\n+++ f.rs\n{}",
-                        hunk_text(
-                            &lines,
-                            Window { start, end, idx },
-                            &new,
-                            &exact,
-                            Damage::default()
-                        )
+                        hunk_text(&lines, w, &new, &exact, same)
                     ),
                     Some(with_change(&lines, idx, &new)),
                 ),
                 "blank context without space" => (
                     text.clone(),
-                    format!(
-                        "{git_hdr}{}",
-                        hunk_text(
-                            &lines,
-                            Window { start, end, idx },
-                            &new,
-                            &exact,
-                            Damage {
-                                bare_blanks: true,
-                                ..Damage::default()
-                            }
-                        )
+                    git_diff(
+                        &exact,
+                        Damage {
+                            bare_blanks: true,
+                            ..same
+                        },
                     ),
                     Some(with_change(&lines, idx, &new)),
                 ),
@@ -673,38 +609,19 @@ fn corpus(per_kind: usize) -> Vec<Case> {
                         file.push_str(l);
                         file.push('\n');
                     }
-                    let h = format!("@@ -{},{n} +{},{n} @@", start + 6, start + 6);
-                    (
-                        file,
-                        format!(
-                            "{git_hdr}{}",
-                            hunk_text(
-                                &lines,
-                                Window { start, end, idx },
-                                &new,
-                                &h,
-                                Damage::default()
-                            )
-                        ),
-                        None,
-                    )
+                    (file, git_diff(&numbers(start + 6, n, n), same), None)
                 }
                 _ => {
                     let mut altered = lines.clone();
                     for l in altered.iter_mut().take(end).skip(start) {
                         l.push_str(" zzz_absent");
                     }
+                    let changed = format!("{} // changed", altered[idx]);
                     (
                         text.clone(),
                         format!(
                             "{git_hdr}{}",
-                            hunk_text(
-                                &altered,
-                                Window { start, end, idx },
-                                &format!("{} // changed", altered[idx]),
-                                &exact,
-                                Damage::default()
-                            )
+                            hunk_text(&altered, w, &changed, &exact, same)
                         ),
                         None,
                     )
@@ -784,6 +701,9 @@ fn bench_apply(work: &Path) {
             let mut tally = Tally::default();
             for case in &of_kind {
                 let (applied, right) = judge(&dir, case, argv);
+                if t == 0 && !right && std::env::var_os("BENCH_SHOW_MISSES").is_some() {
+                    println!("--- miss ({}):\n{}", case.kind, case.diff);
+                }
                 match (case.expected.is_some(), applied, right) {
                     (_, _, true) if case.expected.is_some() => tally.right += 1,
                     (true, _, false) => tally.wrong += usize::from(applied),
