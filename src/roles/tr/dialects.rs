@@ -2,14 +2,7 @@
 //! diff (hunks without line numbers, so they are placed by the unique-location passes):
 //! the `*** Begin Patch … *** End Patch` envelope and SEARCH/REPLACE blocks.
 
-use super::diff::{FilePatch, Hunk, Line, ParseError};
-
-fn err(line: usize, message: impl Into<String>) -> ParseError {
-    ParseError {
-        line,
-        message: message.into(),
-    }
-}
+use super::diff::{err, FilePatch, Hunk, Line, ParseError};
 
 fn hunk(at_line: usize, header: &str) -> Hunk {
     Hunk {

@@ -112,6 +112,8 @@ impl FilePatch {
 pub struct ParseError {
     pub line: usize,
     pub message: String,
+    /// Headers that contradict each other: a safety refusal, not a damaged diff.
+    pub disagree: bool,
 }
 
 impl fmt::Display for ParseError {
@@ -120,10 +122,18 @@ impl fmt::Display for ParseError {
     }
 }
 
-fn err(line: usize, message: impl Into<String>) -> ParseError {
+pub(crate) fn err(line: usize, message: impl Into<String>) -> ParseError {
     ParseError {
         line,
         message: message.into(),
+        disagree: false,
+    }
+}
+
+fn disagreement(line: usize, what: impl std::fmt::Display) -> ParseError {
+    ParseError {
+        disagree: true,
+        ..err(line, format!("headers disagree: {what}"))
     }
 }
 
@@ -319,9 +329,9 @@ fn apply_plain_names(
     match (&old, &new) {
         (None, None) => return Err(err(line, "both sides of the file header are /dev/null")),
         (Some(o), Some(n)) if o != n => {
-            return Err(err(
+            return Err(disagreement(
                 line,
-                format!("headers disagree: --- names {o:?} but +++ names {n:?}"),
+                format!("--- names {o:?} but +++ names {n:?}"),
             ))
         }
         _ => {}
@@ -440,7 +450,7 @@ fn parse_git_section(
     }
 
     // Reconcile every source of names; any disagreement is refused, never guessed.
-    let disagree = |what: String| err(line_no, format!("headers disagree: {what}"));
+    let disagree = |what: String| disagreement(line_no, what);
     patch.is_rename = rename_from.is_some() || rename_to.is_some();
     patch.is_copy = copy_from.is_some() || copy_to.is_some();
     if patch.is_rename && patch.is_copy {
@@ -684,6 +694,12 @@ mod tests {
             .expect_err("refused")
             .message
             .contains("disagree"));
+        let e = parse("--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n", Strip::Auto).expect_err("refused");
+        assert!(e.disagree);
+        // A malformed header that merely says "disagree" is damage, not a refusal.
+        let e = parse("--- a/A\n+++ b/A\n@@ disagree @@\n-a\n+b\n", Strip::Auto)
+            .expect_err("malformed");
+        assert!(!e.disagree, "{e}");
         let d = "diff --git a/A b/A\n--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n";
         assert!(parse(d, Strip::Auto).is_err());
         let d = "--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n";

@@ -134,7 +134,7 @@ fn plan_diff(
     rules: &Rules<'_>,
 ) -> Result<Plan, Refusal> {
     let mut patches = parse_sections(text, dialect, rules.strip).map_err(|e| {
-        let stage = if e.message.contains("disagree") {
+        let stage = if e.disagree {
             Stage::PatchScopeViolation
         } else {
             Stage::PatchApplyFailed
