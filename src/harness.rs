@@ -373,7 +373,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         current: None,
         brief: None,
         seen: Vec::new(),
-        passed_plan: None,
+        passed: None,
         fatal: None,
     };
     session.save()?;
@@ -459,6 +459,8 @@ struct Attempt {
     rel: String,
     proposal: Option<Proposal>,
     plan: Option<Plan>,
+    /// The tree this attempt's change made, once applied.
+    tree: Option<git2::Oid>,
     applied: bool,
     brief: Option<FailureBrief>,
     started: Instant,
@@ -492,7 +494,8 @@ struct Session<'a> {
     brief: Option<FailureBrief>,
     /// Fingerprints of changes already tried, with the attempt that tried them.
     seen: Vec<(String, u32)>,
-    passed_plan: Option<Plan>,
+    /// The passing attempt's change and the tree it made (baseline + change).
+    passed: Option<(Plan, git2::Oid)>,
     fatal: Option<String>,
 }
 
@@ -642,9 +645,9 @@ impl Session<'_> {
     /// Records the verdict, delivers a PASS as asked, and writes the final record and notes.
     fn finish(&mut self, ending: &Ending, elapsed: Duration) -> Result<RunSummary> {
         let mut result_commit = None;
-        let tree_after = match (&ending.verdict, &self.passed_plan) {
-            (Verdict::Pass, Some(plan)) => {
-                let tree = git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes)?;
+        let tree_after = match (&ending.verdict, &self.passed) {
+            (Verdict::Pass, Some((plan, tree))) => {
+                let tree = *tree;
                 if self.delivery != Delivery::Uncommitted {
                     if let Some(j) = self.journal.as_mut() {
                         j.stage(&self.factory_dir, self.repo, "commit", None)?;
@@ -713,6 +716,7 @@ impl Session<'_> {
             rel: rel.clone(),
             proposal: None,
             plan: None,
+            tree: None,
             applied: false,
             brief: None,
             started: Instant::now(),
@@ -778,7 +782,8 @@ impl Nodes for Session<'_> {
                     ));
                 }
                 self.summary.side_effects = side;
-                self.passed_plan = Some(plan);
+                let tree = current.tree.unwrap_or_else(|| self.baseline.tree_id());
+                self.passed = Some((plan, tree));
             }
         } else {
             self.current = Some(current);
@@ -986,8 +991,10 @@ impl Session<'_> {
                     let diff = git::diff_trees(self.repo, self.baseline.tree_id(), t)?;
                     std::fs::write(dir.join("proposed_patch.diff"), diff)?;
                 }
-                self.writer
-                    .attempt_commit(self.repo, &self.baseline, t, attempt)
+                let commit = self
+                    .writer
+                    .attempt_commit(self.repo, &self.baseline, t, attempt)?;
+                Ok((t, commit))
             });
         let files: Vec<FileAction<'_>> = plan
             .outcomes
@@ -1014,7 +1021,10 @@ impl Session<'_> {
         a.record.touched_files = plan.touched.clone();
         a.plan = Some(plan);
         match tree {
-            Ok(commit) => a.record.tree_commit = Some(commit.to_string()),
+            Ok((tree, commit)) => {
+                a.tree = Some(tree);
+                a.record.tree_commit = Some(commit.to_string());
+            }
             Err(e) => {
                 self.fatal = Some(e.message);
                 return Outcome::Fatal(Stage::Exception);

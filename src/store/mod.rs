@@ -268,9 +268,10 @@ pub fn append_note_in(repo: &Repository, notes_ref: &str, target: Oid, line: &st
         text.push('\n');
         match repo.note(&sig, &sig, Some(notes_ref), target, &text, true) {
             Ok(_) => return Ok(()),
+            // libgit2 reports a ref lock another process holds as a plain OS error.
             Err(e)
                 if e.code() == git2::ErrorCode::Locked
-                    || e.message().contains("lock")
+                    || e.message().contains("failed to create locked file")
                     || e.code() == git2::ErrorCode::Modified =>
             {
                 last = Some(e);
