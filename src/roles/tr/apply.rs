@@ -61,7 +61,12 @@ pub fn read_state(root: &Path, path: &str) -> io::Result<Option<FileState>> {
     let full = root.join(path);
     let meta = match fs::symlink_metadata(&full) {
         Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
             return Ok(None)
         }
         Err(e) => return Err(e),
@@ -429,6 +434,20 @@ mod tests {
         assert_eq!(strict("a\nb\n", d).expect("applies"), "a\nx\nb\n");
         let d = "--- /dev/null\n+++ b/f\n@@ -0,0 +1,2 @@\n+x\n+y\n";
         assert_eq!(strict("", d).expect("applies"), "x\ny\n");
+    }
+
+    #[test]
+    fn paths_below_a_file_are_absent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join("a.txt"), "x\n").expect("write");
+        assert_eq!(
+            read_state(dir.path(), "a.txt/inner").expect("readable"),
+            None
+        );
+        assert_eq!(
+            read_state(dir.path(), "missing/inner").expect("readable"),
+            None
+        );
     }
 
     #[test]
