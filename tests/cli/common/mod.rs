@@ -286,6 +286,13 @@ pub fn basic_order(accept: &[&str]) -> serde_json::Value {
     })
 }
 
+/// How many lines a file has (0 when it does not exist): counters that commands append to.
+pub fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
 /// Waits (up to 20 s) for a file a command creates when it has started.
 pub fn wait_for(path: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
