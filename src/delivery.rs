@@ -114,18 +114,57 @@ fn scope_of(files: &[String]) -> Option<String> {
     None
 }
 
-/// Refuses a branch name git would refuse, or an existing branch without `--force`.
+/// Refuses a branch name `git check-ref-format --branch` would refuse (also `HEAD`, `@` and a
+/// leading `-`, which git's commands would read as something else), an existing branch without
+/// `--force`, and — even with `--force` — a branch checked out in any worktree of the repo.
 pub fn check_branch(repo: &Repository, name: &str, force: bool) -> Result<()> {
     let full = format!("refs/heads/{name}");
-    if !git2::Reference::is_valid_name(&full) {
-        return Err(Error::new(format!("{name:?} is not a valid branch name"))
-            .hint("choose a name git accepts, e.g. factory/fix-parser"));
+    if name == "HEAD" || name == "@" || name.starts_with('-') || !git2::Reference::is_valid_name(&full)
+    {
+        return Err(Error::new(format!(
+            "{:?} is not a valid branch name",
+            crate::ui::escape_line(name)
+        ))
+        .hint("choose a name git accepts, e.g. factory/fix-parser"));
     }
-    if repo.find_reference(&full).is_ok() && !force {
-        return Err(Error::new(format!("branch {name} already exists"))
-            .hint("choose another name with --branch, or pass --force to move it"));
+    if repo.find_reference(&full).is_ok() {
+        if !force {
+            return Err(Error::new(format!("branch {name} already exists"))
+                .hint("choose another name with --branch, or pass --force to move it"));
+        }
+        if let Some(worktree) = checked_out_in(repo, &full) {
+            return Err(Error::new(format!(
+                "branch {name} is checked out in {}; --force does not move a checked-out branch",
+                worktree.display()
+            ))
+            .hint("choose another name with --branch, or switch that worktree to another branch"));
+        }
     }
     Ok(())
+}
+
+/// The work tree (main or linked) whose HEAD is on `full_ref`, if any.
+fn checked_out_in(repo: &Repository, full_ref: &str) -> Option<std::path::PathBuf> {
+    let common = repo.commondir();
+    let on_it = |git_dir: &Path| {
+        std::fs::read_to_string(git_dir.join("HEAD"))
+            .is_ok_and(|h| h.trim_end().strip_prefix("ref: ") == Some(full_ref))
+    };
+    if on_it(common) {
+        let main = common.parent().unwrap_or(common);
+        return Some(main.to_path_buf());
+    }
+    let names = repo.worktrees().ok()?;
+    for name in names.iter().flatten() {
+        if on_it(&common.join("worktrees").join(name)) {
+            let path = repo
+                .find_worktree(name)
+                .map(|w| w.path().to_path_buf())
+                .unwrap_or_else(|_| common.join("worktrees").join(name));
+            return Some(path);
+        }
+    }
+    None
 }
 
 /// Updates only the changed paths of the index to the work tree, keeping every other

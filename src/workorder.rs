@@ -90,8 +90,8 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
             return Err(invalid(key, format!("unknown field {key:?}{near}")));
         }
     }
-    let id = required_text(obj, "id")?;
-    let title = required_text(obj, "title")?;
+    let id = one_line(required_text(obj, "id")?, "id")?;
+    let title = one_line(required_text(obj, "title")?, "title")?;
     let intent = required_text(obj, "intent")?;
     let allowed_files = normalised_paths(obj, "allowed_files", true)?;
     let context_files = normalised_paths(obj, "context_files", false)?;
@@ -148,6 +148,21 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         context_files,
         notes,
     })
+}
+
+/// Refuses control characters in a one-line field: a newline in the id would forge `log` and
+/// notes lines, an escape sequence would drive the terminal of whoever reads them.
+fn one_line(text: String, field: &str) -> Result<String> {
+    match text.chars().find(|c| c.is_control()) {
+        Some(c) => Err(invalid(
+            field,
+            format!(
+                "{:?} holds a control character ({c:?}); it must be one line of plain text",
+                crate::ui::escape_line(&text)
+            ),
+        )),
+        None => Ok(text),
+    }
 }
 
 fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {

@@ -325,6 +325,7 @@ pub fn report(ui: &Ui, s: &RunSummary) {
         ));
     }
     if let Some(e) = &s.error {
+        let e = crate::ui::escape_controls(e);
         ui.always(format!("{} {e}", console::style("error:").red().bold()));
     }
 }
