@@ -660,14 +660,26 @@ impl Session<'_> {
                         .unwrap_or_default();
                     let message =
                         crate::delivery::message(&self.wo.order, &summary, &self.summary.run_id);
-                    result_commit = crate::delivery::deliver(
+                    let delivered = crate::delivery::deliver(
                         self.repo,
                         &self.delivery,
                         &self.baseline,
-                        tree,
                         &message,
                         &plan.outcomes,
                     )?;
+                    result_commit = delivered.commit;
+                    if let Some(why) = delivered.refused {
+                        let left = match self.delivery {
+                            Delivery::Branch(_) => format!(
+                                "bring it into your tree with git factory apply {}",
+                                self.summary.run_id
+                            ),
+                            _ => "it is in the work tree, uncommitted".to_string(),
+                        };
+                        self.fatal = Some(format!(
+                            "{why}; the change passed but was not committed ({left})"
+                        ));
+                    }
                 }
                 tree
             }

@@ -443,3 +443,195 @@ fn force_never_moves_a_checked_out_branch() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.git(&["show", "spare:app.txt"]), "one\nTWO\nthree\n");
 }
+
+/// A `writes` proposal replacing `path`'s current bytes in `r` by `content`.
+fn write_over(r: &TestRepo, path: &str, content: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let base = std::fs::read(r.root.join(path)).expect("read");
+    let hex: String = Sha256::digest(&base).iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({
+        "writes": [{"path": path, "base_sha256": hex, "content": String::from_utf8(content.to_vec()).expect("utf-8")}],
+        "summary": "rewrite"
+    })
+    .to_string()
+}
+
+fn order_for(path: &str, accept: &str) -> Value {
+    serde_json::json!({
+        "id": "wo-f",
+        "title": "Change a filtered file",
+        "intent": "Rewrite it.",
+        "allowed_files": [path],
+        "acceptance_commands": [accept],
+    })
+}
+
+/// Runs `writes` over `path` with `flags`; returns the output.
+fn deliver_run(r: &TestRepo, path: &str, content: &[u8], flags: &[&str]) -> std::process::Output {
+    let replay = r.replay(
+        &format!("rp{}", r.outside.read_dir().map(|d| d.count()).unwrap_or(0)),
+        &[("1.json", write_over(r, path, content))],
+    );
+    let wo = r.work_order(order_for(path, "true"));
+    r.run_replay(&wo, &replay, flags)
+}
+
+fn status_clean(r: &TestRepo, dir: &Path) {
+    let out = git_in(dir, &r.home, &["status", "--porcelain", "--untracked-files=all"], None, &[]);
+    assert_eq!(out, "", "git status is not clean in {}", dir.display());
+}
+
+/// Lets git record fresh stat data for files just checked out: an entry written in the same
+/// second as the index is "racily clean", and the in-process status walk (which does not run
+/// filter drivers) would then compare raw bytes with the cleaned blob.
+fn settle(r: &TestRepo) {
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    r.git(&["update-index", "-q", "--refresh"]);
+}
+
+/// Repos whose committed bytes differ from their work-tree bytes, one per mechanism.
+fn filtered_repos() -> Vec<(&'static str, TestRepo, &'static str, Vec<u8>, &'static str)> {
+    let mut out = Vec::new();
+    // core.autocrlf: the work tree has CRLF, commits hold LF.
+    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\n")]);
+    r.git(&["config", "core.autocrlf", "true"]);
+    r.git(&["config", "factory.verify", "true"]);
+    std::fs::remove_file(r.root.join("app.txt")).expect("rm");
+    r.git(&["checkout", "--", "app.txt"]);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\r\ntwo\r\n"));
+    out.push(("autocrlf", r, "app.txt", b"one\r\nTWO\r\n".to_vec(), "one\nTWO\n"));
+    // .gitattributes eol=crlf.
+    let r = TestRepo::with_files(&[(".gitattributes", "*.txt text eol=crlf\n"), ("app.txt", "one\ntwo\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    std::fs::remove_file(r.root.join("app.txt")).expect("rm");
+    r.git(&["checkout", "--", "app.txt"]);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\r\ntwo\r\n"));
+    out.push(("eol=crlf", r, "app.txt", b"one\r\nTWO\r\n".to_vec(), "one\nTWO\n"));
+    // A real clean/smudge filter driver (rot13 both ways), as LFS-style filters are.
+    let r = TestRepo::with_files(&[("keep.txt", "x\n")]);
+    r.git(&["config", "filter.rot.clean", "tr A-Za-z N-ZA-Mn-za-m"]);
+    r.git(&["config", "filter.rot.smudge", "tr A-Za-z N-ZA-Mn-za-m"]);
+    r.git(&["config", "filter.rot.required", "true"]);
+    r.git(&["config", "factory.verify", "true"]);
+    r.write(".gitattributes", "*.dat filter=rot\n");
+    r.write("data.dat", "hello\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "filtered"]);
+    assert_eq!(r.git(&["cat-file", "blob", "HEAD:data.dat"]), "uryyb\n");
+    settle(&r);
+    out.push(("clean/smudge", r, "data.dat", b"hello world\n".to_vec(), "uryyb jbeyq\n"));
+    out
+}
+
+#[test]
+fn commit_and_branch_hold_what_git_add_would_stage() {
+    for (what, r, path, content, committed) in filtered_repos() {
+        let out = deliver_run(&r, path, &content, &["--commit"]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
+        assert_eq!(r.git(&["cat-file", "blob", &format!("HEAD:{path}")]), committed, "{what}");
+        assert_eq!(std::fs::read(r.root.join(path)).expect("read"), content, "{what}");
+        status_clean(&r, &r.root);
+        // --branch: the same bytes on the new branch, checked out, status clean.
+        r.git(&["checkout", "-q", "HEAD~1"]);
+        settle(&r);
+        // (The same order on the same tree: --force, or the cached PASS would answer.)
+        let out = deliver_run(&r, path, &content, &["--branch", "feature", "--force"]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
+        assert_eq!(r.git(&["cat-file", "blob", &format!("feature:{path}")]), committed, "{what}");
+        assert_eq!(r.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/feature");
+        status_clean(&r, &r.root);
+    }
+}
+
+#[test]
+fn worktree_delivery_holds_what_git_add_would_stage() {
+    for (what, r, path, content, committed) in filtered_repos() {
+        let before = r.snapshot();
+        let out = deliver_run(&r, path, &content, &["--worktree", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
+        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        let branch = format!("refs/heads/factory/{}", s["run_id"].as_str().expect("id"));
+        assert_eq!(r.git(&["cat-file", "blob", &format!("{branch}:{path}")]), committed, "{what}");
+        let mut after = r.snapshot();
+        after.refs.retain(|l| !l.starts_with("refs/heads/factory/"));
+        assert_eq!(after, before, "{what}");
+        // Checked out, the delivered branch is clean and holds the proposal's bytes.
+        r.git(&["checkout", "-q", branch.trim_start_matches("refs/heads/")]);
+        assert_eq!(std::fs::read(r.root.join(path)).expect("read"), content, "{what}");
+        status_clean(&r, &r.root);
+    }
+}
+
+fn hook(r: &TestRepo, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = r.root.join(".git/hooks").join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write hook");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn commit_hooks_run_and_a_refusing_hook_leaves_the_change_uncommitted() {
+    let r = TestRepo::simple();
+    let ran = r.outside.join("pre-commit-ran");
+    hook(&r, "pre-commit", &format!("echo x >> {}\necho 'lint says no' >&2\nexit 1", ran.display()));
+    let head = r.git(&["rev-parse", "HEAD"]);
+    let index = std::fs::read(r.root.join(".git/index")).expect("index");
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(
+            "error: the pre-commit hook refused the commit (exit 1): lint says no; the change passed but was not committed (it is in the work tree, uncommitted)"
+        ),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(lines_in(&ran), 1);
+    assert_eq!(r.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(std::fs::read(r.root.join(".git/index")).expect("index"), index, "unstaged again");
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
+    let id = r.run_ids().remove(0);
+    let show = r.factory().args(["show", &id, "--json"]).output().expect("show");
+    let s: Value = serde_json::from_str(&stdout_of(&show)).expect("json");
+    assert_eq!(s["verdict"], "PASS");
+    assert_eq!(s["result_commit"], Value::Null);
+
+    // factory.commitHooks=false: no hook runs, the commit is made.
+    r.git(&["checkout", "--", "app.txt"]);
+    r.git(&["config", "factory.commitHooks", "false"]);
+    let out = r.run_replay(&wo, &replay, &["--commit", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(lines_in(&ran), 1, "the hook did not run");
+    assert_eq!(r.git(&["show", "HEAD:app.txt"]), "one\nTWO\nthree\n");
+}
+
+#[test]
+fn commit_msg_hook_edits_or_refuses_the_message() {
+    let r = TestRepo::simple();
+    hook(&r, "commit-msg", "printf '\\nSigned-off-by: Hook <h@example.invalid>\\n' >> \"$1\"");
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--branch", "signed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let msg = r.git(&["log", "-1", "--format=%B", "signed"]);
+    assert!(msg.trim_end().ends_with("Signed-off-by: Hook <h@example.invalid>"), "{msg}");
+    assert!(msg.contains("Factory-Run: "), "{msg}");
+    status_clean(&r, &r.root);
+
+    let r = TestRepo::simple();
+    hook(&r, "commit-msg", "echo 'missing ticket id' >&2; exit 3");
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let before_refs = r.snapshot().refs;
+    let out = r.run_replay(&wo, &replay, &["--branch", "signed"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("error: the commit-msg hook refused the commit (exit 3): missing ticket id;"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.snapshot().refs, before_refs, "no branch was created");
+    assert_eq!(r.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");
+}
