@@ -121,7 +121,10 @@ fn scope_of(files: &[String]) -> Option<String> {
 /// `--force`, and — even with `--force` — a branch checked out in any worktree of the repo.
 pub fn check_branch(repo: &Repository, name: &str, force: bool) -> Result<()> {
     let full = format!("refs/heads/{name}");
-    if name == "HEAD" || name == "@" || name.starts_with('-') || !git2::Reference::is_valid_name(&full)
+    if name == "HEAD"
+        || name == "@"
+        || name.starts_with('-')
+        || !git2::Reference::is_valid_name(&full)
     {
         return Err(Error::new(format!(
             "{:?} is not a valid branch name",
@@ -198,7 +201,11 @@ fn git_at(root: &Path) -> Command {
 
 fn run_git(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<std::process::Output> {
     let spawned = cmd
-        .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
@@ -267,7 +274,11 @@ fn commit_hooks(repo: &Repository, root: &Path, message: &str) -> Result<Result<
     let refused = |hook: &str, out: &std::process::Output| {
         let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stdout));
-        let excerpt: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).take(5).collect();
+        let excerpt: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(5)
+            .collect();
         let code = out
             .status
             .code()

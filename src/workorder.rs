@@ -71,6 +71,44 @@ impl LoadedWorkOrder {
     }
 }
 
+/// What a path names in the work tree or a tree, for the context-file check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    File,
+    Folder,
+    Symlink,
+    Other,
+}
+
+/// Refuses a context file that is a symbolic link, lies below one, or is not a regular file
+/// (SPEC §7): reading through a link would send files from outside the repo to the provider
+/// and into the run record. `entry` answers what a path (a prefix of a context file) is, without
+/// following links; a missing file is left to the prompt, which notes it.
+pub fn check_context_files(order: &WorkOrder, entry: impl Fn(&str) -> Option<Entry>) -> Result<()> {
+    for path in &order.context_files {
+        let parts: Vec<&str> = path.split('/').collect();
+        for i in 1..=parts.len() {
+            let prefix = parts[..i].join("/");
+            let last = i == parts.len();
+            let why = match entry(&prefix) {
+                None => break,
+                Some(Entry::Symlink) if last => "is a symbolic link".to_string(),
+                Some(Entry::Symlink) => format!("goes through the symbolic link {prefix}"),
+                Some(Entry::File) if last => continue,
+                Some(Entry::Folder) if !last => continue,
+                Some(_) => "is not a regular file".to_string(),
+            };
+            return Err(invalid(
+                "context_files",
+                format!(
+                    "{path:?} {why}; context files are read only as regular files inside the work tree"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn invalid(field: &str, what: impl std::fmt::Display) -> Error {
     Error::new(format!("invalid work order: {field}: {what}"))
         .hint("fix the work order and run again; nothing was changed")

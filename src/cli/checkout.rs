@@ -4,11 +4,11 @@ use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::store;
 use crate::store::checked::{self, checked_tree};
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use crate::ui::Ui;
 use clap::Args;
 use git2::{ObjectType, Repository, Tree};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -107,11 +107,7 @@ pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
         .tree()?;
     // A fetched record is untrusted: every entry is checked before the first write.
     checked_tree(&repo, &tree, None).map_err(|e| {
-        checked::refusal(
-            &run.run_id,
-            &format!("attempt {}'s tree", args.attempt),
-            &e,
-        )
+        checked::refusal(&run.run_id, &format!("attempt {}'s tree", args.attempt), &e)
     })?;
     let files = write_tree(&repo, &tree, &args.dir)?;
     ui.info(format!(

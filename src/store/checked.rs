@@ -105,7 +105,7 @@ pub fn checked_tree(
     tree: &Tree<'_>,
     trusted: Option<&Tree<'_>>,
 ) -> Result<(), UnsafeEntry> {
-    walk(repo, tree, trusted, &mut Vec::new())
+    walk(repo, tree, trusted, &[])
 }
 
 fn fault(path: &[u8], why: &str) -> UnsafeEntry {
@@ -119,11 +119,11 @@ fn walk(
     repo: &Repository,
     tree: &Tree<'_>,
     trusted: Option<&Tree<'_>>,
-    dir: &mut Vec<u8>,
+    dir: &[u8],
 ) -> Result<(), UnsafeEntry> {
     for entry in tree.iter() {
         let name = entry.name_bytes();
-        let mut path = dir.clone();
+        let mut path = dir.to_vec();
         if !path.is_empty() {
             path.push(b'/');
         }
@@ -132,7 +132,10 @@ fn walk(
             return Err(fault(&path, why));
         }
         let same = trusted.and_then(|t| t.get_name_bytes(name));
-        if same.as_ref().is_some_and(|s| s.id() == entry.id() && s.filemode_raw() == entry.filemode_raw()) {
+        if same
+            .as_ref()
+            .is_some_and(|s| s.id() == entry.id() && s.filemode_raw() == entry.filemode_raw())
+        {
             continue;
         }
         let unreadable = |what: &str| fault(&path, &format!("{what} that cannot be read"));
@@ -144,7 +147,7 @@ fn walk(
                 let trusted_sub = same
                     .filter(|s| s.filemode_raw() == MODE_TREE)
                     .and_then(|s| repo.find_tree(s.id()).ok());
-                walk(repo, &sub, trusted_sub.as_ref(), &mut path)?;
+                walk(repo, &sub, trusted_sub.as_ref(), &path)?;
             }
             (MODE_BLOB | MODE_EXEC, _) => {}
             (MODE_SYMLINK, _) => {

@@ -17,7 +17,13 @@ fn good() -> String {
 }
 
 /// git in `dir`, hermetic, with optional stdin and extra environment; returns trimmed stdout.
-fn git_in(dir: &Path, home: &Path, args: &[&str], input: Option<&[u8]>, env: &[(&str, &Path)]) -> String {
+fn git_in(
+    dir: &Path,
+    home: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+    env: &[(&str, &Path)],
+) -> String {
     let mut cmd = std::process::Command::new("git");
     cmd.current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -88,8 +94,20 @@ struct Publisher {
 impl Publisher {
     fn new(r: &TestRepo) -> Self {
         let dir = r.tmp.path().join("mallory");
-        git_in(r.tmp.path(), &r.home, &["clone", "-q", r.root.to_str().expect("utf-8"), "mallory"], None, &[]);
-        git_in(&dir, &r.home, &["config", "factory.verify", "true"], None, &[]);
+        git_in(
+            r.tmp.path(),
+            &r.home,
+            &["clone", "-q", r.root.to_str().expect("utf-8"), "mallory"],
+            None,
+            &[],
+        );
+        git_in(
+            &dir,
+            &r.home,
+            &["config", "factory.verify", "true"],
+            None,
+            &[],
+        );
         let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
         let replay = r.replay("publisher", &[("1.json", good())]);
         let mut cmd = assert_cmd::Command::cargo_bin("git-factory").expect("binary");
@@ -103,7 +121,13 @@ impl Publisher {
             .output()
             .expect("runs");
         assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-        let run = git_in(&dir, &r.home, &["for-each-ref", "--format=%(refname)", "refs/factory/"], None, &[]);
+        let run = git_in(
+            &dir,
+            &r.home,
+            &["for-each-ref", "--format=%(refname)", "refs/factory/"],
+            None,
+            &[],
+        );
         let baseline = git_in(&dir, &r.home, &["rev-parse", "HEAD"], None, &[]);
         Publisher {
             dir,
@@ -123,7 +147,7 @@ impl Publisher {
             &self.home,
             &["hash-object", "-t", kind, "--literally", "-w", "--stdin"],
             Some(bytes),
-        &[],
+            &[],
         )
     }
 
@@ -150,7 +174,11 @@ impl Publisher {
             .map(|l| {
                 let (meta, name) = l.split_once('\t').expect("tab");
                 let parts: Vec<&str> = meta.split(' ').collect();
-                (parts[0].to_string(), name.as_bytes().to_vec(), parts[2].to_string())
+                (
+                    parts[0].to_string(),
+                    name.as_bytes().to_vec(),
+                    parts[2].to_string(),
+                )
             })
             .collect();
         owned.push((extra.0.to_string(), extra.1.to_vec(), extra.2.to_string()));
@@ -173,7 +201,13 @@ impl Publisher {
         }
         let index = self.dir.join(format!("index-{id}"));
         let env = [("GIT_INDEX_FILE", index.as_path())];
-        git_in(&self.dir, &self.home, &["read-tree", &format!("{}^{{tree}}", self.run)], None, &env);
+        git_in(
+            &self.dir,
+            &self.home,
+            &["read-tree", &format!("{}^{{tree}}", self.run)],
+            None,
+            &env,
+        );
         let text = serde_json::to_string_pretty(&s).expect("json");
         let mut all: Vec<(&str, &[u8])> = vec![("run_summary.json", text.as_bytes())];
         all.extend_from_slice(files);
@@ -187,7 +221,12 @@ impl Publisher {
             git_in(
                 &self.dir,
                 &self.home,
-                &["update-index", "--add", "--cacheinfo", &format!("100644,{blob},{path}")],
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("100644,{blob},{path}"),
+                ],
                 None,
                 &env,
             );
@@ -205,7 +244,13 @@ fn fetched(r: &TestRepo, p: &Publisher) {
     git_in(
         r.tmp.path(),
         &r.home,
-        &["clone", "-q", "--mirror", p.dir.to_str().expect("utf-8"), "remote.git"],
+        &[
+            "clone",
+            "-q",
+            "--mirror",
+            p.dir.to_str().expect("utf-8"),
+            "remote.git",
+        ],
         None,
         &[],
     );
@@ -228,22 +273,75 @@ fn craft_trees(p: &Publisher) -> Vec<Crafted> {
     let victim = p.raw_tree(&[("100644", b"victim.txt", &hook)]);
     let target = p.hash("blob", b"../../outside");
     let absolute = p.hash("blob", b"/etc");
-    let cases: Vec<(&'static str, &str, &[u8], String, &'static str, &'static str)> = vec![
-        ("dead00000001", "40000", b".git", dotgit.clone(), ".git", "a .git entry"),
-        ("dead00000002", "40000", b".GIT", dotgit.clone(), ".GIT", "a .git entry"),
-        ("dead00000003", "40000", b"..", victim.clone(), "..", "a \"..\" entry"),
-        ("dead00000004", "40000", b".", victim.clone(), ".", "a \".\" entry"),
-        ("dead00000005", "100644", b"../outside/x", hook.clone(), "../outside/x", "a name containing \"/\""),
-        ("dead00000006", "120000", b"link", target, "link", "a symbolic link pointing outside the tree"),
-        ("dead00000007", "120000", b"abs", absolute, "abs", "a symbolic link to an absolute path"),
-        ("dead00000008", "160000", b"sub", p.baseline.clone(), "sub", "a submodule (gitlink) entry"),
-        ("dead00000009", "40000", b".git.", dotgit, ".git.", "a .git entry"),
+    // (run id, mode, entry name, object, why it is refused)
+    let cases: Vec<(&str, &str, &str, String, &str)> = vec![
+        (
+            "dead00000001",
+            "40000",
+            ".git",
+            dotgit.clone(),
+            "a .git entry",
+        ),
+        (
+            "dead00000002",
+            "40000",
+            ".GIT",
+            dotgit.clone(),
+            "a .git entry",
+        ),
+        (
+            "dead00000003",
+            "40000",
+            "..",
+            victim.clone(),
+            "a \"..\" entry",
+        ),
+        (
+            "dead00000004",
+            "40000",
+            ".",
+            victim.clone(),
+            "a \".\" entry",
+        ),
+        (
+            "dead00000005",
+            "100644",
+            "../outside/x",
+            hook.clone(),
+            "a name containing \"/\"",
+        ),
+        (
+            "dead00000006",
+            "120000",
+            "link",
+            target,
+            "a symbolic link pointing outside the tree",
+        ),
+        (
+            "dead00000007",
+            "120000",
+            "abs",
+            absolute,
+            "a symbolic link to an absolute path",
+        ),
+        (
+            "dead00000008",
+            "160000",
+            "sub",
+            p.baseline.clone(),
+            "a submodule (gitlink) entry",
+        ),
+        ("dead00000009", "40000", ".git.", dotgit, "a .git entry"),
     ];
     let mut out = Vec::new();
-    for (id, mode, name, oid, entry, why) in cases {
-        let attempt = p.attempt_with((mode, name, &oid));
+    for (id, mode, name, oid, why) in cases {
+        let attempt = p.attempt_with((mode, name.as_bytes(), &oid));
         p.publish(id, &attempt, &[]);
-        out.push(Crafted { id, entry, why });
+        out.push(Crafted {
+            id,
+            entry: name,
+            why,
+        });
     }
     out
 }
@@ -287,7 +385,13 @@ fn crafted_run_trees_are_refused_by_apply_checkout_and_reverify() {
         let dest = r.outside.join(format!("co-{}", c.id));
         refused_with_nothing_written(
             &r,
-            &["checkout", c.id, "--attempt", "1", dest.to_str().expect("utf-8")],
+            &[
+                "checkout",
+                c.id,
+                "--attempt",
+                "1",
+                dest.to_str().expect("utf-8"),
+            ],
             &expected,
         );
         assert!(!dest.exists());
@@ -309,10 +413,15 @@ fn crafted_stored_patches_are_refused_by_replay() {
         let diff = format!(
             "diff --git a/{path} b/{path}\nnew file mode 100755\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+pwned\n"
         );
-        p.publish(id, &good_attempt, &[("attempt_1/proposed_patch.diff", diff.as_bytes())]);
+        p.publish(
+            id,
+            &good_attempt,
+            &[("attempt_1/proposed_patch.diff", diff.as_bytes())],
+        );
     }
     // Whole-file writes are checked the same way.
-    let writes = serde_json::json!([{"path": "/etc/evil", "base_sha256": null, "content": "x"}]).to_string();
+    let writes =
+        serde_json::json!([{"path": "/etc/evil", "base_sha256": null, "content": "x"}]).to_string();
     let files: [(&str, &[u8]); 2] = [
         ("attempt_1/proposed_patch.diff", b""),
         ("attempt_1/proposed_writes.json", writes.as_bytes()),
@@ -378,7 +487,11 @@ fn record_text_is_printed_with_controls_escaped() {
     );
     assert!(!text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\r'));
     // --json keeps the stored text, escaped as JSON escapes it.
-    let json = r.factory().args(["show", &id, "--json"]).output().expect("show");
+    let json = r
+        .factory()
+        .args(["show", &id, "--json"])
+        .output()
+        .expect("show");
     assert!(stdout_of(&json).contains("\\u001b]52;c;cHduZWQ=\\u0007case\\r"));
 }
 
@@ -387,12 +500,23 @@ fn branch_names_git_refuses_are_refused() {
     let r = TestRepo::simple();
     let replay = r.replay("rp", &[("1.json", good())]);
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    for name in ["HEAD", "-x", "@", "a..b", "x.lock", "bad name", "a/", "refs/../x"] {
+    for name in [
+        "HEAD",
+        "-x",
+        "@",
+        "a..b",
+        "x.lock",
+        "bad name",
+        "a/",
+        "refs/../x",
+    ] {
         let before = r.snapshot();
         let out = r.run_replay(&wo, &replay, &[&format!("--branch={name}")]);
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr_of(&out));
         assert!(
-            stderr_of(&out).contains(&format!("error: {name:?} is not a valid branch name\nhint: choose a name git accepts")),
+            stderr_of(&out).contains(&format!(
+                "error: {name:?} is not a valid branch name\nhint: choose a name git accepts"
+            )),
             "{name}: {}",
             stderr_of(&out)
         );
@@ -425,7 +549,14 @@ fn force_never_moves_a_checked_out_branch() {
     assert_eq!(r.snapshot(), before);
     // A branch another worktree has checked out.
     let other = r.tmp.path().join("other-wt");
-    r.git(&["worktree", "add", "-q", "-b", "topic", other.to_str().expect("utf-8")]);
+    r.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "topic",
+        other.to_str().expect("utf-8"),
+    ]);
     let before = r.snapshot();
     let out = r.run_replay(&wo, &replay, &["--branch", "topic", "--force"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
@@ -439,7 +570,11 @@ fn force_never_moves_a_checked_out_branch() {
     assert!(r.run_ids().is_empty());
     // A branch nobody has checked out moves with --force.
     r.git(&["branch", "spare"]);
-    let out = r.run_replay(&wo, &replay, &["--worktree", "--branch", "spare", "--force"]);
+    let out = r.run_replay(
+        &wo,
+        &replay,
+        &["--worktree", "--branch", "spare", "--force"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.git(&["show", "spare:app.txt"]), "one\nTWO\nthree\n");
 }
@@ -448,7 +583,10 @@ fn force_never_moves_a_checked_out_branch() {
 fn write_over(r: &TestRepo, path: &str, content: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     let base = std::fs::read(r.root.join(path)).expect("read");
-    let hex: String = Sha256::digest(&base).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = Sha256::digest(&base)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     serde_json::json!({
         "writes": [{"path": path, "base_sha256": hex, "content": String::from_utf8(content.to_vec()).expect("utf-8")}],
         "summary": "rewrite"
@@ -477,7 +615,13 @@ fn deliver_run(r: &TestRepo, path: &str, content: &[u8], flags: &[&str]) -> std:
 }
 
 fn status_clean(r: &TestRepo, dir: &Path) {
-    let out = git_in(dir, &r.home, &["status", "--porcelain", "--untracked-files=all"], None, &[]);
+    let out = git_in(
+        dir,
+        &r.home,
+        &["status", "--porcelain", "--untracked-files=all"],
+        None,
+        &[],
+    );
     assert_eq!(out, "", "git status is not clean in {}", dir.display());
 }
 
@@ -490,7 +634,10 @@ fn settle(r: &TestRepo) {
 }
 
 /// Repos whose committed bytes differ from their work-tree bytes, one per mechanism.
-fn filtered_repos() -> Vec<(&'static str, TestRepo, &'static str, Vec<u8>, &'static str)> {
+/// (what, repo, path, work-tree bytes to write, bytes git commits)
+type Filtered = (&'static str, TestRepo, &'static str, Vec<u8>, &'static str);
+
+fn filtered_repos() -> Vec<Filtered> {
     let mut out = Vec::new();
     // core.autocrlf: the work tree has CRLF, commits hold LF.
     let r = TestRepo::with_files(&[("app.txt", "one\ntwo\n")]);
@@ -499,14 +646,29 @@ fn filtered_repos() -> Vec<(&'static str, TestRepo, &'static str, Vec<u8>, &'sta
     std::fs::remove_file(r.root.join("app.txt")).expect("rm");
     r.git(&["checkout", "--", "app.txt"]);
     assert_eq!(r.read("app.txt").as_deref(), Some("one\r\ntwo\r\n"));
-    out.push(("autocrlf", r, "app.txt", b"one\r\nTWO\r\n".to_vec(), "one\nTWO\n"));
+    out.push((
+        "autocrlf",
+        r,
+        "app.txt",
+        b"one\r\nTWO\r\n".to_vec(),
+        "one\nTWO\n",
+    ));
     // .gitattributes eol=crlf.
-    let r = TestRepo::with_files(&[(".gitattributes", "*.txt text eol=crlf\n"), ("app.txt", "one\ntwo\n")]);
+    let r = TestRepo::with_files(&[
+        (".gitattributes", "*.txt text eol=crlf\n"),
+        ("app.txt", "one\ntwo\n"),
+    ]);
     r.git(&["config", "factory.verify", "true"]);
     std::fs::remove_file(r.root.join("app.txt")).expect("rm");
     r.git(&["checkout", "--", "app.txt"]);
     assert_eq!(r.read("app.txt").as_deref(), Some("one\r\ntwo\r\n"));
-    out.push(("eol=crlf", r, "app.txt", b"one\r\nTWO\r\n".to_vec(), "one\nTWO\n"));
+    out.push((
+        "eol=crlf",
+        r,
+        "app.txt",
+        b"one\r\nTWO\r\n".to_vec(),
+        "one\nTWO\n",
+    ));
     // A real clean/smudge filter driver (rot13 both ways), as LFS-style filters are.
     let r = TestRepo::with_files(&[("keep.txt", "x\n")]);
     r.git(&["config", "filter.rot.clean", "tr A-Za-z N-ZA-Mn-za-m"]);
@@ -519,7 +681,13 @@ fn filtered_repos() -> Vec<(&'static str, TestRepo, &'static str, Vec<u8>, &'sta
     r.git(&["commit", "-q", "-m", "filtered"]);
     assert_eq!(r.git(&["cat-file", "blob", "HEAD:data.dat"]), "uryyb\n");
     settle(&r);
-    out.push(("clean/smudge", r, "data.dat", b"hello world\n".to_vec(), "uryyb jbeyq\n"));
+    out.push((
+        "clean/smudge",
+        r,
+        "data.dat",
+        b"hello world\n".to_vec(),
+        "uryyb jbeyq\n",
+    ));
     out
 }
 
@@ -528,8 +696,16 @@ fn commit_and_branch_hold_what_git_add_would_stage() {
     for (what, r, path, content, committed) in filtered_repos() {
         let out = deliver_run(&r, path, &content, &["--commit"]);
         assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
-        assert_eq!(r.git(&["cat-file", "blob", &format!("HEAD:{path}")]), committed, "{what}");
-        assert_eq!(std::fs::read(r.root.join(path)).expect("read"), content, "{what}");
+        assert_eq!(
+            r.git(&["cat-file", "blob", &format!("HEAD:{path}")]),
+            committed,
+            "{what}"
+        );
+        assert_eq!(
+            std::fs::read(r.root.join(path)).expect("read"),
+            content,
+            "{what}"
+        );
         status_clean(&r, &r.root);
         // --branch: the same bytes on the new branch, checked out, status clean.
         r.git(&["checkout", "-q", "HEAD~1"]);
@@ -537,8 +713,15 @@ fn commit_and_branch_hold_what_git_add_would_stage() {
         // (The same order on the same tree: --force, or the cached PASS would answer.)
         let out = deliver_run(&r, path, &content, &["--branch", "feature", "--force"]);
         assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
-        assert_eq!(r.git(&["cat-file", "blob", &format!("feature:{path}")]), committed, "{what}");
-        assert_eq!(r.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/feature");
+        assert_eq!(
+            r.git(&["cat-file", "blob", &format!("feature:{path}")]),
+            committed,
+            "{what}"
+        );
+        assert_eq!(
+            r.git(&["symbolic-ref", "HEAD"]).trim(),
+            "refs/heads/feature"
+        );
         status_clean(&r, &r.root);
     }
 }
@@ -551,13 +734,21 @@ fn worktree_delivery_holds_what_git_add_would_stage() {
         assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
         let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
         let branch = format!("refs/heads/factory/{}", s["run_id"].as_str().expect("id"));
-        assert_eq!(r.git(&["cat-file", "blob", &format!("{branch}:{path}")]), committed, "{what}");
+        assert_eq!(
+            r.git(&["cat-file", "blob", &format!("{branch}:{path}")]),
+            committed,
+            "{what}"
+        );
         let mut after = r.snapshot();
         after.refs.retain(|l| !l.starts_with("refs/heads/factory/"));
         assert_eq!(after, before, "{what}");
         // Checked out, the delivered branch is clean and holds the proposal's bytes.
         r.git(&["checkout", "-q", branch.trim_start_matches("refs/heads/")]);
-        assert_eq!(std::fs::read(r.root.join(path)).expect("read"), content, "{what}");
+        assert_eq!(
+            std::fs::read(r.root.join(path)).expect("read"),
+            content,
+            "{what}"
+        );
         status_clean(&r, &r.root);
     }
 }
@@ -573,7 +764,14 @@ fn hook(r: &TestRepo, name: &str, body: &str) {
 fn commit_hooks_run_and_a_refusing_hook_leaves_the_change_uncommitted() {
     let r = TestRepo::simple();
     let ran = r.outside.join("pre-commit-ran");
-    hook(&r, "pre-commit", &format!("echo x >> {}\necho 'lint says no' >&2\nexit 1", ran.display()));
+    hook(
+        &r,
+        "pre-commit",
+        &format!(
+            "echo x >> {}\necho 'lint says no' >&2\nexit 1",
+            ran.display()
+        ),
+    );
     let head = r.git(&["rev-parse", "HEAD"]);
     let index = std::fs::read(r.root.join(".git/index")).expect("index");
     let replay = r.replay("rp", &[("1.json", good())]);
@@ -589,11 +787,19 @@ fn commit_hooks_run_and_a_refusing_hook_leaves_the_change_uncommitted() {
     );
     assert_eq!(lines_in(&ran), 1);
     assert_eq!(r.git(&["rev-parse", "HEAD"]), head);
-    assert_eq!(std::fs::read(r.root.join(".git/index")).expect("index"), index, "unstaged again");
+    assert_eq!(
+        std::fs::read(r.root.join(".git/index")).expect("index"),
+        index,
+        "unstaged again"
+    );
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
     let id = r.run_ids().remove(0);
-    let show = r.factory().args(["show", &id, "--json"]).output().expect("show");
+    let show = r
+        .factory()
+        .args(["show", &id, "--json"])
+        .output()
+        .expect("show");
     let s: Value = serde_json::from_str(&stdout_of(&show)).expect("json");
     assert_eq!(s["verdict"], "PASS");
     assert_eq!(s["result_commit"], Value::Null);
@@ -610,13 +816,21 @@ fn commit_hooks_run_and_a_refusing_hook_leaves_the_change_uncommitted() {
 #[test]
 fn commit_msg_hook_edits_or_refuses_the_message() {
     let r = TestRepo::simple();
-    hook(&r, "commit-msg", "printf '\\nSigned-off-by: Hook <h@example.invalid>\\n' >> \"$1\"");
+    hook(
+        &r,
+        "commit-msg",
+        "printf '\\nSigned-off-by: Hook <h@example.invalid>\\n' >> \"$1\"",
+    );
     let replay = r.replay("rp", &[("1.json", good())]);
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
     let out = r.run_replay(&wo, &replay, &["--branch", "signed"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let msg = r.git(&["log", "-1", "--format=%B", "signed"]);
-    assert!(msg.trim_end().ends_with("Signed-off-by: Hook <h@example.invalid>"), "{msg}");
+    assert!(
+        msg.trim_end()
+            .ends_with("Signed-off-by: Hook <h@example.invalid>"),
+        "{msg}"
+    );
     assert!(msg.contains("Factory-Run: "), "{msg}");
     status_clean(&r, &r.root);
 
@@ -628,10 +842,267 @@ fn commit_msg_hook_edits_or_refuses_the_message() {
     let out = r.run_replay(&wo, &replay, &["--branch", "signed"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(
-        stderr_of(&out).contains("error: the commit-msg hook refused the commit (exit 3): missing ticket id;"),
+        stderr_of(&out)
+            .contains("error: the commit-msg hook refused the commit (exit 3): missing ticket id;"),
         "{}",
         stderr_of(&out)
     );
     assert_eq!(r.snapshot().refs, before_refs, "no branch was created");
     assert_eq!(r.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");
+}
+
+fn summary_of(out: &std::process::Output) -> Value {
+    serde_json::from_str(&stdout_of(out)).unwrap_or(Value::Null)
+}
+
+fn create(path: &str, text: &str) -> String {
+    serde_json::json!({
+        "writes": [{"path": path, "base_sha256": null, "content": text}],
+        "summary": "create"
+    })
+    .to_string()
+}
+
+#[test]
+fn ignored_untracked_files_are_out_of_scope() {
+    let r = TestRepo::simple();
+    let new_env = "diff --git a/.env b/.env\nnew file mode 100644\n--- /dev/null\n+++ b/.env\n@@ -0,0 +1 @@\n+TOKEN=x\n";
+    let cases = [
+        (
+            "create by diff",
+            ".env",
+            proposal(new_env, "add env"),
+            false,
+        ),
+        (
+            "create by writes",
+            "build/out.txt",
+            create("build/out.txt", "x\n"),
+            false,
+        ),
+        (
+            "modify by writes",
+            ".env",
+            write_over_text(".env", "SECRET=1\n", "SECRET=2\n"),
+            true,
+        ),
+    ];
+    for (what, path, prop, exists) in cases {
+        if exists {
+            r.write(path, "SECRET=1\n");
+        }
+        let replay = r.replay(
+            &format!("rp-{}", what.replace(' ', "-")),
+            &[("1.json", prop)],
+        );
+        let mut order = order_for(path, "true");
+        order["id"] = Value::from(format!("wo-{}", what.replace(' ', "-")));
+        let wo = r.work_order(order);
+        let before = r.snapshot();
+        let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1", "--commit"]);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr_of(&out));
+        let s = summary_of(&out);
+        let brief = &s["attempts"][0]["failure_brief"];
+        assert_eq!(brief["stage"], "patch_scope_violation", "{what}");
+        assert!(
+            brief["primary_error_excerpt"].as_str().unwrap_or("").contains(&format!(
+                "scope violation: {path}: is ignored by git and not tracked (a change to it could not be recorded or committed)"
+            )),
+            "{what}: {brief}"
+        );
+        assert_eq!(r.snapshot(), before, "{what}");
+    }
+}
+
+/// A writes proposal over a file whose current text is `old` (computed, not read).
+fn write_over_text(path: &str, old: &str, new: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(old.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    serde_json::json!({
+        "writes": [{"path": path, "base_sha256": hex, "content": new}],
+        "summary": "rewrite"
+    })
+    .to_string()
+}
+
+#[test]
+fn apply_does_not_overwrite_an_ignored_file() {
+    let r = TestRepo::simple();
+    let replay = r.replay("rp", &[("1.json", create("notes.txt", "from the run\n"))]);
+    let wo = r.work_order(order_for("notes.txt", "true"));
+    let out = r.run_replay(&wo, &replay, &["--worktree"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = r.run_ids().remove(0);
+    // Since the run, the user keeps a private notes.txt that git ignores.
+    std::fs::write(r.root.join(".git/info/exclude"), "notes.txt\n").expect("exclude");
+    r.write("notes.txt", "mine, private\n");
+    let before = r.snapshot();
+    let out = r.factory().args(["apply", &id]).output().expect("apply");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(
+            "error: notes.txt is in your work tree but not tracked by git (untracked or ignored); the run would overwrite it\nhint: move it out of the way, then run git factory apply again"
+        ),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(r.read("notes.txt").as_deref(), Some("mine, private\n"));
+}
+
+#[test]
+fn writes_inside_a_submodule_are_a_scope_violation() {
+    let r = TestRepo::simple();
+    let lib = r.tmp.path().join("lib");
+    git_in(
+        r.tmp.path(),
+        &r.home,
+        &["init", "-q", "-b", "main", "lib"],
+        None,
+        &[],
+    );
+    std::fs::write(lib.join("lib.txt"), "lib\n").expect("write");
+    git_in(&lib, &r.home, &["add", "-A"], None, &[]);
+    git_in(&lib, &r.home, &["commit", "-q", "-m", "lib"], None, &[]);
+    r.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        lib.to_str().expect("utf-8"),
+        "sub",
+    ]);
+    r.git(&["commit", "-q", "-m", "add sub"]);
+    let diff = "diff --git a/sub/new.txt b/sub/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/sub/new.txt\n@@ -0,0 +1 @@\n+x\n";
+    let edit = diff_replace("sub/lib.txt", &["lib"], "lib", "LIB");
+    for (what, path, prop) in [
+        ("new file", "sub/new.txt", proposal(diff, "add")),
+        ("edit", "sub/lib.txt", proposal(&edit, "edit")),
+        (
+            "writes",
+            "sub/lib.txt",
+            write_over_text("sub/lib.txt", "lib\n", "LIB\n"),
+        ),
+    ] {
+        let replay = r.replay(&format!("rp-{what}"), &[("1.json", prop)]);
+        let mut order = order_for(path, "true");
+        order["id"] = Value::from(format!("wo-{}", what.replace(' ', "-")));
+        let wo = r.work_order(order);
+        let before = r.snapshot();
+        let sub_before = git_in(
+            &r.root.join("sub"),
+            &r.home,
+            &["status", "--porcelain"],
+            None,
+            &[],
+        );
+        let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr_of(&out));
+        let s = summary_of(&out);
+        let brief = &s["attempts"][0]["failure_brief"];
+        assert_eq!(brief["stage"], "patch_scope_violation", "{what}: {s}");
+        assert!(
+            brief["primary_error_excerpt"].as_str().unwrap_or("").contains(&format!(
+                "scope violation: {path}: lies inside the submodule sub (writes inside a submodule are refused)"
+            )),
+            "{what}: {brief}"
+        );
+        assert_eq!(r.snapshot(), before, "{what}");
+        assert_eq!(
+            git_in(
+                &r.root.join("sub"),
+                &r.home,
+                &["status", "--porcelain"],
+                None,
+                &[]
+            ),
+            sub_before
+        );
+    }
+}
+
+#[test]
+fn a_sparse_checkout_is_not_a_dirty_tree() {
+    let r = TestRepo::simple();
+    r.write("docs/guide.md", "guide\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "docs"]);
+    r.git(&[
+        "sparse-checkout",
+        "set",
+        "--no-cone",
+        "/app.txt",
+        "/.gitignore",
+        "/other.txt",
+    ]);
+    assert!(!r.root.join("docs").exists());
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    // A failing run leaves the sparse tree exactly as it was.
+    let replay = r.replay("rp-fail", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["false"]));
+    let before = r.snapshot();
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+    assert!(!r.root.join("docs").exists());
+    // A passing one commits only the change, and the sparse file stays out of the tree.
+    let replay = r.replay("rp-pass", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.git(&["show", "HEAD:app.txt"]), "one\nTWO\nthree\n");
+    assert_eq!(r.git(&["show", "HEAD:docs/guide.md"]), "guide\n");
+    assert!(!r.root.join("docs").exists());
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn context_files_are_never_read_through_a_symlink() {
+    let r = TestRepo::simple();
+    let secret_dir = r.outside.join("secrets");
+    std::fs::create_dir_all(&secret_dir).expect("mkdir");
+    std::fs::write(secret_dir.join("key.txt"), "TOP SECRET\n").expect("write");
+    std::os::unix::fs::symlink(secret_dir.join("key.txt"), r.root.join("link.txt"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(&secret_dir, r.root.join("dir")).expect("symlink");
+    r.git(&["add", "link.txt", "dir"]);
+    r.git(&["commit", "-q", "-m", "links"]);
+    let replay = r.replay("rp", &[("1.json", good())]);
+    for (path, why) in [
+        ("link.txt", "is a symbolic link"),
+        ("dir/key.txt", "goes through the symbolic link dir"),
+    ] {
+        for flags in [&[][..], &["--worktree"][..], &["--dry-run"][..]] {
+            let wo = r.work_order(serde_json::json!({
+                "id": "wo-ctx",
+                "title": "Read context",
+                "intent": "x",
+                "allowed_files": ["app.txt", path],
+                "context_files": [path],
+                "acceptance_commands": ["true"],
+            }));
+            let before = r.snapshot();
+            let out = r.run_replay(&wo, &replay, flags);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{path} {flags:?}: {}",
+                stderr_of(&out)
+            );
+            let err = stderr_of(&out);
+            assert!(
+                err.contains(&format!(
+                    "error: invalid work order: context_files: {path:?} {why}; context files are read only as regular files inside the work tree"
+                )),
+                "{path} {flags:?}: {err}"
+            );
+            assert!(!err.contains("TOP SECRET") && !stdout_of(&out).contains("TOP SECRET"));
+            assert_eq!(r.snapshot(), before);
+            assert!(r.run_ids().is_empty());
+        }
+    }
 }
