@@ -73,9 +73,12 @@ fn symlink_fault(dir: &[u8], target: &[u8]) -> Option<&'static str> {
         return Some("a symbolic link to an absolute path");
     }
     let mut depth: i64 = dir.split(|b| *b == b'/').filter(|p| !p.is_empty()).count() as i64;
+    let mut named = false;
     for part in target.split(|b| *b == b'/') {
         match part {
             b"" | b"." => {}
+            // `x/..` is the parent of wherever `x` leads, and `x` may be another link.
+            b".." if named => return Some("a symbolic link with \"..\" after a name in its target"),
             b".." => {
                 depth -= 1;
                 if depth < 0 {
@@ -90,6 +93,7 @@ fn symlink_fault(dir: &[u8], target: &[u8]) -> Option<&'static str> {
                     return Some("a symbolic link whose target contains NUL");
                 }
                 depth += 1;
+                named = true;
             }
         }
     }
@@ -213,6 +217,7 @@ mod tests {
         assert!(symlink_fault(b"a", b"/etc").is_some());
         assert!(symlink_fault(b"", b"sub/.git/hooks").is_some());
         assert_eq!(symlink_fault(b"a/b", b"../../c"), None);
+        assert!(symlink_fault(b"", b"s/b/..").is_some(), "s/b may itself be a link to ..");
         assert_eq!(symlink_fault(b"", b"./c/d"), None);
     }
 }

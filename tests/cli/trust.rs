@@ -193,9 +193,24 @@ impl Publisher {
     /// Publishes a copy of the good run as `refs/factory/<id>` whose attempt tree is `attempt`
     /// and whose stored files are replaced by `files` (empty bytes: removed).
     fn publish(&self, id: &str, attempt: &str, files: &[(&str, &[u8])]) {
+        self.publish_titled(id, attempt, files, None);
+    }
+
+    /// `publish`, with the run's title (summary and commit message) replaced.
+    fn publish_titled(
+        &self,
+        id: &str,
+        attempt: &str,
+        files: &[(&str, &[u8])],
+        title: Option<&str>,
+    ) {
         let summary = self.git(&["show", &format!("{}:run_summary.json", self.run)]);
         let mut s: Value = serde_json::from_str(&summary).expect("summary");
         s["run_id"] = Value::from(id);
+        if let Some(t) = title {
+            s["work_order_title"] = Value::from(t);
+            s["attempts"][0]["summary"] = Value::from(t);
+        }
         for a in s["attempts"].as_array_mut().expect("attempts") {
             a["tree_commit"] = Value::from(attempt);
         }
@@ -232,7 +247,12 @@ impl Publisher {
             );
         }
         let tree = git_in(&self.dir, &self.home, &["write-tree"], None, &env);
-        let message = self.git(&["log", "-1", "--format=%B", &self.run]);
+        let mut message = self.git(&["log", "-1", "--format=%B", &self.run]);
+        if let Some(t) = title {
+            let start = message.find("title: ").expect("title line");
+            let end = start + message[start..].find('\n').expect("end of line");
+            message.replace_range(start..end, &format!("title: {t}"));
+        }
         let commit = self.git(&["commit-tree", &tree, "-p", attempt, "-m", &message]);
         self.git(&["update-ref", &format!("refs/factory/{id}"), &commit]);
     }
@@ -400,6 +420,34 @@ fn crafted_run_trees_are_refused_by_apply_checkout_and_reverify() {
 }
 
 #[test]
+fn crafted_record_text_cannot_drive_the_terminal() {
+    let r = TestRepo::simple();
+    let p = Publisher::new(&r);
+    let attempt = p.git(&["rev-parse", &format!("{}^1", p.run)]);
+    let hostile = "fix\u{1b}]0;owned\u{7}\u{1b}[2J\rhidden";
+    p.publish_titled("abad00000001", &attempt, &[], Some(hostile));
+    fetched(&r, &p);
+    let log = r.factory().args(["log"]).output().expect("log");
+    assert_eq!(log.status.code(), Some(0), "{}", stderr_of(&log));
+    let show = r
+        .factory()
+        .args(["show", "abad00000001"])
+        .output()
+        .expect("show");
+    assert_eq!(show.status.code(), Some(0), "{}", stderr_of(&show));
+    let escaped = "fix\\e]0;owned\\a\\e[2J^Mhidden";
+    for (what, out) in [("log", &log), ("show", &show)] {
+        let text = stdout_of(out);
+        assert!(text.contains(escaped), "{what}: {text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\r'),
+            "{what}"
+        );
+    }
+    assert!(stdout_of(&show).contains(&format!("  summary: {escaped}\n")));
+}
+
+#[test]
 fn crafted_stored_patches_are_refused_by_replay() {
     let r = TestRepo::simple();
     let p = Publisher::new(&r);
@@ -427,6 +475,13 @@ fn crafted_stored_patches_are_refused_by_replay() {
         ("attempt_1/proposed_writes.json", writes.as_bytes()),
     ];
     p.publish("beef00000004", &good_attempt, &files);
+    let writes =
+        serde_json::json!([{"path": "a\u{0}b", "base_sha256": null, "content": "x"}]).to_string();
+    let files: [(&str, &[u8]); 2] = [
+        ("attempt_1/proposed_patch.diff", b""),
+        ("attempt_1/proposed_writes.json", writes.as_bytes()),
+    ];
+    p.publish("beef00000005", &good_attempt, &files);
     fetched(&r, &p);
     let wo = r.work_order(basic_order(&["true"]));
     let wo = wo.to_str().expect("utf-8");
@@ -436,6 +491,11 @@ fn crafted_stored_patches_are_refused_by_replay() {
         );
         refused_with_nothing_written(&r, &["run", "-w", wo, "--replay", id], &expected);
     }
+    refused_with_nothing_written(
+        &r,
+        &["run", "-w", wo, "--replay", "beef00000005"],
+        "error: run beef00000005 is unsafe: attempt 1's proposal has a name containing NUL at \"a^@b\"",
+    );
     refused_with_nothing_written(
         &r,
         &["run", "-w", wo, "--replay", "beef00000004"],
