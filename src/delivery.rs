@@ -293,6 +293,12 @@ fn commit_hooks(repo: &Repository, root: &Path, message: &str) -> Result<Result<
     let mut pre = git_at(root);
     pre.args(["hook", "run", "--ignore-missing", "pre-commit"]);
     let out = run_git(pre, None, "running the pre-commit hook")?;
+    if String::from_utf8_lossy(&out.stderr).contains("'hook' is not a git command") {
+        return Err(
+            Error::new("running commit hooks needs git 2.36 or newer (git hook run)")
+                .hint("upgrade git, or skip the hooks with git config factory.commitHooks false"),
+        );
+    }
     if !out.status.success() {
         return Ok(Err(refused("pre-commit", &out)));
     }
@@ -373,14 +379,18 @@ pub fn deliver(
     let root = crate::git::workdir(repo)?;
     let saved = SavedIndex::of(repo);
     stage_outcomes(repo, outcomes)?;
-    let message = match commit_hooks(repo, &root, message)? {
-        Ok(m) => m,
-        Err(why) => {
+    let message = match commit_hooks(repo, &root, message) {
+        Ok(Ok(m)) => m,
+        Ok(Err(why)) => {
             saved.put_back()?;
             return Ok(Delivered {
                 commit: None,
                 refused: Some(why),
             });
+        }
+        Err(e) => {
+            saved.put_back()?;
+            return Err(e);
         }
     };
     let tree = repo.find_tree(index_tree(&root)?)?;

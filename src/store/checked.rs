@@ -78,7 +78,9 @@ fn symlink_fault(dir: &[u8], target: &[u8]) -> Option<&'static str> {
         match part {
             b"" | b"." => {}
             // `x/..` is the parent of wherever `x` leads, and `x` may be another link.
-            b".." if named => return Some("a symbolic link with \"..\" after a name in its target"),
+            b".." if named => {
+                return Some("a symbolic link with \"..\" after a name in its target")
+            }
             b".." => {
                 depth -= 1;
                 if depth < 0 {
@@ -217,7 +219,10 @@ mod tests {
         assert!(symlink_fault(b"a", b"/etc").is_some());
         assert!(symlink_fault(b"", b"sub/.git/hooks").is_some());
         assert_eq!(symlink_fault(b"a/b", b"../../c"), None);
-        assert!(symlink_fault(b"", b"s/b/..").is_some(), "s/b may itself be a link to ..");
+        assert!(
+            symlink_fault(b"", b"s/b/..").is_some(),
+            "s/b may itself be a link to .."
+        );
         assert_eq!(symlink_fault(b"", b"./c/d"), None);
     }
 }
