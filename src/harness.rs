@@ -223,30 +223,12 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     }
 
     let head_tree = baseline.tree()?;
-    crate::workorder::check_context_files(&opts.work_order.order, |path| {
-        use crate::workorder::Entry;
-        if opts.worktree {
-            let e = head_tree.get_path(Path::new(path)).ok()?;
-            Some(match e.filemode() {
-                0o100644 | 0o100755 => Entry::File,
-                0o040000 => Entry::Folder,
-                0o120000 => Entry::Symlink,
-                _ => Entry::Other,
-            })
-        } else {
-            let meta = std::fs::symlink_metadata(user_root.join(path)).ok()?;
-            let kind = meta.file_type();
-            Some(if kind.is_symlink() {
-                Entry::Symlink
-            } else if kind.is_dir() {
-                Entry::Folder
-            } else if kind.is_file() {
-                Entry::File
-            } else {
-                Entry::Other
-            })
-        }
-    })?;
+    // In worktree mode the context comes from HEAD's tree, in-situ from the work tree.
+    crate::workorder::check_context_files(
+        &opts.work_order.order,
+        &user_root,
+        opts.worktree.then_some(&head_tree),
+    )?;
     let context = prompt::read_context(&opts.work_order.order, |path| {
         if opts.worktree {
             let entry = head_tree.get_path(Path::new(path)).ok()?;

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::identity::{canonical_json, sha256_hex};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::path::Path;
 
 pub const MAX_CONTEXT_FILES: usize = 10;
 pub const CONTEXT_BUDGET_BYTES: usize = 200 * 1024;
@@ -71,20 +72,51 @@ impl LoadedWorkOrder {
     }
 }
 
-/// What a path names in the work tree or a tree, for the context-file check.
+/// What a path names, read without following links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+enum Entry {
     File,
     Folder,
     Symlink,
     Other,
 }
 
+fn entry_in_tree(tree: &git2::Tree<'_>, path: &str) -> Option<Entry> {
+    let e = tree.get_path(Path::new(path)).ok()?;
+    Some(match e.filemode() {
+        0o100644 | 0o100755 => Entry::File,
+        0o040000 => Entry::Folder,
+        0o120000 => Entry::Symlink,
+        _ => Entry::Other,
+    })
+}
+
+fn entry_on_disk(root: &Path, path: &str) -> Option<Entry> {
+    let kind = std::fs::symlink_metadata(root.join(path)).ok()?.file_type();
+    Some(if kind.is_symlink() {
+        Entry::Symlink
+    } else if kind.is_dir() {
+        Entry::Folder
+    } else if kind.is_file() {
+        Entry::File
+    } else {
+        Entry::Other
+    })
+}
+
 /// Refuses a context file that is a symbolic link, lies below one, or is not a regular file
 /// (SPEC §7): reading through a link would send files from outside the repo to the provider
-/// and into the run record. `entry` answers what a path (a prefix of a context file) is, without
-/// following links; a missing file is left to the prompt, which notes it.
-pub fn check_context_files(order: &WorkOrder, entry: impl Fn(&str) -> Option<Entry>) -> Result<()> {
+/// and into the run record. Checked in `tree` when the context is read from one (worktree
+/// mode), else in the work tree at `root`; a missing file is left to the prompt, which notes it.
+pub fn check_context_files(
+    order: &WorkOrder,
+    root: &Path,
+    tree: Option<&git2::Tree<'_>>,
+) -> Result<()> {
+    let entry = |path: &str| match tree {
+        Some(t) => entry_in_tree(t, path),
+        None => entry_on_disk(root, path),
+    };
     for path in &order.context_files {
         let parts: Vec<&str> = path.split('/').collect();
         for i in 1..=parts.len() {

@@ -802,6 +802,28 @@ fn worktree_delivery_holds_what_git_add_would_stage() {
         let mut after = r.snapshot();
         after.refs.retain(|l| !l.starts_with("refs/heads/factory/"));
         assert_eq!(after, before, "{what}");
+        // `apply` brings exactly the change in: git sees one changed line, and committing it
+        // by hand gives the delivered bytes.
+        let id = s["run_id"].as_str().expect("id");
+        let out = r.factory().args(["apply", id]).output().expect("apply");
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
+        assert_eq!(
+            std::fs::read(r.root.join(path)).expect("read"),
+            content,
+            "{what}"
+        );
+        assert_eq!(
+            r.git(&["diff", "--numstat"]),
+            format!("1\t1\t{path}\n"),
+            "{what}"
+        );
+        r.git(&["commit", "-q", "-am", "by hand"]);
+        assert_eq!(
+            r.git(&["cat-file", "blob", &format!("HEAD:{path}")]),
+            committed,
+            "{what}"
+        );
+        status_clean(&r, &r.root);
         // Checked out, the delivered branch is clean and holds the proposal's bytes.
         r.git(&["checkout", "-q", branch.trim_start_matches("refs/heads/")]);
         assert_eq!(
