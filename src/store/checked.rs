@@ -39,14 +39,20 @@ pub fn name_fault(name: &[u8]) -> Option<&'static str> {
         return Some("a name containing NUL");
     }
     // `.git` in any case, and the names NTFS and HFS+ read as `.git`: trailing dots and spaces,
-    // the 8.3 short name, ignorable code points.
+    // the 8.3 short name, stream suffixes, ignorable code points.
     let text: String = String::from_utf8_lossy(name)
         .chars()
         .filter(|c| !hfs_ignorable(*c))
         .collect::<String>()
         .trim_end_matches(['.', ' '])
         .to_ascii_lowercase();
-    if text == ".git" || text == "git~1" {
+    // `.git::$INDEX_ALLOCATION` and other NTFS stream names open `.git` itself.
+    let stream_less = text
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(['.', ' ']);
+    if text == ".git" || text == "git~1" || (text.contains(':') && stream_less == ".git") {
         return Some("a .git entry");
     }
     None
@@ -197,6 +203,8 @@ mod tests {
             b".Git.",
             b".git ",
             b"GIT~1",
+            b".git::$INDEX_ALLOCATION",
+            b".Git. :stream",
             ".g\u{200c}it".as_bytes(),
             b"a/b",
             b"a\0b",
