@@ -11,6 +11,8 @@ pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
 pub const VERIFY: &str = "factory.verify";
 pub const SCRUB_ENV: &str = "factory.scrubEnv";
 pub const PRE_PUSH: &str = "factory.prePush";
+/// `false` skips the pre-commit and commit-msg hooks on `--commit`/`--branch` (default true).
+pub const COMMIT_HOOKS: &str = "factory.commitHooks";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
@@ -56,6 +58,14 @@ impl Config {
                     ))
             }),
         }
+    }
+
+    /// A boolean key as git reads it (`true`/`yes`/`on`/`1`…), or `default` when unset or unreadable.
+    pub fn flag(&self, key: &str, default: bool) -> bool {
+        self.cfg
+            .as_ref()
+            .and_then(|c| c.get_bool(key).ok())
+            .unwrap_or(default)
     }
 
     /// Every value of a multi-valued key, in config order.

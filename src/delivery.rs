@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
 use crate::workorder::WorkOrder;
 use git2::{Oid, Repository};
+use std::io::Write as _;
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 const TYPES: [&str; 11] = [
     "feat", "fix", "docs", "test", "refactor", "perf", "build", "ci", "chore", "style", "revert",
@@ -114,64 +116,299 @@ fn scope_of(files: &[String]) -> Option<String> {
     None
 }
 
-/// Refuses a branch name git would refuse, or an existing branch without `--force`.
+/// Refuses a branch name `git check-ref-format --branch` would refuse (also `HEAD`, `@` and a
+/// leading `-`, which git's commands would read as something else), an existing branch without
+/// `--force`, and — even with `--force` — a branch checked out in any worktree of the repo.
 pub fn check_branch(repo: &Repository, name: &str, force: bool) -> Result<()> {
     let full = format!("refs/heads/{name}");
-    if !git2::Reference::is_valid_name(&full) {
-        return Err(Error::new(format!("{name:?} is not a valid branch name"))
-            .hint("choose a name git accepts, e.g. factory/fix-parser"));
+    if name == "HEAD"
+        || name == "@"
+        || name.starts_with('-')
+        || !git2::Reference::is_valid_name(&full)
+    {
+        return Err(Error::new(format!(
+            "{:?} is not a valid branch name",
+            crate::ui::escape_line(name)
+        ))
+        .hint("choose a name git accepts, e.g. factory/fix-parser"));
     }
-    if repo.find_reference(&full).is_ok() && !force {
-        return Err(Error::new(format!("branch {name} already exists"))
-            .hint("choose another name with --branch, or pass --force to move it"));
-    }
-    Ok(())
-}
-
-/// Updates only the changed paths of the index to the work tree, keeping every other
-/// entry's stat data (a full `read_tree` would make git re-hash the whole tree).
-pub fn stage_outcomes(repo: &Repository, outcomes: &[FileOutcome]) -> Result<()> {
-    let mut index = repo.index()?;
-    for o in outcomes {
-        match &o.after {
-            Some(_) => index.add_path(Path::new(&o.path))?,
-            None => {
-                let _ = index.remove_path(Path::new(&o.path));
-            }
+    if repo.find_reference(&full).is_ok() {
+        if !force {
+            return Err(Error::new(format!("branch {name} already exists"))
+                .hint("choose another name with --branch, or pass --force to move it"));
+        }
+        if let Some(worktree) = checked_out_in(repo, &full) {
+            return Err(Error::new(format!(
+                "branch {name} is checked out in {}; --force does not move a checked-out branch",
+                worktree.display()
+            ))
+            .hint("choose another name with --branch, or switch that worktree to another branch"));
         }
     }
-    index.write()?;
     Ok(())
 }
 
-/// Makes the delivery's commit; returns it (`None` when the change stays uncommitted).
+/// The work tree (main or linked) whose HEAD is on `full_ref`, if any.
+fn checked_out_in(repo: &Repository, full_ref: &str) -> Option<std::path::PathBuf> {
+    let common = repo.commondir();
+    let on_it = |git_dir: &Path| {
+        std::fs::read_to_string(git_dir.join("HEAD"))
+            .is_ok_and(|h| h.trim_end().strip_prefix("ref: ") == Some(full_ref))
+    };
+    if on_it(common) {
+        let main = common.parent().unwrap_or(common);
+        return Some(main.to_path_buf());
+    }
+    let names = repo.worktrees().ok()?;
+    for name in names.iter().flatten() {
+        if on_it(&common.join("worktrees").join(name)) {
+            let path = repo
+                .find_worktree(name)
+                .map(|w| w.path().to_path_buf())
+                .unwrap_or_else(|_| common.join("worktrees").join(name));
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// What a delivery made: its commit, or why a commit hook refused it.
+#[derive(Debug, Default)]
+pub struct Delivered {
+    pub commit: Option<Oid>,
+    /// A pre-commit or commit-msg hook refused: nothing was committed, the index is as before,
+    /// and this says which hook and what it printed.
+    pub refused: Option<String>,
+}
+
+/// `git -C ROOT …` with nothing inherited that could point it at another repo or index.
+fn git_at(root: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(root);
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_LITERAL_PATHSPECS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+fn run_git(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<std::process::Output> {
+    let spawned = cmd
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = spawned.map_err(|e| {
+        Error::new(format!("{what}: cannot run git: {e}"))
+            .hint("install git and make sure it is on PATH")
+    })?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(bytes)?;
+    }
+    Ok(child.wait_with_output()?)
+}
+
+fn git_ok(cmd: Command, input: Option<&[u8]>, what: &str) -> Result<Vec<u8>> {
+    let out = run_git(cmd, input, what)?;
+    if !out.status.success() {
+        return Err(Error::new(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
+/// Stages the changed paths as `git add -A -- PATHS` would, by running git itself: libgit2
+/// applies `core.autocrlf` and `.gitattributes` `text`/`eol`, but not external filter drivers
+/// (`filter.<name>.clean`, LFS), so only git stages the bytes git would commit and leaves
+/// `git status` clean. git takes `index.lock` itself; every other entry keeps its stat data.
+pub fn stage_outcomes(repo: &Repository, outcomes: &[FileOutcome]) -> Result<()> {
+    if outcomes.is_empty() {
+        return Ok(());
+    }
+    let root = crate::git::workdir(repo)?;
+    let mut list = Vec::new();
+    for o in outcomes {
+        list.extend_from_slice(o.path.as_bytes());
+        list.push(0);
+    }
+    let mut cmd = git_at(&root);
+    cmd.args([
+        "--literal-pathspecs",
+        "add",
+        "-A",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+    ]);
+    git_ok(cmd, Some(&list), "staging the change").map(|_| ())
+}
+
+/// The tree of the index as it now is (`git write-tree`: git reads every index format the
+/// user's git writes, sparse ones included).
+fn index_tree(root: &Path) -> Result<Oid> {
+    let mut cmd = git_at(root);
+    cmd.arg("write-tree");
+    let out = git_ok(cmd, None, "writing the staged tree")?;
+    Ok(Oid::from_str(String::from_utf8_lossy(&out).trim())?)
+}
+
+/// Runs pre-commit, then commit-msg (which may edit the message), as `git commit` does, unless
+/// `factory.commitHooks` is false. `Ok(Err(why))` when a hook refused.
+fn commit_hooks(repo: &Repository, root: &Path, message: &str) -> Result<Result<String, String>> {
+    let cfg = crate::config::Config::of(repo);
+    if !cfg.flag(crate::config::COMMIT_HOOKS, true) {
+        return Ok(Ok(message.to_string()));
+    }
+    let refused = |hook: &str, out: &std::process::Output| {
+        let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stdout));
+        let excerpt: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(5)
+            .collect();
+        let code = out
+            .status
+            .code()
+            .map_or_else(|| "killed".to_string(), |c| format!("exit {c}"));
+        let mut why = format!("the {hook} hook refused the commit ({code})");
+        if !excerpt.is_empty() {
+            why.push_str(": ");
+            why.push_str(&excerpt.join(" / "));
+        }
+        why
+    };
+    let mut pre = git_at(root);
+    pre.args(["hook", "run", "--ignore-missing", "pre-commit"]);
+    let out = run_git(pre, None, "running the pre-commit hook")?;
+    if String::from_utf8_lossy(&out.stderr).contains("'hook' is not a git command") {
+        return Err(
+            Error::new("running commit hooks needs git 2.36 or newer (git hook run)")
+                .hint("upgrade git, or skip the hooks with git config factory.commitHooks false"),
+        );
+    }
+    if !out.status.success() {
+        return Ok(Err(refused("pre-commit", &out)));
+    }
+    let dir = crate::git::factory_dir(repo);
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("COMMIT_EDITMSG.{}", std::process::id()));
+    std::fs::write(&file, message)?;
+    let mut msg = git_at(root);
+    msg.args(["hook", "run", "--ignore-missing", "commit-msg", "--"])
+        .arg(&file);
+    let out = run_git(msg, None, "running the commit-msg hook");
+    let edited = std::fs::read(&file);
+    let _ = std::fs::remove_file(&file);
+    let out = out?;
+    if !out.status.success() {
+        return Ok(Err(refused("commit-msg", &out)));
+    }
+    match String::from_utf8(edited?) {
+        Ok(text) if !text.trim().is_empty() => Ok(Ok(text)),
+        Ok(_) => Ok(Err("the commit-msg hook left an empty message".to_string())),
+        Err(_) => Ok(Err(
+            "the commit-msg hook wrote a message that is not UTF-8".to_string()
+        )),
+    }
+}
+
+/// The index file's bytes, to put back if a hook refuses the commit.
+struct SavedIndex {
+    path: std::path::PathBuf,
+    bytes: Option<Vec<u8>>,
+}
+
+impl SavedIndex {
+    fn of(repo: &Repository) -> Self {
+        let path = repo.path().join("index");
+        let bytes = std::fs::read(&path).ok();
+        SavedIndex { path, bytes }
+    }
+
+    /// Writes the saved bytes back through `index.lock` and a rename, as git does.
+    fn put_back(&self) -> Result<()> {
+        let Some(bytes) = &self.bytes else {
+            let _ = std::fs::remove_file(&self.path);
+            return Ok(());
+        };
+        let lock = self.path.with_extension("lock");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&lock)
+            .map_err(|e| {
+                Error::new(format!("cannot lock the index to unstage the change: {e}"))
+                    .hint("another git command holds index.lock; run git reset once it is done")
+            })?;
+        let written = f.write_all(bytes).and_then(|()| f.sync_all());
+        drop(f);
+        if let Err(e) = written.and_then(|()| std::fs::rename(&lock, &self.path)) {
+            let _ = std::fs::remove_file(&lock);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+/// Makes the delivery's commit as `git add` + `git commit` would: the change staged through
+/// git (filters, autocrlf, attributes), the hooks run, the commit's tree read from the index.
+/// A refusing hook leaves nothing committed and the index as it was.
 pub fn deliver(
     repo: &Repository,
     delivery: &Delivery,
     baseline: &git2::Commit<'_>,
-    tree: Oid,
     message: &str,
     outcomes: &[FileOutcome],
-) -> Result<Option<Oid>> {
+) -> Result<Delivered> {
+    if *delivery == Delivery::Uncommitted {
+        return Ok(Delivered::default());
+    }
+    let root = crate::git::workdir(repo)?;
+    let saved = SavedIndex::of(repo);
+    stage_outcomes(repo, outcomes)?;
+    let message = match commit_hooks(repo, &root, message) {
+        Ok(Ok(m)) => m,
+        Ok(Err(why)) => {
+            saved.put_back()?;
+            return Ok(Delivered {
+                commit: None,
+                refused: Some(why),
+            });
+        }
+        Err(e) => {
+            saved.put_back()?;
+            return Err(e);
+        }
+    };
+    let tree = repo.find_tree(index_tree(&root)?)?;
     let sig = crate::store::signature(repo)?;
-    let tree = repo.find_tree(tree)?;
     let commit = match delivery {
-        Delivery::Uncommitted => return Ok(None),
+        Delivery::Uncommitted => return Ok(Delivered::default()),
         Delivery::CurrentBranch => {
-            let c = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[baseline])?;
-            stage_outcomes(repo, outcomes)?;
-            c
+            repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &[baseline])?
         }
         Delivery::NewBranchCheckedOut(name) => {
-            let c = repo.commit(None, &sig, &sig, message, &tree, &[baseline])?;
+            let c = repo.commit(None, &sig, &sig, &message, &tree, &[baseline])?;
             let full = format!("refs/heads/{name}");
             repo.reference(&full, c, true, "git factory: deliver a passing run")?;
             repo.set_head(&full)?;
-            stage_outcomes(repo, outcomes)?;
             c
         }
         Delivery::Branch(name) => {
-            let c = repo.commit(None, &sig, &sig, message, &tree, &[baseline])?;
+            let c = repo.commit(None, &sig, &sig, &message, &tree, &[baseline])?;
             repo.reference(
                 &format!("refs/heads/{name}"),
                 c,
@@ -181,7 +418,10 @@ pub fn deliver(
             c
         }
     };
-    Ok(Some(commit))
+    Ok(Delivered {
+        commit: Some(commit),
+        refused: None,
+    })
 }
 
 #[cfg(test)]

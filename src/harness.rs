@@ -223,6 +223,12 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     }
 
     let head_tree = baseline.tree()?;
+    // In worktree mode the context comes from HEAD's tree, in-situ from the work tree.
+    crate::workorder::check_context_files(
+        &opts.work_order.order,
+        &user_root,
+        opts.worktree.then_some(&head_tree),
+    )?;
     let context = prompt::read_context(&opts.work_order.order, |path| {
         if opts.worktree {
             let entry = head_tree.get_path(Path::new(path)).ok()?;
@@ -660,14 +666,26 @@ impl Session<'_> {
                         .unwrap_or_default();
                     let message =
                         crate::delivery::message(&self.wo.order, &summary, &self.summary.run_id);
-                    result_commit = crate::delivery::deliver(
+                    let delivered = crate::delivery::deliver(
                         self.repo,
                         &self.delivery,
                         &self.baseline,
-                        tree,
                         &message,
                         &plan.outcomes,
                     )?;
+                    result_commit = delivered.commit;
+                    if let Some(why) = delivered.refused {
+                        let left = match self.delivery {
+                            Delivery::Branch(_) => format!(
+                                "bring it into your tree with git factory apply {}",
+                                self.summary.run_id
+                            ),
+                            _ => "it is in the work tree, uncommitted".to_string(),
+                        };
+                        self.fatal = Some(format!(
+                            "{why}; the change passed but was not committed ({left})"
+                        ));
+                    }
                 }
                 tree
             }

@@ -78,6 +78,7 @@ impl Ui {
 
     /// Starts a status line for a stage that takes a while.
     pub fn progress(&self, label: String) -> Progress {
+        let label = escape_controls(&label);
         if !self.live {
             self.info(&label);
             return Progress {
@@ -138,7 +139,8 @@ impl Ui {
     }
 
     pub fn warn(&self, line: impl AsRef<str>) {
-        eprintln!("{} {}", style("warning:").yellow().bold(), line.as_ref());
+        let line = escape_controls(line.as_ref());
+        eprintln!("{} {line}", style("warning:").yellow().bold());
     }
 
     /// A line on stderr that -q does not silence (the final verdict line).
@@ -147,12 +149,17 @@ impl Ui {
     }
 
     pub fn error(&self, err: &Error) {
-        eprintln!("{} {}", style("error:").red().bold(), err.message);
+        // Messages quote names and text from records, models and commands.
+        eprintln!(
+            "{} {}",
+            style("error:").red().bold(),
+            escape_controls(&err.message)
+        );
         for d in &err.details {
-            eprintln!("  {d}");
+            eprintln!("  {}", escape_controls(d));
         }
         if let Some(h) = &err.hint {
-            eprintln!("{} {h}", style("hint:").cyan().bold());
+            eprintln!("{} {}", style("hint:").cyan().bold(), escape_controls(h));
         }
     }
 
@@ -181,4 +188,54 @@ pub fn dim(s: impl std::fmt::Display) -> String {
 
 pub fn bold(s: impl std::fmt::Display) -> String {
     style(s).bold().to_string()
+}
+
+/// Record and model text made safe for a terminal (SPEC §7): ESC as `\e`, BEL as `\a`, other
+/// C0 controls and DEL as `^X`, C1 controls as `\u{9b}`, so a stored summary or title cannot
+/// move the cursor, set the window title, write the clipboard or hide text. Newlines and tabs
+/// stay (multi-line excerpts); use [`escape_line`] for text that must stay on one line.
+pub fn escape_controls(text: &str) -> String {
+    escape(text, true)
+}
+
+/// [`escape_controls`] for one-line fields (ids, titles): newlines become `^J` too.
+pub fn escape_line(text: &str) -> String {
+    escape(text, false)
+}
+
+fn escape(text: &str, keep_newlines: bool) -> String {
+    let needs = |c: char| c.is_control() && !(keep_newlines && (c == '\n' || c == '\t'));
+    if !text.chars().any(needs) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !needs(c) => out.push(c),
+            '\x1b' => out.push_str("\\e"),
+            '\x07' => out.push_str("\\a"),
+            '\x7f' => out.push_str("^?"),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(c as u8 + 0x40));
+            }
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped() {
+        assert_eq!(
+            escape_controls("a\x1b]52;c;eA==\x07b\r\x01\x7f\u{9b}2J\nc\td"),
+            "a\\e]52;c;eA==\\ab^M^A^?\\u{9b}2J\nc\td"
+        );
+        assert_eq!(escape_line("id\nforged"), "id^Jforged");
+        assert_eq!(escape_controls("caf\u{e9} plain"), "caf\u{e9} plain");
+    }
 }

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::identity::{canonical_json, sha256_hex};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::path::Path;
 
 pub const MAX_CONTEXT_FILES: usize = 10;
 pub const CONTEXT_BUDGET_BYTES: usize = 200 * 1024;
@@ -71,6 +72,75 @@ impl LoadedWorkOrder {
     }
 }
 
+/// What a path names, read without following links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    File,
+    Folder,
+    Symlink,
+    Other,
+}
+
+fn entry_in_tree(tree: &git2::Tree<'_>, path: &str) -> Option<Entry> {
+    let e = tree.get_path(Path::new(path)).ok()?;
+    Some(match e.filemode() {
+        0o100644 | 0o100755 => Entry::File,
+        0o040000 => Entry::Folder,
+        0o120000 => Entry::Symlink,
+        _ => Entry::Other,
+    })
+}
+
+fn entry_on_disk(root: &Path, path: &str) -> Option<Entry> {
+    let kind = std::fs::symlink_metadata(root.join(path)).ok()?.file_type();
+    Some(if kind.is_symlink() {
+        Entry::Symlink
+    } else if kind.is_dir() {
+        Entry::Folder
+    } else if kind.is_file() {
+        Entry::File
+    } else {
+        Entry::Other
+    })
+}
+
+/// Refuses a context file that is a symbolic link, lies below one, or is not a regular file
+/// (SPEC §7): reading through a link would send files from outside the repo to the provider
+/// and into the run record. Checked in `tree` when the context is read from one (worktree
+/// mode), else in the work tree at `root`; a missing file is left to the prompt, which notes it.
+pub fn check_context_files(
+    order: &WorkOrder,
+    root: &Path,
+    tree: Option<&git2::Tree<'_>>,
+) -> Result<()> {
+    let entry = |path: &str| match tree {
+        Some(t) => entry_in_tree(t, path),
+        None => entry_on_disk(root, path),
+    };
+    for path in &order.context_files {
+        let parts: Vec<&str> = path.split('/').collect();
+        for i in 1..=parts.len() {
+            let prefix = parts[..i].join("/");
+            let last = i == parts.len();
+            let why = match entry(&prefix) {
+                None => break,
+                Some(Entry::Symlink) if last => "is a symbolic link".to_string(),
+                Some(Entry::Symlink) => format!("goes through the symbolic link {prefix}"),
+                Some(Entry::File) if last => continue,
+                Some(Entry::Folder) if !last => continue,
+                Some(_) => "is not a regular file".to_string(),
+            };
+            return Err(invalid(
+                "context_files",
+                format!(
+                    "{path:?} {why}; context files are read only as regular files inside the work tree"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn invalid(field: &str, what: impl std::fmt::Display) -> Error {
     Error::new(format!("invalid work order: {field}: {what}"))
         .hint("fix the work order and run again; nothing was changed")
@@ -90,8 +160,8 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
             return Err(invalid(key, format!("unknown field {key:?}{near}")));
         }
     }
-    let id = required_text(obj, "id")?;
-    let title = required_text(obj, "title")?;
+    let id = one_line(required_text(obj, "id")?, "id")?;
+    let title = one_line(required_text(obj, "title")?, "title")?;
     let intent = required_text(obj, "intent")?;
     let allowed_files = normalised_paths(obj, "allowed_files", true)?;
     let context_files = normalised_paths(obj, "context_files", false)?;
@@ -148,6 +218,21 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         context_files,
         notes,
     })
+}
+
+/// Refuses control characters in a one-line field: a newline in the id would forge `log` and
+/// notes lines, an escape sequence would drive the terminal of whoever reads them.
+fn one_line(text: String, field: &str) -> Result<String> {
+    match text.chars().find(|c| c.is_control()) {
+        Some(c) => Err(invalid(
+            field,
+            format!(
+                "{:?} holds a control character ({c:?}); it must be one line of plain text",
+                crate::ui::escape_line(&text)
+            ),
+        )),
+        None => Ok(text),
+    }
 }
 
 fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {

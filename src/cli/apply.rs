@@ -5,6 +5,7 @@
 use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::roles::tr::apply::{write_outcomes, FileOutcome, FileState};
+use crate::store::checked::{self, checked_tree};
 use crate::store::{self, records::Verdict};
 use crate::ui::Ui;
 use clap::Args;
@@ -36,6 +37,19 @@ fn state_in(repo: &Repository, tree: &Tree<'_>, path: &str) -> Result<Option<Fil
         bytes: blob.content().to_vec(),
         executable: entry.filemode() == 0o100755,
     }))
+}
+
+/// Refuses to write over a file HEAD does not track (an untracked or git-ignored file, e.g. a
+/// `.env`): the status walk does not see ignored files, and nothing could bring it back.
+fn refuse_untracked(root: &Path, path: &str, untracked: bool) -> Result<()> {
+    if untracked && std::fs::symlink_metadata(root.join(path)).is_ok() {
+        return Err(Error::new(format!(
+            "{} is in your work tree but not tracked by git (untracked or ignored); the run would overwrite it",
+            crate::ui::escape_line(path)
+        ))
+        .hint("move it out of the way, then run git factory apply again"));
+    }
+    Ok(())
 }
 
 fn changed_paths(repo: &Repository, a: &Tree<'_>, b: &Tree<'_>) -> Result<Vec<String>> {
@@ -96,6 +110,14 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
         .tree()?;
     let head = git::head_commit(&repo)?;
     let ours = head.tree()?;
+    // A fetched record is untrusted: its trees are checked before anything reads them.
+    for (tree, what) in [
+        (&theirs, format!("attempt {}'s tree", attempt.attempt_index)),
+        (&base, "its baseline tree".to_string()),
+    ] {
+        checked_tree(&repo, tree, Some(&ours))
+            .map_err(|e| checked::refusal(&run.run_id, &what, &e))?;
+    }
 
     let result = if ours.id() == base.id() {
         theirs
@@ -139,9 +161,11 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     }
     let mut outcomes = Vec::new();
     for p in &paths {
+        let before = state_in(&repo, &ours, p)?;
+        refuse_untracked(&root, p, before.is_none())?;
         outcomes.push(FileOutcome {
             path: p.clone(),
-            before: state_in(&repo, &ours, p)?,
+            before,
             after: state_in(&repo, &result, p)?,
         });
     }

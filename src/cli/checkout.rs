@@ -3,9 +3,12 @@
 use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::store;
+use crate::store::checked::{self, checked_tree};
 use crate::ui::Ui;
 use clap::Args;
 use git2::{ObjectType, Repository, Tree};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -29,11 +32,8 @@ fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &Path) -> Result<usize> {
     std::fs::create_dir_all(dir)?;
     let mut count = 0;
     for entry in tree.iter() {
-        let name = entry.name().unwrap_or_default();
-        if name.is_empty() || name == ".git" || name.contains('/') {
-            continue;
-        }
-        let path = dir.join(name);
+        // Names were checked by `checked_tree` before the first write.
+        let path = dir.join(OsStr::from_bytes(entry.name_bytes()));
         match entry.kind() {
             Some(ObjectType::Tree) => {
                 count += write_tree(repo, &repo.find_tree(entry.id())?, &path)?;
@@ -41,8 +41,7 @@ fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &Path) -> Result<usize> {
             Some(ObjectType::Blob) => {
                 let blob = repo.find_blob(entry.id())?;
                 if entry.filemode() == 0o120000 {
-                    let target = String::from_utf8_lossy(blob.content()).into_owned();
-                    std::os::unix::fs::symlink(target, &path)?;
+                    std::os::unix::fs::symlink(OsStr::from_bytes(blob.content()), &path)?;
                 } else {
                     std::fs::write(&path, blob.content())?;
                     let mode = if entry.filemode() == 0o100755 {
@@ -106,6 +105,10 @@ pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
             .hint("fetch the run with its objects: git fetch R 'refs/factory/*:refs/factory/*'")
         })?
         .tree()?;
+    // A fetched record is untrusted: every entry is checked before the first write.
+    checked_tree(&repo, &tree, None).map_err(|e| {
+        checked::refusal(&run.run_id, &format!("attempt {}'s tree", args.attempt), &e)
+    })?;
     let files = write_tree(&repo, &tree, &args.dir)?;
     ui.info(format!(
         "wrote attempt {} of run {} ({} files, commit {}) to {}",

@@ -78,8 +78,8 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
             "{} {verdict} {} {} {} {} {}\n",
             console::style(&r.run_id).yellow(),
             format_args!("{}×", r.attempts),
-            ui::bold(&r.work_order_id),
-            r.title,
+            ui::bold(ui::escape_line(&r.work_order_id)),
+            ui::escape_line(&r.title),
             ui::dim(git::short(&r.baseline)),
             ui::dim(age(now, r.time)),
         ));

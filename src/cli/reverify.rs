@@ -6,6 +6,7 @@ use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::roles::po::verify;
 use crate::store;
+use crate::store::checked::{self, checked_tree};
 use crate::ui::Ui;
 use crate::workorder::LoadedWorkOrder;
 use clap::Args;
@@ -39,6 +40,31 @@ struct Row {
     same_tree_as: Option<u32>,
 }
 
+/// A fetched record is untrusted: every attempt tree is checked before the first worktree is
+/// made, so a crafted one is refused with nothing written.
+fn check_trees(repo: &git2::Repository, run: &store::StoredRun) -> Result<()> {
+    let head = git::head_commit(repo)?.tree()?;
+    for a in &run.summary.attempts {
+        let Some(commit) = a.tree_commit.as_deref() else {
+            continue;
+        };
+        let Ok(tree) = git2::Oid::from_str(commit)
+            .and_then(|oid| repo.find_commit(oid))
+            .and_then(|c| c.tree())
+        else {
+            continue;
+        };
+        checked_tree(repo, &tree, Some(&head)).map_err(|e| {
+            checked::refusal(
+                &run.run_id,
+                &format!("attempt {}'s tree", a.attempt_index),
+                &e,
+            )
+        })?;
+    }
+    Ok(())
+}
+
 pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
@@ -51,6 +77,7 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
         args.timeout_seconds
             .unwrap_or(run.summary.config.timeout_seconds),
     );
+    check_trees(&repo, &run)?;
     let mut rows: Vec<Row> = Vec::new();
     for a in &run.summary.attempts {
         let recorded = match &a.failure_brief {

@@ -291,6 +291,10 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
                 print_json(ui, &summary);
             }
             final_line(ui, &summary, out.as_deref());
+            // A PASS whose asked-for commit a hook refused did not finish what was asked.
+            if summary.verdict == Verdict::Pass && summary.error.is_some() {
+                return Ok(Exit::Refused);
+            }
             Ok(harness::exit_for(summary.verdict))
         }
     }
@@ -325,6 +329,7 @@ pub fn report(ui: &Ui, s: &RunSummary) {
         ));
     }
     if let Some(e) = &s.error {
+        let e = crate::ui::escape_controls(e);
         ui.always(format!("{} {e}", console::style("error:").red().bold()));
     }
 }

@@ -36,8 +36,8 @@ fn command_line(c: &CmdResult) -> String {
     };
     format!(
         "    {mark} {} → {} ({:.2}s)",
-        c.display(),
-        c.outcome(),
+        ui::escape_line(&c.display()),
+        ui::escape_line(&c.outcome()),
         c.duration_seconds
     )
 }
@@ -126,13 +126,14 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     ));
     out.push_str(&format!(
         "work order: {} — {}\n",
-        s.work_order_id, s.work_order_title
+        ui::escape_line(&s.work_order_id),
+        ui::escape_line(&s.work_order_title)
     ));
     out.push_str(&format!(
         "baseline:   {}   mode: {}   model: {}\n",
         git::short(&s.repo_baseline_commit),
-        s.mode,
-        s.config.model
+        ui::escape_line(&s.mode),
+        ui::escape_line(&s.config.model)
     ));
     out.push_str(&format!(
         "ended:      {} after {} of {} attempts, {:.2}s ({} → {})\n",
@@ -149,11 +150,11 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     if !s.side_effects.is_empty() {
         out.push_str(&format!(
             "side effects restored: {}\n",
-            s.side_effects.join(", ")
+            ui::escape_line(&s.side_effects.join(", "))
         ));
     }
     if let Some(e) = &s.error {
-        out.push_str(&format!("error: {e}\n"));
+        out.push_str(&format!("error: {}\n", ui::escape_controls(e)));
     }
     for a in &s.attempts {
         if args.attempt.is_some_and(|n| n != a.attempt_index) {
@@ -172,10 +173,11 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             a.duration_seconds
         ));
         if let Some(sum) = a.summary.as_deref().filter(|s| !s.is_empty()) {
-            out.push_str(&format!("  summary: {sum}\n"));
+            out.push_str(&format!("  summary: {}\n", ui::escape_controls(sum)));
         }
         if !a.touched_files.is_empty() {
-            out.push_str(&format!("  touched: {}\n", a.touched_files.join(", ")));
+            let touched = a.touched_files.join(", ");
+            out.push_str(&format!("  touched: {}\n", ui::escape_line(&touched)));
         }
         if let Some(k) = a.repeat_of {
             out.push_str(&format!(
@@ -189,7 +191,7 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
         if let Some(b) = &a.failure_brief {
             out.push_str("  failure brief:\n");
             for line in b.primary_error_excerpt.lines().take(40) {
-                out.push_str(&format!("    │ {line}\n"));
+                out.push_str(&format!("    │ {}\n", ui::escape_controls(line)));
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
 use git2::{FileMode, Oid, Repository, RepositoryState, Status, StatusOptions};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Opens the repository containing `dir` (or the current directory), as git would.
@@ -162,9 +163,11 @@ pub fn workdir_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
         .renames_head_to_index(false)
         .renames_index_to_workdir(false);
     let statuses = repo.statuses(Some(&mut opts))?;
+    let index = repo.index()?;
     let mut out: Vec<Dirty> = statuses
         .iter()
         .filter(|e| e.status() != Status::CURRENT && !e.status().contains(Status::IGNORED))
+        .filter(|e| !(e.status() == Status::WT_DELETED && skip_worktree(&index, e.path_bytes())))
         .map(|e| {
             let (label, tracked) = label(e.status());
             Dirty {
@@ -176,6 +179,15 @@ pub fn workdir_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// A sparse checkout's skip-worktree entry: absent from the work tree on purpose, not deleted
+/// (libgit2's status walk does not know the bit).
+fn skip_worktree(index: &git2::Index, path: &[u8]) -> bool {
+    const SKIP_WORKTREE: u16 = 1 << 14;
+    index
+        .get_path(Path::new(std::ffi::OsStr::from_bytes(path)), 0)
+        .is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0)
 }
 
 /// Refuses a work tree with any staged, unstaged or untracked-not-ignored change,

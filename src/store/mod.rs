@@ -4,6 +4,7 @@
 //! attempt commits (parent: baseline; tree: the repo after that attempt's change), plus the
 //! previous run commit when a run was forced again.
 
+pub mod checked;
 pub mod records;
 
 use crate::error::{Error, Result};

@@ -224,13 +224,15 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
     let mut outcomes: Vec<FileOutcome> = Vec::new();
     let mut touched: Vec<String> = Vec::new();
     for w in writes {
-        let path = scope::check_path(&w.path, rules.allowed, root).map_err(|v| {
-            refusal(
-                Stage::PatchScopeViolation,
-                format!("scope violation: {v}"),
-                vec![w.path.clone()],
-            )
-        })?;
+        let path = scope::check_path(&w.path, rules.allowed, root)
+            .and_then(|p| scope::check_repo_rules(std::slice::from_ref(&p), root).map(|()| p))
+            .map_err(|v| {
+                refusal(
+                    Stage::PatchScopeViolation,
+                    format!("scope violation: {v}"),
+                    vec![w.path.clone()],
+                )
+            })?;
         if touched.contains(&path) {
             return Err(refusal(
                 Stage::PatchScopeViolation,

@@ -117,7 +117,69 @@ pub fn check_patches(
         }
     }
     touched.sort();
+    check_repo_rules(&touched, root)?;
     Ok(touched)
+}
+
+/// The always-refused rules that need the repository: a path inside a submodule (or a nested
+/// repository), and an untracked git-ignored path (SPEC §3.5) — neither the run record nor a
+/// `--commit` could carry such a change faithfully. Without a repository there is nothing to
+/// check.
+pub fn check_repo_rules(paths: &[String], root: &Path) -> Result<(), Violation> {
+    let Ok(repo) = git2::Repository::open(root) else {
+        return Ok(());
+    };
+    let Ok(index) = repo.index() else {
+        return Ok(());
+    };
+    for path in paths {
+        inside_submodule(path, root, &index)?;
+        untracked_ignored(path, &repo, &index)?;
+    }
+    Ok(())
+}
+
+/// Refuses a path at or below a submodule (a gitlink in the index) or a nested repository.
+fn inside_submodule(path: &str, root: &Path, index: &git2::Index) -> Result<(), Violation> {
+    let mut prefix = String::new();
+    for part in path.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        let gitlink = index
+            .get_path(Path::new(&prefix), 0)
+            .is_some_and(|e| e.mode == MODE_GITLINK);
+        let nested =
+            prefix != path && std::fs::symlink_metadata(root.join(&prefix).join(".git")).is_ok();
+        if gitlink || nested {
+            return Err(violation(
+                path,
+                format!(
+                    "lies inside the submodule {prefix} (writes inside a submodule are refused)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses creating, changing or deleting a file git does not track and ignores (a `.env`).
+fn untracked_ignored(
+    path: &str,
+    repo: &git2::Repository,
+    index: &git2::Index,
+) -> Result<(), Violation> {
+    if index.get_path(Path::new(path), 0).is_some() {
+        return Ok(());
+    }
+    if repo.is_path_ignored(Path::new(path)).unwrap_or(false) {
+        return Err(violation(
+            path,
+            "is ignored by git and not tracked (a change to it could not be recorded or committed)",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 use super::{Provider, ProviderError, Request, Response};
 use crate::error::{Error, Result};
 use crate::identity::sha256_hex;
-use crate::roles::se::proposal::OutputFormat;
+use crate::roles::se::proposal::{self, Change, Dialect, OutputFormat};
+use crate::roles::tr::diff::Strip;
+use crate::store::checked::{self, UnsafeEntry};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -67,6 +69,13 @@ impl Replay {
             } else {
                 break;
             };
+            if let Some(bad) = stored_proposal_fault(&bytes) {
+                return Err(checked::refusal(
+                    &run.run_id,
+                    &format!("attempt {n}'s proposal"),
+                    &bad,
+                ));
+            }
             files.insert(format!("{n}.json"), bytes.into_bytes());
         }
         Self::from_files(files)
@@ -108,6 +117,35 @@ impl Replay {
             identity: format!("replay:{}", sha256_hex(&hash_input)),
         })
     }
+}
+
+/// The first unsafe path a stored proposal names (see `store::checked`), if any: a fetched
+/// run is untrusted, so `--replay RUN` refuses it up front instead of attempting it. Text that
+/// does not parse is left to the attempt, which fails without writing.
+fn stored_proposal_fault(raw: &str) -> Option<UnsafeEntry> {
+    let paths: Vec<String> = match proposal::parse(raw, OutputFormat::StrictJson).ok()?.change {
+        Change::Writes(writes) => writes.into_iter().map(|w| w.path).collect(),
+        Change::Diff(text) => sections_paths(&text, Dialect::Unified),
+        Change::Dialect(dialect, text) => sections_paths(&text, dialect),
+    };
+    paths.iter().find_map(|p| {
+        checked::path_fault(p.as_bytes()).map(|why| UnsafeEntry {
+            path: crate::ui::escape_line(p),
+            why: why.to_string(),
+        })
+    })
+}
+
+fn sections_paths(text: &str, dialect: Dialect) -> Vec<String> {
+    crate::roles::tr::parse_sections(text, dialect, Strip::Auto)
+        .map(|sections| {
+            sections
+                .iter()
+                .flat_map(|s| s.touched_paths())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Provider for Replay {
