@@ -11,6 +11,10 @@ pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
 pub const VERIFY: &str = "factory.verify";
 pub const SCRUB_ENV: &str = "factory.scrubEnv";
 pub const PRE_PUSH: &str = "factory.prePush";
+/// Multi-valued: git pathspec globs no proposal may touch (SPEC §3.5).
+pub const PROTECT: &str = "factory.protect";
+/// Whether `run` checks the contract on the baseline first (SPEC §3.8).
+pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
@@ -54,6 +58,24 @@ impl Config {
                     .hint(format!(
                         "fix it with git config {key} VALUE, or give the flag on the command line"
                     ))
+            }),
+        }
+    }
+
+    /// A boolean key as git reads one (`true`/`yes`/`on`/`1`, `false`/`no`/`off`/`0`); a
+    /// value git would not accept is a refusal naming the key.
+    pub fn bool(&self, key: &str) -> crate::error::Result<Option<bool>> {
+        let Some(cfg) = &self.cfg else {
+            return Ok(None);
+        };
+        match cfg.get_entry(key) {
+            Err(_) => Ok(None),
+            Ok(_) => cfg.get_bool(key).map(Some).map_err(|_| {
+                crate::error::Error::new(format!(
+                    "git config {key} has an invalid value {:?}",
+                    self.string(key).unwrap_or_default()
+                ))
+                .hint(format!("set it with git config {key} true (or false)"))
             }),
         }
     }
