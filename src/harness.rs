@@ -248,7 +248,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             &context,
             &opts.work_order.order.acceptance_commands,
             None,
-            &[],
+            &if opts.baseline_check {
+                baseline::cached_red(&repo, tree_before, &opts.work_order.fail_to_pass_argv())
+            } else {
+                Vec::new()
+            }
+            .iter()
+            .collect::<Vec<_>>(),
         );
         return Ok(RunReport::DryRun { prompt: text });
     }
@@ -910,6 +916,8 @@ impl Session<'_> {
             ui.progress(format!("  baseline {kind}: {shown}"))
         });
         drop(pycache);
+        // Logs are kept only for commands that ran (a cached check leaves no folder).
+        let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
         if checked.as_ref().map_or(true, |r| r.ran) {
             self.rollback()?;
         }

@@ -192,6 +192,23 @@ fn red_to_green_passes_and_the_first_prompt_shows_the_red_test() {
         "{text}"
     );
     assert!(text.contains("baseline check: red"), "{text}");
+    // The baseline's logs are in the record; reverify re-runs the contract on the attempt.
+    let log = r.git(&[
+        "show",
+        &format!("refs/factory/{id}:baseline/fail_to_pass_0_stderr.txt"),
+    ]);
+    assert!(log.contains("AssertionError: -3 != 3"), "{log}");
+    let again = r
+        .factory()
+        .args(["reverify", id])
+        .output()
+        .expect("reverify");
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    assert!(
+        stdout_of(&again).contains("recorded passed"),
+        "{}",
+        stdout_of(&again)
+    );
     let stored = r
         .factory()
         .args(["show", "--json", id])
@@ -594,4 +611,49 @@ fn the_baseline_check_runs_in_the_worktree_in_worktree_mode() {
         r.read("calc.py").as_deref(),
         Some("def absolute(x):\n    return abs(x)\n")
     );
+}
+
+#[test]
+fn a_red_command_that_cannot_start_is_refused() {
+    let r = python_project();
+    let agent = Agent::new(&r, &fix());
+    let out = run(
+        &r,
+        &agent,
+        contract_order(&["no-such-test-runner tests/test_calc.py"], &[]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(
+            "the fail_to_pass command `no-such-test-runner tests/test_calc.py` could not start"
+        ),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(agent.calls(), 0);
+    nothing_recorded(&r);
+}
+
+#[test]
+fn dry_run_shows_the_cached_red_result_and_runs_nothing() {
+    let r = python_project();
+    let order = contract_order(&[&counted(&r, "red", RED)], &[]);
+    let agent = Agent::new(&r, "prose");
+    let out = run(&r, &agent, order.clone(), &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(checks_run(&r).is_empty(), "a dry run runs no check");
+    assert!(!stdout_of(&out).contains("## The failing tests"));
+    let out = run(&r, &agent, order.clone(), &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(checks_run(&r), ["red"]);
+    let out = run(&r, &agent, order, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("AssertionError: -3 != 3"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(checks_run(&r), ["red"]);
+    assert_eq!(agent.calls(), 1);
 }

@@ -159,7 +159,7 @@ pub fn check<G>(
         }
         for (i, argv) in commands.iter().enumerate() {
             let shown = on_command(phase.as_str(), argv);
-            let cmd = po.run_one(&format!("baseline_{}", phase.as_str()), i, argv);
+            let cmd = po.run_one(phase.as_str(), i, argv);
             drop(shown);
             ran = true;
             interrupted(&cmd)?;
@@ -190,10 +190,19 @@ pub fn check<G>(
                 let mut list = Vec::new();
                 for (i, argv) in contract.fail_to_pass.iter().enumerate() {
                     let shown = on_command(phase.as_str(), argv);
-                    let cmd = po.run_one("baseline_fail_to_pass", i, argv);
+                    let cmd = po.run_one(phase.as_str(), i, argv);
                     drop(shown);
                     ran = true;
                     interrupted(&cmd)?;
+                    if let Some(why) = &cmd.spawn_error {
+                        // Red because it cannot even start is no test at all: no model could
+                        // turn it green.
+                        return Err(Error::new(format!(
+                            "the fail_to_pass command `{}` could not start: {why}",
+                            cmd.display()
+                        ))
+                        .hint("check the program's name and that it is installed; nothing was recorded"));
+                    }
                     list.push(result(phase, &cmd));
                 }
                 cache::record_results(contract.repo, contract.tree, contract.fail_to_pass, &list)?;
@@ -230,6 +239,25 @@ pub fn check<G>(
         finding,
         ran,
     })
+}
+
+/// The red `fail_to_pass` results the cache holds for this baseline, without running anything
+/// (what `--dry-run` shows of the first prompt).
+pub fn cached_red(
+    repo: &Repository,
+    tree: Oid,
+    fail_to_pass: &[Vec<String>],
+) -> Vec<BaselineResult> {
+    if fail_to_pass.is_empty() {
+        return Vec::new();
+    }
+    cache::results::<Vec<BaselineResult>>(repo, tree, fail_to_pass)
+        .filter(|c| same_commands(c, fail_to_pass))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| !r.passed)
+        .map(|r| BaselineResult { cached: true, ..r })
+        .collect()
 }
 
 /// A cached record is used only if it is about exactly these commands, in this order.
