@@ -406,6 +406,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         passed: None,
         fatal: None,
     };
+    crate::trace::mark("session ready");
     // The baseline check runs before the first record: a refusal leaves no trace at all.
     let satisfied = if opts.baseline_check {
         match session.baseline_check() {
@@ -428,6 +429,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     } else {
         false
     };
+    crate::trace::mark("baseline check");
     session.save()?;
     crate::trace::mark("first checkpoint");
     crate::crash::point("after_preflight");
