@@ -292,6 +292,10 @@ fn an_order_already_satisfied_passes_with_no_attempt_and_is_recorded() {
     let log = stdout_of(&r.factory().args(["log"]).output().expect("log"));
     let line = log.lines().find(|l| l.contains(&id)).unwrap_or("");
     assert!(line.contains("already satisfied"), "{log}");
+    let applied = r.factory().args(["apply", &id]).output().expect("apply");
+    assert_eq!(applied.status.code(), Some(0), "{}", stderr_of(&applied));
+    assert!(stderr_of(&applied).contains("no change to apply"));
+    assert_eq!(r.snapshot(), before);
 }
 
 #[test]
@@ -656,4 +660,44 @@ fn dry_run_shows_the_cached_red_result_and_runs_nothing() {
     );
     assert_eq!(checks_run(&r), ["red"]);
     assert_eq!(agent.calls(), 1);
+}
+
+#[test]
+fn ctrl_c_during_the_baseline_check_leaves_no_record_and_caches_nothing() {
+    let r = python_project();
+    r.git(&["status", "--porcelain"]);
+    let before = r.snapshot();
+    let marker = r.outside.join("started");
+    let slow = format!(
+        "sh -c 'touch {} left-behind.txt; sleep 43'",
+        marker.display()
+    );
+    let wo = r.work_order(contract_order(&[&slow], &[]));
+    let agent = Agent::new(&r, &fix());
+    let child = r
+        .spawn(&["run", "-q", "--agent-command", &agent.argv, "-w"])
+        .arg(&wo)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    wait_for(&marker);
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("signal");
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("interrupted during the baseline check"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(agent.calls(), 0);
+    nothing_recorded(&r);
+    assert_eq!(r.snapshot(), before);
+    assert!(processes_with("sleep 43").is_empty());
+    assert!(!r.root.join(".git/factory/journal.json").exists());
+    let (_, notes) = r.git_code(&["log", "-p", "refs/notes/factory-verify"]);
+    assert!(
+        !notes.contains("RESULTS"),
+        "an interrupted red is not cached: {notes}"
+    );
 }

@@ -87,6 +87,18 @@ impl Protected {
         p
     }
 
+    /// Rules from `factory.protect`-style patterns only (for unit tests of the scope rules).
+    #[cfg(test)]
+    pub fn from_patterns(patterns: &[&str]) -> Self {
+        let mut p = Protected::default();
+        for pattern in patterns {
+            if let Some(m) = pathspec(pattern) {
+                p.push(m, format!("it matches {pattern:?}"));
+            }
+        }
+        p
+    }
+
     fn push(&mut self, matcher: Matcher, why: String) {
         if !self.rules.iter().any(|r| r.matcher == matcher) {
             self.rules.push(Rule { matcher, why });

@@ -178,6 +178,41 @@ mod tests {
     }
 
     #[test]
+    fn protected_paths_are_refused_even_when_allowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let protected = Protected::from_patterns(&["tests/**"]);
+        let allowed = vec!["tests/t.py".to_string(), "a.py".to_string()];
+        let d = "diff --git a/a.py b/tests/t.py\nrename from a.py\nrename to tests/t.py\n";
+        let mut p = parse(d, Strip::Auto).expect("parses");
+        let e = check_patches(&mut p, Some(&allowed), Some(&protected), dir.path())
+            .expect_err("refused");
+        assert_eq!(e.path, "tests/t.py");
+        assert!(
+            e.reason.starts_with("protected (it matches"),
+            "{}",
+            e.reason
+        );
+        let e = check_path(
+            "./tests//t.py",
+            Some(&allowed),
+            Some(&protected),
+            dir.path(),
+        )
+        .expect_err("refused");
+        assert!(e.reason.starts_with("protected"), "{}", e.reason);
+        // Not allowed and protected: the reason is that it is protected.
+        let e = check_path(
+            "tests/other.py",
+            Some(&allowed),
+            Some(&protected),
+            dir.path(),
+        )
+        .expect_err("refused");
+        assert!(e.reason.starts_with("protected"), "{}", e.reason);
+        assert!(check_path("a.py", Some(&allowed), Some(&protected), dir.path()).is_ok());
+    }
+
+    #[test]
     fn symlink_in_the_tree_is_not_written_through() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::os::unix::fs::symlink("/tmp", dir.path().join("out")).expect("symlink");
