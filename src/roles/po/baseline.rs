@@ -129,9 +129,17 @@ fn broken(r: &BaselineResult) -> Error {
     {
         e = e.detail(format!("  │ {line}"));
     }
+    if r.kind == Phase::Verify.as_str() {
+        // The common case: verification is the whole test suite, red tests included.
+        return e.hint(
+            "fix the baseline first, or, if verification runs the whole test suite (and so the \
+             fail_to_pass tests), point git config factory.verify at checks that pass before the \
+             change (or run with --no-baseline-check); nothing was recorded",
+        );
+    }
     e.hint(
-        "fix the baseline first: verification and every pass_to_pass command must pass before the \
-         model is asked (or run with --no-baseline-check); nothing was recorded",
+        "fix the baseline first: every pass_to_pass command must pass before the model is asked \
+         (or run with --no-baseline-check); nothing was recorded",
     )
 }
 
