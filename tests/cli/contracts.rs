@@ -701,3 +701,41 @@ fn ctrl_c_during_the_baseline_check_leaves_no_record_and_caches_nothing() {
         "an interrupted red is not cached: {notes}"
     );
 }
+
+#[test]
+fn a_run_killed_during_the_baseline_check_is_recovered_with_no_record() {
+    let r = python_project();
+    r.git(&["status", "--porcelain"]);
+    let before = r.snapshot();
+    // The red command leaves a file behind, then the harness is killed while it runs.
+    let red = "sh -c 'touch left-behind.txt; sleep 1; exit 1'";
+    let agent = Agent::new(&r, &fix());
+    let wo = r.work_order(contract_order(&[red], &[]));
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "--agent-command", &agent.argv, "-w"])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let again = r
+        .factory()
+        .args(["run", "--agent-command", &agent.argv, "-w"])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr_of(&again).contains("git factory recover"),
+        "{}",
+        stderr_of(&again)
+    );
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(agent.calls(), 0);
+    nothing_recorded(&r);
+}
