@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply.
+//! names from: attempt, log, startup, worktree, apply, baseline.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -246,6 +246,89 @@ fn bench_attempts(work: &Path, size: usize, runs: usize) {
         Some(passed.median.as_secs_f64() / git_seq.median.as_secs_f64()),
     );
     row("same sequence, git CLI", &size.to_string(), &git_seq, None);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// What a cached baseline check (SPEC §3.8) adds to a run: the same run with a contract,
+/// once with `--no-baseline-check` and once with the check answered from
+/// `refs/notes/factory-verify` (filled by a first run). The model's answer is invalid, so the
+/// attempt costs the same little in both.
+fn bench_baseline(work: &Path, size: usize, runs: usize) {
+    let root = work.join(format!("repo-baseline-{size}"));
+    let first = generate(&root, size);
+    git(&root, &["config", "factory.verify", "true"]);
+    let replay = work.join(format!("replay-baseline-{size}"));
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    std::fs::write(replay.join("1.json"), "not a proposal").expect("write");
+    let order = work.join(format!("contract-{size}.json"));
+    std::fs::write(
+        &order,
+        format!(
+            r#"{{"id": "bench", "title": "bench", "intent": "bench", "allowed_files": ["{first}"],
+               "fail_to_pass": ["false"], "pass_to_pass": ["true"]}}"#
+        ),
+    )
+    .expect("write");
+    let order_s = order.to_string_lossy().into_owned();
+    let replay_s = replay.to_string_lossy().into_owned();
+    let run = |extra: &str| {
+        let args = [
+            "run",
+            "-q",
+            "-w",
+            order_s.as_str(),
+            "--max-attempts",
+            "1",
+            "--force",
+            "--replay",
+            replay_s.as_str(),
+            extra,
+        ];
+        let t = Instant::now();
+        let out = factory(&root, &args);
+        let d = t.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        d
+    };
+    // The first run fills the cache; every measured one reads it.
+    run("--baseline-check");
+    // Interleaved, so load from elsewhere on the machine hits both sides alike.
+    let mut off_times = Vec::new();
+    let mut cached_times = Vec::new();
+    for _ in 0..runs {
+        off_times.push(run("--no-baseline-check"));
+        cached_times.push(run("--baseline-check"));
+    }
+    let stat = |mut times: Vec<Duration>| {
+        times.sort();
+        Stat {
+            median: times[times.len() / 2],
+            min: times[0],
+            max: times[times.len() - 1],
+        }
+    };
+    let (off, cached) = (stat(off_times), stat(cached_times));
+    row("run, no baseline check", &size.to_string(), &off, None);
+    row(
+        "run, cached baseline check",
+        &size.to_string(),
+        &cached,
+        Some(cached.median.as_secs_f64() / off.median.as_secs_f64()),
+    );
+    println!(
+        "{:<34} {:>8} {:>10}",
+        "  cached check adds (median diff)",
+        size,
+        format!(
+            "{:.1}",
+            (cached.median.as_secs_f64() - off.median.as_secs_f64()) * 1000.0
+        )
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -774,7 +857,8 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let only = opt("--only").unwrap_or_else(|| "apply,attempt,log,startup,worktree".to_string());
+    let only =
+        opt("--only").unwrap_or_else(|| "apply,attempt,log,startup,worktree,baseline".to_string());
     let work = tempfile::tempdir().expect("tempdir");
     println!(
         "{:<34} {:>8} {:>10} {:>18} ratio to git",
@@ -796,6 +880,11 @@ fn main() {
     }
     if only.contains("worktree") {
         bench_worktree(work.path(), runs);
+    }
+    if only.contains("baseline") {
+        for size in &sizes {
+            bench_baseline(work.path(), *size, runs);
+        }
     }
     let _: PathBuf = work.path().to_path_buf();
 }

@@ -13,6 +13,10 @@ pub const SCRUB_ENV: &str = "factory.scrubEnv";
 pub const PRE_PUSH: &str = "factory.prePush";
 /// `false` skips the pre-commit and commit-msg hooks on `--commit`/`--branch` (default true).
 pub const COMMIT_HOOKS: &str = "factory.commitHooks";
+/// Multi-valued: git pathspec globs no proposal may touch (SPEC §3.5).
+pub const PROTECT: &str = "factory.protect";
+/// Whether `run` checks the contract on the baseline first (SPEC §3.8).
+pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
@@ -60,12 +64,27 @@ impl Config {
         }
     }
 
-    /// A boolean key as git reads it (`true`/`yes`/`on`/`1`…), or `default` when unset or unreadable.
+    /// A boolean key as git reads one (`true`/`yes`/`on`/`1`, `false`/`no`/`off`/`0`); a
+    /// value git would not accept is a refusal naming the key.
+    pub fn bool(&self, key: &str) -> crate::error::Result<Option<bool>> {
+        let Some(cfg) = &self.cfg else {
+            return Ok(None);
+        };
+        match cfg.get_entry(key) {
+            Err(_) => Ok(None),
+            Ok(_) => cfg.get_bool(key).map(Some).map_err(|_| {
+                crate::error::Error::new(format!(
+                    "git config {key} has an invalid value {:?}",
+                    self.string(key).unwrap_or_default()
+                ))
+                .hint(format!("set it with git config {key} true (or false)"))
+            }),
+        }
+    }
+
+    /// A boolean key, or `default` when unset or unreadable.
     pub fn flag(&self, key: &str, default: bool) -> bool {
-        self.cfg
-            .as_ref()
-            .and_then(|c| c.get_bool(key).ok())
-            .unwrap_or(default)
+        self.bool(key).ok().flatten().unwrap_or(default)
     }
 
     /// Every value of a multi-valued key, in config order.

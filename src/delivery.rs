@@ -438,6 +438,8 @@ mod tests {
             acceptance_commands: vec!["true".into()],
             context_files: vec![],
             notes: None,
+            fail_to_pass: vec![],
+            pass_to_pass: vec![],
         }
     }
 

@@ -8,14 +8,16 @@ use crate::git::{self, lock::RepoLock};
 use crate::graph::{self, Ending, Nodes, Outcome};
 use crate::identity;
 use crate::journal::Journal;
+use crate::roles::po::baseline;
 use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
 use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request};
-use crate::roles::tr::{self, apply, diff::Strip, Plan, Rules};
+use crate::roles::tr::{self, apply, diff::Strip, protect::Protected, Plan, Rules};
 use crate::store::records::{
-    AttemptRecord, CmdResult, FailureBrief, RunConfig, RunSummary, Stage, Verdict,
+    AttemptRecord, BaselineCheck, BaselineResult, CmdResult, Contract, FailureBrief, RunConfig,
+    RunSummary, Stage, Verdict,
 };
 use crate::store::{self, RunWriter};
 use crate::ui::{self, Ui};
@@ -44,6 +46,8 @@ pub struct RunOptions {
     pub worktree: bool,
     pub commit: bool,
     pub branch: Option<String>,
+    /// Run the contract on the baseline before any model call (SPEC §3.8).
+    pub baseline_check: bool,
 }
 
 /// How a run command ended, for the CLI to report.
@@ -178,6 +182,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         crate::delivery::check_branch(&repo, name, opts.force)?;
     }
     let cfg = Config::of(&repo);
+    // Protected paths (SPEC §3.5): an order that allows one is refused like any invalid order.
+    let protected = Protected::for_run(
+        &baseline.tree()?,
+        &cfg.multi(crate::config::PROTECT),
+        &opts.work_order.order,
+    );
+    protected.check_allowed(&opts.work_order.order.allowed_files)?;
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let (provider, model_identity) =
         opts.provider
@@ -243,6 +254,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             &context,
             &opts.work_order.order.acceptance_commands,
             None,
+            &if opts.baseline_check {
+                baseline::cached_red(&repo, tree_before, &opts.work_order.fail_to_pass_argv())
+            } else {
+                Vec::new()
+            }
+            .iter()
+            .collect::<Vec<_>>(),
         );
         return Ok(RunReport::DryRun { prompt: text });
     }
@@ -319,6 +337,14 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         work_order_title: opts.work_order.order.title.clone(),
         side_effects: Vec::new(),
         error: None,
+        contract: (opts.work_order.order.has_contract()
+            || !cfg.multi(crate::config::PROTECT).is_empty())
+        .then(|| Contract {
+            fail_to_pass: opts.work_order.order.fail_to_pass.clone(),
+            pass_to_pass: opts.work_order.order.pass_to_pass.clone(),
+            protected: protected.listing(),
+        }),
+        baseline_check: None,
     };
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
     crate::trace::mark("staging folder");
@@ -373,6 +399,10 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         summary,
         verify_cmds,
         acceptance: opts.work_order.acceptance_argv(),
+        pass_to_pass: opts.work_order.pass_to_pass_argv(),
+        fail_to_pass: opts.work_order.fail_to_pass_argv(),
+        protected,
+        red: Vec::new(),
         timeout: Duration::from_secs(opts.timeout_seconds),
         env_remove,
         context,
@@ -382,6 +412,30 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         passed: None,
         fatal: None,
     };
+    crate::trace::mark("session ready");
+    // The baseline check runs before the first record: a refusal leaves no trace at all.
+    let satisfied = if opts.baseline_check {
+        match session.baseline_check() {
+            Ok(satisfied) => satisfied,
+            Err(e) => {
+                drop(session);
+                drop(run_repo_owned);
+                if let Some(wt) = worktree {
+                    wt.remove()?;
+                }
+                let _ = std::fs::remove_dir_all(&run_dir);
+                if opts.worktree {
+                    let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
+                } else {
+                    Journal::clear(&factory_dir);
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        false
+    };
+    crate::trace::mark("baseline check");
     session.save()?;
     crate::trace::mark("first checkpoint");
     crate::crash::point("after_preflight");
@@ -393,11 +447,24 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         if opts.worktree { ", in a worktree" } else { "" }
     ));
 
-    let ending = match graph::drive(
-        &mut session,
-        opts.max_attempts,
-        &crate::interrupt::requested,
-    ) {
+    let driven = if satisfied {
+        ui.info(format!(
+            "  {} every fail_to_pass command passes on the baseline: nothing to change",
+            ui::dim("✓")
+        ));
+        Ok(Ending {
+            verdict: Verdict::Pass,
+            stage: Stage::AlreadySatisfied.as_str().to_string(),
+            attempts: 0,
+        })
+    } else {
+        graph::drive(
+            &mut session,
+            opts.max_attempts,
+            &crate::interrupt::requested,
+        )
+    };
+    let ending = match driven {
         Ok(ending) => ending,
         Err(e) => {
             // The run could not finish: roll back whatever is in the tree, record ERROR.
@@ -492,6 +559,12 @@ struct Session<'a> {
     summary: RunSummary,
     verify_cmds: Vec<Vec<String>>,
     acceptance: Vec<Vec<String>>,
+    pass_to_pass: Vec<Vec<String>>,
+    fail_to_pass: Vec<Vec<String>>,
+    /// Paths no proposal may touch (SPEC §3.5).
+    protected: Protected,
+    /// The baseline's red `fail_to_pass` results, for the first prompt.
+    red: Vec<BaselineResult>,
     timeout: Duration,
     env_remove: Vec<String>,
     context: Vec<ContextFile>,
@@ -721,6 +794,8 @@ impl Session<'_> {
                 touched_files: Vec::new(),
                 apply_ok: false,
                 verify: Vec::new(),
+                pass_to_pass: Vec::new(),
+                fail_to_pass: Vec::new(),
                 acceptance: Vec::new(),
                 failure_brief: None,
                 apply_method: None,
@@ -825,12 +900,84 @@ impl Nodes for Session<'_> {
 }
 
 impl Session<'_> {
+    /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
+    /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
+    /// tree as it was. What the commands leave behind is removed as after an attempt.
+    fn baseline_check(&mut self) -> Result<bool> {
+        if let Some(j) = self.journal.as_mut() {
+            j.stage(&self.factory_dir, self.repo, "baseline_check", None)?;
+        }
+        let pycache = verify::CacheIsolation::new(&self.factory_dir.join("tmp"))?;
+        let log_dir = self.run_dir.join("baseline");
+        std::fs::create_dir_all(&log_dir)?;
+        let po = PoRun {
+            root: &self.root,
+            timeout: self.timeout,
+            env_remove: &self.env_remove,
+            env_set: pycache.env(),
+            log_dir,
+            log_rel: "baseline".to_string(),
+            sandbox: self.sandbox.clone().map(|mut s| {
+                s.scratch.push(pycache.path().to_path_buf());
+                s
+            }),
+            pgid_file: Some(self.factory_dir.join("command.pgid")),
+        };
+        let contract = baseline::Contract {
+            repo: self.repo,
+            tree: self.baseline.tree_id(),
+            verify: &self.verify_cmds,
+            pass_to_pass: &self.pass_to_pass,
+            fail_to_pass: &self.fail_to_pass,
+        };
+        let ui = self.ui;
+        let checked = baseline::check(&contract, &po, |kind, argv| {
+            let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
+            ui.progress(format!("  baseline {kind}: {shown}"))
+        });
+        drop(pycache);
+        // Logs are kept only for commands that ran (a cached check leaves no folder).
+        let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
+        if checked.as_ref().map_or(true, |r| r.ran) {
+            self.rollback()?;
+        }
+        let report = checked?;
+        let satisfied = report.finding == baseline::Finding::Satisfied;
+        self.red = report.red().into_iter().cloned().collect();
+        let cached = report.results.iter().filter(|r| r.cached).count();
+        self.ui.info(format!(
+            "  baseline check: {} red, {} command(s){}",
+            self.red.len(),
+            report.results.len(),
+            if cached > 0 {
+                format!(", {cached} from the cache")
+            } else {
+                String::new()
+            }
+        ));
+        self.summary.baseline_check = Some(BaselineCheck {
+            result: if satisfied {
+                Stage::AlreadySatisfied.as_str()
+            } else {
+                "red"
+            }
+            .to_string(),
+            commands: report.results,
+        });
+        Ok(satisfied)
+    }
+
     fn propose(&mut self, attempt: u32, dir: &Path, rel: &str) -> Outcome {
         let text = prompt::build(
             &self.wo.order,
             &self.context,
             &self.wo.order.acceptance_commands,
             self.brief.as_ref(),
+            &if attempt == 1 {
+                self.red.iter().collect()
+            } else {
+                Vec::new()
+            },
         );
         if let Err(e) = std::fs::write(dir.join("prompt.txt"), &text) {
             self.fatal = Some(format!("cannot write prompt.txt: {e}"));
@@ -949,6 +1096,7 @@ impl Session<'_> {
         let allowed = self.wo.order.allowed_files.clone();
         let rules = Rules {
             allowed: Some(&allowed),
+            protected: Some(&self.protected),
             strip: Strip::Auto,
             strict_only: self.strict_apply,
         };
@@ -1079,17 +1227,33 @@ impl Session<'_> {
             pgid_file: Some(self.factory_dir.join("command.pgid")),
         };
         let ui = self.ui;
-        let outcome = po.run(&self.verify_cmds, &self.acceptance, |kind, argv| {
+        let checks = verify::Checks {
+            verify: &self.verify_cmds,
+            pass_to_pass: &self.pass_to_pass,
+            fail_to_pass: &self.fail_to_pass,
+            acceptance: &self.acceptance,
+        };
+        let outcome = po.run_checks(&checks, |kind, argv| {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
         drop(pycache);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
+        for (name, results) in [
+            ("pass_to_pass_result.json", &outcome.pass_to_pass),
+            ("fail_to_pass_result.json", &outcome.fail_to_pass),
+        ] {
+            if !results.is_empty() {
+                let _ = write_json(&dir.join(name), results);
+            }
+        }
         let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);
         let failing = outcome.failing_command().cloned();
         {
             let a = self.current();
             a.record.verify = outcome.verify;
+            a.record.pass_to_pass = outcome.pass_to_pass;
+            a.record.fail_to_pass = outcome.fail_to_pass;
             a.record.acceptance = outcome.acceptance;
         }
         match (outcome.failed, failing) {

@@ -9,7 +9,7 @@ use std::path::Path;
 pub const MAX_CONTEXT_FILES: usize = 10;
 pub const CONTEXT_BUDGET_BYTES: usize = 200 * 1024;
 
-const KNOWN_FIELDS: [&str; 8] = [
+const KNOWN_FIELDS: [&str; 10] = [
     "id",
     "title",
     "intent",
@@ -18,6 +18,8 @@ const KNOWN_FIELDS: [&str; 8] = [
     "acceptance_commands",
     "context_files",
     "notes",
+    "fail_to_pass",
+    "pass_to_pass",
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -30,6 +32,17 @@ pub struct WorkOrder {
     pub acceptance_commands: Vec<String>,
     pub context_files: Vec<String>,
     pub notes: Option<String>,
+    /// Red→green contract (SPEC §3.8): must fail on the baseline and pass after the change.
+    pub fail_to_pass: Vec<String>,
+    /// Must pass both before and after the change (no regressions).
+    pub pass_to_pass: Vec<String>,
+}
+
+impl WorkOrder {
+    /// Whether the order states a red→green contract (turns the baseline check on by default).
+    pub fn has_contract(&self) -> bool {
+        !self.fail_to_pass.is_empty() || !self.pass_to_pass.is_empty()
+    }
 }
 
 /// A validated work order together with the exact JSON it was given as.
@@ -64,12 +77,23 @@ impl LoadedWorkOrder {
 
     /// The acceptance commands as argv vectors (validated to split cleanly).
     pub fn acceptance_argv(&self) -> Vec<Vec<String>> {
-        self.order
-            .acceptance_commands
-            .iter()
-            .map(|c| shlex::split(c).unwrap_or_default())
-            .collect()
+        argv_list(&self.order.acceptance_commands)
     }
+
+    pub fn fail_to_pass_argv(&self) -> Vec<Vec<String>> {
+        argv_list(&self.order.fail_to_pass)
+    }
+
+    pub fn pass_to_pass_argv(&self) -> Vec<Vec<String>> {
+        argv_list(&self.order.pass_to_pass)
+    }
+}
+
+fn argv_list(commands: &[String]) -> Vec<Vec<String>> {
+    commands
+        .iter()
+        .map(|c| shlex::split(c).unwrap_or_default())
+        .collect()
 }
 
 /// What a path names, read without following links.
@@ -166,30 +190,22 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
     let allowed_files = normalised_paths(obj, "allowed_files", true)?;
     let context_files = normalised_paths(obj, "context_files", false)?;
     let forbidden = string_list(obj, "forbidden", false)?;
-    let acceptance_commands = string_list(obj, "acceptance_commands", true)?;
+    let fail_to_pass = commands(obj, "fail_to_pass", false)?;
+    let pass_to_pass = commands(obj, "pass_to_pass", false)?;
+    // A red→green contract is a complete statement of done: acceptance may then be empty
+    // (or left out).
+    let acceptance_commands = commands(obj, "acceptance_commands", fail_to_pass.is_empty())?;
     let notes = match obj.get("notes") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => return Err(invalid("notes", format!("expected a string, got {other}"))),
     };
 
-    if acceptance_commands.is_empty() {
+    if acceptance_commands.is_empty() && fail_to_pass.is_empty() {
         return Err(invalid(
             "acceptance_commands",
-            "must list at least one command",
+            "must list at least one command (or give fail_to_pass)",
         ));
-    }
-    for cmd in &acceptance_commands {
-        match shlex::split(cmd) {
-            Some(argv) if !argv.is_empty() => {}
-            Some(_) => return Err(invalid("acceptance_commands", format!("{cmd:?} is empty"))),
-            None => {
-                return Err(invalid(
-                    "acceptance_commands",
-                    format!("{cmd:?} cannot be split into arguments (unbalanced quotes?)"),
-                ))
-            }
-        }
     }
     if context_files.len() > MAX_CONTEXT_FILES {
         return Err(invalid(
@@ -217,6 +233,8 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         acceptance_commands,
         context_files,
         notes,
+        fail_to_pass,
+        pass_to_pass,
     })
 }
 
@@ -233,6 +251,24 @@ fn one_line(text: String, field: &str) -> Result<String> {
         )),
         None => Ok(text),
     }
+}
+
+/// A list of commands, each of which must shlex-split to a non-empty argv.
+fn commands(obj: &Map<String, Value>, field: &str, required: bool) -> Result<Vec<String>> {
+    let list = string_list(obj, field, required)?;
+    for cmd in &list {
+        match shlex::split(cmd) {
+            Some(argv) if !argv.is_empty() => {}
+            Some(_) => return Err(invalid(field, format!("{cmd:?} is empty"))),
+            None => {
+                return Err(invalid(
+                    field,
+                    format!("{cmd:?} cannot be split into arguments (unbalanced quotes?)"),
+                ))
+            }
+        }
+    }
+    Ok(list)
 }
 
 fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {
@@ -353,6 +389,9 @@ mod tests {
             ),
             (json!({"context_files": ["b.py"]}), "context_files"),
             (json!({"id": ""}), "id"),
+            (json!({"fail_to_pass": ["echo 'x"]}), "fail_to_pass"),
+            (json!({"pass_to_pass": [""]}), "pass_to_pass"),
+            (json!({"fail_to_pass": "pytest"}), "fail_to_pass"),
             (json!({"title": 3}), "title"),
         ];
         for (patch, field) in cases {
@@ -363,5 +402,36 @@ mod tests {
             let err = LoadedWorkOrder::from_value(v, "x").expect_err(field);
             assert!(err.message.contains(field), "{} lacks {field}", err.message);
         }
+    }
+
+    #[test]
+    fn a_contract_may_stand_in_for_acceptance() {
+        let mut v = base();
+        v.as_object_mut()
+            .expect("object")
+            .remove("acceptance_commands");
+        v["fail_to_pass"] = json!(["python -m unittest tests/test_x.py"]);
+        let wo = LoadedWorkOrder::from_value(v.clone(), "x").expect("valid");
+        assert!(wo.order.acceptance_commands.is_empty());
+        assert!(wo.order.has_contract());
+        assert_eq!(wo.fail_to_pass_argv()[0][3], "tests/test_x.py");
+        v["fail_to_pass"] = json!([]);
+        v["pass_to_pass"] = json!(["true"]);
+        let err = LoadedWorkOrder::from_value(v, "x").expect_err("acceptance needed");
+        assert!(
+            err.message.contains("acceptance_commands"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn the_hash_of_an_order_without_a_contract_is_unchanged() {
+        let wo = LoadedWorkOrder::from_value(base(), "x").expect("valid");
+        // sha256 of {"acceptance_commands":["true"],"allowed_files":["./src//a.py"],"id":"wo-1","intent":"i","title":"t"}
+        assert_eq!(
+            wo.hash,
+            sha256_hex(br#"{"acceptance_commands":["true"],"allowed_files":["./src//a.py"],"id":"wo-1","intent":"i","title":"t"}"#)
+        );
     }
 }

@@ -83,6 +83,13 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
         ))
         .hint(format!("see why with git factory show {}", run.run_id)));
     }
+    if run.summary.ended_stage == crate::store::records::Stage::AlreadySatisfied.as_str() {
+        ui.info(format!(
+            "run {} was already satisfied at its baseline: it has no change to apply",
+            run.run_id
+        ));
+        return Ok(Exit::Success);
+    }
     let attempt = run
         .summary
         .attempts

@@ -118,6 +118,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         worktree: false,
         commit: false,
         branch: None,
+        baseline_check: false,
     };
     let summary = match harness::run(opts, ui)? {
         RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,

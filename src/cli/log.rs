@@ -74,8 +74,14 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
                 .magenta()
                 .bold(),
         };
+        // A run that needed no attempt says so: its PASS changed nothing.
+        let mark = if r.ended_stage == "already_satisfied" {
+            format!(" {}", console::style("(already satisfied)").green())
+        } else {
+            String::new()
+        };
         text.push_str(&format!(
-            "{} {verdict} {} {} {} {} {}\n",
+            "{} {verdict} {} {} {}{mark} {} {}\n",
             console::style(&r.run_id).yellow(),
             format_args!("{}×", r.attempts),
             ui::bold(ui::escape_line(&r.work_order_id)),

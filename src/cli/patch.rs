@@ -54,6 +54,7 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
         Change::Diff(text)
     };
     let rules = Rules {
+        protected: None,
         allowed: None,
         strip: args.strip.map_or(Strip::Auto, Strip::Components),
         strict_only: args.strict,

@@ -121,8 +121,12 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
                     &repo,
                     &format!("reverify-{}-{}", run.run_id, a.attempt_index),
                     commit,
-                    &verify_cmds,
-                    &order.acceptance_argv(),
+                    &verify::Checks {
+                        verify: &verify_cmds,
+                        pass_to_pass: &order.pass_to_pass_argv(),
+                        fail_to_pass: &order.fail_to_pass_argv(),
+                        acceptance: &order.acceptance_argv(),
+                    },
                     timeout,
                     |kind, argv| ui.detail(format!("  {kind}: {}", argv.join(" "))),
                 )?;

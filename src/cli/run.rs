@@ -76,6 +76,13 @@ pub struct RunArgs {
     /// read-only file system except the work tree and a private /tmp
     #[arg(long)]
     pub sandbox: bool,
+    /// Before any model call, run verification and the contract (pass_to_pass, fail_to_pass)
+    /// on the baseline [default: on when the work order has a contract] [config: factory.baselineCheck]
+    #[arg(long = "baseline-check", overrides_with = "no_baseline_check")]
+    pub baseline_check: bool,
+    /// Do not run the baseline check
+    #[arg(long = "no-baseline-check", overrides_with = "baseline_check")]
+    pub no_baseline_check: bool,
 
     /// Inline work order: its id
     #[arg(long, value_name = "ID", help_heading = "Inline work order")]
@@ -230,6 +237,13 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
     let cfg = Config::of(&repo);
     drop(repo);
     let provider = provider_spec(&args, &cfg)?;
+    let baseline_check = match (args.baseline_check, args.no_baseline_check) {
+        (true, _) => true,
+        (_, true) => false,
+        _ => cfg
+            .bool(config::BASELINE_CHECK)?
+            .unwrap_or_else(|| work_order.order.has_contract()),
+    };
     let opts = RunOptions {
         repo_dir: args.repo.clone(),
         work_order,
@@ -258,6 +272,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         worktree: args.worktree,
         commit: args.commit,
         branch: args.branch.clone(),
+        baseline_check,
     };
     if !opts.temperature.is_finite() || opts.temperature < 0.0 {
         return Err(Error::new(format!(
@@ -355,6 +370,9 @@ pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
                 s.run_id
             ),
             (Some(c), _) => format!("  (committed as {})", crate::git::short(c)),
+            (None, _) if s.ended_stage == "already_satisfied" => {
+                "  (already satisfied at the baseline: nothing to change)".to_string()
+            }
             (None, _) => "  (the change is in your work tree, uncommitted)".to_string(),
         };
         line.push_str(&ui::dim(note));

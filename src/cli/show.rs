@@ -2,7 +2,10 @@
 
 use crate::error::{Error, Exit, Result};
 use crate::git;
-use crate::store::{self, records::CmdResult};
+use crate::store::{
+    self,
+    records::{CmdResult, RunSummary},
+};
 use crate::ui::{self, Ui};
 use clap::Args;
 
@@ -42,6 +45,49 @@ fn command_line(c: &CmdResult) -> String {
     )
 }
 
+/// The red→green contract, the protected paths and the baseline check (SPEC §3.8).
+fn contract_lines(out: &mut String, s: &RunSummary) {
+    if let Some(c) = &s.contract {
+        out.push_str("contract:\n");
+        for cmd in &c.fail_to_pass {
+            out.push_str(&format!("  fail_to_pass: {cmd}\n"));
+        }
+        for cmd in &c.pass_to_pass {
+            out.push_str(&format!("  pass_to_pass: {cmd}\n"));
+        }
+        let paths: Vec<&str> = c.protected.iter().map(|p| p.path.as_str()).collect();
+        out.push_str(&format!("  protected: {}\n", paths.join(", ")));
+    }
+    if let Some(b) = &s.baseline_check {
+        out.push_str(&format!("baseline check: {}\n", b.result));
+        for r in &b.commands {
+            let mark = if r.passed {
+                console::style("✓").green().to_string()
+            } else {
+                console::style("✗").red().to_string()
+            };
+            out.push_str(&format!(
+                "    {mark} {}: {} → {}{}\n",
+                r.kind,
+                r.display(),
+                r.outcome,
+                if r.cached { " (cached)" } else { "" }
+            ));
+            for line in r
+                .excerpt
+                .lines()
+                .rev()
+                .take(10)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                out.push_str(&format!("      │ {line}\n"));
+            }
+        }
+    }
+}
+
 pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let run = store::resolve(&repo, &args.run)?;
@@ -74,7 +120,16 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
         let (kind, index) = spec
             .split_once(':')
             .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
-            .filter(|(k, _)| ["verify", "acceptance", "agent"].contains(k))
+            .filter(|(k, _)| {
+                [
+                    "verify",
+                    "pass_to_pass",
+                    "fail_to_pass",
+                    "acceptance",
+                    "agent",
+                ]
+                .contains(k)
+            })
             .ok_or_else(|| {
                 Error::new(format!("--log {spec:?} is not KIND:I"))
                     .hint("e.g. --log acceptance:0 or --log verify:0")
@@ -156,6 +211,7 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     if let Some(e) = &s.error {
         out.push_str(&format!("error: {}\n", ui::escape_controls(e)));
     }
+    contract_lines(&mut out, s);
     for a in &s.attempts {
         if args.attempt.is_some_and(|n| n != a.attempt_index) {
             continue;
@@ -184,7 +240,13 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
                 "  repeated attempt {k}'s change; not applied again\n"
             ));
         }
-        for c in a.verify.iter().chain(a.acceptance.iter()) {
+        for c in a
+            .verify
+            .iter()
+            .chain(&a.pass_to_pass)
+            .chain(&a.fail_to_pass)
+            .chain(&a.acceptance)
+        {
             out.push_str(&command_line(c));
             out.push('\n');
         }

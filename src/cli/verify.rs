@@ -1,19 +1,17 @@
 //! `git factory verify [<rev>]`: global verification of a revision in a temporary worktree,
-//! cached by tree id in `refs/notes/factory-verify` (only passes are cached, so a flaky
-//! failure is checked again next time).
+//! cached by tree id in `refs/notes/factory-verify` (see `roles::po::cache`; only passes are
+//! cached, so a flaky failure is checked again next time). A run's baseline check shares the
+//! cache: a tree either of them verified is not verified again by the other.
 
 use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
 use crate::git;
-use crate::identity::sha256_hex;
 use crate::roles::po::exec::tail_chars;
-use crate::roles::po::verify;
+use crate::roles::po::{cache, verify};
 use crate::ui::Ui;
 use clap::Args;
 use git2::{Oid, Repository};
 use std::time::Duration;
-
-pub const VERIFY_NOTES: &str = "refs/notes/factory-verify";
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -52,30 +50,13 @@ pub fn verify_commit(
     let cfg = Config::of(repo);
     let commands =
         verify::commands_for_tree(&tree, &cfg.multi(config::VERIFY)).map_err(Error::new)?;
-    let key = format!(
-        "PASS {}",
-        sha256_hex(
-            commands
-                .iter()
-                .map(|c| c.join("\u{1f}"))
-                .collect::<Vec<_>>()
-                .join("\u{1e}")
-                .as_bytes()
-        )
-    );
-    if !no_cache {
-        let cached = repo
-            .find_note(Some(VERIFY_NOTES), tree.id())
-            .ok()
-            .and_then(|n| n.message().map(|m| m.lines().any(|l| l == key)));
-        if cached == Some(true) {
-            return Ok(Verified {
-                passed: true,
-                cached: true,
-                tree: tree.id(),
-                excerpt: String::new(),
-            });
-        }
+    if !no_cache && cache::passed(repo, tree.id(), &commands) {
+        return Ok(Verified {
+            passed: true,
+            cached: true,
+            tree: tree.id(),
+            excerpt: String::new(),
+        });
     }
     let name = format!(
         "verify-{}-{}",
@@ -86,8 +67,10 @@ pub fn verify_commit(
         repo,
         &name,
         &commit.id().to_string(),
-        &commands,
-        &[],
+        &verify::Checks {
+            verify: &commands,
+            ..verify::Checks::default()
+        },
         timeout,
         |_, argv| ui.info(format!("  verify: {}", argv.join(" "))),
     )?;
@@ -105,7 +88,7 @@ pub fn verify_commit(
         None => String::new(),
     };
     if passed {
-        crate::store::append_note_in(repo, VERIFY_NOTES, tree.id(), &key)?;
+        cache::record_pass(repo, tree.id(), &commands)?;
     }
     Ok(Verified {
         passed,

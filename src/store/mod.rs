@@ -136,11 +136,12 @@ pub fn note_line(s: &RunSummary) -> String {
 /// runs reads commit headers only, never artifact blobs.
 pub fn run_message(s: &RunSummary) -> String {
     format!(
-        "{}\n\ntitle: {}\nbaseline: {}\nstarted: {}\n",
+        "{}\n\ntitle: {}\nbaseline: {}\nstarted: {}\nstage: {}\n",
         note_line(s),
         s.work_order_title.replace('\n', " "),
         s.repo_baseline_commit,
-        s.started_utc
+        s.started_utc,
+        s.ended_stage
     )
 }
 
@@ -154,6 +155,8 @@ pub struct RunHeader {
     pub title: String,
     pub baseline: String,
     pub started_utc: String,
+    /// The stage the run ended at (`already_satisfied`, …); empty for older records.
+    pub ended_stage: String,
     /// Seconds since the epoch of the run commit (its last update).
     pub time: i64,
 }
@@ -182,6 +185,7 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
         title: String::new(),
         baseline: String::new(),
         started_utc: String::new(),
+        ended_stage: String::new(),
         time,
     };
     for line in lines {
@@ -191,6 +195,8 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
             h.baseline = v.to_string();
         } else if let Some(v) = line.strip_prefix("started: ") {
             h.started_utc = v.to_string();
+        } else if let Some(v) = line.strip_prefix("stage: ") {
+            h.ended_stage = v.to_string();
         }
     }
     h

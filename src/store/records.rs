@@ -12,9 +12,13 @@ pub enum Stage {
     PatchScopeViolation,
     PatchApplyFailed,
     VerifyFailed,
+    /// A `pass_to_pass` command that passed on the baseline fails after the change.
+    Regression,
     AcceptanceFailed,
     Interrupted,
     Exception,
+    /// The run needed no attempt: every `fail_to_pass` command already passes (SPEC §3.8).
+    AlreadySatisfied,
 }
 
 impl Stage {
@@ -26,9 +30,11 @@ impl Stage {
             Stage::PatchScopeViolation => "patch_scope_violation",
             Stage::PatchApplyFailed => "patch_apply_failed",
             Stage::VerifyFailed => "verify_failed",
+            Stage::Regression => "regression",
             Stage::AcceptanceFailed => "acceptance_failed",
             Stage::Interrupted => "interrupted",
             Stage::Exception => "exception",
+            Stage::AlreadySatisfied => "already_satisfied",
         }
     }
 }
@@ -135,6 +141,11 @@ pub struct AttemptRecord {
     pub touched_files: Vec<String>,
     pub apply_ok: bool,
     pub verify: Vec<CmdResult>,
+    /// The contract's commands (SPEC §3.8), run between verification and acceptance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_to_pass: Vec<CmdResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail_to_pass: Vec<CmdResult>,
     pub acceptance: Vec<CmdResult>,
     pub failure_brief: Option<FailureBrief>,
     pub apply_method: Option<String>,
@@ -184,4 +195,56 @@ pub struct RunSummary {
     pub side_effects: Vec<String>,
     /// Why the run could not finish (verdict ERROR), in one line.
     pub error: Option<String>,
+    /// The work order's red→green contract and the paths it protects (SPEC §3.5, §3.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Contract>,
+    /// What the contract's commands did on the baseline, before any model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_check: Option<BaselineCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contract {
+    pub fail_to_pass: Vec<String>,
+    pub pass_to_pass: Vec<String>,
+    /// Paths and patterns no proposal may touch, each with why.
+    pub protected: Vec<ProtectedPath>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProtectedPath {
+    pub path: String,
+    pub why: String,
+}
+
+/// The baseline check of SPEC §3.8.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineCheck {
+    /// `red` (the run proceeds) or `already_satisfied`.
+    pub result: String,
+    pub commands: Vec<BaselineResult>,
+}
+
+/// One command's result on the baseline, run now or taken from the cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineResult {
+    /// `verify`, `pass_to_pass` or `fail_to_pass`.
+    pub kind: String,
+    pub command: Vec<String>,
+    pub passed: bool,
+    pub exit_code: Option<i32>,
+    /// How it ended, in words (`exit 1`, `timed out`, …).
+    pub outcome: String,
+    /// The tail of its output (empty when it passed).
+    pub excerpt: String,
+    pub duration_seconds: f64,
+    /// Taken from `refs/notes/factory-verify` instead of run.
+    pub cached: bool,
+}
+
+impl BaselineResult {
+    pub fn display(&self) -> String {
+        shlex::try_join(self.command.iter().map(String::as_str))
+            .unwrap_or_else(|_| self.command.join(" "))
+    }
 }

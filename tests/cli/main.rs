@@ -3,6 +3,7 @@
 mod common;
 
 mod agents;
+mod contracts;
 mod delivery;
 mod demo;
 mod generated;

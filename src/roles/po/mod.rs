@@ -1,5 +1,8 @@
-//! PO: the verifier. Global verification, then the work order's acceptance commands; the
-//! first nonzero exit stops it.
+//! PO: the verifier. Global verification, then the work order's contract (`pass_to_pass`,
+//! `fail_to_pass`) and acceptance commands; the first nonzero exit stops it. Before a run, the
+//! baseline check proves the contract's red on the unchanged tree.
 
+pub mod baseline;
+pub mod cache;
 pub mod exec;
 pub mod verify;

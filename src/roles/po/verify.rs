@@ -107,8 +107,7 @@ pub fn run_in_temporary_worktree<G>(
     repo: &git2::Repository,
     name: &str,
     commit: &str,
-    verify: &[Vec<String>],
-    acceptance: &[Vec<String>],
+    checks: &Checks<'_>,
     timeout: Duration,
     on_command: impl FnMut(&str, &[String]) -> G,
 ) -> crate::error::Result<PoOutcome> {
@@ -131,7 +130,7 @@ pub fn run_in_temporary_worktree<G>(
         sandbox: None,
         pgid_file: None,
     };
-    let outcome = po.run(verify, acceptance, on_command);
+    let outcome = po.run_checks(checks, on_command);
     wt.remove()?;
     Ok(outcome)
 }
@@ -149,25 +148,99 @@ pub struct PoRun<'a> {
     pub pgid_file: Option<PathBuf>,
 }
 
-pub struct PoOutcome {
-    pub verify: Vec<CmdResult>,
-    pub acceptance: Vec<CmdResult>,
-    /// The stage and the index into verify/acceptance of the first failing command.
-    pub failed: Option<Stage>,
+/// The commands PO runs, in SPEC §3.8's order: verification, then `pass_to_pass` (a failure
+/// is a regression), then `fail_to_pass`, then the acceptance commands.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Checks<'a> {
+    pub verify: &'a [Vec<String>],
+    pub pass_to_pass: &'a [Vec<String>],
+    pub fail_to_pass: &'a [Vec<String>],
+    pub acceptance: &'a [Vec<String>],
 }
 
-impl PoOutcome {
-    pub fn failing_command(&self) -> Option<&CmdResult> {
-        match self.failed {
-            Some(Stage::VerifyFailed) => self.verify.last(),
-            Some(Stage::AcceptanceFailed) => self.acceptance.last(),
-            _ => None,
+/// One group of PO's commands: its name (also the stem of its log files) and the stage a
+/// failure in it ends the attempt with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Verify,
+    PassToPass,
+    FailToPass,
+    Acceptance,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [
+        Phase::Verify,
+        Phase::PassToPass,
+        Phase::FailToPass,
+        Phase::Acceptance,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Verify => "verify",
+            Phase::PassToPass => "pass_to_pass",
+            Phase::FailToPass => "fail_to_pass",
+            Phase::Acceptance => "acceptance",
+        }
+    }
+
+    pub fn stage(self) -> Stage {
+        match self {
+            Phase::Verify => Stage::VerifyFailed,
+            Phase::PassToPass => Stage::Regression,
+            Phase::FailToPass | Phase::Acceptance => Stage::AcceptanceFailed,
+        }
+    }
+
+    fn commands<'a>(self, checks: &Checks<'a>) -> &'a [Vec<String>] {
+        match self {
+            Phase::Verify => checks.verify,
+            Phase::PassToPass => checks.pass_to_pass,
+            Phase::FailToPass => checks.fail_to_pass,
+            Phase::Acceptance => checks.acceptance,
         }
     }
 }
 
+#[derive(Debug, Default)]
+pub struct PoOutcome {
+    pub verify: Vec<CmdResult>,
+    pub pass_to_pass: Vec<CmdResult>,
+    pub fail_to_pass: Vec<CmdResult>,
+    pub acceptance: Vec<CmdResult>,
+    /// The stage of the first failing command (the last result of its phase).
+    pub failed: Option<Stage>,
+    failed_phase: Option<Phase>,
+}
+
+impl PoOutcome {
+    pub fn results(&self, phase: Phase) -> &[CmdResult] {
+        match phase {
+            Phase::Verify => &self.verify,
+            Phase::PassToPass => &self.pass_to_pass,
+            Phase::FailToPass => &self.fail_to_pass,
+            Phase::Acceptance => &self.acceptance,
+        }
+    }
+
+    fn results_mut(&mut self, phase: Phase) -> &mut Vec<CmdResult> {
+        match phase {
+            Phase::Verify => &mut self.verify,
+            Phase::PassToPass => &mut self.pass_to_pass,
+            Phase::FailToPass => &mut self.fail_to_pass,
+            Phase::Acceptance => &mut self.acceptance,
+        }
+    }
+
+    pub fn failing_command(&self) -> Option<&CmdResult> {
+        self.failed_phase.and_then(|p| self.results(p).last())
+    }
+}
+
 impl PoRun<'_> {
-    fn run_one(&self, kind: &str, index: usize, argv: &[String]) -> CmdResult {
+    /// Runs one command; its logs are `<kind>_<index>_stdout.txt` / `_stderr.txt`.
+    pub fn run_one(&self, kind: &str, index: usize, argv: &[String]) -> CmdResult {
         let spec = CommandSpec {
             argv: argv.to_vec(),
             cwd: self.root.to_path_buf(),
@@ -187,37 +260,40 @@ impl PoRun<'_> {
         exec::run(&spec, &logs)
     }
 
-    /// Runs verification then acceptance, stopping at the first command that does not succeed.
-    /// `on_command` is told before each command starts; what it returns (a progress line) is
-    /// dropped when the command ends.
+    /// Runs verification then acceptance (no contract).
     pub fn run<G>(
         &self,
         verify: &[Vec<String>],
         acceptance: &[Vec<String>],
+        on_command: impl FnMut(&str, &[String]) -> G,
+    ) -> PoOutcome {
+        let checks = Checks {
+            verify,
+            acceptance,
+            ..Checks::default()
+        };
+        self.run_checks(&checks, on_command)
+    }
+
+    /// Runs every phase in order, stopping at the first command that does not succeed.
+    /// `on_command` is told before each command starts; what it returns (a progress line) is
+    /// dropped when the command ends.
+    pub fn run_checks<G>(
+        &self,
+        checks: &Checks<'_>,
         mut on_command: impl FnMut(&str, &[String]) -> G,
     ) -> PoOutcome {
-        let mut out = PoOutcome {
-            verify: Vec::new(),
-            acceptance: Vec::new(),
-            failed: None,
-        };
-        let phases: [(&str, &[Vec<String>], Stage); 2] = [
-            ("verify", verify, Stage::VerifyFailed),
-            ("acceptance", acceptance, Stage::AcceptanceFailed),
-        ];
-        for (kind, commands, stage) in phases {
-            for (i, argv) in commands.iter().enumerate() {
-                let shown = on_command(kind, argv);
-                let r = self.run_one(kind, i, argv);
+        let mut out = PoOutcome::default();
+        for phase in Phase::ALL {
+            for (i, argv) in phase.commands(checks).iter().enumerate() {
+                let shown = on_command(phase.as_str(), argv);
+                let r = self.run_one(phase.as_str(), i, argv);
                 drop(shown);
                 let ok = r.succeeded();
-                if kind == "verify" {
-                    out.verify.push(r)
-                } else {
-                    out.acceptance.push(r)
-                }
+                out.results_mut(phase).push(r);
                 if !ok {
-                    out.failed = Some(stage);
+                    out.failed = Some(phase.stage());
+                    out.failed_phase = Some(phase);
                     return out;
                 }
             }
@@ -229,6 +305,56 @@ impl PoRun<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn phases_run_in_the_contract_order_and_stop_at_the_first_failure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = tempfile::tempdir().expect("tempdir");
+        let po = PoRun {
+            root: dir.path(),
+            timeout: Duration::from_secs(30),
+            env_remove: &[],
+            env_set: Vec::new(),
+            log_dir: logs.path().to_path_buf(),
+            log_rel: String::new(),
+            sandbox: None,
+            pgid_file: None,
+        };
+        let argv = |s: &str| -> Vec<Vec<String>> { vec![shlex::split(s).expect("splits")] };
+        let (t, f) = (argv("true"), argv("false"));
+        let mut seen = Vec::new();
+        let all = Checks {
+            verify: &t,
+            pass_to_pass: &t,
+            fail_to_pass: &t,
+            acceptance: &t,
+        };
+        let out = po.run_checks(&all, |kind, _| seen.push(kind.to_string()));
+        assert_eq!(
+            seen,
+            ["verify", "pass_to_pass", "fail_to_pass", "acceptance"]
+        );
+        assert_eq!(out.failed, None);
+        let regression = Checks {
+            pass_to_pass: &f,
+            ..all
+        };
+        let out = po.run_checks(&regression, |_, _| ());
+        assert_eq!(out.failed, Some(Stage::Regression));
+        assert!(out.fail_to_pass.is_empty() && out.acceptance.is_empty());
+        assert_eq!(
+            out.failing_command().map(|c| c.display()),
+            Some("false".into())
+        );
+        let red = Checks {
+            fail_to_pass: &f,
+            ..all
+        };
+        assert_eq!(
+            po.run_checks(&red, |_, _| ()).failed,
+            Some(Stage::AcceptanceFailed)
+        );
+    }
 
     #[test]
     fn verify_script_wins_then_config_then_fallback() {

@@ -2,7 +2,7 @@
 //! the previous FailureBrief and the output contract — so the same inputs give the same bytes.
 
 use crate::identity::sha256_hex;
-use crate::store::records::FailureBrief;
+use crate::store::records::{BaselineResult, FailureBrief};
 use crate::workorder::{WorkOrder, CONTEXT_BUDGET_BYTES};
 use std::fmt::Write as _;
 
@@ -73,11 +73,15 @@ pub fn read_context(order: &WorkOrder, read: impl Fn(&str) -> Option<Vec<u8>>) -
     out
 }
 
+/// The prompt for one attempt. `red` holds the `fail_to_pass` results of the baseline check
+/// (the first attempt's prompt only): the model starts from the failing test, not only from
+/// the intent. An order without a contract gets the same bytes as before contracts existed.
 pub fn build(
     order: &WorkOrder,
     context: &[ContextFile],
     acceptance: &[String],
     brief: Option<&FailureBrief>,
+    red: &[&BaselineResult],
 ) -> String {
     let mut p = String::new();
     let _ = writeln!(p, "# Work order {}: {}\n", order.id, order.title);
@@ -99,10 +103,43 @@ pub fn build(
     }
     let _ = writeln!(p, "## Checks the harness runs after applying your change\n");
     let _ = writeln!(p, "- the repository's global verification");
+    for c in &order.pass_to_pass {
+        let _ = writeln!(p, "- {c} (pass_to_pass: passes now and must keep passing)");
+    }
+    for c in &order.fail_to_pass {
+        let _ = writeln!(
+            p,
+            "- {c} (fail_to_pass: fails now and must pass after your change)"
+        );
+    }
     for c in acceptance {
         let _ = writeln!(p, "- {c}");
     }
+    if order.has_contract() {
+        let _ = writeln!(
+            p,
+            "\nThe files these tests name are protected: a change that edits them is rejected unapplied."
+        );
+    }
     p.push('\n');
+    if !red.is_empty() {
+        let _ = writeln!(
+            p,
+            "## The failing tests, run on the original files before you were asked\n"
+        );
+        for r in red {
+            let _ = writeln!(p, "command: {}", r.display());
+            match r.exit_code {
+                Some(code) => {
+                    let _ = writeln!(p, "exit code: {code}");
+                }
+                None => {
+                    let _ = writeln!(p, "ended: {}", r.outcome);
+                }
+            }
+            let _ = writeln!(p, "excerpt:\n<<<<<<\n{}\n>>>>>>\n", r.excerpt.trim_end());
+        }
+    }
     if !context.is_empty() {
         let _ = writeln!(p, "## Context files\n");
         for f in context {
@@ -154,4 +191,53 @@ pub fn build(
     }
     p.push_str(CONTRACT);
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workorder::LoadedWorkOrder;
+
+    fn order(extra: serde_json::Value) -> WorkOrder {
+        let mut v = serde_json::json!({"id": "w", "title": "t", "intent": "i",
+            "allowed_files": ["calc.py"], "acceptance_commands": ["true"]});
+        for (k, val) in extra.as_object().expect("object") {
+            v[k] = val.clone();
+        }
+        LoadedWorkOrder::from_value(v, "x").expect("valid").order
+    }
+
+    #[test]
+    fn the_red_test_goes_into_the_prompt() {
+        let o =
+            order(serde_json::json!({"fail_to_pass": ["python -m unittest tests/test_calc.py"]}));
+        let red = BaselineResult {
+            kind: "fail_to_pass".into(),
+            command: vec![
+                "python".into(),
+                "-m".into(),
+                "unittest".into(),
+                "tests/test_calc.py".into(),
+            ],
+            passed: false,
+            exit_code: Some(1),
+            outcome: "exit 1".into(),
+            excerpt: "AssertionError: -1 != 1".into(),
+            duration_seconds: 0.1,
+            cached: false,
+        };
+        let p = build(&o, &[], &o.acceptance_commands, None, &[&red]);
+        assert!(p.contains("fail_to_pass: fails now and must pass"));
+        assert!(p.contains("command: python -m unittest tests/test_calc.py\nexit code: 1\n"));
+        assert!(p.contains("AssertionError: -1 != 1"));
+    }
+
+    #[test]
+    fn an_order_without_a_contract_gets_the_old_checks_section() {
+        let o = order(serde_json::json!({}));
+        let p = build(&o, &[], &o.acceptance_commands, None, &[]);
+        assert!(p.contains(
+            "## Checks the harness runs after applying your change\n\n- the repository's global verification\n- true\n\n## Output contract"
+        ));
+    }
 }

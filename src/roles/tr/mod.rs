@@ -6,6 +6,7 @@ pub mod apply;
 pub mod dialects;
 pub mod diff;
 pub mod ladder;
+pub mod protect;
 pub mod scope;
 
 use crate::identity::sha256_hex;
@@ -64,6 +65,8 @@ fn refusal(stage: Stage, message: impl Into<String>, touched: Vec<String>) -> Re
 pub struct Rules<'a> {
     /// The allow-list; `None` for the `patch` plumbing, which only has the always-refused rules.
     pub allowed: Option<&'a [String]>,
+    /// Paths refused even when allowed (SPEC §3.5); `None` for the `patch` plumbing.
+    pub protected: Option<&'a protect::Protected>,
     pub strip: diff::Strip,
     pub strict_only: bool,
 }
@@ -148,18 +151,19 @@ fn plan_diff(
             Vec::new(),
         ));
     }
-    let touched = scope::check_patches(&mut patches, rules.allowed, root).map_err(|v| {
-        let touched: Vec<String> = patches
-            .iter()
-            .flat_map(|p| p.touched_paths())
-            .map(str::to_string)
-            .collect();
-        refusal(
-            Stage::PatchScopeViolation,
-            format!("scope violation: {v}"),
-            touched,
-        )
-    })?;
+    let touched = scope::check_patches(&mut patches, rules.allowed, rules.protected, root)
+        .map_err(|v| {
+            let touched: Vec<String> = patches
+                .iter()
+                .flat_map(|p| p.touched_paths())
+                .map(str::to_string)
+                .collect();
+            refusal(
+                Stage::PatchScopeViolation,
+                format!("scope violation: {v}"),
+                touched,
+            )
+        })?;
     // Each file gets the strictest pass that places all its hunks; the change set records the
     // weakest one used. Nothing is written until every file has its result.
     let mut outcomes = Vec::new();
@@ -224,7 +228,7 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
     let mut outcomes: Vec<FileOutcome> = Vec::new();
     let mut touched: Vec<String> = Vec::new();
     for w in writes {
-        let path = scope::check_path(&w.path, rules.allowed, root)
+        let path = scope::check_path(&w.path, rules.allowed, rules.protected, root)
             .and_then(|p| scope::check_repo_rules(std::slice::from_ref(&p), root).map(|()| p))
             .map_err(|v| {
                 refusal(

@@ -5,6 +5,7 @@
 //! an allow-list (the `patch` plumbing has none).
 
 use super::diff::FilePatch;
+use super::protect::Protected;
 use crate::workorder::normalise_path;
 use std::path::Path;
 
@@ -31,9 +32,21 @@ fn violation(path: &str, reason: impl Into<String>) -> Violation {
     }
 }
 
-/// Normalises one path the diff names and applies every path rule to it.
-pub fn check_path(raw: &str, allowed: Option<&[String]>, root: &Path) -> Result<String, Violation> {
+/// Normalises one path the diff names and applies every path rule to it. A protected path
+/// is refused first, so the reason says so whether or not it was allowed.
+pub fn check_path(
+    raw: &str,
+    allowed: Option<&[String]>,
+    protected: Option<&Protected>,
+    root: &Path,
+) -> Result<String, Violation> {
     let path = normalise_path(raw).map_err(|why| violation(raw, why))?;
+    if let Some(why) = protected.and_then(|p| p.why(&path)) {
+        return Err(violation(
+            &path,
+            format!("protected ({why}); the model may not edit the checks that judge it"),
+        ));
+    }
     if let Some(allowed) = allowed {
         if !allowed.iter().any(|a| a == &path) {
             return Err(violation(&path, "not in allowed_files"));
@@ -67,6 +80,7 @@ fn through_symlink(path: &str, root: &Path) -> Result<(), Violation> {
 pub fn check_patches(
     patches: &mut [FilePatch],
     allowed: Option<&[String]>,
+    protected: Option<&Protected>,
     root: &Path,
 ) -> Result<Vec<String>, Violation> {
     let mut touched: Vec<String> = Vec::new();
@@ -91,10 +105,10 @@ pub fn check_patches(
             }
         }
         if let Some(p) = patch.old_path.take() {
-            patch.old_path = Some(check_path(&p, allowed, root)?);
+            patch.old_path = Some(check_path(&p, allowed, protected, root)?);
         }
         if let Some(p) = patch.new_path.take() {
-            patch.new_path = Some(check_path(&p, allowed, root)?);
+            patch.new_path = Some(check_path(&p, allowed, protected, root)?);
         }
         // A path may be the result of one section only; a copy's source may be read by others.
         let mut written: Vec<String> = patch.new_path.iter().cloned().collect();
@@ -191,7 +205,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
         let mut p = parse(diff, Strip::Auto).expect("parses");
-        check_patches(&mut p, Some(&allowed), dir.path())
+        check_patches(&mut p, Some(&allowed), None, dir.path())
     }
 
     #[test]
@@ -226,10 +240,45 @@ mod tests {
     }
 
     #[test]
+    fn protected_paths_are_refused_even_when_allowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let protected = Protected::from_patterns(&["tests/**"]);
+        let allowed = vec!["tests/t.py".to_string(), "a.py".to_string()];
+        let d = "diff --git a/a.py b/tests/t.py\nrename from a.py\nrename to tests/t.py\n";
+        let mut p = parse(d, Strip::Auto).expect("parses");
+        let e = check_patches(&mut p, Some(&allowed), Some(&protected), dir.path())
+            .expect_err("refused");
+        assert_eq!(e.path, "tests/t.py");
+        assert!(
+            e.reason.starts_with("protected (it matches"),
+            "{}",
+            e.reason
+        );
+        let e = check_path(
+            "./tests//t.py",
+            Some(&allowed),
+            Some(&protected),
+            dir.path(),
+        )
+        .expect_err("refused");
+        assert!(e.reason.starts_with("protected"), "{}", e.reason);
+        // Not allowed and protected: the reason is that it is protected.
+        let e = check_path(
+            "tests/other.py",
+            Some(&allowed),
+            Some(&protected),
+            dir.path(),
+        )
+        .expect_err("refused");
+        assert!(e.reason.starts_with("protected"), "{}", e.reason);
+        assert!(check_path("a.py", Some(&allowed), Some(&protected), dir.path()).is_ok());
+    }
+
+    #[test]
     fn symlink_in_the_tree_is_not_written_through() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::os::unix::fs::symlink("/tmp", dir.path().join("out")).expect("symlink");
         let allowed = vec!["out/x".to_string()];
-        assert!(check_path("out/x", Some(&allowed), dir.path()).is_err());
+        assert!(check_path("out/x", Some(&allowed), None, dir.path()).is_err());
     }
 }

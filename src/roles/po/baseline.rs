@@ -1,0 +1,274 @@
+//! The baseline check (SPEC §3.8): before any model is paid, the contract is run on the
+//! unchanged tree. Tests that already pass prove nothing, and a broken baseline would fail
+//! every attempt whatever the model does, so both are refused up front; an order whose red
+//! tests are all green already needs no change at all.
+//!
+//! Results are cached by tree id and command list in `refs/notes/factory-verify` (shared with
+//! `git factory verify`), so a second run on the same baseline runs nothing.
+
+use super::cache;
+use super::exec::tail_chars;
+use super::verify::{Phase, PoRun};
+use crate::error::{Error, Result};
+use crate::store::records::{BaselineResult, CmdResult};
+use git2::{Oid, Repository};
+
+/// The bound on each command's excerpt (a failure brief's).
+const EXCERPT_CHARS: usize = 2000;
+
+/// What the check found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// Every `fail_to_pass` command fails (or there are none): the run proceeds.
+    Red,
+    /// Every `fail_to_pass` command passes already: nothing to change.
+    Satisfied,
+}
+
+/// The commands' results (in the order they ran or were read) and the finding.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub results: Vec<BaselineResult>,
+    pub finding: Finding,
+    /// Whether any command actually ran (the tree may then need its side effects removed).
+    pub ran: bool,
+}
+
+impl Report {
+    /// The red `fail_to_pass` results, for the first prompt.
+    pub fn red(&self) -> Vec<&BaselineResult> {
+        self.results
+            .iter()
+            .filter(|r| r.kind == Phase::FailToPass.as_str() && !r.passed)
+            .collect()
+    }
+}
+
+/// The contract to check on one baseline tree.
+pub struct Contract<'a> {
+    pub repo: &'a Repository,
+    /// The baseline's tree id: the cache key.
+    pub tree: Oid,
+    pub verify: &'a [Vec<String>],
+    pub pass_to_pass: &'a [Vec<String>],
+    pub fail_to_pass: &'a [Vec<String>],
+}
+
+fn excerpt(cmd: &CmdResult) -> String {
+    if cmd.succeeded() {
+        return String::new();
+    }
+    let mut out = String::new();
+    for part in [&cmd.stdout_trunc, &cmd.stderr_trunc] {
+        if !part.trim().is_empty() {
+            out.push_str(part.trim_end());
+            out.push('\n');
+        }
+    }
+    tail_chars(out.trim_end(), EXCERPT_CHARS)
+}
+
+/// A command stopped by SIGINT/SIGTERM says nothing about the baseline: the run ends (130).
+fn interrupted(cmd: &CmdResult) -> Result<()> {
+    if cmd.interrupted {
+        return Err(Error::new(
+            "the run was interrupted during the baseline check; nothing was recorded",
+        )
+        .exit(crate::error::Exit::Interrupted));
+    }
+    Ok(())
+}
+
+fn result(phase: Phase, cmd: &CmdResult) -> BaselineResult {
+    BaselineResult {
+        kind: phase.as_str().to_string(),
+        command: cmd.command.clone(),
+        passed: cmd.succeeded(),
+        exit_code: cmd.exit_code,
+        outcome: cmd.outcome(),
+        excerpt: excerpt(cmd),
+        duration_seconds: cmd.duration_seconds,
+        cached: false,
+    }
+}
+
+/// A command the cache says passed.
+fn cached_pass(phase: Phase, argv: &[String]) -> BaselineResult {
+    BaselineResult {
+        kind: phase.as_str().to_string(),
+        command: argv.to_vec(),
+        passed: true,
+        exit_code: Some(0),
+        outcome: "exit 0".to_string(),
+        excerpt: String::new(),
+        duration_seconds: 0.0,
+        cached: true,
+    }
+}
+
+/// The refusal for a baseline whose verification or `pass_to_pass` fails.
+fn broken(r: &BaselineResult) -> Error {
+    let what = if r.kind == Phase::Verify.as_str() {
+        "global verification"
+    } else {
+        "pass_to_pass"
+    };
+    let mut e = Error::new(format!(
+        "the baseline is broken: `{}` ({what}) → {} before any change",
+        r.display(),
+        r.outcome
+    ));
+    for line in r
+        .excerpt
+        .lines()
+        .rev()
+        .take(20)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        e = e.detail(format!("  │ {line}"));
+    }
+    if r.kind == Phase::Verify.as_str() {
+        // The common case: verification is the whole test suite, red tests included.
+        return e.hint(
+            "fix the baseline first, or, if verification runs the whole test suite (and so the \
+             fail_to_pass tests), point git config factory.verify at checks that pass before the \
+             change (or run with --no-baseline-check); nothing was recorded",
+        );
+    }
+    e.hint(
+        "fix the baseline first: every pass_to_pass command must pass before the model is asked \
+         (or run with --no-baseline-check); nothing was recorded",
+    )
+}
+
+/// Runs (or reads from the cache) verification, `pass_to_pass` and `fail_to_pass` on the
+/// baseline and judges them. Refusals (exit 2) come back as `Err`: a broken baseline, or
+/// `fail_to_pass` commands that pass already while others fail.
+pub fn check<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    mut on_command: impl FnMut(&str, &[String]) -> G,
+) -> Result<Report> {
+    let mut results: Vec<BaselineResult> = Vec::new();
+    let mut ran = false;
+    // Lists that must pass: a cached pass stands for all of them; only passes are cached.
+    for (phase, commands) in [
+        (Phase::Verify, contract.verify),
+        (Phase::PassToPass, contract.pass_to_pass),
+    ] {
+        if commands.is_empty() {
+            continue;
+        }
+        if cache::passed(contract.repo, contract.tree, commands) {
+            results.extend(commands.iter().map(|argv| cached_pass(phase, argv)));
+            continue;
+        }
+        for (i, argv) in commands.iter().enumerate() {
+            let shown = on_command(phase.as_str(), argv);
+            let cmd = po.run_one(phase.as_str(), i, argv);
+            drop(shown);
+            ran = true;
+            interrupted(&cmd)?;
+            let r = result(phase, &cmd);
+            if !r.passed {
+                return Err(broken(&r));
+            }
+            results.push(r);
+        }
+        cache::record_pass(contract.repo, contract.tree, commands)?;
+    }
+    // The red tests: every one runs, and every result is cached (failing is the answer).
+    if !contract.fail_to_pass.is_empty() {
+        let phase = Phase::FailToPass;
+        let cached: Option<Vec<BaselineResult>> =
+            cache::results(contract.repo, contract.tree, contract.fail_to_pass)
+                .filter(|c: &Vec<BaselineResult>| same_commands(c, contract.fail_to_pass));
+        let red = match cached {
+            Some(list) => list
+                .into_iter()
+                .map(|r| BaselineResult {
+                    kind: phase.as_str().to_string(),
+                    cached: true,
+                    ..r
+                })
+                .collect(),
+            None => {
+                let mut list = Vec::new();
+                for (i, argv) in contract.fail_to_pass.iter().enumerate() {
+                    let shown = on_command(phase.as_str(), argv);
+                    let cmd = po.run_one(phase.as_str(), i, argv);
+                    drop(shown);
+                    ran = true;
+                    interrupted(&cmd)?;
+                    if let Some(why) = &cmd.spawn_error {
+                        // Red because it cannot even start is no test at all: no model could
+                        // turn it green.
+                        return Err(Error::new(format!(
+                            "the fail_to_pass command `{}` could not start: {why}",
+                            cmd.display()
+                        ))
+                        .hint("check the program's name and that it is installed; nothing was recorded"));
+                    }
+                    list.push(result(phase, &cmd));
+                }
+                cache::record_results(contract.repo, contract.tree, contract.fail_to_pass, &list)?;
+                list
+            }
+        };
+        results.extend(red);
+    }
+    let green: Vec<&BaselineResult> = results
+        .iter()
+        .filter(|r| r.kind == Phase::FailToPass.as_str() && r.passed)
+        .collect();
+    let finding = if contract.fail_to_pass.is_empty() || green.is_empty() {
+        Finding::Red
+    } else if green.len() == contract.fail_to_pass.len() {
+        Finding::Satisfied
+    } else {
+        let mut e = Error::new(format!(
+            "{} of the {} fail_to_pass commands already pass{} on the baseline: not a failing test",
+            green.len(),
+            contract.fail_to_pass.len(),
+            if green.len() == 1 { "es" } else { "" }
+        ));
+        for r in &green {
+            e = e.detail(format!("  passes already: {}", r.display()));
+        }
+        return Err(e.hint(
+            "a fail_to_pass command must fail before the change: move these to pass_to_pass, \
+             or fix the command; nothing was recorded",
+        ));
+    };
+    Ok(Report {
+        results,
+        finding,
+        ran,
+    })
+}
+
+/// The red `fail_to_pass` results the cache holds for this baseline, without running anything
+/// (what `--dry-run` shows of the first prompt).
+pub fn cached_red(
+    repo: &Repository,
+    tree: Oid,
+    fail_to_pass: &[Vec<String>],
+) -> Vec<BaselineResult> {
+    if fail_to_pass.is_empty() {
+        return Vec::new();
+    }
+    cache::results::<Vec<BaselineResult>>(repo, tree, fail_to_pass)
+        .filter(|c| same_commands(c, fail_to_pass))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| !r.passed)
+        .map(|r| BaselineResult { cached: true, ..r })
+        .collect()
+}
+
+/// A cached record is used only if it is about exactly these commands, in this order.
+fn same_commands(cached: &[BaselineResult], commands: &[Vec<String>]) -> bool {
+    cached.len() == commands.len() && cached.iter().zip(commands).all(|(r, c)| &r.command == c)
+}
