@@ -128,7 +128,7 @@ mod tests {
     fn check(diff: &str, allowed: &[&str]) -> Result<Vec<String>, Violation> {
         let dir = tempfile::tempdir().expect("tempdir");
         let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
-        let mut p = parse(diff, Strip::Auto).expect("parses");
+        let mut p = parse(diff.as_bytes(), Strip::Auto).expect("parses");
         check_patches(&mut p, Some(&allowed), dir.path())
     }
 

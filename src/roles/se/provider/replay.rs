@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub struct Replay {
-    proposals: BTreeMap<u32, (String, OutputFormat)>,
+    proposals: BTreeMap<u32, (Vec<u8>, OutputFormat)>,
     /// `replay:<sha256 of the proposal files' names and bytes, in name order>`.
     pub identity: String,
 }
@@ -49,9 +49,18 @@ impl Replay {
             let dir = format!("attempt_{n}");
             let diff = read_artifact(repo, run.commit, &format!("{dir}/proposed_patch.diff"))?;
             let writes = read_artifact(repo, run.commit, &format!("{dir}/proposed_writes.json"))?;
-            let bytes = if let Some(d) = diff {
-                serde_json::json!({"unified_diff": String::from_utf8_lossy(&d), "summary": summary})
-                    .to_string()
+            let (name, bytes) = if let Some(d) = diff {
+                match String::from_utf8(d) {
+                    Ok(d) => (
+                        format!("{n}.json"),
+                        serde_json::json!({"unified_diff": d, "summary": summary}).to_string(),
+                    ),
+                    // A diff of files that are not UTF-8 replays as the bare diff it is.
+                    Err(e) => {
+                        files.insert(format!("{n}.diff"), e.into_bytes());
+                        continue;
+                    }
+                }
             } else if let Some(w) = writes {
                 let list: serde_json::Value = serde_json::from_slice(&w).map_err(|e| {
                     Error::new(format!(
@@ -59,15 +68,19 @@ impl Replay {
                         run.run_id
                     ))
                 })?;
-                serde_json::json!({"writes": list, "summary": summary}).to_string()
+                (
+                    format!("{n}.json"),
+                    serde_json::json!({"writes": list, "summary": summary}).to_string(),
+                )
             } else if let Some(raw) =
                 read_artifact(repo, run.commit, &format!("{dir}/llm_output.txt"))?
             {
-                String::from_utf8_lossy(&raw).into_owned()
+                files.insert(format!("{n}.json"), raw);
+                continue;
             } else {
                 break;
             };
-            files.insert(format!("{n}.json"), bytes.into_bytes());
+            files.insert(name, bytes.into_bytes());
         }
         Self::from_files(files)
             .map_err(|e| e.hint("replay a run whose first attempt produced a proposal"))
@@ -92,7 +105,7 @@ impl Replay {
                     "the replay has both {n}.json and {n}.diff for attempt {n}"
                 )));
             }
-            proposals.insert(n, (String::from_utf8_lossy(bytes).into_owned(), format));
+            proposals.insert(n, (bytes.clone(), format));
             hash_input.extend_from_slice(name.as_bytes());
             hash_input.push(0);
             hash_input.extend_from_slice(bytes);
