@@ -724,3 +724,33 @@ fn the_brief_quotes_the_line_that_occurs_nowhere() {
         "{err}"
     );
 }
+
+#[test]
+fn a_latin1_bare_diff_from_an_agent_command_is_applied_byte_for_byte() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n")]);
+    commit_bytes(&r, "menu.txt", LATIN1);
+    r.git(&["config", "factory.verify", "true"]);
+    let script = r.outside.join("agent.sh");
+    // Wrong line numbers, so the recount pass (not only the strict one) reads the bytes.
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat > /dev/null\nprintf -- '--- a/menu.txt\\n+++ b/menu.txt\\n@@ -7 +7 @@\\n-caf\\351 cr\\350me\\n+caf\\351 cr\\350me br\\373l\\351e\\n'\n",
+    )
+    .expect("write");
+    let out = r
+        .factory()
+        .args([
+            "run", "--json", "--id", "l1", "--title", "t", "--intent", "i",
+        ])
+        .args(["--allow", "menu.txt", "--accept", "true", "--agent-command"])
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["attempts"][0]["apply_method"], "recount");
+    assert_eq!(
+        read_bytes(&r, "menu.txt").as_deref(),
+        Some(&b"menu\ncaf\xe9 cr\xe8me br\xfbl\xe9e\nth\xe9\nfin\n"[..])
+    );
+}

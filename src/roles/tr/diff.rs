@@ -706,11 +706,10 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
             },
             // A blank context line whose leading space was lost.
             _ if is_bare(l) => hunk.lines.push(Line::Context(l.to_vec())),
-            Some(_) => {
+            _ => {
                 prose = Some(i);
                 break;
             }
-            None => unreachable!("an empty line is bare"),
         }
         match hunk.lines.last() {
             Some(Line::Add(_)) if !l.starts_with(b"\\") => new_n += 1,

@@ -366,9 +366,11 @@ fn brief(text: &Text, old: &[&[u8]]) -> String {
         places
             .get(&token_hash(line))
             .map(|v| {
+                // Beyond 64 places a line says nothing about where the hunk belongs.
                 v.iter()
                     .copied()
                     .filter(|&i| tokens_eq(text.line(i), line))
+                    .take(65)
                     .collect()
             })
             .unwrap_or_default()
@@ -508,15 +510,14 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
             found = by_anchor;
         }
         match found.len() {
-            1 => match found.into_iter().next() {
-                Some(Ok(p)) => placements.push((k, p)),
-                Some(Err(a)) => {
+            1 => match found.remove(0) {
+                Ok(p) => placements.push((k, p)),
+                Err(a) => {
                     return Err(format!(
                         "{name}: a blank line near line {} is in the file but not in the diff (or the reverse), next to added or removed lines: which side of it the change goes on is ambiguous; give the blank lines around the change exactly as the file has them",
                         a.near
                     ))
                 }
-                None => unreachable!("one candidate"),
             },
             0 => {
                 return Err(format!(
