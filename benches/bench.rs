@@ -473,6 +473,21 @@ fn tab_indented(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Python-style text: the same code without braces and semicolons, blocks opened by `:`.
+fn python_like(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| !matches!(l.trim(), "}" | "};" | "})" | "},"))
+        .map(|l| {
+            let l = l.trim_end();
+            match l.strip_suffix(" {") {
+                Some(head) => format!("{head}:"),
+                None => l.strip_suffix(';').unwrap_or(l).to_string(),
+            }
+        })
+        .collect()
+}
+
 /// A hunk body: (marker, text) pairs, marker one of ' ', '-', '+'.
 type Body = Vec<(char, String)>;
 
@@ -556,7 +571,7 @@ fn unique(lines: &[String], old: &[&str]) -> bool {
 const GIT_HDR: &str = "diff --git a/f.rs b/f.rs\n--- a/f.rs\n+++ b/f.rs\n";
 
 /// The damage kinds, recoverable ones first; `trap:` kinds must be refused.
-const KINDS: [&str; 24] = [
+const KINDS: [&str; 25] = [
     "wrong line numbers",
     "wrong counts",
     "over-counted, next file without diff --git",
@@ -574,6 +589,7 @@ const KINDS: [&str; 24] = [
     "CRLF file, diff without CR",
     "context quotes *** Begin Patch",
     "real upgrade hunk, wrong numbers",
+    "real upgrade hunk, no numbers, bare blanks",
     "trap: context twice, wrong numbers",
     "trap: context absent",
     "trap: blank dropped beside insertion",
@@ -600,14 +616,20 @@ fn corpus(per_kind: usize) -> Vec<Case> {
             assert!(tries < per_kind * 5000, "cannot build {kind} cases");
             let text = &texts[(rng.next() as usize) % texts.len()];
             let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-            // Half the cases are Python/JS-like tab-indented text; some kinds need one style.
-            let tabs = match kind {
-                "tabs turned to spaces" | "trap: context lost its space" => true,
-                "spaces turned to tabs" => false,
-                _ => rng.next() % 2 == 0,
+            // A third of the cases stay Rust (or Markdown), a third become Python-like text, a
+            // third JS-like tab-indented text; some kinds need one style.
+            let style = match kind {
+                "tabs turned to spaces" | "trap: context lost its space" => 2,
+                "spaces turned to tabs" => rng.next() % 2,
+                _ => rng.next() % 3,
             };
-            if tabs {
-                lines = tab_indented(&lines);
+            match style {
+                1 => lines = python_like(&lines),
+                2 => lines = tab_indented(&lines),
+                _ => {}
+            }
+            if lines.len() < 20 {
+                continue;
             }
             if kind == "context quotes *** Begin Patch" {
                 let at = 5 + (rng.next() as usize) % (lines.len() - 10);
@@ -1041,10 +1063,15 @@ fn real_cases(kind: &'static str, hunks: &[RealHunk], per_kind: usize) -> Vec<Ca
             continue;
         }
         let text = h.old.join("\n") + "\n";
-        let diff = format!(
-            "{GIT_HDR}{}",
-            render(&header_for(&h.body, h.start, 17), &h.body, None)
-        );
+        let diff = if kind.contains("no numbers") {
+            let body = render("@@ @@", &h.body, None).replace("\n \n", "\n\n");
+            format!("{GIT_HDR}{body}")
+        } else {
+            format!(
+                "{GIT_HDR}{}",
+                render(&header_for(&h.body, h.start, 17), &h.body, None)
+            )
+        };
         if kind.starts_with("trap") {
             // The same hunk against the other version's file, where its context is gone.
             let Some(other) = hunks
@@ -1153,7 +1180,7 @@ fn bench_apply(work: &Path) {
         ("git apply --recount", vec!["git", "apply", "--recount"]),
     ];
     println!(
-        "\napply corpus: {} damaged diffs of dependencies' sources (Rust, Markdown, tab-indented)",
+        "\napply corpus: {} damaged diffs of dependencies' sources (Rust, Markdown, Python-like, tab-indented)",
         cases.len()
     );
     println!(

@@ -754,3 +754,68 @@ fn a_latin1_bare_diff_from_an_agent_command_is_applied_byte_for_byte() {
         Some(&b"menu\ncaf\xe9 cr\xe8me br\xfbl\xe9e\nth\xe9\nfin\n"[..])
     );
 }
+
+#[test]
+fn recounted_git_diffs_of_random_texts_are_right_or_refused() {
+    // With every header's numbers wrong, the fallback passes place each hunk by its lines
+    // alone: a unique place is the true one, so the result is the second text or a refusal.
+    let mut rng = Rng(0x0dd_ba11_cafe_0002);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut applied = 0;
+    for round in 0..120 {
+        let (a, b) = (rng.text(), rng.text());
+        if a == b {
+            continue;
+        }
+        let r = TestRepo::with_files(&[("f.txt", a.as_str())]);
+        let other = tmp.path().join(format!("b{round}.txt"));
+        std::fs::write(&other, &b).expect("write");
+        let mut git = assert_cmd::Command::new("git");
+        hermetic(&mut git, &r.home);
+        let raw = stdout_of(
+            &git.current_dir(&r.root)
+                .args(["diff", "--no-index", "--no-prefix", "f.txt"])
+                .arg(&other)
+                .output()
+                .expect("git diff"),
+        );
+        let other_name = other.to_string_lossy().trim_start_matches('/').to_string();
+        let diff: String = raw
+            .replace(&format!("/{other_name}"), "f.txt")
+            .replace(&other_name, "f.txt")
+            .lines()
+            .map(|l| match l.strip_prefix("@@ -") {
+                Some(rest) => {
+                    let shift = 3 + rng.next() % 5;
+                    let bump = |r: &str| match r.split_once(',') {
+                        Some((s, c)) => format!("{},{c}", s.parse::<u64>().unwrap_or(0) + shift),
+                        None => (r.parse::<u64>().unwrap_or(0) + shift).to_string(),
+                    };
+                    let (ranges, tail) = rest.split_once(" @@").unwrap_or((rest, ""));
+                    let (old, new) = ranges.split_once(" +").unwrap_or((ranges, "0"));
+                    format!("@@ -{} +{} @@{tail}\n", bump(old), bump(new))
+                }
+                None => format!("{l}\n"),
+            })
+            .collect();
+        let out = r
+            .factory()
+            .args(["patch", "-p", "0", "-"])
+            .write_stdin(diff.clone())
+            .output()
+            .expect("patch");
+        match out.status.code() {
+            Some(0) => {
+                applied += 1;
+                assert_eq!(
+                    r.read("f.txt").as_deref(),
+                    Some(b.as_str()),
+                    "round {round}\n{diff}"
+                );
+            }
+            Some(1) => assert_eq!(r.read("f.txt").as_deref(), Some(a.as_str())),
+            _ => panic!("round {round}: {}", stderr_of(&out)),
+        }
+    }
+    assert!(applied > 10, "only {applied} applied");
+}
