@@ -52,8 +52,42 @@ fn exact_hash(line: &[u8]) -> u64 {
     fnv(FNV_OFFSET, content(line))
 }
 
-fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    line.fields_with(char::is_whitespace)
+/// A line's whitespace-separated tokens. ASCII lines (nearly all of them) are split without
+/// decoding; others on Unicode whitespace, invalid bytes being part of a token. Both agree on
+/// ASCII, so a line hashes and compares the same either way.
+fn tokens(line: &[u8]) -> Tokens<'_> {
+    if line.is_ascii() {
+        Tokens::Ascii(line)
+    } else {
+        Tokens::Other(line.fields_with(char::is_whitespace))
+    }
+}
+
+enum Tokens<'a> {
+    Ascii(&'a [u8]),
+    Other(bstr::FieldsWith<'a, fn(char) -> bool>),
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        match self {
+            Tokens::Other(fields) => fields.next(),
+            Tokens::Ascii(rest) => {
+                let start = rest
+                    .iter()
+                    .position(|b| !b.is_ascii_whitespace() && *b != 0x0b)?;
+                let tail = &rest[start..];
+                let len = tail
+                    .iter()
+                    .position(|b| b.is_ascii_whitespace() || *b == 0x0b)
+                    .unwrap_or(tail.len());
+                *rest = &tail[len..];
+                Some(&tail[..len])
+            }
+        }
+    }
 }
 
 fn token_hash(line: &[u8]) -> u64 {
@@ -698,6 +732,17 @@ mod tests {
     fn overlapping_hunks_are_refused() {
         let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n@@ -2,2 +2,2 @@\n-b\n+X\n c\n";
         assert!(run(Pass::Recount, "a\nb\nc\n", d).is_err());
+    }
+
+    #[test]
+    fn ascii_and_unicode_tokens_agree() {
+        for line in [&b" a\t b\x0b c \x0c"[..], b"", b"   ", b"x"] {
+            let fast: Vec<&[u8]> = tokens(line).collect();
+            let slow: Vec<&[u8]> = line.fields_with(char::is_whitespace).collect();
+            assert_eq!(fast, slow);
+        }
+        assert!(tokens_eq(b"caf\xc3\xa9\xc2\xa0x", "caf\u{e9} x".as_bytes()));
+        assert!(!tokens_eq(b"caf\xe9 x", b"caf x"));
     }
 
     #[test]
