@@ -243,7 +243,7 @@ impl<'h> OldSide<'h> {
 }
 
 /// The recount pass's candidates: the old side exactly (a CRLF ending aside), anywhere.
-fn exact_places(text: &Text, old: &OldSide<'_>) -> Vec<Result<Placement, Ambiguous>> {
+fn exact_places(text: &Text, old: &OldSide<'_>, limit: usize) -> Vec<Result<Placement, Ambiguous>> {
     let pattern: Vec<u64> = old.lines.iter().map(|l| exact_hash(l)).collect();
     occurrences(text.index.exact(text), &pattern)
         .into_iter()
@@ -253,6 +253,7 @@ fn exact_places(text: &Text, old: &OldSide<'_>) -> Vec<Result<Placement, Ambiguo
                 .enumerate()
                 .all(|(k, l)| line_eq(Pass::Recount, text.line(s + k), l))
         })
+        .take(limit)
         .map(|s| {
             Ok(Placement {
                 start: s,
@@ -267,16 +268,24 @@ fn exact_places(text: &Text, old: &OldSide<'_>) -> Vec<Result<Placement, Ambiguo
 /// consecutive non-blank lines of the file; between them, the blank lines of the diff and of
 /// the file are paired one to one, and where their numbers differ the difference is tolerated
 /// only in a quiet stretch (context on both sides, no change between).
-fn fuzzy_places(text: &Text, hunk: &Hunk, old: &OldSide<'_>) -> Vec<Result<Placement, Ambiguous>> {
+fn fuzzy_places(
+    text: &Text,
+    hunk: &Hunk,
+    old: &OldSide<'_>,
+    limit: usize,
+) -> Vec<Result<Placement, Ambiguous>> {
     let blanks: Vec<bool> = old.lines.iter().map(|l| is_blank(l)).collect();
     let marks: Vec<usize> = (0..old.lines.len()).filter(|&k| !blanks[k]).collect();
     if marks.is_empty() {
-        return blank_only_places(text, old.lines.len());
+        return blank_only_places(text, old.lines.len(), limit);
     }
     let (nb, nb_hash) = text.index.nonblank(text);
     let pattern: Vec<u64> = marks.iter().map(|&k| token_hash(old.lines[k])).collect();
     let mut out = Vec::new();
     for p in occurrences(nb_hash, &pattern) {
+        if out.len() == limit {
+            break;
+        }
         let confirmed = marks
             .iter()
             .enumerate()
@@ -359,12 +368,12 @@ fn place_between_marks(
 }
 
 /// A hunk whose old side is only blank lines: runs of at least that many blank lines.
-fn blank_only_places(text: &Text, n: usize) -> Vec<Result<Placement, Ambiguous>> {
+fn blank_only_places(text: &Text, n: usize, limit: usize) -> Vec<Result<Placement, Ambiguous>> {
     let mut out = Vec::new();
     let mut run = 0usize;
     for i in 0..text.len() {
         run = if is_blank(text.line(i)) { run + 1 } else { 0 };
-        if run >= n {
+        if run >= n && out.len() < limit {
             let s = i + 1 - n;
             out.push(Ok(Placement {
                 start: s,
@@ -492,6 +501,9 @@ fn brief(text: &Text, old: &[&[u8]]) -> String {
     out
 }
 
+/// How many places of one hunk are looked at before it is called ambiguous.
+const MANY: usize = 6;
+
 /// Applies every hunk at its unique location, or says which hunk could not be placed and why.
 pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, String> {
     let last = text.len();
@@ -513,9 +525,16 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
             }
             return Err(format!("{name}: it has no context or removed lines, so its place in the file cannot be found"));
         }
+        // Uniqueness needs two places at most; the brief names a few. An anchor chooses among
+        // all of them.
+        let limit = if hunk.anchor.is_some() {
+            usize::MAX
+        } else {
+            MANY
+        };
         let mut found = match pass {
-            Pass::Recount => exact_places(text, &old),
-            Pass::Fuzzy => fuzzy_places(text, hunk, &old),
+            Pass::Recount => exact_places(text, &old, limit),
+            Pass::Fuzzy => fuzzy_places(text, hunk, &old, limit),
         };
         if let Some(anchor) = &hunk.anchor {
             let anchors: Vec<usize> = (0..last)
@@ -565,6 +584,11 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
                     .take(5)
                     .map(|c| (start_of(c) + 1).to_string())
                     .collect();
+                let n = if n >= MANY {
+                    format!("{MANY} or more")
+                } else {
+                    n.to_string()
+                };
                 return Err(format!(
                     "{name}: its lines match at {n} places (lines {}); add context lines so it matches only one",
                     at.join(", ")
@@ -743,6 +767,18 @@ mod tests {
         }
         assert!(tokens_eq(b"caf\xc3\xa9\xc2\xa0x", "caf\u{e9} x".as_bytes()));
         assert!(!tokens_eq(b"caf\xe9 x", b"caf x"));
+    }
+
+    #[test]
+    fn a_hunk_of_repeated_lines_is_refused_without_trying_every_place() {
+        let src = "}\n".repeat(20_000);
+        let mut d = String::from("--- a/f\n+++ b/f\n@@ -1,500 +1,500 @@\n");
+        d.push_str(&" }\n".repeat(499));
+        d.push_str("-}\n+x\n");
+        for pass in [Pass::Recount, Pass::Fuzzy] {
+            let e = run(pass, &src, &d).expect_err("ambiguous");
+            assert!(e.contains("6 or more places"), "{e}");
+        }
     }
 
     #[test]
