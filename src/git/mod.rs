@@ -231,8 +231,8 @@ pub fn tree_with(repo: &Repository, base: Oid, outcomes: &[FileOutcome]) -> Resu
     Ok(builder.create_updated(repo, &base_tree)?)
 }
 
-/// The git-style unified diff between two trees (modes, creations, deletions included).
-/// The diff between two trees as git prints it: bytes, as the files' lines are.
+/// The git-style unified diff between two trees (modes, creations, deletions included), as
+/// bytes: the files' lines are bytes.
 pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<u8>> {
     let old = repo.find_tree(old)?;
     let new = repo.find_tree(new)?;

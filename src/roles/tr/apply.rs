@@ -609,6 +609,20 @@ mod tests {
     }
 
     #[test]
+    fn added_lines_take_the_files_line_endings() {
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\r\n+x\n b\r\n";
+        assert_eq!(strict("a\r\nb\r\n", d).expect("applies"), "a\r\nx\r\nb\r\n");
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n+x\r\n b\n";
+        assert_eq!(strict("a\nb\n", d).expect("applies"), "a\nx\nb\n");
+        // A section that replaces every line says nothing about the new content's style.
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\r\n-b\r\n+a\n+b\n";
+        assert_eq!(strict("a\r\nb\r\n", d).expect("applies"), "a\nb\n");
+        // Mixed endings: as the diff gives them.
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\r\n+x\n b\n";
+        assert_eq!(strict("a\r\nb\n", d).expect("applies"), "a\r\nx\nb\n");
+    }
+
+    #[test]
     fn paths_below_a_file_are_absent() {
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join("a.txt"), "x\n").expect("write");
