@@ -782,6 +782,45 @@ mod tests {
     }
 
     #[test]
+    fn random_hunks_on_random_files_never_panic() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let pieces = ["a", "b", "  a", "\tb", "", "  ", "c\r", "}", "caf\u{e9}"];
+        for _ in 0..3000 {
+            let mut src = String::new();
+            for _ in 0..next() % 12 {
+                src.push_str(pieces[(next() % 9) as usize]);
+                src.push('\n');
+            }
+            if next() % 4 == 0 {
+                src.push('x');
+            }
+            let mut d = String::from("--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n");
+            for _ in 0..1 + next() % 6 {
+                d.push([' ', '-', '+'][(next() % 3) as usize]);
+                d.push_str(pieces[(next() % 9) as usize]);
+                d.push('\n');
+            }
+            if next() % 5 == 0 {
+                d.push_str("\\ No newline at end of file\n");
+            }
+            let Ok(p) = parse(d.as_bytes(), Strip::Auto) else {
+                continue;
+            };
+            let text = Text::new(src.as_bytes().to_vec());
+            let _ = crate::roles::tr::apply::apply_strict("f", &text, &p[0].hunks);
+            for pass in [Pass::Recount, Pass::Fuzzy] {
+                let _ = apply(pass, "f", &text, &p[0].hunks);
+            }
+        }
+    }
+
+    #[test]
     fn kmp_finds_every_occurrence() {
         assert_eq!(occurrences(&[1, 2, 1, 2, 1], &[1, 2, 1]), vec![0, 2]);
         assert_eq!(occurrences(&[1, 1, 1], &[1, 1]), vec![0, 1]);
