@@ -282,10 +282,11 @@ pub fn apply_strict(file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, 
                 "{name}: overlaps the previous hunk or is out of order"
             ));
         }
-        if pos + hunk.old_count > last {
+        // Header numbers come from the diff: no sum of them may overflow.
+        if pos.saturating_add(hunk.old_count) > last {
             return Err(format!(
                 "{name}: reaches line {} but the file has {last} lines",
-                pos + hunk.old_count
+                pos.saturating_add(hunk.old_count)
             ));
         }
         for (i, want) in hunk.old_lines().enumerate() {
@@ -620,6 +621,14 @@ mod tests {
         // Mixed endings: as the diff gives them.
         let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\r\n+x\n b\n";
         assert_eq!(strict("a\r\nb\n", d).expect("applies"), "a\r\nx\nb\n");
+    }
+
+    #[test]
+    fn huge_line_numbers_are_refused_not_overflowed() {
+        let d = "--- a/f\n+++ b/f\n@@ -18446744073709551615,2 +1,2 @@\n a\n-b\n+c\n";
+        assert!(strict("a\nb\n", d)
+            .expect_err("refused")
+            .contains("reaches line"));
     }
 
     #[test]
