@@ -630,6 +630,14 @@ fn is_signature(line: &[u8]) -> bool {
     line == b"-- " || line == b"-- \r"
 }
 
+/// `From <commit id> …`: the first line of the next mail in a `git format-patch` series,
+/// whose message may hold anything.
+fn starts_mail(line: &[u8]) -> bool {
+    line.strip_prefix(b"From ")
+        .and_then(|rest| rest.get(..40))
+        .is_some_and(|id| id.iter().all(u8::is_ascii_hexdigit))
+}
+
 fn malformed(lines: &[&[u8]], at: usize, hunk_line: usize, why: &str) -> ParseError {
     err(
         at + 1,
@@ -738,7 +746,7 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
         // Prose after a complete hunk: it must hold no change before the next file section,
         // or the damaged line really was inside the hunk.
         for (j, l) in lines.iter().enumerate().skip(at) {
-            if l.starts_with(b"diff --git ") || is_file_header_pair(lines, j) {
+            if l.starts_with(b"diff --git ") || is_file_header_pair(lines, j) || starts_mail(l) {
                 break;
             }
             let change = (l.starts_with(b"+") && !l.starts_with(b"+++"))
@@ -933,6 +941,15 @@ mod tests {
         let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n-- \n";
         let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert!(p[0].hunks[0].counts_match());
+    }
+
+    #[test]
+    fn a_format_patch_series_reads_as_its_patches() {
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let d = format!("From {id} Mon Sep 17 00:00:00 2001\nSubject: [PATCH 1/2] one\n\n- first\n---\n x | 2 +-\n\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n-- \n2.43.0\n\nFrom {id} Mon Sep 17 00:00:00 2001\nSubject: [PATCH 2/2] two\n\n- second\n+ more\n---\ndiff --git a/y b/y\n--- a/y\n+++ b/y\n@@ -1 +1 @@\n-b\n+B\n-- \n2.43.0\n");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert_eq!(p.len(), 2);
+        assert!(p.iter().all(|f| f.hunks[0].counts_match()));
     }
 
     #[test]
