@@ -1059,7 +1059,10 @@ impl Session<'_> {
                 Outcome::Ok
             }
             Err(why) => {
-                let start: String = response.raw.chars().take(300).collect();
+                let start: String = String::from_utf8_lossy(&response.raw)
+                    .chars()
+                    .take(300)
+                    .collect();
                 let text = format!("{why}\nyour output began with:\n{start}");
                 self.fail(Stage::LlmOutputInvalid, None, &text)
             }

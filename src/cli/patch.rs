@@ -25,19 +25,18 @@ pub struct PatchArgs {
 }
 
 pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
+    // Bytes, never decoded: a Latin-1 line must be matched and written as it is.
     let text = if args.file == "-" {
-        let mut t = String::new();
+        let mut t = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut t)
+            .read_to_end(&mut t)
             .map_err(|e| Error::new(format!("cannot read the patch from stdin: {e}")))?;
         t
     } else {
-        std::fs::read(&args.file)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .map_err(|e| {
-                Error::new(format!("cannot read {}: {e}", args.file))
-                    .hint("pass a patch file, or - for stdin")
-            })?
+        std::fs::read(&args.file).map_err(|e| {
+            Error::new(format!("cannot read {}: {e}", args.file))
+                .hint("pass a patch file, or - for stdin")
+        })?
     };
     let root = match crate::git::open(None) {
         Ok(repo) => {

@@ -243,8 +243,9 @@ pub fn tree_with(repo: &Repository, base: Oid, outcomes: &[FileOutcome]) -> Resu
     Ok(builder.create_updated(repo, &base_tree)?)
 }
 
-/// The git-style unified diff between two trees (modes, creations, deletions included).
-pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<String> {
+/// The git-style unified diff between two trees (modes, creations, deletions included), as
+/// bytes: the files' lines are bytes.
+pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<u8>> {
     let old = repo.find_tree(old)?;
     let new = repo.find_tree(new)?;
     let mut opts = git2::DiffOptions::new();
@@ -258,7 +259,7 @@ pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<String> {
         text.extend_from_slice(line.content());
         true
     })?;
-    Ok(String::from_utf8_lossy(&text).into_owned())
+    Ok(text)
 }
 
 /// Makes the work tree equal to `baseline` again, as `git reset --hard` + `git clean -fd`

@@ -425,3 +425,397 @@ fn a_hunk_quoting_words_of_an_error_still_gets_every_pass() {
     assert_eq!(stdout_of(&out), "fuzzy    f.rs\n");
     assert_eq!(r.read("f.rs"), Some(file.replace("x();", "y();")));
 }
+
+/// `git factory patch` fed raw bytes (a diff that is not UTF-8 must reach the engine as is).
+fn run_patch_bytes(r: &TestRepo, diff: &[u8], extra: &[&str]) -> std::process::Output {
+    r.factory()
+        .args(["patch", "-"])
+        .args(extra)
+        .write_stdin(diff.to_vec())
+        .output()
+        .expect("patch runs")
+}
+
+/// Commits `bytes` at `path` (contents that are not UTF-8).
+fn commit_bytes(r: &TestRepo, path: &str, bytes: &[u8]) {
+    std::fs::write(r.root.join(path), bytes).expect("write");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "bytes"]);
+}
+
+fn read_bytes(r: &TestRepo, path: &str) -> Option<Vec<u8>> {
+    std::fs::read(r.root.join(path)).ok()
+}
+
+/// Expects a refusal with `needle` in it and the tree exactly as before.
+fn assert_refused(r: &TestRepo, diff: &str, needle: &str) {
+    let before = r.snapshot();
+    let out = run_patch(r, diff, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}\n{diff}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(needle),
+        "wanted {needle:?} in: {}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.snapshot(), before, "{diff}");
+}
+
+const JS: &str = "import { a } from './a.js';\nimport { b } from './b.js';\n\nexport function run(x) {\n\tif (x) {\n\t\ta();\n\t}\n\tb();\n\treturn x;\n}\n\nexport function stop() {\n\treturn null;\n}\n";
+
+#[test]
+fn a_blank_context_line_the_file_lacks_is_tolerated_away_from_changes() {
+    // The model wrote a blank context line between two imports that the file does not have.
+    let r = TestRepo::with_files(&[("m.js", JS)]);
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -1,6 +1,6 @@\n import { a } from './a.js';\n \n import { b } from './b.js';\n \n export function run(x) {\n-\tif (x) {\n+\tif (x && x.ok) {\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "fuzzy    m.js\n");
+    assert_eq!(
+        r.read("m.js"),
+        Some(JS.replace("\tif (x) {", "\tif (x && x.ok) {"))
+    );
+}
+
+#[test]
+fn a_lost_blank_line_next_to_added_lines_is_refused_as_ambiguous() {
+    // The file has a blank line between the imports and the function; the diff dropped it and
+    // inserts a line there: before or after the blank, the diff cannot say.
+    let r = TestRepo::with_files(&[("m.js", JS)]);
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -2,3 +2,4 @@\n import { b } from './b.js';\n+import { c } from './c.js';\n export function run(x) {\n";
+    assert_refused(&r, diff, "blank line");
+    // The other direction: a blank line the file lacks, written next to an added line.
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -4,3 +4,4 @@\n export function run(x) {\n \n+\tconsole.log(x);\n \tif (x) {\n";
+    assert_refused(&r, diff, "blank line");
+    // Next to a removed line.
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -2,3 +2,2 @@\n-import { b } from './b.js';\n export function run(x) {\n \tif (x) {\n";
+    assert_refused(&r, diff, "blank line");
+}
+
+#[test]
+fn a_blank_line_lost_between_context_lines_keeps_its_place() {
+    let r = TestRepo::with_files(&[("m.js", JS)]);
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -9,5 +9,5 @@\n \treturn x;\n }\n export function stop() {\n-\treturn null;\n+\treturn undefined;\n }\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        r.read("m.js"),
+        Some(JS.replace("\treturn null;", "\treturn undefined;"))
+    );
+}
+
+#[test]
+fn a_context_line_that_lost_its_space_is_never_a_shorter_hunk() {
+    // `\tb();` lost its leading space: it is neither context nor a change. Reading it as the
+    // end of the hunk applied the first half and dropped the second as prose.
+    let r = TestRepo::with_files(&[("m.js", JS)]);
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -5,5 +5,5 @@\n \tif (x) {\n-\t\ta();\n+\t\ta(x);\n \t}\n\tb();\n-\treturn x;\n+\treturn !x;\n }\n";
+    assert_refused(&r, diff, "line 8");
+    let out = run_patch(&r, diff, &[]);
+    assert!(stderr_of(&out).contains("\\tb();"), "{}", stderr_of(&out));
+    // The same when the header's counts are already reached before the damaged line.
+    let diff = "--- a/m.js\n+++ b/m.js\n@@ -5,3 +5,3 @@\n \tif (x) {\n-\t\ta();\n+\t\ta(x);\n \t}\n\tb();\n-\treturn x;\n+\treturn !x;\n }\n";
+    assert_refused(&r, diff, "line 8");
+}
+
+#[test]
+fn prose_after_a_complete_hunk_is_still_prose() {
+    // git format-patch output: a signature after the last hunk.
+    let r = TestRepo::with_files(&[("m.js", JS)]);
+    let diff = "From 1234 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] stop\n\n---\n m.js | 2 +-\n\ndiff --git a/m.js b/m.js\n--- a/m.js\n+++ b/m.js\n@@ -12,3 +12,3 @@ export function stop() {\n export function stop() {\n-\treturn null;\n+\treturn undefined;\n }\n-- \n2.43.0\n\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "strict   m.js\n");
+    assert_eq!(
+        r.read("m.js"),
+        Some(JS.replace("\treturn null;", "\treturn undefined;"))
+    );
+}
+
+#[test]
+fn file_headers_inside_an_over_counted_hunk_start_the_next_file() {
+    let pkg = "{\n  \"name\": \"m\",\n  \"version\": \"1.0.0\"\n}\n";
+    let r = TestRepo::with_files(&[("m.js", JS), ("package.json", pkg)]);
+    // No diff --git, no a/ b/, and the first hunk claims 9 lines where it has 4.
+    let diff = "--- m.js\n+++ m.js\n@@ -13,9 +13,9 @@\n export function stop() {\n-\treturn null;\n+\treturn undefined;\n }\n--- package.json\n+++ package.json\n@@ -2,2 +2,2 @@\n   \"name\": \"m\",\n-  \"version\": \"1.0.0\"\n+  \"version\": \"1.0.1\"\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "recount  m.js\nstrict   package.json\n");
+    assert_eq!(
+        r.read("m.js"),
+        Some(JS.replace("\treturn null;", "\treturn undefined;"))
+    );
+    assert_eq!(r.read("package.json"), Some(pkg.replace("1.0.0", "1.0.1")));
+}
+
+/// "café crème\n" and its neighbours in Latin-1.
+const LATIN1: &[u8] = b"menu\ncaf\xe9 cr\xe8me\nth\xe9\nfin\n";
+
+#[test]
+fn latin1_lines_from_git_diff_are_matched_and_written_byte_for_byte() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n")]);
+    commit_bytes(&r, "menu.txt", LATIN1);
+    let want: &[u8] = b"menu\ncaf\xe9 cr\xe8me br\xfbl\xe9e\nth\xe9\nfin\n";
+    std::fs::write(r.root.join("menu.txt"), want).expect("write");
+    let mut git = assert_cmd::Command::new("git");
+    hermetic(&mut git, &r.home);
+    let diff = git
+        .current_dir(&r.root)
+        .args(["diff", "menu.txt"])
+        .output()
+        .expect("git diff")
+        .stdout;
+    r.git(&["checkout", "--", "menu.txt"]);
+    for extra in [&["--strict"][..], &[][..]] {
+        let out = run_patch_bytes(&r, &diff, extra);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        assert_eq!(read_bytes(&r, "menu.txt").as_deref(), Some(want));
+        r.git(&["checkout", "--", "menu.txt"]);
+    }
+    // Damaged (wrong numbers, so the recount pass places it): still byte for byte.
+    let damaged: Vec<u8> = String::from_utf8_lossy(&diff)
+        .find("@@ -1,")
+        .map(|at| {
+            let mut d = diff[..at].to_vec();
+            d.extend_from_slice(b"@@ -7,4 +7,4 @@");
+            let rest = &diff[at..];
+            let end = rest.iter().position(|b| *b == b'\n').expect("header end");
+            d.extend_from_slice(&rest[end..]);
+            d
+        })
+        .expect("a hunk header");
+    let out = run_patch_bytes(&r, &damaged, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "recount  menu.txt\n");
+    assert_eq!(read_bytes(&r, "menu.txt").as_deref(), Some(want));
+}
+
+#[test]
+fn latin1_edits_of_an_agent_reach_the_tree_byte_for_byte() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n")]);
+    commit_bytes(&r, "menu.txt", LATIN1);
+    r.git(&["config", "factory.verify", "true"]);
+    let want: &[u8] = b"menu\ncaf\xe9 cr\xe8me br\xfbl\xe9e\nth\xe9\nfin\n";
+    let expected = r.outside.join("expected.txt");
+    std::fs::write(&expected, want).expect("write");
+    let script = r.outside.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\ncp {} menu.txt\n",
+            expected.display()
+        ),
+    )
+    .expect("write");
+    let out = r
+        .factory()
+        .args([
+            "run", "--json", "--id", "l1", "--title", "t", "--intent", "i",
+        ])
+        .args(["--allow", "menu.txt", "--accept"])
+        .arg(format!("cmp menu.txt {}", expected.display()))
+        .arg("--agent-edits")
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(read_bytes(&r, "menu.txt").as_deref(), Some(want));
+}
+
+#[test]
+fn crlf_files_stay_crlf_in_every_pass_and_dialect() {
+    let file = MODULE.replace('\n', "\r\n");
+    let want = expected().replace('\n', "\r\n");
+    let added = "+        items.append(line.lower())\n+        count += 1\n";
+    let want_added = MODULE
+        .replace(
+            "items.append(line)\n",
+            "items.append(line.lower())\n        count += 1\n",
+        )
+        .replace('\n', "\r\n");
+    let body_lf = good_hunk_body().replace("+        items.append(line.lower())\n", added);
+    let cases: Vec<(&str, String, String)> = vec![
+        (
+            "unified diff without CR, wrong numbers",
+            format!("--- a/mod.py\n+++ b/mod.py\n@@ -40,7 +40,8 @@\n{body_lf}"),
+            want_added.clone(),
+        ),
+        (
+            "unified diff without CR, lost indentation",
+            format!(
+                "--- a/mod.py\n+++ b/mod.py\n@@ -13,7 +13,8 @@\n{}",
+                body_lf.replace("         if not line:", " \tif not line:")
+            ),
+            want_added.clone(),
+        ),
+        (
+            "begin patch",
+            "*** Begin Patch\n*** Update File: mod.py\n@@\n-        items.append(line)\n+        items.append(line.lower())\n*** End Patch\n".to_string(),
+            want.clone(),
+        ),
+        (
+            "search/replace",
+            "mod.py\n<<<<<<< SEARCH\n        items.append(line)\n=======\n        items.append(line.lower())\n>>>>>>> REPLACE\n".to_string(),
+            want.clone(),
+        ),
+        (
+            "begin patch written with CRLF",
+            "*** Begin Patch\r\n*** Update File: mod.py\r\n@@\r\n-        items.append(line)\r\n+        items.append(line.lower())\r\n*** End Patch\r\n".to_string(),
+            want.clone(),
+        ),
+    ];
+    for (name, diff, want) in cases {
+        let r = TestRepo::with_files(&[("mod.py", &file)]);
+        let out = run_patch(&r, &diff, &[]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr_of(&out));
+        assert_eq!(r.read("mod.py"), Some(want), "{name}");
+    }
+}
+
+#[test]
+fn a_deletion_without_its_content_is_refused() {
+    let r = TestRepo::with_files(&[("m.js", JS), ("empty.txt", "")]);
+    assert_refused(
+        &r,
+        "diff --git a/m.js b/m.js\ndeleted file mode 100644\nindex 1234567..0000000\n",
+        "whole content",
+    );
+    // An empty file carries no content: git's own diff of its deletion has no hunk.
+    let out = run_patch(
+        &r,
+        "diff --git a/empty.txt b/empty.txt\ndeleted file mode 100644\nindex e69de29..0000000\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(r.read("empty.txt").is_none());
+}
+
+#[test]
+fn a_context_line_quoting_the_envelope_marker_is_still_a_unified_diff() {
+    let doc = "# Agents\n\nCodex prints:\n\n    *** Begin Patch\n    *** Update File: x\n\nthen the hunks.\n";
+    let r = TestRepo::with_files(&[("doc.md", doc)]);
+    let diff = "--- a/doc.md\n+++ b/doc.md\n@@ -3,6 +3,6 @@\n-Codex prints:\n+Codex-style agents print:\n \n     *** Begin Patch\n     *** Update File: x\n \n then the hunks.\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "strict   doc.md\n");
+    assert_eq!(
+        r.read("doc.md"),
+        Some(doc.replace("Codex prints:", "Codex-style agents print:"))
+    );
+}
+
+#[test]
+fn the_brief_quotes_the_line_that_occurs_nowhere() {
+    // The removed line exists; the context line before it does not.
+    let r = TestRepo::with_files(&[("mod.py", MODULE)]);
+    let diff = "--- a/mod.py\n+++ b/mod.py\n@@ -11,3 +11,3 @@\n     items = []\n     for line in text.split('\\n'):\n-        line = line.strip()\n+        line = line.rstrip()\n";
+    let before = r.snapshot();
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(r.snapshot(), before);
+    let err = stderr_of(&out);
+    assert!(!err.contains("no line of it occurs"), "{err}");
+    assert!(
+        err.contains("for line in text.split('\\\\n'):") && err.contains("occurs nowhere"),
+        "{err}"
+    );
+    // The closest actual text, with its line numbers.
+    assert!(
+        err.contains("12") && err.contains("for line in text.splitlines():"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_latin1_bare_diff_from_an_agent_command_is_applied_byte_for_byte() {
+    let r = TestRepo::with_files(&[("a.txt", "a\n")]);
+    commit_bytes(&r, "menu.txt", LATIN1);
+    r.git(&["config", "factory.verify", "true"]);
+    let script = r.outside.join("agent.sh");
+    // Wrong line numbers, so the recount pass (not only the strict one) reads the bytes.
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat > /dev/null\nprintf -- '--- a/menu.txt\\n+++ b/menu.txt\\n@@ -7 +7 @@\\n-caf\\351 cr\\350me\\n+caf\\351 cr\\350me br\\373l\\351e\\n'\n",
+    )
+    .expect("write");
+    let out = r
+        .factory()
+        .args([
+            "run", "--json", "--id", "l1", "--title", "t", "--intent", "i",
+        ])
+        .args(["--allow", "menu.txt", "--accept", "true", "--agent-command"])
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["attempts"][0]["apply_method"], "recount");
+    assert_eq!(
+        read_bytes(&r, "menu.txt").as_deref(),
+        Some(&b"menu\ncaf\xe9 cr\xe8me br\xfbl\xe9e\nth\xe9\nfin\n"[..])
+    );
+}
+
+#[test]
+fn recounted_git_diffs_of_random_texts_are_right_or_refused() {
+    // With every header's numbers wrong, the fallback passes place each hunk by its lines
+    // alone: a unique place is the true one, so the result is the second text or a refusal.
+    let mut rng = Rng(0x0dd_ba11_cafe_0002);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut applied = 0;
+    for round in 0..120 {
+        let (a, b) = (rng.text(), rng.text());
+        if a == b {
+            continue;
+        }
+        let r = TestRepo::with_files(&[("f.txt", a.as_str())]);
+        let other = tmp.path().join(format!("b{round}.txt"));
+        std::fs::write(&other, &b).expect("write");
+        let mut git = assert_cmd::Command::new("git");
+        hermetic(&mut git, &r.home);
+        let raw = stdout_of(
+            &git.current_dir(&r.root)
+                .args(["diff", "--no-index", "--no-prefix", "f.txt"])
+                .arg(&other)
+                .output()
+                .expect("git diff"),
+        );
+        let other_name = other.to_string_lossy().trim_start_matches('/').to_string();
+        let diff: String = raw
+            .replace(&format!("/{other_name}"), "f.txt")
+            .replace(&other_name, "f.txt")
+            .lines()
+            .map(|l| match l.strip_prefix("@@ -") {
+                Some(rest) => {
+                    let shift = 3 + rng.next() % 5;
+                    let bump = |r: &str| match r.split_once(',') {
+                        Some((s, c)) => format!("{},{c}", s.parse::<u64>().unwrap_or(0) + shift),
+                        None => (r.parse::<u64>().unwrap_or(0) + shift).to_string(),
+                    };
+                    let (ranges, tail) = rest.split_once(" @@").unwrap_or((rest, ""));
+                    let (old, new) = ranges.split_once(" +").unwrap_or((ranges, "0"));
+                    format!("@@ -{} +{} @@{tail}\n", bump(old), bump(new))
+                }
+                None => format!("{l}\n"),
+            })
+            .collect();
+        let out = r
+            .factory()
+            .args(["patch", "-p", "0", "-"])
+            .write_stdin(diff.clone())
+            .output()
+            .expect("patch");
+        match out.status.code() {
+            Some(0) => {
+                applied += 1;
+                assert_eq!(
+                    r.read("f.txt").as_deref(),
+                    Some(b.as_str()),
+                    "round {round}\n{diff}"
+                );
+            }
+            Some(1) => assert_eq!(r.read("f.txt").as_deref(), Some(a.as_str())),
+            _ => panic!("round {round}: {}", stderr_of(&out)),
+        }
+    }
+    assert!(applied > 10, "only {applied} applied");
+}

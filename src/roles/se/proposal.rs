@@ -27,10 +27,10 @@ pub enum Dialect {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// A unified diff.
-    Diff(String),
+    /// A unified diff, as bytes: a bare diff is never decoded (one from JSON is UTF-8).
+    Diff(Vec<u8>),
     /// Another agent dialect, converted by TR.
-    Dialect(Dialect, String),
+    Dialect(Dialect, Vec<u8>),
     Writes(Vec<WriteSpec>),
 }
 
@@ -44,8 +44,7 @@ impl Proposal {
     /// An explicit "the work is already done" proposal: it goes straight to PO.
     pub fn is_no_change(&self) -> bool {
         match &self.change {
-            Change::Diff(d) => d.trim().is_empty(),
-            Change::Dialect(_, d) => d.trim().is_empty(),
+            Change::Diff(d) | Change::Dialect(_, d) => d.iter().all(u8::is_ascii_whitespace),
             Change::Writes(w) => w.is_empty(),
         }
     }
@@ -60,27 +59,34 @@ pub enum OutputFormat {
     AgentText,
 }
 
-pub fn parse(raw: &str, format: OutputFormat) -> Result<Proposal, String> {
+/// Reads a provider's raw output. JSON is UTF-8 by definition; a bare diff (from an agent,
+/// `--agent-edits` or a replayed `N.diff`) is taken as bytes.
+pub fn parse(raw: &[u8], format: OutputFormat) -> Result<Proposal, String> {
+    let trimmed = raw.trim_ascii();
+    let json = |raw: &[u8]| match std::str::from_utf8(raw) {
+        Ok(text) => parse_strict(text),
+        Err(e) => Err(format!("output is not UTF-8, so not JSON: {e}")),
+    };
     match format {
-        OutputFormat::StrictJson => parse_strict(raw),
+        OutputFormat::StrictJson => json(raw),
         OutputFormat::AgentText => {
-            if raw.trim_start().starts_with('{') {
-                parse_strict(raw)
-            } else if raw.trim().is_empty() {
+            if trimmed.starts_with(b"{") {
+                json(raw)
+            } else if trimmed.is_empty() {
                 Err("the agent printed nothing".to_string())
             } else if crate::roles::tr::dialects::is_envelope(raw) {
                 Ok(Proposal {
-                    change: Change::Dialect(Dialect::Envelope, raw.to_string()),
+                    change: Change::Dialect(Dialect::Envelope, raw.to_vec()),
                     summary: String::new(),
                 })
             } else if crate::roles::tr::dialects::is_search_replace(raw) {
                 Ok(Proposal {
-                    change: Change::Dialect(Dialect::SearchReplace, raw.to_string()),
+                    change: Change::Dialect(Dialect::SearchReplace, raw.to_vec()),
                     summary: String::new(),
                 })
             } else if looks_like_diff(raw) {
                 Ok(Proposal {
-                    change: Change::Diff(raw.to_string()),
+                    change: Change::Diff(raw.to_vec()),
                     summary: String::new(),
                 })
             } else {
@@ -124,13 +130,13 @@ pub fn parse_strict(raw: &str) -> Result<Proposal, String> {
         }
         (None, None) => return Err("missing key \"unified_diff\" (or \"writes\")".to_string()),
         (Some(Value::String(d)), None) => {
-            if !d.trim().is_empty() && !looks_like_diff(d) {
+            if !d.trim().is_empty() && !looks_like_diff(d.as_bytes()) {
                 return Err(
                     "\"unified_diff\" has no diff headers (diff --git, or --- / +++ lines)"
                         .to_string(),
                 );
             }
-            Change::Diff(d.clone())
+            Change::Diff(d.clone().into_bytes())
         }
         (Some(_), None) => return Err("\"unified_diff\" must be a string".to_string()),
         (None, Some(w)) => Change::Writes(parse_writes(w)?),
@@ -263,11 +269,11 @@ mod tests {
     #[test]
     fn agent_text_accepts_bare_diff() {
         let p = parse(
-            "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n",
+            b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n",
             OutputFormat::AgentText,
         )
         .expect("bare");
         assert!(matches!(p.change, Change::Diff(_)));
-        assert!(parse("I could not do it", OutputFormat::AgentText).is_err());
+        assert!(parse(b"I could not do it", OutputFormat::AgentText).is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! Neither `git apply` nor libgit2 is used to decide anything: both silently drop hunk lines
 //! beyond a header's count, and libgit2 applies a copy as a rename.
 
-use super::diff::{FilePatch, Hunk};
+use super::diff::{FilePatch, Hunk, Line};
 use serde::Serialize;
 use std::fs;
 use std::io;
@@ -93,10 +93,155 @@ pub(crate) fn split_lines(bytes: &[u8]) -> (Vec<&[u8]>, bool) {
     (lines, eol)
 }
 
-pub(crate) fn show(line: &[u8]) -> String {
-    let s = String::from_utf8_lossy(line);
-    let s: String = s.chars().take(160).collect();
-    format!("{s:?}")
+pub(crate) use super::diff::show;
+
+/// How the lines a diff adds must end to keep the file's own line endings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endings {
+    Lf,
+    Crlf,
+    /// Mixed, unknown (a new or one-line file), or the diff replaces every line: as the diff
+    /// has them.
+    AsGiven,
+}
+
+impl Endings {
+    /// An added line that is followed by `\n`, with the `\r` the file's style wants.
+    pub fn fit(self, line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+        match self {
+            Endings::Crlf if !line.ends_with(b"\r") => {
+                let mut v = line.to_vec();
+                v.push(b'\r');
+                v.into()
+            }
+            Endings::Lf if line.ends_with(b"\r") => line[..line.len() - 1].into(),
+            _ => line.into(),
+        }
+    }
+}
+
+/// A file's current content, split into lines once and indexed lazily, so every pass and
+/// every hunk reuses the same line hashes (SPEC §3.6: locating hunks is linear).
+pub struct Text {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    pub eol: bool,
+    pub(crate) index: super::ladder::Index,
+}
+
+impl Text {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let (lines, eol) = split_lines(&bytes);
+        let base = bytes.as_ptr() as usize;
+        let spans = lines
+            .iter()
+            .map(|l| {
+                let at = l.as_ptr() as usize - base;
+                (at, at + l.len())
+            })
+            .collect();
+        Text {
+            bytes,
+            spans,
+            eol,
+            index: super::ladder::Index::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn line(&self, i: usize) -> &[u8] {
+        let (a, b) = self.spans[i];
+        &self.bytes[a..b]
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The file's line-ending style: CRLF when every `\n` is preceded by `\r`, LF when none
+    /// is, otherwise as the diff gives them. A section that removes every line says nothing
+    /// about the new content's style.
+    pub fn endings(&self, hunks: &[Hunk]) -> Endings {
+        let removed: usize = hunks
+            .iter()
+            .map(|h| {
+                h.lines
+                    .iter()
+                    .filter(|l| matches!(l, Line::Remove(_)))
+                    .count()
+            })
+            .sum();
+        let terminated = if self.eol {
+            self.len()
+        } else {
+            self.len().saturating_sub(1)
+        };
+        if terminated == 0 || removed >= self.len() {
+            return Endings::AsGiven;
+        }
+        let crlf = (0..terminated)
+            .filter(|&i| self.line(i).ends_with(b"\r"))
+            .count();
+        match crlf {
+            0 => Endings::Lf,
+            n if n == terminated => Endings::Crlf,
+            _ => Endings::AsGiven,
+        }
+    }
+}
+
+/// Assembles a file from its lines: file lines exactly as they were, added lines with the
+/// file's line endings.
+pub(crate) struct Assembly<'a> {
+    /// (line, added by the diff, followed by `\n`)
+    parts: Vec<(&'a [u8], bool, bool)>,
+    endings: Endings,
+}
+
+impl<'a> Assembly<'a> {
+    pub fn new(endings: Endings, capacity: usize) -> Self {
+        Assembly {
+            parts: Vec::with_capacity(capacity),
+            endings,
+        }
+    }
+
+    pub fn file_line(&mut self, line: &'a [u8], newline: bool) {
+        self.parts.push((line, false, newline));
+    }
+
+    pub fn added_line(&mut self, line: &'a [u8], newline: bool) {
+        self.parts.push((line, true, newline));
+    }
+
+    /// Whether the file ends with a newline (its last line's).
+    pub fn final_eol(&mut self, eol: bool) {
+        if let Some(last) = self.parts.last_mut() {
+            last.2 = eol;
+        }
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.parts.iter().map(|(l, _, _)| l.len() + 2).sum());
+        for (line, added, newline) in self.parts {
+            if added && newline {
+                out.extend_from_slice(&self.endings.fit(line));
+            } else {
+                out.extend_from_slice(line);
+            }
+            if newline {
+                out.push(b'\n');
+            }
+        }
+        out
+    }
 }
 
 fn hunk_name(file: &str, index: usize, hunk: &Hunk) -> String {
@@ -104,11 +249,11 @@ fn hunk_name(file: &str, index: usize, hunk: &Hunk) -> String {
 }
 
 /// Strict pass: every hunk exactly at its stated line, exact context, counts that agree.
-pub fn apply_strict(file: &str, source: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>, String> {
-    let (lines, eol) = split_lines(source);
-    let mut out: Vec<(&[u8], bool)> = Vec::with_capacity(lines.len() + 16);
+pub fn apply_strict(file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, String> {
+    let last = text.len();
+    let eol = text.eol;
+    let mut out = Assembly::new(text.endings(hunks), last + 16);
     let mut cursor = 0usize;
-    let last = lines.len();
     for (k, hunk) in hunks.iter().enumerate() {
         let name = hunk_name(file, k, hunk);
         if !hunk.counts_match() {
@@ -137,19 +282,20 @@ pub fn apply_strict(file: &str, source: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>
                 "{name}: overlaps the previous hunk or is out of order"
             ));
         }
-        if pos + hunk.old_count > last {
+        // Header numbers come from the diff: no sum of them may overflow.
+        if pos.saturating_add(hunk.old_count) > last {
             return Err(format!(
                 "{name}: reaches line {} but the file has {last} lines",
-                pos + hunk.old_count
+                pos.saturating_add(hunk.old_count)
             ));
         }
         for (i, want) in hunk.old_lines().enumerate() {
-            let got = lines[pos + i];
-            if got != want.as_bytes() {
+            let got = text.line(pos + i);
+            if got != want {
                 return Err(format!(
                     "{name}: line {} should be {} but the file has {}",
                     pos + i + 1,
-                    show(want.as_bytes()),
+                    show(want),
                     show(got)
                 ));
             }
@@ -161,43 +307,56 @@ pub fn apply_strict(file: &str, source: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>
                 if hunk.old_no_eol { "lacks" } else { "has" }
             ));
         }
-        if hunk.old_no_eol && !at_end {
+        if (hunk.old_no_eol || hunk.new_no_eol) && !at_end {
             return Err(format!(
                 "{name}: '\\ No newline' marker away from the end of the file"
             ));
         }
-        if hunk.new_no_eol && !at_end {
-            return Err(format!(
-                "{name}: '\\ No newline' marker away from the end of the file"
-            ));
+        for i in cursor..pos {
+            out.file_line(text.line(i), i + 1 < last || eol);
         }
-        for (i, line) in lines[cursor..pos].iter().enumerate() {
-            out.push((line, cursor + i + 1 < last || eol));
-        }
-        let new: Vec<&str> = hunk.new_lines().collect();
-        for (i, line) in new.iter().enumerate() {
-            let final_line = i + 1 == new.len() && at_end;
-            out.push((line.as_bytes(), !(final_line && hunk.new_no_eol)));
+        let new_total = hunk.body_new_count();
+        let mut j = 0;
+        for l in &hunk.lines {
+            let newline = !(j + 1 == new_total && at_end && hunk.new_no_eol);
+            match l {
+                Line::Remove(_) => continue,
+                // Context is the file's own bytes here (strict: they are equal).
+                Line::Context(t) => out.file_line(t, newline),
+                Line::Add(t) => out.added_line(t, newline),
+            }
+            j += 1;
         }
         cursor = pos + hunk.old_count;
     }
-    for (i, line) in lines[cursor..].iter().enumerate() {
-        out.push((line, cursor + i + 1 < last || eol));
+    for i in cursor..last {
+        out.file_line(text.line(i), i + 1 < last || eol);
     }
-    let mut bytes = Vec::with_capacity(source.len() + 256);
-    for (line, newline) in out {
-        bytes.extend_from_slice(line);
-        if newline {
-            bytes.push(b'\n');
-        }
-    }
-    Ok(bytes)
+    Ok(out.finish())
 }
 
-pub type HunkApplier = fn(&str, &[u8], &[Hunk]) -> Result<Vec<u8>, String>;
+pub type HunkApplier = fn(&str, &Text, &[Hunk]) -> Result<Vec<u8>, String>;
 
-/// Computes the outcome of every file section with one hunk applier, reading the work tree
-/// but writing nothing.
+/// The work tree's files as read for one change, each split and indexed once and reused by
+/// every pass.
+#[derive(Default)]
+pub struct Sources {
+    texts: std::collections::HashMap<String, std::rc::Rc<Text>>,
+}
+
+impl Sources {
+    fn text(&mut self, path: &str, bytes: &[u8]) -> std::rc::Rc<Text> {
+        match self.texts.get(path) {
+            Some(t) if t.bytes() == bytes => t.clone(),
+            _ => {
+                let t = std::rc::Rc::new(Text::new(bytes.to_vec()));
+                self.texts.insert(path.to_string(), t.clone());
+                t
+            }
+        }
+    }
+}
+
 /// Why a change could not be planned. `retry` says whether a looser pass may still place it
 /// (hunks that did not fit) or no pass can (the work tree's files themselves are in the way).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,6 +385,7 @@ pub fn plan_patches(
     root: &Path,
     patches: &[FilePatch],
     applier: HunkApplier,
+    sources: &mut Sources,
 ) -> Result<Vec<FileOutcome>, PlanError> {
     let mut outcomes: Vec<FileOutcome> = Vec::new();
     for patch in patches {
@@ -245,7 +405,14 @@ pub fn plan_patches(
             None => None,
         };
         if patch.is_deleted && patch.hunks.is_empty() {
-            // A whole-file deletion (`*** Delete File`, or a deleted empty file).
+            // `*** Delete File:` names the file only; a unified diff's deletion must carry the
+            // whole content as removed lines (git's diff of an empty file has none to carry).
+            let empty = source.as_ref().is_none_or(|s| s.bytes.is_empty());
+            if !patch.delete_by_name && !empty {
+                return Err(PlanError::file(format!(
+                    "{target}: the deletion carries none of the file's content: a deletion must remove its whole content as '-' lines (git diff writes them)"
+                )));
+            }
             outcomes.push(FileOutcome {
                 path: target,
                 before: source,
@@ -255,8 +422,13 @@ pub fn plan_patches(
         }
         let content = match &source {
             Some(s) if patch.hunks.is_empty() => s.bytes.clone(),
-            Some(s) => applier(&target, &s.bytes, &patch.hunks).map_err(PlanError::hunks)?,
-            None => applier(&target, b"", &patch.hunks).map_err(PlanError::hunks)?,
+            Some(s) => {
+                let text = sources.text(&target, &s.bytes);
+                applier(&target, &text, &patch.hunks).map_err(PlanError::hunks)?
+            }
+            None => {
+                applier(&target, &Text::new(Vec::new()), &patch.hunks).map_err(PlanError::hunks)?
+            }
         };
         if patch.is_deleted {
             if !content.is_empty() {
@@ -396,8 +568,9 @@ mod tests {
     use crate::roles::tr::diff::{parse, Strip};
 
     fn strict(src: &str, diff: &str) -> Result<String, String> {
-        let p = parse(diff, Strip::Auto).expect("parses");
-        apply_strict("f", src.as_bytes(), &p[0].hunks).map(|b| String::from_utf8(b).expect("utf8"))
+        let p = parse(diff.as_bytes(), Strip::Auto).expect("parses");
+        let text = Text::new(src.as_bytes().to_vec());
+        apply_strict("f", &text, &p[0].hunks).map(|b| String::from_utf8(b).expect("utf8"))
     }
 
     #[test]
@@ -437,6 +610,28 @@ mod tests {
     }
 
     #[test]
+    fn added_lines_take_the_files_line_endings() {
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\r\n+x\n b\r\n";
+        assert_eq!(strict("a\r\nb\r\n", d).expect("applies"), "a\r\nx\r\nb\r\n");
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n+x\r\n b\n";
+        assert_eq!(strict("a\nb\n", d).expect("applies"), "a\nx\nb\n");
+        // A section that replaces every line says nothing about the new content's style.
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\r\n-b\r\n+a\n+b\n";
+        assert_eq!(strict("a\r\nb\r\n", d).expect("applies"), "a\nb\n");
+        // Mixed endings: as the diff gives them.
+        let d = "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\r\n+x\n b\n";
+        assert_eq!(strict("a\r\nb\n", d).expect("applies"), "a\r\nx\nb\n");
+    }
+
+    #[test]
+    fn huge_line_numbers_are_refused_not_overflowed() {
+        let d = "--- a/f\n+++ b/f\n@@ -18446744073709551615,2 +1,2 @@\n a\n-b\n+c\n";
+        assert!(strict("a\nb\n", d)
+            .expect_err("refused")
+            .contains("reaches line"));
+    }
+
+    #[test]
     fn paths_below_a_file_are_absent() {
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join("a.txt"), "x\n").expect("write");
@@ -454,8 +649,10 @@ mod tests {
     fn copy_keeps_its_source() {
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join("a"), "x\n").expect("write");
-        let p = parse("diff --git a/a b/c\ncopy from a\ncopy to c\n", Strip::Auto).expect("parses");
-        let out = plan_patches(dir.path(), &p, apply_strict).expect("plans");
+        let p =
+            parse(b"diff --git a/a b/c\ncopy from a\ncopy to c\n", Strip::Auto).expect("parses");
+        let out =
+            plan_patches(dir.path(), &p, apply_strict, &mut Sources::default()).expect("plans");
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].path, "c");
         assert_eq!(out[0].action(), "create");

@@ -2,7 +2,8 @@
 //! diff (hunks without line numbers, so they are placed by the unique-location passes):
 //! the `*** Begin Patch … *** End Patch` envelope and SEARCH/REPLACE blocks.
 
-use super::diff::{err, FilePatch, Hunk, Line, ParseError};
+use super::diff::{err, show, split_text, FilePatch, Hunk, Line, ParseError};
+use bstr::ByteSlice;
 
 fn hunk(at_line: usize, header: &str) -> Hunk {
     Hunk {
@@ -20,45 +21,77 @@ fn hunk(at_line: usize, header: &str) -> Hunk {
     }
 }
 
-pub fn is_envelope(text: &str) -> bool {
-    text.lines().any(|l| l.trim() == "*** Begin Patch")
+/// The first line at column 0 that decides the dialect: a marker of ours, or a unified diff's
+/// header. A context line quoting a marker (`  *** Begin Patch`) starts with a space; a marker
+/// after a diff header is the diff's content.
+fn first_marker_is(text: &[u8], marker: &str) -> bool {
+    for line in split_text(text) {
+        let line = line.trim_end_with(|c| c == '\r' || c == ' ' || c == '\t');
+        if line == marker.as_bytes() {
+            return true;
+        }
+        if line.starts_with(b"diff --git ")
+            || line.starts_with(b"--- ")
+            || line.starts_with(b"+++ ")
+            || line.starts_with(b"@@")
+        {
+            return false;
+        }
+    }
+    false
 }
 
-pub fn is_search_replace(text: &str) -> bool {
-    text.lines().any(|l| l.trim_end() == "<<<<<<< SEARCH")
+pub fn is_envelope(text: &[u8]) -> bool {
+    first_marker_is(text, "*** Begin Patch")
+}
+
+pub fn is_search_replace(text: &[u8]) -> bool {
+    first_marker_is(text, "<<<<<<< SEARCH")
+}
+
+/// A marker or header line of the envelope: its `\r` and surrounding spaces do not matter.
+fn marker(line: &[u8]) -> &[u8] {
+    line.trim_with(|c| c == '\r' || c == ' ' || c == '\t')
+}
+
+/// A path named on a marker line (`*** Add File: x`); names must be UTF-8.
+fn marker_path(rest: &[u8], n: usize) -> Result<String, ParseError> {
+    std::str::from_utf8(marker(rest))
+        .map(str::to_string)
+        .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
 }
 
 /// Parses a `*** Begin Patch` envelope: Add File, Update File (optionally Move to), Delete File.
-pub fn parse_envelope(text: &str) -> Result<Vec<FilePatch>, ParseError> {
-    let lines: Vec<&str> = text.lines().collect();
+/// Content lines keep their bytes (and any `\r`): the file's own line endings decide how added
+/// lines end.
+pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
+    let lines = split_text(text);
     let begin = lines
         .iter()
-        .position(|l| l.trim() == "*** Begin Patch")
+        .position(|l| marker(l) == b"*** Begin Patch")
         .ok_or_else(|| err(1, "no '*** Begin Patch' line"))?;
     let mut patches: Vec<FilePatch> = Vec::new();
     let mut i = begin + 1;
     let mut ended = false;
     while i < lines.len() {
-        let l = lines[i].trim_end_matches('\r');
+        let l = lines[i].strip_suffix(b"\r").unwrap_or(lines[i]);
         let n = i + 1;
-        if l.trim() == "*** End Patch" {
+        if marker(l) == b"*** End Patch" {
             ended = true;
             break;
         }
-        if let Some(path) = l.strip_prefix("*** Add File: ") {
+        if let Some(path) = l.strip_prefix(b"*** Add File: ") {
             let mut p = FilePatch {
-                new_path: Some(path.trim().to_string()),
+                new_path: Some(marker_path(path, n)?),
                 is_new: true,
                 at_line: n,
                 ..FilePatch::default()
             };
             let mut h = hunk(n, "*** Add File");
             i += 1;
-            while i < lines.len() && !lines[i].starts_with("*** ") {
-                match lines[i].strip_prefix('+') {
-                    Some(text) => h
-                        .lines
-                        .push(Line::Add(text.trim_end_matches('\r').to_string())),
+            while i < lines.len() && !lines[i].starts_with(b"*** ") {
+                match lines[i].strip_prefix(b"+") {
+                    Some(text) => h.lines.push(Line::Add(text.to_vec())),
                     None => return Err(err(i + 1, "a line of an added file must start with '+'")),
                 }
                 i += 1;
@@ -67,18 +100,19 @@ pub fn parse_envelope(text: &str) -> Result<Vec<FilePatch>, ParseError> {
             patches.push(p);
             continue;
         }
-        if let Some(path) = l.strip_prefix("*** Delete File: ") {
+        if let Some(path) = l.strip_prefix(b"*** Delete File: ") {
             patches.push(FilePatch {
-                old_path: Some(path.trim().to_string()),
+                old_path: Some(marker_path(path, n)?),
                 is_deleted: true,
+                delete_by_name: true,
                 at_line: n,
                 ..FilePatch::default()
             });
             i += 1;
             continue;
         }
-        if let Some(path) = l.strip_prefix("*** Update File: ") {
-            let path = path.trim().to_string();
+        if let Some(path) = l.strip_prefix(b"*** Update File: ") {
+            let path = marker_path(path, n)?;
             let mut p = FilePatch {
                 old_path: Some(path.clone()),
                 new_path: Some(path),
@@ -86,45 +120,49 @@ pub fn parse_envelope(text: &str) -> Result<Vec<FilePatch>, ParseError> {
                 ..FilePatch::default()
             };
             i += 1;
-            if let Some(to) = lines.get(i).and_then(|l| l.strip_prefix("*** Move to: ")) {
-                p.new_path = Some(to.trim().to_string());
+            if let Some(to) = lines.get(i).and_then(|l| l.strip_prefix(b"*** Move to: ")) {
+                p.new_path = Some(marker_path(to, i + 1)?);
                 p.is_rename = true;
                 i += 1;
             }
             let mut current: Option<Hunk> = None;
             while i < lines.len() {
-                let l = lines[i].trim_end_matches('\r');
-                if l.trim() == "*** End of File" {
+                let l = lines[i];
+                if marker(l) == b"*** End of File" {
                     if let Some(h) = current.as_mut() {
                         h.old_no_eol = false;
                     }
                     i += 1;
                     continue;
                 }
-                if l.starts_with("*** ") {
+                if l.starts_with(b"*** ") {
                     break;
                 }
-                if let Some(anchor) = l.strip_prefix("@@") {
+                if let Some(anchor) = l.strip_prefix(b"@@") {
                     if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
                         p.hunks.push(h);
                     }
-                    let mut h = hunk(i + 1, l);
-                    let anchor = anchor.trim();
+                    let mut h = hunk(i + 1, &l.to_str_lossy());
+                    let anchor = marker(anchor);
                     if !anchor.is_empty() {
-                        h.anchor = Some(anchor.to_string());
+                        h.anchor = Some(anchor.to_vec());
                     }
                     current = Some(h);
                     i += 1;
                     continue;
                 }
                 let h = current.get_or_insert_with(|| hunk(i + 1, "@@"));
-                match l.as_bytes().first() {
-                    Some(b' ') => h.lines.push(Line::Context(l[1..].to_string())),
-                    Some(b'-') => h.lines.push(Line::Remove(l[1..].to_string())),
-                    Some(b'+') => h.lines.push(Line::Add(l[1..].to_string())),
-                    None => h.lines.push(Line::Context(String::new())),
+                match l.first() {
+                    Some(b' ') => h.lines.push(Line::Context(l[1..].to_vec())),
+                    Some(b'-') => h.lines.push(Line::Remove(l[1..].to_vec())),
+                    Some(b'+') => h.lines.push(Line::Add(l[1..].to_vec())),
+                    None => h.lines.push(Line::Context(Vec::new())),
+                    Some(b'\r') if l.len() == 1 => h.lines.push(Line::Context(l.to_vec())),
                     Some(_) => {
-                        return Err(err(i + 1, format!("unexpected line in an update: {l:?}")))
+                        return Err(err(
+                            i + 1,
+                            format!("unexpected line in an update: {}", show(l)),
+                        ))
                     }
                 }
                 i += 1;
@@ -138,13 +176,13 @@ pub fn parse_envelope(text: &str) -> Result<Vec<FilePatch>, ParseError> {
             patches.push(p);
             continue;
         }
-        if l.trim().is_empty() {
+        if marker(l).is_empty() {
             i += 1;
             continue;
         }
         return Err(err(
             n,
-            format!("unexpected line in the patch envelope: {l:?}"),
+            format!("unexpected line in the patch envelope: {}", show(l)),
         ));
     }
     if !ended {
@@ -153,7 +191,8 @@ pub fn parse_envelope(text: &str) -> Result<Vec<FilePatch>, ParseError> {
     Ok(patches)
 }
 
-fn path_line(line: &str) -> Option<String> {
+fn path_line(line: &[u8]) -> Option<String> {
+    let line = std::str::from_utf8(line).ok()?;
     if line.trim_start().starts_with("```") {
         return None;
     }
@@ -164,13 +203,16 @@ fn path_line(line: &str) -> Option<String> {
     Some(t.to_string())
 }
 
-/// Parses SEARCH/REPLACE blocks, each preceded by the file's path on its own line.
-pub fn parse_search_replace(text: &str) -> Result<Vec<FilePatch>, ParseError> {
-    let lines: Vec<&str> = text.lines().collect();
+/// Parses SEARCH/REPLACE blocks, each preceded by the file's path on its own line. Block
+/// lines keep their bytes (and any `\r`).
+pub fn parse_search_replace(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
+    let lines = split_text(text);
+    let is =
+        |l: &[u8], m: &str| l.trim_end_with(|c| c == '\r' || c == ' ' || c == '\t') == m.as_bytes();
     let mut patches: Vec<FilePatch> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        if lines[i].trim_end() != "<<<<<<< SEARCH" {
+        if !is(lines[i], "<<<<<<< SEARCH") {
             i += 1;
             continue;
         }
@@ -178,7 +220,7 @@ pub fn parse_search_replace(text: &str) -> Result<Vec<FilePatch>, ParseError> {
         let path = lines[..i]
             .iter()
             .rev()
-            .take_while(|l| l.trim_end() != ">>>>>>> REPLACE")
+            .take_while(|l| !is(l, ">>>>>>> REPLACE"))
             .find_map(|l| path_line(l))
             .ok_or_else(|| {
                 err(
@@ -186,19 +228,19 @@ pub fn parse_search_replace(text: &str) -> Result<Vec<FilePatch>, ParseError> {
                     "a SEARCH block without a file path on a line before it",
                 )
             })?;
-        let mut search: Vec<String> = Vec::new();
-        let mut replace: Vec<String> = Vec::new();
+        let mut search: Vec<Vec<u8>> = Vec::new();
+        let mut replace: Vec<Vec<u8>> = Vec::new();
         i += 1;
-        while i < lines.len() && lines[i].trim_end() != "=======" {
-            search.push(lines[i].trim_end_matches('\r').to_string());
+        while i < lines.len() && !is(lines[i], "=======") {
+            search.push(lines[i].to_vec());
             i += 1;
         }
         if i >= lines.len() {
             return Err(err(start, "a SEARCH block without '======='"));
         }
         i += 1;
-        while i < lines.len() && lines[i].trim_end() != ">>>>>>> REPLACE" {
-            replace.push(lines[i].trim_end_matches('\r').to_string());
+        while i < lines.len() && !is(lines[i], ">>>>>>> REPLACE") {
+            replace.push(lines[i].to_vec());
             i += 1;
         }
         if i >= lines.len() {
@@ -206,9 +248,9 @@ pub fn parse_search_replace(text: &str) -> Result<Vec<FilePatch>, ParseError> {
         }
         i += 1;
         let mut h = hunk(start, "SEARCH/REPLACE");
-        h.lines.extend(search.iter().cloned().map(Line::Remove));
-        h.lines.extend(replace.into_iter().map(Line::Add));
         let creating = search.is_empty();
+        h.lines.extend(search.into_iter().map(Line::Remove));
+        h.lines.extend(replace.into_iter().map(Line::Add));
         match patches
             .iter_mut()
             .find(|p| p.new_path.as_deref() == Some(path.as_str()))
@@ -243,21 +285,45 @@ mod tests {
     #[test]
     fn envelope_sections() {
         let t = "*** Begin Patch\n*** Add File: new.txt\n+hello\n*** Update File: a.py\n*** Move to: b.py\n@@ def f():\n-    return 1\n+    return 2\n*** Delete File: old.txt\n*** End Patch\n";
-        let p = parse_envelope(t).expect("parses");
+        let p = parse_envelope(t.as_bytes()).expect("parses");
         assert_eq!(p.len(), 3);
         assert!(p[0].is_new);
         assert!(p[1].is_rename);
-        assert_eq!(p[1].hunks[0].anchor.as_deref(), Some("def f():"));
+        assert_eq!(p[1].hunks[0].anchor.as_deref(), Some(&b"def f():"[..]));
         assert!(p[2].is_deleted);
-        assert!(parse_envelope("*** Begin Patch\n*** Update File: a\n-x\n").is_err());
+        assert!(parse_envelope(b"*** Begin Patch\n*** Update File: a\n-x\n").is_err());
     }
 
     #[test]
     fn search_replace_blocks() {
         let t = "src/a.py\n```python\n<<<<<<< SEARCH\n    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n```\n\nnew.txt\n<<<<<<< SEARCH\n=======\nhi\n>>>>>>> REPLACE\n";
-        let p = parse_search_replace(t).expect("parses");
+        let p = parse_search_replace(t.as_bytes()).expect("parses");
         assert_eq!(p[0].new_path.as_deref(), Some("src/a.py"));
         assert_eq!(p[0].hunks[0].lines.len(), 2);
         assert!(p[1].is_new);
+    }
+
+    #[test]
+    fn detection_looks_at_column_zero_before_any_diff_header() {
+        assert!(is_envelope(
+            b"Here it is:\n*** Begin Patch\n*** End Patch\n"
+        ));
+        assert!(is_envelope(b"*** Begin Patch\r\n*** End Patch\r\n"));
+        let quoted = b"--- a/doc.md\n+++ b/doc.md\n@@ -1,2 +1,2 @@\n   *** Begin Patch\n-a\n+b\n";
+        assert!(!is_envelope(quoted));
+        let lost_space = b"--- a/doc.md\n+++ b/doc.md\n@@ -1,2 +1,2 @@\n*** Begin Patch\n-a\n+b\n";
+        assert!(!is_envelope(lost_space));
+        assert!(!is_search_replace(
+            b"--- a/m\n+++ b/m\n@@ -1 +1 @@\n+<<<<<<< SEARCH\n"
+        ));
+    }
+
+    #[test]
+    fn block_lines_keep_their_bytes() {
+        let t = b"m.txt\r\n<<<<<<< SEARCH\r\ncaf\xe9\r\n=======\r\nth\xe9\r\n>>>>>>> REPLACE\r\n";
+        let p = parse_search_replace(t).expect("parses");
+        assert_eq!(p[0].new_path.as_deref(), Some("m.txt"));
+        assert_eq!(p[0].hunks[0].lines[0], Line::Remove(b"caf\xe9\r".to_vec()));
+        assert_eq!(p[0].hunks[0].lines[1], Line::Add(b"th\xe9\r".to_vec()));
     }
 }

@@ -2,14 +2,25 @@
 //! always come from the diff's headers — never from the model's words, and never from a tool
 //! that silently reinterprets them (`git apply` turns `+++ /tmp/x` into `tmp/x`).
 
+use bstr::ByteSlice;
 use std::fmt;
 
-/// One line of a hunk body, without its leading marker and without the `\n`.
+/// One line of a hunk body, without its leading marker and without the `\n` (a `\r` before
+/// it stays: the line's ending is the file's business, see `apply::Endings`). Bytes, never
+/// decoded: a Latin-1 line is matched and written as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
-    Context(String),
-    Remove(String),
-    Add(String),
+    Context(Vec<u8>),
+    Remove(Vec<u8>),
+    Add(Vec<u8>),
+}
+
+impl Line {
+    pub fn text(&self) -> &[u8] {
+        match self {
+            Line::Context(t) | Line::Remove(t) | Line::Add(t) => t,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,9 +37,10 @@ pub struct Hunk {
     pub new_no_eol: bool,
     /// 1-based line of the `@@` header in the diff text.
     pub at_line: usize,
+    /// The header as text, for messages only.
     pub header: String,
     /// A line the hunk must come after (the `@@ anchor` of the Begin Patch dialect).
-    pub anchor: Option<String>,
+    pub anchor: Option<Vec<u8>>,
 }
 
 impl Hunk {
@@ -53,16 +65,16 @@ impl Hunk {
             && self.new_count == self.body_new_count()
     }
 
-    pub fn old_lines(&self) -> impl Iterator<Item = &str> {
+    pub fn old_lines(&self) -> impl Iterator<Item = &[u8]> {
         self.lines.iter().filter_map(|l| match l {
-            Line::Context(s) | Line::Remove(s) => Some(s.as_str()),
+            Line::Context(s) | Line::Remove(s) => Some(s.as_slice()),
             Line::Add(_) => None,
         })
     }
 
-    pub fn new_lines(&self) -> impl Iterator<Item = &str> {
+    pub fn new_lines(&self) -> impl Iterator<Item = &[u8]> {
         self.lines.iter().filter_map(|l| match l {
-            Line::Context(s) | Line::Add(s) => Some(s.as_str()),
+            Line::Context(s) | Line::Add(s) => Some(s.as_slice()),
             Line::Remove(_) => None,
         })
     }
@@ -81,6 +93,9 @@ pub struct FilePatch {
     pub is_copy: bool,
     pub is_new: bool,
     pub is_deleted: bool,
+    /// A deletion by name alone (`*** Delete File:`): that dialect never carries the content.
+    /// A unified diff's deletion must remove the file's whole content as `-` lines.
+    pub delete_by_name: bool,
     pub binary: bool,
     pub hunks: Vec<Hunk>,
     /// 1-based line of the section's first header line.
@@ -146,29 +161,49 @@ pub enum Strip {
     Components(usize),
 }
 
-/// Whether `text` looks like a unified diff at all (has file headers or a hunk).
-pub fn looks_like_diff(text: &str) -> bool {
+/// A diff's lines without their `\n`; the text's own final newline is not an empty line.
+pub fn split_text(text: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = text.split_str("\n").collect();
+    if text.ends_with(b"\n") {
+        lines.pop();
+    }
+    lines
+}
+
+/// A line of the diff for a message: lossy, escaped, at most 160 characters.
+pub(crate) fn show(line: &[u8]) -> String {
+    let s: String = line.to_str_lossy().chars().take(160).collect();
+    format!("{s:?}")
+}
+
+/// A header line as text. File names are kept as `String`s, so a header naming a file whose
+/// name is not UTF-8 is refused rather than decoded lossily into another name.
+fn header_text(line: &[u8], n: usize) -> Result<&str, ParseError> {
+    std::str::from_utf8(line.strip_suffix(b"\r").unwrap_or(line))
+        .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
+}
+
+/// Whether `text` looks like a unified diff at all (has file headers).
+pub fn looks_like_diff(text: &[u8]) -> bool {
     let mut prev_minus = false;
-    for line in text.lines() {
-        if line.starts_with("diff --git ") || (prev_minus && line.starts_with("+++ ")) {
+    for line in text.split_str("\n") {
+        if line.starts_with(b"diff --git ") || (prev_minus && line.starts_with(b"+++ ")) {
             return true;
         }
-        prev_minus = line.starts_with("--- ");
+        prev_minus = line.starts_with(b"--- ");
     }
     false
 }
 
 /// Parses a git-style or plain unified diff into file sections.
-pub fn parse(text: &str, strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
-    let mut lines: Vec<&str> = text.split('\n').collect();
-    if text.ends_with('\n') {
-        lines.pop(); // the text's own final newline, not an empty line
-    }
+pub fn parse(text: &[u8], strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
+    let lines = split_text(text);
     let mut patches: Vec<FilePatch> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
-        if let Some(rest) = line.strip_prefix("diff --git ") {
+        if line.starts_with(b"diff --git ") {
+            let rest = &header_text(line, i + 1)?["diff --git ".len()..];
             let (patch, next) = parse_git_section(&lines, i, rest, strip)?;
             patches.push(patch);
             i = next;
@@ -185,12 +220,12 @@ pub fn parse(text: &str, strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
             }
             patches.push(patch);
             i = next;
-        } else if line.starts_with("@@") {
+        } else if line.starts_with(b"@@") {
             return Err(err(
                 i + 1,
                 "hunk without a file header (--- / +++) before it",
             ));
-        } else if line.starts_with("GIT binary patch") || line.starts_with("Binary files ") {
+        } else if line.starts_with(b"GIT binary patch") || line.starts_with(b"Binary files ") {
             return Err(err(i + 1, "binary patch outside a file section"));
         } else {
             // Preamble or prose between sections (commit messages, `Index:` lines): ignored.
@@ -200,21 +235,40 @@ pub fn parse(text: &str, strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
     Ok(patches)
 }
 
-fn is_file_header_pair(lines: &[&str], i: usize) -> bool {
-    lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
+fn is_file_header_pair(lines: &[&[u8]], i: usize) -> bool {
+    lines[i].starts_with(b"--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with(b"+++ "))
 }
 
-fn header_pair(lines: &[&str], i: usize) -> Result<(Option<String>, Option<String>), ParseError> {
-    let old = header_path(&lines[i][4..], i + 1)?;
-    let new = header_path(&lines[i + 1][4..], i + 2)?;
+fn header_pair(lines: &[&[u8]], i: usize) -> Result<(Option<String>, Option<String>), ParseError> {
+    let old = header_path(&header_text(lines[i], i + 1)?[4..], i + 1)?;
+    let new = header_path(&header_text(lines[i + 1], i + 2)?[4..], i + 2)?;
     Ok((old, new))
+}
+
+/// A `--- X` / `+++ X` pair (same name, a/ and b/ aside, or one side `/dev/null`) directly
+/// followed by `@@`: the next file's header, even inside a hunk whose counts are not reached.
+/// A removed `-- x` and an added `++ y` (SQL, Lua comments) name no such pair.
+fn starts_next_file(lines: &[&[u8]], i: usize) -> bool {
+    if !lines.get(i + 2).is_some_and(|l| l.starts_with(b"@@")) {
+        return false;
+    }
+    match header_pair(lines, i) {
+        Ok((Some(old), Some(new))) => {
+            let bare = |p: &str, prefix: &str| p.strip_prefix(prefix).map(str::to_string);
+            old == new
+                || matches!((bare(&old, "a/"), bare(&new, "b/")), (Some(o), Some(n)) if o == n)
+        }
+        Ok((None, Some(_)) | (Some(_), None)) => true,
+        _ => false,
+    }
 }
 
 /// A `---`/`+++` path: quoted or bare, timestamp after a tab removed, `/dev/null` → None.
 fn header_path(raw: &str, line: usize) -> Result<Option<String>, ParseError> {
     let raw = raw.trim_end_matches('\r');
     let path = if raw.starts_with('"') {
-        let (path, _) = unquote(raw).ok_or_else(|| err(line, "malformed quoted path"))?;
+        let (path, _) =
+            unquote(raw).ok_or_else(|| err(line, "malformed (or not UTF-8) quoted path"))?;
         path
     } else {
         let bare = raw.split('\t').next().unwrap_or("");
@@ -248,7 +302,8 @@ pub fn unquote(s: &str) -> Option<(String, &str)> {
     while i < raw.len() {
         match raw[i] {
             b'"' => {
-                let path = String::from_utf8_lossy(&bytes).into_owned();
+                // A name that is not UTF-8 is refused, never decoded into another name.
+                let path = String::from_utf8(bytes).ok()?;
                 return Some((path, &inner[i + 1..]));
             }
             b'\\' => {
@@ -347,11 +402,12 @@ fn apply_plain_names(
 fn git_line_names(rest: &str, line: usize) -> Result<(String, String), ParseError> {
     let rest = rest.trim_end_matches('\r');
     if rest.starts_with('"') {
-        let (a, tail) = unquote(rest).ok_or_else(|| err(line, "malformed quoted path"))?;
+        let (a, tail) =
+            unquote(rest).ok_or_else(|| err(line, "malformed (or not UTF-8) quoted path"))?;
         let tail = tail.trim_start();
         let b = if tail.starts_with('"') {
             unquote(tail)
-                .ok_or_else(|| err(line, "malformed quoted path"))?
+                .ok_or_else(|| err(line, "malformed (or not UTF-8) quoted path"))?
                 .0
         } else {
             tail.to_string()
@@ -359,7 +415,8 @@ fn git_line_names(rest: &str, line: usize) -> Result<(String, String), ParseErro
         return Ok((a, b));
     }
     if let Some(pos) = rest.rfind(" \"") {
-        let (b, _) = unquote(&rest[pos + 1..]).ok_or_else(|| err(line, "malformed quoted path"))?;
+        let (b, _) = unquote(&rest[pos + 1..])
+            .ok_or_else(|| err(line, "malformed (or not UTF-8) quoted path"))?;
         return Ok((rest[..pos].to_string(), b));
     }
     // Unquoted names may contain spaces: prefer the split where both names agree.
@@ -387,7 +444,7 @@ fn parse_mode(value: &str, line: usize) -> Result<u32, ParseError> {
 }
 
 fn parse_git_section(
-    lines: &[&str],
+    lines: &[&[u8]],
     start: usize,
     rest: &str,
     strip: Strip,
@@ -404,13 +461,17 @@ fn parse_git_section(
     let mut i = start + 1;
     let mut headers: Option<(Option<String>, Option<String>)> = None;
     while i < lines.len() {
-        let l = lines[i].trim_end_matches('\r');
         let n = i + 1;
+        let l = match header_text(lines[i], n) {
+            Ok(l) => l,
+            Err(e) if GIT_HEADER_WORDS.iter().any(|w| lines[i].starts_with(w)) => return Err(e),
+            Err(_) => break,
+        };
         let path_of = |v: &str| -> Result<String, ParseError> {
             if v.starts_with('"') {
                 unquote(v)
                     .map(|(p, _)| p)
-                    .ok_or_else(|| err(n, "malformed quoted path"))
+                    .ok_or_else(|| err(n, "malformed (or not UTF-8) quoted path"))
             } else {
                 Ok(v.to_string())
             }
@@ -530,9 +591,12 @@ fn parse_git_section(
     Ok((patch, next))
 }
 
+/// The extended header lines of a `diff --git` section that carry a name.
+const GIT_HEADER_WORDS: [&[u8]; 4] = [b"rename from ", b"rename to ", b"copy from ", b"copy to "];
+
 /// Reads the hunks that follow a file header; returns the index of the first line after them.
-fn parse_hunks(lines: &[&str], mut i: usize, patch: &mut FilePatch) -> Result<usize, ParseError> {
-    while i < lines.len() && lines[i].starts_with("@@") {
+fn parse_hunks(lines: &[&[u8]], mut i: usize, patch: &mut FilePatch) -> Result<usize, ParseError> {
+    while i < lines.len() && lines[i].starts_with(b"@@") {
         let (mut hunk, bare_tail, next) = parse_hunk(lines, i)?;
         trim_trailing_blank(&mut hunk, bare_tail);
         patch.hunks.push(hunk);
@@ -557,9 +621,44 @@ fn parse_hunk_header(line: &str) -> Option<(usize, usize, usize, usize)> {
     Some((os, oc, ns, nc))
 }
 
+fn is_bare(line: &[u8]) -> bool {
+    line.is_empty() || line == b"\r"
+}
+
+/// `-- ` alone on a line: the signature `git format-patch` puts after the last hunk.
+fn is_signature(line: &[u8]) -> bool {
+    line == b"-- " || line == b"-- \r"
+}
+
+/// `From <commit id> …`: the first line of the next mail in a `git format-patch` series,
+/// whose message may hold anything.
+fn starts_mail(line: &[u8]) -> bool {
+    line.strip_prefix(b"From ")
+        .and_then(|rest| rest.get(..40))
+        .is_some_and(|id| id.iter().all(u8::is_ascii_hexdigit))
+}
+
+fn malformed(lines: &[&[u8]], at: usize, hunk_line: usize, why: &str) -> ParseError {
+    err(
+        at + 1,
+        format!(
+            "{} inside the hunk at line {hunk_line} is not a context (' '), removed ('-') or added ('+') line{why}; a context line that lost its leading space must get it back",
+            show(lines[at])
+        ),
+    )
+}
+
 /// Parses one hunk; also returns how many bare empty lines (no leading space) end its body.
-fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), ParseError> {
-    let header = lines[start].trim_end_matches('\r');
+///
+/// A hunk ends at the next `@@`, `diff --git` or file header, or at the end of the input
+/// (the recount pass reads that whole body; the strict pass wants it to agree with the
+/// header's counts). A line that is none of ` `, `-`, `+`, `\` or empty ends it only where the
+/// header's counts are reached (followed at most by blank lines or a `-- ` signature) and no
+/// change follows before the next file section: anywhere else the diff is malformed, never a
+/// silently shorter hunk.
+fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), ParseError> {
+    let header = lines[start].to_str_lossy();
+    let header = header.trim_end_matches('\r');
     let (old_start, old_count, new_start, new_count, placeholder) = match parse_hunk_header(header)
     {
         Some((a, b, c, d)) => (a, b, c, d, false),
@@ -586,32 +685,24 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), Pars
         header: header.to_string(),
         anchor: None,
     };
+    let (mut old_n, mut new_n) = (0usize, 0usize);
+    // Where the header's counts were first met exactly: (body length, next diff line).
+    let mut reached: Option<(usize, usize)> = None;
+    let mut prose: Option<usize> = None;
     let mut i = start + 1;
-    let mut bare_tail = 0;
     while i < lines.len() {
         let l = lines[i];
-        // `--- x` / `+++ y` inside a hunk whose counts are not yet reached are a removed
-        // `-- x` and an added `++ y` (SQL and Lua comments), not the next file's header.
-        let counts_reached = hunk.placeholder
-            || (hunk.body_old_count() >= hunk.old_count && hunk.body_new_count() >= hunk.new_count);
-        if l.starts_with("@@")
-            || l.starts_with("diff --git ")
-            || (counts_reached && is_file_header_pair(lines, i))
+        let counts_reached = placeholder || (old_n >= old_count && new_n >= new_count);
+        if l.starts_with(b"@@")
+            || l.starts_with(b"diff --git ")
+            || (is_file_header_pair(lines, i) && (counts_reached || starts_next_file(lines, i)))
         {
             break;
         }
-        let bare = l.is_empty() || l == "\r";
-        bare_tail = if bare {
-            bare_tail + 1
-        } else if l.starts_with('\\') {
-            bare_tail
-        } else {
-            0
-        };
-        match l.as_bytes().first() {
-            Some(b' ') => hunk.lines.push(Line::Context(l[1..].to_string())),
-            Some(b'-') => hunk.lines.push(Line::Remove(l[1..].to_string())),
-            Some(b'+') => hunk.lines.push(Line::Add(l[1..].to_string())),
+        match l.first() {
+            Some(b' ') => hunk.lines.push(Line::Context(l[1..].to_vec())),
+            Some(b'-') => hunk.lines.push(Line::Remove(l[1..].to_vec())),
+            Some(b'+') => hunk.lines.push(Line::Add(l[1..].to_vec())),
             Some(b'\\') => match hunk.lines.last() {
                 Some(Line::Remove(_)) => hunk.old_no_eol = true,
                 Some(Line::Add(_)) => hunk.new_no_eol = true,
@@ -622,19 +713,76 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize, usize), Pars
                 None => return Err(err(i + 1, "'\\ No newline' marker before any line")),
             },
             // A blank context line whose leading space was lost.
-            None => hunk.lines.push(Line::Context(String::new())),
-            Some(_) if l == "\r" => hunk.lines.push(Line::Context(String::new())),
-            Some(_) => break,
+            _ if is_bare(l) => hunk.lines.push(Line::Context(l.to_vec())),
+            _ => {
+                prose = Some(i);
+                break;
+            }
+        }
+        match hunk.lines.last() {
+            Some(Line::Add(_)) if !l.starts_with(b"\\") => new_n += 1,
+            Some(Line::Remove(_)) if !l.starts_with(b"\\") => old_n += 1,
+            Some(Line::Context(_)) if !l.starts_with(b"\\") => {
+                old_n += 1;
+                new_n += 1;
+            }
+            _ => {}
+        }
+        if !placeholder && reached.is_none() && old_n == old_count && new_n == new_count {
+            reached = Some((hunk.lines.len(), i + 1));
         }
         i += 1;
     }
-    Ok((hunk, bare_tail, i))
+    let end = i;
+    let trailer = |from: usize| {
+        lines[from..end]
+            .iter()
+            .all(|l| is_bare(l) || is_signature(l) || l.starts_with(b"\\"))
+    };
+    if let Some(at) = prose {
+        let Some((keep, _)) = reached.filter(|(_, from)| trailer(*from)) else {
+            return Err(malformed(lines, at, start + 1, ""));
+        };
+        // Prose after a complete hunk: it must hold no change before the next file section,
+        // or the damaged line really was inside the hunk.
+        for (j, l) in lines.iter().enumerate().skip(at) {
+            if l.starts_with(b"diff --git ") || is_file_header_pair(lines, j) || starts_mail(l) {
+                break;
+            }
+            let change = (l.starts_with(b"+") && !l.starts_with(b"+++"))
+                || (l.starts_with(b"-") && !l.starts_with(b"---") && !is_signature(l))
+                || l.starts_with(b"@@");
+            if change {
+                return Err(malformed(
+                    lines,
+                    at,
+                    start + 1,
+                    &format!(" (changes follow it at line {})", j + 1),
+                ));
+            }
+        }
+        hunk.lines.truncate(keep);
+        return Ok((hunk, 0, at));
+    }
+    if let Some((keep, from)) = reached {
+        if from < end && trailer(from) && lines[from..end].iter().any(|l| is_signature(l)) {
+            hunk.lines.truncate(keep);
+            return Ok((hunk, 0, end));
+        }
+    }
+    let bare_tail = lines[start + 1..end]
+        .iter()
+        .rev()
+        .filter(|l| !l.starts_with(b"\\"))
+        .take_while(|l| is_bare(l))
+        .count();
+    Ok((hunk, bare_tail, end))
 }
 
 /// Drops bare empty lines at a hunk's end that its header does not account for: they are the
 /// diff text's final newline or blank lines between sections, not context.
 fn trim_trailing_blank(hunk: &mut Hunk, mut bare_tail: usize) {
-    while bare_tail > 0 && matches!(hunk.lines.last(), Some(Line::Context(s)) if s.is_empty()) {
+    while bare_tail > 0 && matches!(hunk.lines.last(), Some(Line::Context(s)) if is_bare(s)) {
         let fits = !hunk.placeholder
             && hunk.body_old_count() <= hunk.old_count
             && hunk.body_new_count() <= hunk.new_count;
@@ -653,7 +801,7 @@ mod tests {
     #[test]
     fn parses_git_modify() {
         let d = "diff --git a/src/x.py b/src/x.py\nindex 1..2 100644\n--- a/src/x.py\n+++ b/src/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].old_path.as_deref(), Some("src/x.py"));
         assert_eq!(p[0].hunks[0].lines.len(), 3);
@@ -663,7 +811,7 @@ mod tests {
     #[test]
     fn deletion_and_creation() {
         let d = "--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+y\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p[0].touched_paths(), vec!["x"]);
         assert!(p[0].is_deleted);
         assert!(p[1].is_new);
@@ -673,50 +821,51 @@ mod tests {
     #[test]
     fn renames_and_copies_touch_both_sides() {
         let d = "diff --git a/a.txt b/sub/b.txt\nsimilarity index 100%\nrename from a.txt\nrename to sub/b.txt\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert!(p[0].is_rename);
         assert_eq!(p[0].touched_paths(), vec!["a.txt", "sub/b.txt"]);
         let d = "diff --git a/a.txt b/c.txt\ncopy from a.txt\ncopy to c.txt\n";
-        assert!(parse(d, Strip::Auto).expect("parses")[0].is_copy);
+        assert!(parse(d.as_bytes(), Strip::Auto).expect("parses")[0].is_copy);
     }
 
     #[test]
     fn quoted_paths_with_c_escapes() {
         let d = "diff --git \"a/t\\303\\251st\\tx\" \"b/t\\303\\251st\\tx\"\n--- \"a/t\\303\\251st\\tx\"\n+++ \"b/t\\303\\251st\\tx\"\n@@ -1 +1 @@\n-a\n+b\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p[0].new_path.as_deref(), Some("tést\tx"));
     }
 
     #[test]
     fn disagreeing_headers_are_refused() {
         let d = "diff --git a/A b/B\n--- a/A\n+++ b/B\n@@ -1 +1 @@\n-a\n+b\n";
-        assert!(parse(d, Strip::Auto)
+        assert!(parse(d.as_bytes(), Strip::Auto)
             .expect_err("refused")
             .message
             .contains("disagree"));
-        let e = parse("--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n", Strip::Auto).expect_err("refused");
+        let e =
+            parse(b"--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n", Strip::Auto).expect_err("refused");
         assert!(e.disagree);
         // A malformed header that merely says "disagree" is damage, not a refusal.
-        let e = parse("--- a/A\n+++ b/A\n@@ disagree @@\n-a\n+b\n", Strip::Auto)
+        let e = parse(b"--- a/A\n+++ b/A\n@@ disagree @@\n-a\n+b\n", Strip::Auto)
             .expect_err("malformed");
         assert!(!e.disagree, "{e}");
         let d = "diff --git a/A b/A\n--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n";
-        assert!(parse(d, Strip::Auto).is_err());
+        assert!(parse(d.as_bytes(), Strip::Auto).is_err());
         let d = "--- a/A\n+++ b/C\n@@ -1 +1 @@\n-a\n+b\n";
-        assert!(parse(d, Strip::Auto).is_err());
+        assert!(parse(d.as_bytes(), Strip::Auto).is_err());
     }
 
     #[test]
     fn absolute_traditional_header_stays_absolute() {
         let d = "--- /tmp/x\n+++ /tmp/x\n@@ -1 +1 @@\n-a\n+b\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p[0].new_path.as_deref(), Some("/tmp/x"));
     }
 
     #[test]
     fn body_longer_than_header_is_kept_whole() {
         let d = "--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-a\n+b\n+c\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p[0].hunks[0].lines.len(), 3);
         assert!(!p[0].hunks[0].counts_match());
     }
@@ -724,7 +873,7 @@ mod tests {
     #[test]
     fn sql_comments_are_not_file_headers() {
         let d = "--- a/q.sql\n+++ b/q.sql\n@@ -1,2 +1,2 @@\n--- old comment\n+++ new comment\n select 1;\n--- a/r.sql\n+++ b/r.sql\n@@ -1 +1 @@\n-x\n+y\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p.len(), 2);
         assert_eq!(
             p[0].hunks[0].lines[0],
@@ -737,22 +886,99 @@ mod tests {
     #[test]
     fn no_newline_markers() {
         let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n";
-        let h = &parse(d, Strip::Auto).expect("parses")[0].hunks[0];
+        let h = &parse(d.as_bytes(), Strip::Auto).expect("parses")[0].hunks[0];
         assert!(h.old_no_eol && !h.new_no_eol);
     }
 
     #[test]
     fn modes_and_binary() {
         let d = "diff --git a/s.sh b/s.sh\nold mode 100644\nnew mode 100755\n";
-        let p = parse(d, Strip::Auto).expect("parses");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p[0].new_mode, Some(0o100755));
         let d = "diff --git a/i.png b/i.png\nBinary files a/i.png and b/i.png differ\n";
-        assert!(parse(d, Strip::Auto).expect("parses")[0].binary);
+        assert!(parse(d.as_bytes(), Strip::Auto).expect("parses")[0].binary);
     }
 
     #[test]
     fn hunk_without_header_reports_line() {
-        let e = parse("hello\n@@ -1 +1 @@\n-a\n+b\n", Strip::Auto).expect_err("refused");
+        let e = parse(b"hello\n@@ -1 +1 @@\n-a\n+b\n", Strip::Auto).expect_err("refused");
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn a_line_that_lost_its_marker_makes_the_diff_malformed() {
+        // Before the header's counts: inside the hunk.
+        let d = "--- a/x\n+++ b/x\n@@ -1,4 +1,4 @@\n a\n\tb\n-c\n+C\n d\n";
+        let e = parse(d.as_bytes(), Strip::Auto).expect_err("malformed");
+        assert_eq!(e.line, 5);
+        assert!(e.message.contains("\"\\tb\""), "{e}");
+        // After them, but changes follow: the header was under-counted, still inside.
+        let d = "--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-a\n+A\n\tb\n-c\n+C\n";
+        let e = parse(d.as_bytes(), Strip::Auto).expect_err("malformed");
+        assert_eq!(e.line, 6);
+        assert!(e.message.contains("changes follow it at line 7"), "{e}");
+        // Over-long body, then prose: the hunk cannot end anywhere the diff says.
+        let d = "--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n-a\n+A\n+B\nThat is all.\n";
+        assert_eq!(
+            parse(d.as_bytes(), Strip::Auto)
+                .expect_err("malformed")
+                .line,
+            7
+        );
+        // A placeholder header has no counts to end at.
+        let d = "--- a/x\n+++ b/x\n@@ ... @@\n-a\n+A\nThat is all.\n";
+        assert!(parse(d.as_bytes(), Strip::Auto).is_err());
+    }
+
+    #[test]
+    fn prose_and_signatures_after_a_complete_hunk_are_not_hunk_lines() {
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n\nThat is all.\n";
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert!(p[0].hunks[0].counts_match());
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n-- \n2.43.0\n\n";
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert_eq!(p[0].hunks[0].lines.len(), 2);
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n-- \n";
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert!(p[0].hunks[0].counts_match());
+    }
+
+    #[test]
+    fn a_format_patch_series_reads_as_its_patches() {
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let d = format!("From {id} Mon Sep 17 00:00:00 2001\nSubject: [PATCH 1/2] one\n\n- first\n---\n x | 2 +-\n\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n-- \n2.43.0\n\nFrom {id} Mon Sep 17 00:00:00 2001\nSubject: [PATCH 2/2] two\n\n- second\n+ more\n---\ndiff --git a/y b/y\n--- a/y\n+++ b/y\n@@ -1 +1 @@\n-b\n+B\n-- \n2.43.0\n");
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert_eq!(p.len(), 2);
+        assert!(p.iter().all(|f| f.hunks[0].counts_match()));
+    }
+
+    #[test]
+    fn file_headers_end_an_over_counted_hunk() {
+        let d = "--- m.js\n+++ m.js\n@@ -1,9 +1,9 @@\n a\n-b\n+B\n--- package.json\n+++ package.json\n@@ -1 +1 @@\n-1\n+2\n";
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].hunks[0].lines.len(), 3);
+        assert!(!p[0].hunks[0].counts_match());
+        assert_eq!(p[1].new_path.as_deref(), Some("package.json"));
+        // Names that differ are a removed `-- x` and an added `++ y`, even before `@@`.
+        let d =
+            "--- a/q.sql\n+++ b/q.sql\n@@ -1,3 +1,3 @@\n--- old\n+++ new\n@@ -9 +9 @@\n-x\n+y\n";
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert_eq!(p[0].hunks.len(), 2);
+    }
+
+    #[test]
+    fn lines_are_bytes_and_names_must_be_utf8() {
+        let d = b"--- a/m\n+++ b/m\n@@ -1 +1 @@\n-caf\xe9\n+th\xe9\r\n";
+        let p = parse(d, Strip::Auto).expect("parses");
+        assert_eq!(p[0].hunks[0].lines[0], Line::Remove(b"caf\xe9".to_vec()));
+        assert_eq!(p[0].hunks[0].lines[1], Line::Add(b"th\xe9\r".to_vec()));
+        let d = b"--- a/caf\xe9\n+++ b/caf\xe9\n@@ -1 +1 @@\n-a\n+b\n";
+        assert!(parse(d, Strip::Auto)
+            .expect_err("refused")
+            .message
+            .contains("UTF-8"));
+        let d = b"diff --git \"a/caf\\351\" \"b/caf\\351\"\n--- \"a/caf\\351\"\n+++ \"b/caf\\351\"\n@@ -1 +1 @@\n-a\n+b\n";
+        assert!(parse(d, Strip::Auto).is_err());
     }
 }

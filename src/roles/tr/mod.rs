@@ -74,7 +74,7 @@ pub struct Rules<'a> {
 /// Validates and plans a change against the work tree at `root`, writing nothing.
 pub fn plan(change: &Change, root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal> {
     match change {
-        Change::Diff(text) if text.trim().is_empty() => Ok(Plan {
+        Change::Diff(text) if text.iter().all(u8::is_ascii_whitespace) => Ok(Plan {
             outcomes: Vec::new(),
             method: ApplyMethod::Strict,
             touched: Vec::new(),
@@ -119,7 +119,7 @@ fn creates_from_empty(patch: &diff::FilePatch, root: &Path) -> bool {
 
 /// Parses a proposal's text in its dialect into file sections.
 pub fn parse_sections(
-    text: &str,
+    text: &[u8],
     dialect: Dialect,
     strip: diff::Strip,
 ) -> Result<Vec<diff::FilePatch>, diff::ParseError> {
@@ -131,7 +131,7 @@ pub fn parse_sections(
 }
 
 fn plan_diff(
-    text: &str,
+    text: &[u8],
     dialect: Dialect,
     root: &Path,
     rules: &Rules<'_>,
@@ -169,6 +169,7 @@ fn plan_diff(
     let mut outcomes = Vec::new();
     let mut method = ApplyMethod::Strict;
     let mut methods = Vec::new();
+    let mut sources = apply::Sources::default();
     for patch in &patches {
         let mut errors: Vec<String> = Vec::new();
         let mut placed = None;
@@ -186,7 +187,7 @@ fn plan_diff(
             } else {
                 patch
             };
-            match apply::plan_patches(root, std::slice::from_ref(section), *applier) {
+            match apply::plan_patches(root, std::slice::from_ref(section), *applier, &mut sources) {
                 Ok(o) => {
                     placed = Some((o, *m));
                     break;

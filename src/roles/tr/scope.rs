@@ -204,7 +204,7 @@ mod tests {
     fn check(diff: &str, allowed: &[&str]) -> Result<Vec<String>, Violation> {
         let dir = tempfile::tempdir().expect("tempdir");
         let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
-        let mut p = parse(diff, Strip::Auto).expect("parses");
+        let mut p = parse(diff.as_bytes(), Strip::Auto).expect("parses");
         check_patches(&mut p, Some(&allowed), None, dir.path())
     }
 
@@ -245,7 +245,7 @@ mod tests {
         let protected = Protected::from_patterns(&["tests/**"]);
         let allowed = vec!["tests/t.py".to_string(), "a.py".to_string()];
         let d = "diff --git a/a.py b/tests/t.py\nrename from a.py\nrename to tests/t.py\n";
-        let mut p = parse(d, Strip::Auto).expect("parses");
+        let mut p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         let e = check_patches(&mut p, Some(&allowed), Some(&protected), dir.path())
             .expect_err("refused");
         assert_eq!(e.path, "tests/t.py");

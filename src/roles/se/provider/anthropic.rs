@@ -52,7 +52,7 @@ impl Provider for Anthropic {
             output_tokens: u.get("output_tokens").and_then(Value::as_u64),
         });
         Ok(Response {
-            raw,
+            raw: raw.into_bytes(),
             format: OutputFormat::StrictJson,
             usage,
         })

@@ -81,9 +81,10 @@ impl Provider for AgentEdits {
             .map_err(|e| failed(format!("reading the agent's changes: {}", e.message)));
         scratch.remove().map_err(|e| failed(e.message))?;
         let diff = diff?;
-        let raw = if diff.trim().is_empty() {
+        let raw = if diff.iter().all(u8::is_ascii_whitespace) {
             serde_json::json!({"unified_diff": "", "summary": "the agent changed nothing"})
                 .to_string()
+                .into_bytes()
         } else {
             diff
         };

@@ -30,9 +30,10 @@ pub struct Request<'a> {
     pub attempt_rel: &'a str,
 }
 
-/// A provider's raw answer: stored verbatim, then parsed by the harness.
+/// A provider's raw answer: stored verbatim, then parsed by the harness. Bytes: an agent's
+/// bare diff may hold lines that are not UTF-8.
 pub struct Response {
-    pub raw: String,
+    pub raw: Vec<u8>,
     pub format: OutputFormat,
     pub usage: Option<Usage>,
 }

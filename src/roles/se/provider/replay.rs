@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub struct Replay {
-    proposals: BTreeMap<u32, (String, OutputFormat)>,
+    proposals: BTreeMap<u32, (Vec<u8>, OutputFormat)>,
     /// `replay:<sha256 of the proposal files' names and bytes, in name order>`.
     pub identity: String,
 }
@@ -51,9 +51,18 @@ impl Replay {
             let dir = format!("attempt_{n}");
             let diff = read_artifact(repo, run.commit, &format!("{dir}/proposed_patch.diff"))?;
             let writes = read_artifact(repo, run.commit, &format!("{dir}/proposed_writes.json"))?;
-            let bytes = if let Some(d) = diff {
-                serde_json::json!({"unified_diff": String::from_utf8_lossy(&d), "summary": summary})
-                    .to_string()
+            let (name, bytes) = if let Some(d) = diff {
+                match String::from_utf8(d) {
+                    Ok(d) => (
+                        format!("{n}.json"),
+                        serde_json::json!({"unified_diff": d, "summary": summary}).to_string(),
+                    ),
+                    // A diff of files that are not UTF-8 replays as the bare diff it is.
+                    Err(e) => {
+                        files.insert(format!("{n}.diff"), e.into_bytes());
+                        continue;
+                    }
+                }
             } else if let Some(w) = writes {
                 let list: serde_json::Value = serde_json::from_slice(&w).map_err(|e| {
                     Error::new(format!(
@@ -61,22 +70,29 @@ impl Replay {
                         run.run_id
                     ))
                 })?;
-                serde_json::json!({"writes": list, "summary": summary}).to_string()
+                (
+                    format!("{n}.json"),
+                    serde_json::json!({"writes": list, "summary": summary}).to_string(),
+                )
             } else if let Some(raw) =
                 read_artifact(repo, run.commit, &format!("{dir}/llm_output.txt"))?
             {
-                String::from_utf8_lossy(&raw).into_owned()
+                files.insert(format!("{n}.json"), raw);
+                continue;
             } else {
                 break;
             };
-            if let Some(bad) = stored_proposal_fault(&bytes) {
+            files.insert(name, bytes.into_bytes());
+        }
+        for (name, bytes) in &files {
+            if let Some(bad) = stored_proposal_fault(name, bytes) {
+                let n = name.split('.').next().unwrap_or(name);
                 return Err(checked::refusal(
                     &run.run_id,
                     &format!("attempt {n}'s proposal"),
                     &bad,
                 ));
             }
-            files.insert(format!("{n}.json"), bytes.into_bytes());
         }
         Self::from_files(files)
             .map_err(|e| e.hint("replay a run whose first attempt produced a proposal"))
@@ -101,7 +117,7 @@ impl Replay {
                     "the replay has both {n}.json and {n}.diff for attempt {n}"
                 )));
             }
-            proposals.insert(n, (String::from_utf8_lossy(bytes).into_owned(), format));
+            proposals.insert(n, (bytes.clone(), format));
             hash_input.extend_from_slice(name.as_bytes());
             hash_input.push(0);
             hash_input.extend_from_slice(bytes);
@@ -122,8 +138,13 @@ impl Replay {
 /// The first unsafe path a stored proposal names (see `store::checked`), if any: a fetched
 /// run is untrusted, so `--replay RUN` refuses it up front instead of attempting it. Text that
 /// does not parse is left to the attempt, which fails without writing.
-fn stored_proposal_fault(raw: &str) -> Option<UnsafeEntry> {
-    let paths: Vec<String> = match proposal::parse(raw, OutputFormat::StrictJson).ok()?.change {
+fn stored_proposal_fault(name: &str, raw: &[u8]) -> Option<UnsafeEntry> {
+    let format = if name.ends_with(".json") {
+        OutputFormat::StrictJson
+    } else {
+        OutputFormat::AgentText
+    };
+    let paths: Vec<String> = match proposal::parse(raw, format).ok()?.change {
         Change::Writes(writes) => writes.into_iter().map(|w| w.path).collect(),
         Change::Diff(text) => sections_paths(&text, Dialect::Unified),
         Change::Dialect(dialect, text) => sections_paths(&text, dialect),
@@ -136,7 +157,7 @@ fn stored_proposal_fault(raw: &str) -> Option<UnsafeEntry> {
     })
 }
 
-fn sections_paths(text: &str, dialect: Dialect) -> Vec<String> {
+fn sections_paths(text: &[u8], dialect: Dialect) -> Vec<String> {
     crate::roles::tr::parse_sections(text, dialect, Strip::Auto)
         .map(|sections| {
             sections

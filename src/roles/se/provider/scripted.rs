@@ -14,7 +14,7 @@ impl Provider for Scripted {
             ProviderError::Exhausted(format!("the script has no proposal {}", request.attempt))
         })?;
         Ok(Response {
-            raw,
+            raw: raw.into_bytes(),
             format: OutputFormat::StrictJson,
             usage: None,
         })
