@@ -13,10 +13,6 @@ impl Provider for Scripted {
         let raw = self.proposals.get(index).cloned().ok_or_else(|| {
             ProviderError::Exhausted(format!("the script has no proposal {}", request.attempt))
         })?;
-        Ok(Response {
-            raw,
-            format: OutputFormat::StrictJson,
-            usage: None,
-        })
+        Ok(Response::plain(raw, OutputFormat::StrictJson))
     }
 }
