@@ -1536,31 +1536,48 @@ fn dry_run_needs_no_api_key() {
 }
 
 #[test]
-fn effort_and_output_limit_enter_the_run_id_only_when_set() {
-    let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["true"]));
-    let id = |flags: &[&str]| {
-        let out = r
-            .factory()
-            .args([
-                "run",
-                "--dry-run",
-                "-v",
-                "--llm-model",
-                "openai:gpt-5",
-                "--llm-base-url",
-                "http://127.0.0.1:9/v1",
-            ])
-            .args(flags)
-            .arg("-w")
-            .arg(&wo)
-            .output()
-            .expect("runs");
-        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-        stdout_of(&out)
+fn effort_and_output_limit_enter_the_config_hash_only_when_set() {
+    use sha2::{Digest, Sha256};
+    let hex = |line: String| {
+        Sha256::digest(line.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     };
-    // The dry run prints the same prompt whatever the id; the refusals below are the point.
-    assert_eq!(id(&[]), id(&["--llm-reasoning-effort", "high"]));
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let mut ids = Vec::new();
+    for (flags, suffix) in [
+        (vec![], ""),
+        (vec!["--llm-reasoning-effort", "high"], "|effort=high"),
+        (
+            vec![
+                "--llm-reasoning-effort",
+                "high",
+                "--llm-max-output-tokens",
+                "9000",
+            ],
+            "|effort=high|max_output=9000",
+        ),
+    ] {
+        let (url, _seen, server) =
+            serve_replies(vec![Reply::Sse(vec![chat_stream(&good(), "stop")])]);
+        let mut all = vec!["--llm-model", "m"];
+        all.extend(flags);
+        let ran = run_model(&r, &wo, &url, &all);
+        server.join().expect("server");
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        assert_eq!(
+            ran.summary["config"]["config_hash"],
+            hex(format!("openai:m@{url}|0|2|600|p1|ladder{suffix}")),
+            "{suffix}"
+        );
+        ids.push(ran.summary["run_id"].clone());
+        r.git(&["checkout", "-q", "--", "app.txt"]);
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert_ne!(ids[1], ids[2]);
+
     let bad = r
         .factory()
         .args([
@@ -1600,5 +1617,35 @@ fn effort_and_output_limit_enter_the_run_id_only_when_set() {
         stderr_of(&bad).contains("--llm-reasoning-effort applies to --llm-model only"),
         "{}",
         stderr_of(&bad)
+    );
+}
+
+#[test]
+fn the_whole_request_has_a_time_limit() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.llmTimeout", "1"]);
+    let slow = || {
+        Reply::Stall(
+            b": keep-alive\n\n".to_vec(),
+            std::time::Duration::from_secs(3),
+        )
+    };
+    let (url, seen, server) = serve_replies(vec![slow(), slow(), slow(), slow()]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        4,
+        "a timeout is transient: retried"
+    );
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("the request took longer than 1s (git config factory.llmTimeout)"),
+        "{excerpt}"
     );
 }
