@@ -1388,7 +1388,7 @@ fn a_stream_that_stalls_mid_way_is_retried() {
     let out = r
         .factory()
         .env("OPENAI_API_KEY", "k")
-        .env("GIT_FACTORY_TEST_LLM_SILENCE_MS", "500")
+        .env("GIT_FACTORY_TEST_LLM_SILENCE_MS", "1000")
         .args([
             "run",
             "--json",
@@ -1476,6 +1476,14 @@ fn an_unreachable_provider_is_refused_before_the_first_attempt() {
     );
     assert!(!ran.stderr.contains("llm_call_failed"), "{}", ran.stderr);
     assert!(r.run_ids().is_empty(), "nothing is recorded");
+    assert_eq!(r.snapshot(), before);
+
+    // In a worktree run too: no record, no branch, no worktree left behind.
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "qwen3", "--worktree"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(r.run_ids().is_empty(), "nothing is recorded");
+    assert_eq!(r.git(&["worktree", "list"]).lines().count(), 1);
+    assert_eq!(r.git(&["branch", "--list", "factory/*"]), "");
     assert_eq!(r.snapshot(), before);
 }
 
