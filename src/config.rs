@@ -21,8 +21,6 @@ pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
 pub const DEFAULT_AGENT_TIMEOUT: u64 = 1800;
 /// Seconds one model request may take in all (streamed or not).
 pub const DEFAULT_LLM_TIMEOUT: u64 = 900;
-/// The largest output limit accepted (SPEC §1.1).
-pub const MAX_OUTPUT_TOKENS_LIMIT: u64 = 32_768;
 
 /// The repository's effective configuration (system, global, local, worktree).
 pub struct Config {

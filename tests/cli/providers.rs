@@ -1632,12 +1632,8 @@ fn effort_and_output_limit_enter_the_config_hash_only_when_set() {
 fn the_whole_request_has_a_time_limit() {
     let r = TestRepo::simple();
     r.git(&["config", "factory.llmTimeout", "1"]);
-    let slow = || {
-        Reply::Stall(
-            b": keep-alive\n\n".to_vec(),
-            std::time::Duration::from_secs(3),
-        )
-    };
+    // Keep-alives every 20 ms: the silence limit never fires, the whole-request one does.
+    let slow = || Reply::Sse(vec![b": keep-alive\n\n".to_vec(); 150]);
     let (url, seen, server) = serve_replies(vec![slow(), slow(), slow(), slow()]);
     let wo = r.work_order(basic_order(&["true"]));
     let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);

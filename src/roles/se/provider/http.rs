@@ -99,18 +99,19 @@ pub fn exchange<S: Sink + ?Sized>(
     let mut parser = SseParser::default();
     let mut buffer = Vec::new();
     loop {
+        // Checked on every turn: a server that trickles bytes never lets the wait time out.
+        if crate::interrupt::requested() {
+            return Err(Failure::Interrupted);
+        }
+        if started.elapsed() >= total {
+            return Err(Failure::Transient(format!(
+                "the request took longer than {}s (git config factory.llmTimeout)",
+                total.as_secs()
+            )));
+        }
         let msg = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => {
-                if crate::interrupt::requested() {
-                    return Err(Failure::Interrupted);
-                }
-                if started.elapsed() >= total {
-                    return Err(Failure::Transient(format!(
-                        "the request took longer than {}s (git config factory.llmTimeout)",
-                        total.as_secs()
-                    )));
-                }
                 if last.elapsed() >= silence {
                     return Err(Failure::Transient(format!(
                         "no byte from the server for {}s",
