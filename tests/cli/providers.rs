@@ -1254,6 +1254,42 @@ fn refusals_are_named_as_such() {
         excerpt.contains("the model refused to answer: stop_reason: refusal"),
         "{excerpt}"
     );
+
+    // Responses: a refusal content part.
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![json_reply(
+        200,
+        json!({
+            "id": "resp_2", "object": "response", "status": "completed",
+            "output": [{"id": "msg_2", "type": "message", "role": "assistant",
+                        "content": [{"type": "refusal", "refusal": "I can't assist with that."}]}],
+            "usage": {"input_tokens": 10, "output_tokens": 5}
+        }),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "gpt-5",
+            "--llm-api",
+            "responses",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("the model refused to answer: I can't assist with that."),
+        "{excerpt}"
+    );
     assert!(!excerpt.contains("EOF while parsing"), "{excerpt}");
 }
 
@@ -1328,6 +1364,36 @@ fn answers_cut_at_the_limit_ask_for_a_smaller_change() {
         .to_string();
     assert!(
         excerpt.contains("cut at the output limit (status: incomplete (max_output_tokens))"),
+        "{excerpt}"
+    );
+
+    // Anthropic: stop_reason max_tokens; the limit is max_tokens.
+    let r = TestRepo::simple();
+    let (url, seen, server) =
+        serve_replies(vec![Reply::Sse(vec![anthropic_stream(cut, "max_tokens")])]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-sonnet-4-5",
+            "--max-attempts",
+            "1",
+            "--llm-max-output-tokens",
+            "50",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock")[0].body["max_tokens"], 50);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("cut at the output limit (stop_reason: max_tokens)"),
         "{excerpt}"
     );
 }

@@ -317,10 +317,17 @@ impl ModelClient {
                                 .to_string(),
                     })
                 }
+                Failure::TimedOut(why) => {
+                    self.wait(
+                        &mut transient,
+                        &mut backoff,
+                        None,
+                        format!("{}: {why}", self.provider),
+                    )?;
+                    continue;
+                }
                 Failure::Unreachable(why) | Failure::Transient(why) => {
-                    if !why.contains("timed out") {
-                        self.answered = true;
-                    }
+                    self.answered = true;
                     self.wait(
                         &mut transient,
                         &mut backoff,

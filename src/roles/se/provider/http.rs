@@ -45,7 +45,10 @@ pub struct ServerError {
 pub enum Failure {
     /// Nothing answered: connection refused, unknown host.
     Unreachable(String),
-    /// A timeout, a broken connection, a stream that stalled or ended early.
+    /// No answer in time from a server that may never have been reached (ureq's own
+    /// timeouts: connect, send, first response byte).
+    TimedOut(String),
+    /// A broken connection, a stream that stalled or ended early, a limit of ours.
     Transient(String),
     Status(ServerError),
     Interrupted,
@@ -255,7 +258,7 @@ fn spawn(ex: &Exchange, total: Duration) -> Receiver<Msg> {
 /// Names the kind of transport failure without echoing the request.
 fn transport_failure(e: &ureq::Error) -> Failure {
     match e {
-        ureq::Error::Timeout(_) => Failure::Transient("request failed: timed out".to_string()),
+        ureq::Error::Timeout(_) => Failure::TimedOut("request failed: timed out".to_string()),
         ureq::Error::HostNotFound => Failure::Unreachable("host not found".to_string()),
         ureq::Error::ConnectionFailed => Failure::Unreachable("connection failed".to_string()),
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
