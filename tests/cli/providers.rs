@@ -1719,3 +1719,34 @@ fn the_whole_request_has_a_time_limit() {
         "{excerpt}"
     );
 }
+
+#[test]
+fn an_error_event_mid_stream_is_transient() {
+    let r = TestRepo::simple();
+    let overloaded = sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        ),
+        (
+            Some("error"),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+    ]);
+    let (url, seen, server) = serve_replies(vec![
+        Reply::Sse(vec![overloaded]),
+        Reply::Sse(vec![anthropic_stream(&schema_answer(), "end_turn")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "anthropic:claude-sonnet-4-5"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body, seen[1].body, "the same request, sent again");
+}
