@@ -50,6 +50,10 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l out -d '
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-model -d 'The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-base-url -d 'Base URL of an OpenAI-compatible server [env: OPENAI_BASE_URL] [config: factory.baseUrl]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-temperature -d 'Sampling temperature [default: 0] [config: factory.temperature]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-api -d 'Which OpenAI API to speak [default: responses on OpenAI\'s own URL, chat elsewhere] [config: factory.api]' -r -f -a "responses\t''
+chat\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-max-output-tokens -d 'Output limit per answer, in tokens [default: the provider\'s] [config: factory.maxOutputTokens]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-reasoning-effort -d 'Reasoning effort where the API has it: low, medium, high (or the API\'s higher levels) [config: factory.reasoningEffort]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l agent-command -d 'SE is an external program that reads the request as JSON on stdin and prints its proposal' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l agent-edits -d 'SE is a coding agent that edits files in a scratch worktree; its diff is the proposal ({prompt_file} and {attempt} in an argument are replaced)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l agent-timeout -d 'Time limit in seconds for one agent invocation [default: 1800] [config: factory.agentTimeout]' -r

@@ -7,6 +7,10 @@ pub const BASE_URL: &str = "factory.baseUrl";
 pub const MAX_ATTEMPTS: &str = "factory.maxAttempts";
 pub const TIMEOUT_SECONDS: &str = "factory.timeoutSeconds";
 pub const TEMPERATURE: &str = "factory.temperature";
+pub const API: &str = "factory.api";
+pub const MAX_OUTPUT_TOKENS: &str = "factory.maxOutputTokens";
+pub const REASONING_EFFORT: &str = "factory.reasoningEffort";
+pub const LLM_TIMEOUT: &str = "factory.llmTimeout";
 pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
 pub const VERIFY: &str = "factory.verify";
 pub const SCRUB_ENV: &str = "factory.scrubEnv";
@@ -21,6 +25,8 @@ pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
 pub const DEFAULT_AGENT_TIMEOUT: u64 = 1800;
+/// Seconds one model request may take in all (streamed or not).
+pub const DEFAULT_LLM_TIMEOUT: u64 = 900;
 
 /// The repository's effective configuration (system, global, local, worktree).
 pub struct Config {

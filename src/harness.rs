@@ -13,6 +13,7 @@ use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
+use crate::roles::se::provider::client::Stop;
 use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request};
 use crate::roles::tr::{self, apply, diff::Strip, protect::Protected, Plan, Rules};
 use crate::store::records::{
@@ -35,6 +36,8 @@ pub struct RunOptions {
     pub work_order: LoadedWorkOrder,
     pub out: Option<PathBuf>,
     pub provider: ProviderSpec,
+    /// What the user asked of a model API (`--llm-*`).
+    pub model: crate::roles::se::provider::client::Settings,
     pub temperature: f64,
     pub max_attempts: u32,
     pub timeout_seconds: u64,
@@ -190,9 +193,11 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     );
     protected.check_allowed(&opts.work_order.order.allowed_files)?;
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
+    let mut model_settings = opts.model.clone();
+    model_settings.memory = Some(factory_dir.join("providers.json"));
     let (provider, model_identity) =
         opts.provider
-            .open(&user_root, opts.temperature, agent_timeout)?;
+            .open(&user_root, &model_settings, !opts.dry_run, agent_timeout)?;
     crate::trace::mark("provider opened");
 
     // Identity (SPEC §4.3). In-situ the tree is clean, so the work tree's tree id is HEAD's;
@@ -203,12 +208,16 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     } else {
         "ladder"
     };
-    let config_hash = identity::config_hash(
+    let config_hash = identity::config_hash_with(
         &model_identity,
         opts.temperature,
         opts.max_attempts,
         opts.timeout_seconds,
         apply_mode,
+        &identity::ConfigExtras {
+            reasoning_effort: opts.model.reasoning_effort.as_deref(),
+            max_output_tokens: opts.model.max_output_tokens,
+        },
     );
     let run_id = identity::run_id(
         &opts.work_order.hash,
@@ -330,6 +339,8 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             prompt_version: identity::PROMPT_VERSION.to_string(),
             apply: apply_mode.to_string(),
             config_hash,
+            reasoning_effort: opts.model.reasoning_effort.clone(),
+            max_output_tokens: opts.model.max_output_tokens,
         },
         result_commit: None,
         duration_seconds: 0.0,
@@ -411,6 +422,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         seen: Vec::new(),
         passed: None,
         fatal: None,
+        refusal: None,
     };
     crate::trace::mark("session ready");
     // The baseline check runs before the first record: a refusal leaves no trace at all.
@@ -478,6 +490,34 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         }
     };
     crate::trace::mark("loop done");
+    if let Some(refusal) = session.refusal.take() {
+        // The provider is misconfigured (SPEC §1.1): nothing was applied; the record written
+        // so far is taken back, so the refusal leaves refs as they were.
+        let _ = session.rollback();
+        drop(session);
+        drop(run_repo_owned);
+        if let Some(wt) = worktree {
+            wt.remove()?;
+        }
+        let refname = store::run_ref(&run_id);
+        match previous_commit {
+            Some(commit) => {
+                repo.reference(&refname, commit, true, "factory: refused run")?;
+            }
+            None => {
+                if let Ok(mut r) = repo.find_reference(&refname) {
+                    r.delete()?;
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&run_dir);
+        if opts.worktree {
+            let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
+        } else {
+            Journal::clear(&factory_dir);
+        }
+        return Err(refusal);
+    }
     let finished = session.finish(&ending, started.elapsed());
     crate::trace::mark("finish (record, notes)");
     drop(session);
@@ -576,6 +616,8 @@ struct Session<'a> {
     /// The passing attempt's change and the tree it made (baseline + change).
     passed: Option<(Plan, git2::Oid)>,
     fatal: Option<String>,
+    /// A misconfiguration found by the first model request: the run is refused, unrecorded.
+    refusal: Option<Error>,
 }
 
 #[derive(Serialize)]
@@ -804,6 +846,9 @@ impl Session<'_> {
                 tree_commit: None,
                 repeat_of: None,
                 duration_seconds: 0.0,
+                dropped_params: Vec::new(),
+                api_switch: None,
+                reasoning_path: None,
             },
             dir: dir.clone(),
             rel: rel.clone(),
@@ -984,6 +1029,10 @@ impl Session<'_> {
             return Outcome::Fatal(Stage::Exception);
         }
         let baseline = self.baseline.id().to_string();
+        let progress = self
+            .ui
+            .progress(format!("  SE waiting for {}", self.summary.config.model));
+        let on_tokens = |n: u64| progress.set_detail(format!("{n} tokens received"));
         let request = Request {
             root: &self.root,
             run_id: &self.summary.run_id,
@@ -995,10 +1044,8 @@ impl Session<'_> {
             failure_brief: self.brief.as_ref(),
             attempt_dir: dir,
             attempt_rel: rel,
+            on_tokens: &on_tokens,
         };
-        let progress = self
-            .ui
-            .progress(format!("  SE waiting for {}", self.summary.config.model));
         let asked = Instant::now();
         let answer = self.provider.propose(&request);
         let tokens = match &answer {
@@ -1015,12 +1062,13 @@ impl Session<'_> {
                 .unwrap_or_default(),
             Err(_) => String::new(),
         };
+        let took = asked.elapsed().as_secs_f64();
         progress.finish(
             self.ui,
-            Some(format!(
-                "  SE answered in {:.1}s{tokens}",
-                asked.elapsed().as_secs_f64()
-            )),
+            Some(match &answer {
+                Ok(_) => format!("  SE answered in {took:.1}s{tokens}"),
+                Err(_) => format!("  SE failed after {took:.1}s"),
+            }),
         );
         if self.runs_in_tree {
             // An agent that prints its proposal must not also edit the tree.
@@ -1048,10 +1096,52 @@ impl Session<'_> {
                 self.fatal = Some(msg);
                 return Outcome::Fatal(Stage::LlmCallFailed);
             }
+            Err(ProviderError::Unreachable { message, hint }) => {
+                if self.summary.attempts.is_empty() {
+                    // Misconfiguration, caught before any attempt counts: refused, unrecorded.
+                    self.refusal = Some(Error::new(message).hint(hint));
+                    return Outcome::Fatal(Stage::Preflight);
+                }
+                return self.fail(Stage::LlmCallFailed, None, &message);
+            }
         };
         let _ = std::fs::write(dir.join("llm_output.txt"), &response.raw);
-        self.current().record.usage = response.usage.clone();
-        match proposal::parse(&response.raw, response.format) {
+        {
+            let a = self.current();
+            a.record.usage = response.usage.clone();
+            a.record.dropped_params = response.dropped_params.clone();
+            a.record.api_switch = response.api_switch.clone();
+        }
+        if let Some(switch) = &response.api_switch {
+            self.ui.info(format!(
+                "  the server serves this model on the other API: switched {switch}"
+            ));
+        }
+        if !response.dropped_params.is_empty() {
+            self.ui.info(format!(
+                "  the server refused {}: sent again without (remembered in .git/factory/providers.json)",
+                response.dropped_params.join(", ")
+            ));
+        }
+        if let Some(reasoning) = &response.reasoning {
+            if std::fs::write(dir.join("reasoning.txt"), reasoning).is_ok() {
+                self.current().record.reasoning_path = Some(format!("{rel}/reasoning.txt"));
+            }
+        }
+        match &response.stop {
+            Stop::Complete => {}
+            Stop::Cut(why) => {
+                let text = format!(
+                    "your answer was cut at the output limit ({why}) before it was complete: propose a smaller change (fewer files, a shorter diff, only the hunks that change), or the user can raise --llm-max-output-tokens"
+                );
+                return self.fail(Stage::LlmOutputInvalid, None, &text);
+            }
+            Stop::Refused(why) => {
+                let text = format!("the model refused to answer: {why}");
+                return self.fail(Stage::LlmOutputInvalid, None, &text);
+            }
+        }
+        match proposal::parse(&response.text, response.format) {
             Ok(p) => {
                 let a = self.current();
                 a.record.summary = Some(p.summary.clone());

@@ -115,6 +115,14 @@ fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// The optional parts of the config hash: each is appended only when set, so the ids of
+/// runs made before it existed stay valid.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigExtras<'a> {
+    pub reasoning_effort: Option<&'a str>,
+    pub max_output_tokens: Option<u64>,
+}
+
 /// `config_hash` of SPEC §4.3.
 pub fn config_hash(
     model: &str,
@@ -123,10 +131,34 @@ pub fn config_hash(
     timeout_seconds: u64,
     apply: &str,
 ) -> String {
-    sha256_hex(
-        format!("{model}|{temperature}|{max_attempts}|{timeout_seconds}|{PROMPT_VERSION}|{apply}")
-            .as_bytes(),
+    config_hash_with(
+        model,
+        temperature,
+        max_attempts,
+        timeout_seconds,
+        apply,
+        &ConfigExtras::default(),
     )
+}
+
+/// `config_hash` with the optional parts (`|effort=E`, `|max_output=N`).
+pub fn config_hash_with(
+    model: &str,
+    temperature: f64,
+    max_attempts: u32,
+    timeout_seconds: u64,
+    apply: &str,
+    extras: &ConfigExtras<'_>,
+) -> String {
+    let mut line =
+        format!("{model}|{temperature}|{max_attempts}|{timeout_seconds}|{PROMPT_VERSION}|{apply}");
+    if let Some(effort) = extras.reasoning_effort {
+        line.push_str(&format!("|effort={effort}"));
+    }
+    if let Some(n) = extras.max_output_tokens {
+        line.push_str(&format!("|max_output={n}"));
+    }
+    sha256_hex(line.as_bytes())
 }
 
 /// `run_id` = first 12 hex chars of sha256(work_order_hash + tree_before + config_hash).
@@ -170,5 +202,30 @@ mod tests {
         let b = config_hash("openai:gpt-4o", 0.0, 2, 600, "strict");
         assert_ne!(a, b);
         assert_eq!(run_id("a", "b", "c").len(), 12);
+    }
+
+    #[test]
+    fn effort_and_output_limit_are_appended_only_when_set() {
+        let plain = config_hash("openai:gpt-5", 0.0, 2, 600, "ladder");
+        assert_eq!(
+            plain,
+            sha256_hex(b"openai:gpt-5|0|2|600|p1|ladder"),
+            "an unset extra leaves earlier run ids valid"
+        );
+        let both = config_hash_with(
+            "openai:gpt-5",
+            0.0,
+            2,
+            600,
+            "ladder",
+            &ConfigExtras {
+                reasoning_effort: Some("high"),
+                max_output_tokens: Some(8000),
+            },
+        );
+        assert_eq!(
+            both,
+            sha256_hex(b"openai:gpt-5|0|2|600|p1|ladder|effort=high|max_output=8000")
+        );
     }
 }

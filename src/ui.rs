@@ -29,9 +29,18 @@ pub struct Ui {
 pub struct Progress {
     stop: Option<std::sync::mpsc::Sender<()>>,
     handle: Option<std::thread::JoinHandle<()>>,
+    /// Shown after the label while the line is live (e.g. the tokens a model sent so far).
+    detail: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Progress {
+    /// Changes what the live line shows after its label (nothing when not a terminal).
+    pub fn set_detail(&self, detail: String) {
+        if let Ok(mut d) = self.detail.lock() {
+            *d = detail;
+        }
+    }
+
     /// Ends the status line, replacing it with `line`.
     pub fn finish(mut self, ui: &Ui, line: Option<String>) {
         if let Some(stop) = self.stop.take() {
@@ -84,17 +93,30 @@ impl Ui {
             return Progress {
                 stop: None,
                 handle: None,
+                detail: Default::default(),
             };
         }
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let detail = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let shown = std::sync::Arc::clone(&detail);
         let handle = std::thread::spawn(move || {
             let term = console::Term::stderr();
             let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
             let start = std::time::Instant::now();
             let mut i = 0usize;
             loop {
+                let extra = shown
+                    .lock()
+                    .map(|d| {
+                        if d.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" {d}")
+                        }
+                    })
+                    .unwrap_or_default();
                 let line = format!(
-                    "{} {label} {}",
+                    "{} {label}{extra} {}",
                     frames[i % frames.len()],
                     dim(format!("{:.1}s", start.elapsed().as_secs_f64()))
                 );
@@ -121,6 +143,7 @@ impl Ui {
         Progress {
             stop: Some(tx),
             handle: Some(handle),
+            detail,
         }
     }
 

@@ -97,6 +97,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         "demo",
     )?;
     let opts = RunOptions {
+        model: Default::default(),
         repo_dir: Some(dir.clone()),
         work_order: order,
         out: None,

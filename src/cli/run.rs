@@ -32,6 +32,15 @@ pub struct RunArgs {
     /// Sampling temperature [default: 0] [config: factory.temperature]
     #[arg(long = "llm-temperature", value_name = "F")]
     pub llm_temperature: Option<f64>,
+    /// Which OpenAI API to speak [default: responses on OpenAI's own URL, chat elsewhere] [config: factory.api]
+    #[arg(long = "llm-api", value_name = "API", value_parser = ["responses", "chat"])]
+    pub llm_api: Option<String>,
+    /// Output limit per answer, in tokens [default: the provider's] [config: factory.maxOutputTokens]
+    #[arg(long = "llm-max-output-tokens", value_name = "N")]
+    pub llm_max_output_tokens: Option<u64>,
+    /// Reasoning effort where the API has it: low, medium, high (or the API's higher levels) [config: factory.reasoningEffort]
+    #[arg(long = "llm-reasoning-effort", value_name = "E")]
+    pub llm_reasoning_effort: Option<String>,
     /// SE is an external program that reads the request as JSON on stdin and prints its proposal
     #[arg(long = "agent-command", value_name = "ARGV")]
     pub agent_command: Option<String>,
@@ -231,6 +240,103 @@ fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
     ProviderSpec::model(&model, base_url)
 }
 
+/// What the user asked of a model API (SPEC §3.3); the `--llm-*` flags apply to models only.
+fn model_settings(
+    args: &RunArgs,
+    cfg: &Config,
+    provider: &ProviderSpec,
+) -> Result<crate::roles::se::provider::client::Settings> {
+    use crate::roles::se::provider::client::{Api, Settings};
+    if !provider.is_model() {
+        let given = [
+            ("--llm-api", args.llm_api.is_some()),
+            (
+                "--llm-max-output-tokens",
+                args.llm_max_output_tokens.is_some(),
+            ),
+            (
+                "--llm-reasoning-effort",
+                args.llm_reasoning_effort.is_some(),
+            ),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(
+                Error::new(format!("{flag} applies to --llm-model only")).hint(format!(
+                    "drop {flag}, or use --llm-model instead of an agent or a replay"
+                )),
+            );
+        }
+    }
+    if args.llm_api.is_some() && matches!(provider, ProviderSpec::Anthropic { .. }) {
+        return Err(Error::new(
+            "--llm-api chooses between OpenAI's APIs; anthropic: speaks the Messages API",
+        )
+        .hint("drop --llm-api for anthropic: models"));
+    }
+    let configured_api = match provider {
+        ProviderSpec::OpenAi { .. } => cfg.string(config::API),
+        _ => None,
+    };
+    let api = match args.llm_api.clone().or(configured_api) {
+        None => None,
+        Some(a) => Some(Api::parse(a.trim()).ok_or_else(|| {
+            Error::new(format!(
+                "git config {} has an invalid value {a:?}",
+                config::API
+            ))
+            .hint(format!(
+                "use responses or chat: git config {} chat",
+                config::API
+            ))
+        })?),
+    };
+    let max_output_tokens: Option<u64> = match args.llm_max_output_tokens {
+        Some(n) => Some(n),
+        None => cfg
+            .string(config::MAX_OUTPUT_TOKENS)
+            .map(|_| cfg.value(None, config::MAX_OUTPUT_TOKENS, 0u64))
+            .transpose()?,
+    };
+    if max_output_tokens == Some(0) {
+        return Err(Error::new("--llm-max-output-tokens must be at least 1")
+            .hint("e.g. --llm-max-output-tokens 16000"));
+    }
+    let effort = args
+        .llm_reasoning_effort
+        .clone()
+        .or_else(|| cfg.string(config::REASONING_EFFORT))
+        .map(|e| e.trim().to_string());
+    if let Some(e) = &effort {
+        if e.is_empty()
+            || !e
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            return Err(Error::new(format!(
+                "--llm-reasoning-effort {e:?} is not an effort level"
+            ))
+            .hint("use low, medium or high (or the API's own levels, e.g. minimal, xhigh, max)"));
+        }
+    }
+    let llm_timeout = cfg.value(None, config::LLM_TIMEOUT, config::DEFAULT_LLM_TIMEOUT)?;
+    if llm_timeout == 0 {
+        return Err(
+            Error::new("git config factory.llmTimeout must be at least 1 second")
+                .hint("e.g. git config factory.llmTimeout 900"),
+        );
+    }
+    Ok(Settings {
+        temperature: cfg.value(args.llm_temperature, config::TEMPERATURE, 0.0)?,
+        temperature_set: args.llm_temperature.is_some()
+            || cfg.string(config::TEMPERATURE).is_some(),
+        max_output_tokens,
+        reasoning_effort: effort,
+        api,
+        total_timeout: std::time::Duration::from_secs(llm_timeout),
+        memory: None,
+    })
+}
+
 pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
     let work_order = args.load_work_order()?;
     let repo = crate::git::open(args.repo.as_deref())?;
@@ -244,7 +350,9 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             .bool(config::BASELINE_CHECK)?
             .unwrap_or_else(|| work_order.order.has_contract()),
     };
+    let model = model_settings(&args, &cfg, &provider)?;
     let opts = RunOptions {
+        model,
         repo_dir: args.repo.clone(),
         work_order,
         out: args.out.clone(),

@@ -235,6 +235,15 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             let touched = a.touched_files.join(", ");
             out.push_str(&format!("  touched: {}\n", ui::escape_line(&touched)));
         }
+        if let Some(switch) = &a.api_switch {
+            out.push_str(&format!("  api: switched {switch}\n"));
+        }
+        if !a.dropped_params.is_empty() {
+            out.push_str(&format!(
+                "  dropped: {} (refused by the server)\n",
+                a.dropped_params.join(", ")
+            ));
+        }
         if let Some(k) = a.repeat_of {
             out.push_str(&format!(
                 "  repeated attempt {k}'s change; not applied again\n"

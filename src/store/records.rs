@@ -156,6 +156,16 @@ pub struct AttemptRecord {
     /// Set when this attempt repeated an earlier attempt's change and was not re-verified.
     pub repeat_of: Option<u32>,
     pub duration_seconds: f64,
+    /// Optional request parameters the server refused by name and the attempt went on
+    /// without (SPEC §3.3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_params: Vec<String>,
+    /// `chat -> responses` (or back) when the server said the model lives on the other API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_switch: Option<String>,
+    /// Where the model's reasoning text is stored, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_path: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +177,10 @@ pub struct RunConfig {
     pub prompt_version: String,
     pub apply: String,
     pub config_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

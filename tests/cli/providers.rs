@@ -15,6 +15,21 @@ struct Recorded {
     body: Value,
 }
 
+/// How the loopback server answers one connection.
+enum Reply {
+    /// A status and a JSON body, whole.
+    Json(u16, String),
+    /// `200 text/event-stream`, written in these pieces with a pause between them (a piece
+    /// may end inside a line, an event or a UTF-8 character).
+    Sse(Vec<Vec<u8>>),
+    /// `200 text/event-stream`: these bytes, then silence for the given time, then close.
+    Stall(Vec<u8>, std::time::Duration),
+}
+
+fn json_reply(status: u16, body: Value) -> Reply {
+    Reply::Json(status, body.to_string())
+}
+
 /// Serves the given (status, body) responses in order, one connection each, and records
 /// every request it got.
 fn serve(
@@ -24,53 +39,136 @@ fn serve(
     Arc<Mutex<Vec<Recorded>>>,
     std::thread::JoinHandle<()>,
 ) {
+    serve_replies(
+        responses
+            .into_iter()
+            .map(|(s, b)| Reply::Json(s, b))
+            .collect(),
+    )
+}
+
+/// Serves the replies in order, one connection each (bounded: the thread ends after the
+/// last one, or when no client comes within 60 s), recording every request.
+fn serve_replies(
+    replies: Vec<Reply>,
+) -> (
+    String,
+    Arc<Mutex<Vec<Recorded>>>,
+    std::thread::JoinHandle<()>,
+) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
+    listener.set_nonblocking(true).expect("nonblocking");
     let handle = std::thread::spawn(move || {
-        for (status, body) in responses {
-            let Ok((stream, _)) = listener.accept() else {
-                return;
-            };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut request_line = String::new();
-            reader.read_line(&mut request_line).expect("request line");
-            let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
-            let mut headers = Vec::new();
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).expect("header");
-                let line = line.trim_end().to_string();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
-                    if k == "content-length" {
-                        length = v.parse().unwrap_or(0);
+        let mut handlers = Vec::new();
+        for reply in replies {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let stream = loop {
+                match listener.accept() {
+                    Ok((stream, _)) => break stream,
+                    Err(_) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(10))
                     }
-                    headers.push((k, v));
+                    Err(_) => return,
                 }
-            }
-            let mut buf = vec![0u8; length];
-            reader.read_exact(&mut buf).expect("body");
-            log.lock().expect("lock").push(Recorded {
-                path,
-                headers,
-                body: serde_json::from_slice(&buf).unwrap_or(Value::Null),
-            });
-            let reason = if status == 200 { "OK" } else { "Error" };
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
+            };
+            stream.set_nonblocking(false).expect("blocking");
+            let log = Arc::clone(&log);
+            // Each connection on its own thread, so a stalled one does not hold up the next.
+            handlers.push(std::thread::spawn(move || answer(stream, reply, &log)));
+        }
+        for h in handlers {
+            let _ = h.join();
         }
     });
     (url, seen, handle)
+}
+
+/// Reads one request, records it, and answers it with `reply`.
+fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Recorded>>) {
+    {
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).is_err() || request_line.is_empty() {
+            return;
+        }
+        let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            let line = line.trim_end().to_string();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
+                if k == "content-length" {
+                    length = v.parse().unwrap_or(0);
+                }
+                headers.push((k, v));
+            }
+        }
+        let mut buf = vec![0u8; length];
+        reader.read_exact(&mut buf).expect("body");
+        log.lock().expect("lock").push(Recorded {
+            path,
+            headers,
+            body: serde_json::from_slice(&buf).unwrap_or(Value::Null),
+        });
+        let mut stream = stream;
+        match reply {
+            Reply::Json(status, body) => {
+                let reason = if status == 200 { "OK" } else { "Error" };
+                let _ = write!(
+                        stream,
+                        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+            }
+            Reply::Sse(pieces) => {
+                let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+                    );
+                for piece in pieces {
+                    let _ = stream.write_all(&piece);
+                    let _ = stream.flush();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            Reply::Stall(bytes, silence) => {
+                let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+                    );
+                let _ = stream.write_all(&bytes);
+                let _ = stream.flush();
+                std::thread::sleep(silence);
+            }
+        }
+    }
+}
+
+/// Server-sent events as `event: NAME` / `data: JSON` pairs (Responses and Anthropic name
+/// their events; Chat Completions sends bare `data:` lines).
+fn sse(events: &[(Option<&str>, Value)]) -> Vec<u8> {
+    let mut out = String::new();
+    for (name, data) in events {
+        if let Some(name) = name {
+            out.push_str(&format!("event: {name}\n"));
+        }
+        out.push_str(&format!("data: {data}\n\n"));
+    }
+    out.into_bytes()
+}
+
+/// Cuts bytes into pieces of `n` bytes: pieces end inside lines, events and characters.
+fn pieces(bytes: &[u8], n: usize) -> Vec<Vec<u8>> {
+    bytes.chunks(n).map(<[u8]>::to_vec).collect()
 }
 
 fn openai_answer(content: &str) -> String {
@@ -125,7 +223,7 @@ fn openai_request_shape_retry_on_500_and_usage() {
     assert_eq!(req.body["model"], "test-model");
     assert_eq!(req.body["temperature"], 0.0);
     assert_eq!(req.body["seed"], 0);
-    assert_eq!(req.body["response_format"]["type"], "json_object");
+    assert_eq!(req.body["response_format"]["type"], "json_schema");
     assert_eq!(req.body["messages"][0]["role"], "system");
     assert!(req.body["messages"][1]["content"]
         .as_str()
@@ -371,4 +469,1284 @@ fn ctrl_c_while_waiting_for_the_model_ends_the_run_at_once() {
         start.elapsed()
     );
     assert_eq!(r.snapshot(), before);
+}
+
+// ---------------------------------------------------------------------------------------
+// Providers as they are: each server below answers as the real one does (OpenAI's OpenAPI
+// description, the request and event types of Anthropic's SDK), and every request body is
+// checked field by field.
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    k.sort();
+    k
+}
+
+/// The proposal schema as strict modes require it: an object at the root, every key of
+/// every object required, no others; the form not used is null.
+fn assert_strict_schema(schema: &Value) {
+    assert_eq!(schema["type"], "object");
+    assert_eq!(
+        keys(&schema["properties"]),
+        ["summary", "unified_diff", "writes"]
+    );
+    fn walk(v: &Value) {
+        if let Some(o) = v.as_object() {
+            if o.get("type") == Some(&json!("object")) {
+                let mut req: Vec<String> = o["required"]
+                    .as_array()
+                    .expect("required")
+                    .iter()
+                    .map(|r| r.as_str().expect("str").to_string())
+                    .collect();
+                req.sort();
+                assert_eq!(req, keys(&o["properties"]));
+                assert_eq!(o["additionalProperties"], false);
+            }
+            o.values().for_each(walk);
+        } else if let Some(a) = v.as_array() {
+            a.iter().for_each(walk);
+        }
+    }
+    walk(schema);
+    assert_eq!(
+        schema["properties"]["unified_diff"]["anyOf"][1],
+        json!({"type": "null"})
+    );
+}
+
+/// What a schema-following model answers: both forms present, the unused one null.
+fn schema_answer() -> String {
+    json!({
+        "unified_diff": diff_replace("app.txt", &APP, "two", "TWO"),
+        "writes": null,
+        "summary": "uppercase two"
+    })
+    .to_string()
+}
+
+fn chat_chunk(delta: Value, finish: Option<&str>) -> Value {
+    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+/// A Chat Completions stream: role, content pieces, finish, usage chunk, [DONE].
+fn chat_stream(content: &str, finish: &str) -> Vec<u8> {
+    let mut events = vec![(
+        None,
+        chat_chunk(json!({"role": "assistant", "content": ""}), None),
+    )];
+    let chars: Vec<char> = content.chars().collect();
+    for piece in chars.chunks(40) {
+        let text: String = piece.iter().collect();
+        events.push((None, chat_chunk(json!({"content": text}), None)));
+    }
+    events.push((None, chat_chunk(json!({}), Some(finish))));
+    events.push((
+        None,
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
+               "usage": {"prompt_tokens": 200, "completion_tokens": 60, "total_tokens": 260}}),
+    ));
+    let mut bytes = sse(&events);
+    bytes.extend_from_slice(b"data: [DONE]\n\n");
+    bytes
+}
+
+fn response_object(status: &str, text: &str, incomplete: Option<&str>) -> Value {
+    json!({
+        "id": "resp_1", "object": "response", "created_at": 1, "status": status, "error": null,
+        "incomplete_details": incomplete.map(|r| json!({"reason": r})),
+        "model": "gpt-5-codex",
+        "output": [
+            {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Look at app.txt first."}]},
+            {"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+             "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        ],
+        "usage": {"input_tokens": 300, "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 20}, "total_tokens": 380}
+    })
+}
+
+/// A Responses stream as the OpenAPI description's example has it.
+fn responses_stream(text: &str) -> Vec<u8> {
+    let mut events = vec![
+        (
+            Some("response.created"),
+            json!({"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}),
+        ),
+        (
+            Some("response.reasoning_summary_text.delta"),
+            json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "Look at app.txt first."}),
+        ),
+        (
+            Some("response.output_item.added"),
+            json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}}),
+        ),
+        (
+            Some("response.content_part.added"),
+            json!({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 1, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
+    ];
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(30) {
+        let delta: String = piece.iter().collect();
+        events.push((Some("response.output_text.delta"), json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 1, "content_index": 0, "delta": delta})));
+    }
+    events.push((Some("response.output_text.done"), json!({"type": "response.output_text.done", "item_id": "msg_1", "output_index": 1, "content_index": 0, "text": text})));
+    events.push((
+        Some("response.completed"),
+        json!({"type": "response.completed", "response": response_object("completed", text, None)}),
+    ));
+    sse(&events)
+}
+
+/// An Anthropic Messages stream: message_start, a thinking block, a text block in pieces,
+/// message_delta with the stop reason and usage, message_stop.
+fn anthropic_stream(text: &str, stop_reason: &str) -> Vec<u8> {
+    let mut events = vec![
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-opus-4-7", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 410, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "The line to change is two."}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM"}}),
+        ),
+        (
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (Some("ping"), json!({"type": "ping"})),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        ),
+    ];
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(25) {
+        let t: String = piece.iter().collect();
+        events.push((Some("content_block_delta"), json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": t}})));
+    }
+    events.push((
+        Some("content_block_stop"),
+        json!({"type": "content_block_stop", "index": 1}),
+    ));
+    events.push((Some("message_delta"), json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": 95}})));
+    events.push((Some("message_stop"), json!({"type": "message_stop"})));
+    sse(&events)
+}
+
+struct Ran {
+    code: i32,
+    stderr: String,
+    summary: Value,
+}
+
+/// `git factory run --json` with the given flags against the loopback server at `url`.
+fn run_model(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[&str]) -> Ran {
+    let out = r
+        .factory()
+        .env("OPENAI_API_KEY", "sk-loop")
+        .env("ANTHROPIC_API_KEY", "ant-loop")
+        .args(["run", "--json", "--llm-base-url", url])
+        .args(flags)
+        .arg("-w")
+        .arg(wo)
+        .output()
+        .expect("runs");
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stderr: stderr_of(&out),
+        summary: serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null),
+    }
+}
+
+fn artifact(r: &TestRepo, run: &Value, path: &str) -> String {
+    let id = run["run_id"].as_str().expect("run id");
+    r.git(&["show", &format!("refs/factory/{id}:{path}")])
+}
+
+fn providers_json(r: &TestRepo) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(r.root.join(".git/factory/providers.json")).unwrap_or_default(),
+    )
+    .unwrap_or(Value::Null)
+}
+
+#[test]
+fn chat_completions_body_streams_and_joins_a_character_split_across_reads() {
+    let r = TestRepo::simple();
+    let answer = json!({
+        "unified_diff": diff_replace("app.txt", &APP, "two", "twö€"),
+        "writes": null,
+        "summary": "two becomes twö€"
+    })
+    .to_string();
+    let stream = chat_stream(&answer, "stop");
+    // Three-byte pieces: every multi-byte character of the answer is split somewhere.
+    let (url, seen, server) = serve_replies(vec![Reply::Sse(pieces(&stream, 7))]);
+    let wo = r.work_order(basic_order(&["grep -qx twö€ app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "qwen3-coder"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwö€\nthree\n"));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 1);
+    let b = &seen[0].body;
+    assert_eq!(seen[0].path, "/chat/completions");
+    // CreateChatCompletionRequest: exactly these fields.
+    assert_eq!(
+        keys(b),
+        [
+            "messages",
+            "model",
+            "response_format",
+            "seed",
+            "stream",
+            "stream_options",
+            "temperature"
+        ]
+    );
+    assert_eq!(b["model"], "qwen3-coder");
+    assert_eq!(b["messages"][0]["role"], "system");
+    assert_eq!(b["messages"][1]["role"], "user");
+    assert_eq!(b["temperature"], 0.0);
+    assert_eq!(b["seed"], 0);
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["stream_options"], json!({"include_usage": true}));
+    // ResponseFormatJsonSchema: {type, json_schema: {name, strict, schema}}.
+    assert_eq!(b["response_format"]["type"], "json_schema");
+    assert_eq!(
+        keys(&b["response_format"]["json_schema"]),
+        ["name", "schema", "strict"]
+    );
+    assert_eq!(b["response_format"]["json_schema"]["name"], "proposal");
+    assert_eq!(b["response_format"]["json_schema"]["strict"], true);
+    assert_strict_schema(&b["response_format"]["json_schema"]["schema"]);
+    // The usage chunk at the end of the stream is recorded.
+    assert_eq!(
+        ran.summary["attempts"][0]["usage"],
+        json!({"input_tokens": 200, "output_tokens": 60})
+    );
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/llm_output.txt"),
+        answer
+    );
+}
+
+#[test]
+fn a_responses_only_model_switches_api_once_and_remembers() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            404,
+            json!({"error": {"message": "This model is only supported in v1/responses and not in v1/chat/completions.", "type": "invalid_request_error", "param": "model", "code": null}}),
+        ),
+        Reply::Sse(pieces(&responses_stream(&schema_answer()), 50)),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "openai:gpt-5-codex",
+            "--llm-reasoning-effort",
+            "high",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(),
+        ["/chat/completions", "/responses"]
+    );
+    assert_eq!(seen[0].body["reasoning_effort"], "high");
+    let b = &seen[1].body;
+    // CreateResponse: instructions + input, text.format, reasoning.effort, no seed.
+    assert_eq!(
+        keys(b),
+        [
+            "input",
+            "instructions",
+            "model",
+            "reasoning",
+            "store",
+            "stream",
+            "temperature",
+            "text"
+        ]
+    );
+    assert_eq!(b["model"], "gpt-5-codex");
+    assert_eq!(b["input"][0]["role"], "user");
+    assert!(b["input"][0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("# Work order wo-1"));
+    assert_eq!(b["reasoning"], json!({"effort": "high"}));
+    assert_eq!(b["store"], false);
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["temperature"], 0.0);
+    // TextResponseFormatJsonSchema: {type, name, schema, strict} directly under format.
+    assert_eq!(
+        keys(&b["text"]["format"]),
+        ["name", "schema", "strict", "type"]
+    );
+    assert_eq!(b["text"]["format"]["type"], "json_schema");
+    assert_strict_schema(&b["text"]["format"]["schema"]);
+    let a = &ran.summary["attempts"][0];
+    assert_eq!(a["api_switch"], "chat -> responses");
+    assert_eq!(
+        a["usage"],
+        json!({"input_tokens": 300, "output_tokens": 80})
+    );
+    assert_eq!(ran.summary["config"]["reasoning_effort"], "high");
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/reasoning.txt"),
+        "Look at app.txt first."
+    );
+    let key = format!("{url} gpt-5-codex");
+    assert_eq!(providers_json(&r)[&key]["api"], "responses");
+}
+
+#[test]
+fn a_gpt5_temperature_refusal_is_dropped_recorded_remembered_and_shown() {
+    let r = TestRepo::simple();
+    let refusal = json!({"error": {"message": "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.", "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}});
+    let whole = response_object("completed", &schema_answer(), None);
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(400, refusal.clone()),
+        json_reply(200, whole.clone()),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let flags = ["--llm-model", "gpt-5", "--llm-api", "responses"];
+    let ran = run_model(&r, &wo, &url, &flags);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].body["temperature"], 0.0);
+        assert!(
+            seen[1].body.get("temperature").is_none(),
+            "{}",
+            seen[1].body
+        );
+        // Nothing else changed between the two requests.
+        let mut first = seen[0].body.clone();
+        first.as_object_mut().expect("object").remove("temperature");
+        assert_eq!(first, seen[1].body);
+    }
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["temperature"])
+    );
+    assert!(ran.stderr.contains("refused temperature"), "{}", ran.stderr);
+    let key = format!("{url} gpt-5");
+    assert_eq!(
+        providers_json(&r)[&key]["dropped"]["responses"],
+        json!(["temperature"])
+    );
+    let id = ran.summary["run_id"].as_str().expect("id");
+    let show = r.factory().args(["show", id]).output().expect("show");
+    assert!(
+        stdout_of(&show).contains("dropped: temperature"),
+        "{}",
+        stdout_of(&show)
+    );
+
+    // A later run does not pay the extra request: one request, without temperature.
+    let wo2 = r.work_order(json!({
+        "id": "wo-2", "title": "Again", "intent": "Replace TWO with two.",
+        "allowed_files": ["app.txt"], "acceptance_commands": ["true"]
+    }));
+    r.git(&["commit", "-qam", "two"]);
+    let (url2, seen2, server2) = serve_replies(vec![json_reply(200, whole)]);
+    std::fs::rename(
+        r.root.join(".git/factory/providers.json"),
+        r.root.join(".git/factory/providers.old"),
+    )
+    .expect("move");
+    let text = std::fs::read_to_string(r.root.join(".git/factory/providers.old")).expect("read");
+    std::fs::write(
+        r.root.join(".git/factory/providers.json"),
+        text.replace(&url, &url2),
+    )
+    .expect("write");
+    let ran2 = run_model(&r, &wo2, &url2, &flags);
+    server2.join().expect("server");
+    assert_ne!(ran2.code, 2, "{}", ran2.stderr);
+    let seen2 = seen2.lock().expect("lock");
+    assert_eq!(seen2.len(), 1);
+    assert!(seen2[0].body.get("temperature").is_none());
+}
+
+#[test]
+fn a_temperature_the_user_set_is_never_dropped() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        400,
+        json!({"error": {"message": "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported.", "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "gpt-5", "--llm-temperature", "0.2"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert!(
+        ran.stderr.contains("openai refused the temperature you set (HTTP 400): Unsupported value: 'temperature' does not support 0.2 with this model."),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("{\""), "no raw JSON: {}", ran.stderr);
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn anthropic_as_it_is_now_schema_no_temperature_effort_thinking_stored() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![Reply::Sse(pieces(
+        &anthropic_stream(&schema_answer(), "end_turn"),
+        64,
+    ))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-opus-4-7",
+            "--llm-reasoning-effort",
+            "high",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen[0].path, "/v1/messages");
+    assert!(seen[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "anthropic-version" && v == "2023-06-01"));
+    assert!(seen[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "x-api-key" && v == "ant-loop"));
+    let b = &seen[0].body;
+    // MessageCreateParams: no temperature unless the user set one.
+    assert_eq!(
+        keys(b),
+        [
+            "max_tokens",
+            "messages",
+            "model",
+            "output_config",
+            "stream",
+            "system"
+        ]
+    );
+    assert_eq!(b["model"], "claude-opus-4-7");
+    assert_eq!(b["max_tokens"], 16384);
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["messages"][0]["role"], "user");
+    assert!(b["system"].is_string());
+    // OutputConfigParam: {effort, format: JSONOutputFormatParam {type, schema}}.
+    assert_eq!(keys(&b["output_config"]), ["effort", "format"]);
+    assert_eq!(b["output_config"]["effort"], "high");
+    assert_eq!(keys(&b["output_config"]["format"]), ["schema", "type"]);
+    assert_eq!(b["output_config"]["format"]["type"], "json_schema");
+    assert_strict_schema(&b["output_config"]["format"]["schema"]);
+    assert_eq!(
+        ran.summary["attempts"][0]["usage"],
+        json!({"input_tokens": 410, "output_tokens": 95})
+    );
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/reasoning.txt"),
+        "The line to change is two."
+    );
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/llm_output.txt"),
+        schema_answer()
+    );
+}
+
+#[test]
+fn anthropic_temperature_the_user_set_is_refused_with_the_servers_words() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        400,
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "`temperature` is deprecated for this model."}, "request_id": "req_1"}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-opus-4-7",
+            "--llm-temperature",
+            "0",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock")[0].body["temperature"], 0.0);
+    assert!(
+        ran.stderr.contains("anthropic refused the temperature you set (HTTP 400): `temperature` is deprecated for this model."),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn anthropic_without_output_format_gets_a_forced_tool() {
+    let r = TestRepo::simple();
+    let input = schema_answer();
+    let cut = input.len() / 2;
+    let events = vec![
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "msg_2", "type": "message", "role": "assistant", "content": [], "model": "claude-3-5-haiku", "stop_reason": null, "usage": {"input_tokens": 50, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "propose_change", "input": {}}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": &input[..cut]}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": &input[cut..]}}),
+        ),
+        (
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 70}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ];
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "output_config.format: Extra inputs are not permitted"}}),
+        ),
+        Reply::Sse(vec![sse(&events)]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "anthropic:claude-3-5-haiku"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    let b = &seen[1].body;
+    assert_eq!(
+        keys(b),
+        [
+            "max_tokens",
+            "messages",
+            "model",
+            "stream",
+            "system",
+            "tool_choice",
+            "tools"
+        ]
+    );
+    assert_eq!(
+        b["tool_choice"],
+        json!({"type": "tool", "name": "propose_change"})
+    );
+    assert_eq!(
+        keys(&b["tools"][0]),
+        ["description", "input_schema", "name"]
+    );
+    assert_strict_schema(&b["tools"][0]["input_schema"]);
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["output_config.format"])
+    );
+}
+
+#[test]
+fn gemini_and_pydantic_refusals_of_seed_are_dropped() {
+    for (status, body) in [
+        (
+            400,
+            json!([{"error": {"code": 400, "message": "Invalid JSON payload received. Unknown name \"seed\": Cannot find field.", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"description": "Invalid JSON payload received. Unknown name \"seed\": Cannot find field."}]}]}}]),
+        ),
+        (
+            422,
+            json!({"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs are not permitted", "input": 0}]}),
+        ),
+    ] {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![
+            json_reply(status, body),
+            Reply::Sse(vec![chat_stream(&schema_answer(), "stop")]),
+        ]);
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-pro"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 0, "{status}: {}", ran.stderr);
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen[0].body["seed"], 0);
+        assert!(seen[1].body.get("seed").is_none());
+        assert_eq!(
+            ran.summary["attempts"][0]["dropped_params"],
+            json!(["seed"])
+        );
+    }
+}
+
+#[test]
+fn servers_errors_are_one_line_of_their_own_words() {
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![json_reply(
+        400,
+        json!([{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT"}}]),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-pro"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("openai rejected the request (HTTP 400): API key not valid. Please pass a valid API key."),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("INVALID_ARGUMENT"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_500_naming_response_format_falls_back_to_json_mode() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            500,
+            json!({"error": {"message": "Internal Server Error: unsupported response_format type 'json_schema'", "type": "internal_server_error"}}),
+        ),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "local"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen.len(),
+        2,
+        "dropped at once, not retried as a transient 500"
+    );
+    assert_eq!(
+        seen[1].body["response_format"],
+        json!({"type": "json_object"})
+    );
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema"])
+    );
+}
+
+#[test]
+fn a_server_without_json_mode_is_asked_with_no_format() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            400,
+            json!({"error": {"message": "response_format of type 'json_schema' is not supported", "type": "invalid_request_error", "param": "response_format"}}),
+        ),
+        json_reply(
+            400,
+            json!({"error": {"message": "response_format of type 'json_object' is not supported", "type": "invalid_request_error", "param": "response_format"}}),
+        ),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "local"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen[0].body["response_format"]["type"], "json_schema");
+    assert_eq!(seen[1].body["response_format"]["type"], "json_object");
+    assert!(seen[2].body.get("response_format").is_none());
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema", "response_format:json_object"])
+    );
+}
+
+#[test]
+fn refusals_are_named_as_such() {
+    // Chat Completions: content null and a refusal.
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![json_reply(
+        200,
+        json!({
+            "id": "c", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]
+        }),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let brief = &ran.summary["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "llm_output_invalid");
+    assert!(
+        brief["primary_error_excerpt"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the model refused to answer: I can't help with that."),
+        "{brief}"
+    );
+
+    // Anthropic: stop_reason refusal.
+    let r = TestRepo::simple();
+    let (url, _seen, server) =
+        serve_replies(vec![Reply::Sse(vec![anthropic_stream("", "refusal")])]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-opus-4-7",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("the model refused to answer: stop_reason: refusal"),
+        "{excerpt}"
+    );
+
+    // Responses: a refusal content part.
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![json_reply(
+        200,
+        json!({
+            "id": "resp_2", "object": "response", "status": "completed",
+            "output": [{"id": "msg_2", "type": "message", "role": "assistant",
+                        "content": [{"type": "refusal", "refusal": "I can't assist with that."}]}],
+            "usage": {"input_tokens": 10, "output_tokens": 5}
+        }),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "gpt-5",
+            "--llm-api",
+            "responses",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("the model refused to answer: I can't assist with that."),
+        "{excerpt}"
+    );
+    assert!(!excerpt.contains("EOF while parsing"), "{excerpt}");
+}
+
+#[test]
+fn answers_cut_at_the_limit_ask_for_a_smaller_change() {
+    let r = TestRepo::simple();
+    let cut = &schema_answer()[..40];
+    let (url, seen, server) = serve_replies(vec![Reply::Sse(vec![chat_stream(cut, "length")])]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "m",
+            "--max-attempts",
+            "1",
+            "--llm-max-output-tokens",
+            "50",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(
+        seen.lock().expect("lock")[0].body["max_completion_tokens"],
+        50
+    );
+    assert_eq!(ran.summary["config"]["max_output_tokens"], 50);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("cut at the output limit (finish_reason: length)"),
+        "{excerpt}"
+    );
+    assert!(excerpt.contains("smaller change"), "{excerpt}");
+    assert!(
+        !excerpt.contains("EOF"),
+        "not a JSON syntax error: {excerpt}"
+    );
+
+    // Responses: status incomplete (max_output_tokens); the limit is max_output_tokens.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        200,
+        json!({"id": "r", "object": "response", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "{\"unified"}]}], "usage": {"input_tokens": 1, "output_tokens": 50}}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "gpt-5",
+            "--llm-api",
+            "responses",
+            "--max-attempts",
+            "1",
+            "--llm-max-output-tokens",
+            "50",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock")[0].body["max_output_tokens"], 50);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("cut at the output limit (status: incomplete (max_output_tokens))"),
+        "{excerpt}"
+    );
+
+    // Anthropic: stop_reason max_tokens; the limit is max_tokens.
+    let r = TestRepo::simple();
+    let (url, seen, server) =
+        serve_replies(vec![Reply::Sse(vec![anthropic_stream(cut, "max_tokens")])]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-sonnet-4-5",
+            "--max-attempts",
+            "1",
+            "--llm-max-output-tokens",
+            "50",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock")[0].body["max_tokens"], 50);
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("cut at the output limit (stop_reason: max_tokens)"),
+        "{excerpt}"
+    );
+}
+
+#[test]
+fn a_think_block_is_stored_as_reasoning_never_parsed() {
+    let r = TestRepo::simple();
+    let content = format!(
+        "<think>\nThe user wants TWO. I'll write a diff.\n</think>\n\n{}",
+        good()
+    );
+    let (url, _seen, server) = serve_replies(vec![Reply::Sse(vec![chat_stream(&content, "stop")])]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "deepseek-r1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/reasoning.txt"),
+        "\nThe user wants TWO. I'll write a diff.\n"
+    );
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/llm_output.txt"),
+        content
+    );
+}
+
+#[test]
+fn reasoning_content_of_a_non_streaming_server_is_stored() {
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![json_reply(
+        200,
+        json!({
+            "id": "c", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": good(), "reasoning_content": "Only line two changes."}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}
+        }),
+    )]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/reasoning.txt"),
+        "Only line two changes."
+    );
+}
+
+#[test]
+fn a_stream_that_stalls_mid_way_is_retried() {
+    let r = TestRepo::simple();
+    let stream = responses_stream(&schema_answer());
+    let half = stream[..stream.len() / 2].to_vec();
+    let (url, seen, server) = serve_replies(vec![
+        Reply::Stall(half, std::time::Duration::from_secs(3)),
+        Reply::Sse(pieces(&stream, 200)),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .factory()
+        .env("OPENAI_API_KEY", "k")
+        .env("GIT_FACTORY_TEST_LLM_SILENCE_MS", "1000")
+        .args([
+            "run",
+            "--json",
+            "--llm-api",
+            "responses",
+            "--llm-model",
+            "gpt-5",
+            "--llm-base-url",
+            &url,
+            "-w",
+        ])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    server.join().expect("server");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+
+    // Stalled every time: the attempt fails with the silence named.
+    let r = TestRepo::simple();
+    let stall = || {
+        Reply::Stall(
+            b"event: response.created\n".to_vec(),
+            std::time::Duration::from_secs(2),
+        )
+    };
+    let (url, seen, server) = serve_replies(vec![stall(), stall(), stall(), stall()]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let out = r
+        .factory()
+        .env("OPENAI_API_KEY", "k")
+        .env("GIT_FACTORY_TEST_LLM_SILENCE_MS", "300")
+        .args([
+            "run",
+            "--json",
+            "--max-attempts",
+            "1",
+            "--llm-model",
+            "m",
+            "--llm-base-url",
+            &url,
+            "-w",
+        ])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    server.join().expect("server");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(seen.lock().expect("lock").len(), 4);
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let excerpt = s["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("no byte from the server for 0.3s"),
+        "{excerpt}"
+    );
+}
+
+#[test]
+fn an_unreachable_provider_is_refused_before_the_first_attempt() {
+    let r = TestRepo::simple();
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "qwen3"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(&format!(
+            "error: openai: cannot reach {url}/chat/completions: connection refused"
+        )),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .contains("hint: start the server, or check --llm-base-url"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("llm_call_failed"), "{}", ran.stderr);
+    assert!(r.run_ids().is_empty(), "nothing is recorded");
+    assert_eq!(r.snapshot(), before);
+
+    // In a worktree run too: no record, no branch, no worktree left behind.
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "qwen3", "--worktree"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(r.run_ids().is_empty(), "nothing is recorded");
+    assert_eq!(r.git(&["worktree", "list"]).lines().count(), 1);
+    assert_eq!(r.git(&["branch", "--list", "factory/*"]), "");
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn a_404_on_the_first_request_is_a_misconfigured_base_url() {
+    let r = TestRepo::simple();
+    let (url, _seen, server) =
+        serve_replies(vec![Reply::Json(404, "404 page not found".to_string())]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "qwen3"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(&format!(
+            "openai: {url}/chat/completions answered HTTP 404: 404 page not found"
+        )),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .contains("hint: check the base URL (e.g. a missing /v1) and the model name"),
+        "{}",
+        ran.stderr
+    );
+    assert!(r.run_ids().is_empty(), "nothing is recorded");
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn dry_run_needs_no_api_key() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["true"]));
+    for model in ["openai:gpt-5", "anthropic:claude-opus-4-7"] {
+        let out = r
+            .factory()
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .args(["run", "--dry-run", "--llm-model", model, "-w"])
+            .arg(&wo)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{model}: {}", stderr_of(&out));
+        assert!(stdout_of(&out).contains("# Work order wo-1"));
+    }
+    let out = r
+        .factory()
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .args(["run", "--llm-model", "openai:gpt-5", "-w"])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("OPENAI_API_KEY is not set"));
+}
+
+#[test]
+fn effort_and_output_limit_enter_the_config_hash_only_when_set() {
+    use sha2::{Digest, Sha256};
+    let hex = |line: String| {
+        Sha256::digest(line.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let mut ids = Vec::new();
+    for (flags, suffix) in [
+        (vec![], ""),
+        (vec!["--llm-reasoning-effort", "high"], "|effort=high"),
+        (
+            vec![
+                "--llm-reasoning-effort",
+                "high",
+                "--llm-max-output-tokens",
+                "9000",
+            ],
+            "|effort=high|max_output=9000",
+        ),
+    ] {
+        let (url, _seen, server) =
+            serve_replies(vec![Reply::Sse(vec![chat_stream(&good(), "stop")])]);
+        let mut all = vec!["--llm-model", "m"];
+        all.extend(flags);
+        let ran = run_model(&r, &wo, &url, &all);
+        server.join().expect("server");
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        assert_eq!(
+            ran.summary["config"]["config_hash"],
+            hex(format!("openai:m@{url}|0|2|600|p1|ladder{suffix}")),
+            "{suffix}"
+        );
+        ids.push(ran.summary["run_id"].clone());
+        r.git(&["checkout", "-q", "--", "app.txt"]);
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert_ne!(ids[1], ids[2]);
+
+    let bad = r
+        .factory()
+        .args([
+            "run",
+            "--dry-run",
+            "--llm-model",
+            "m",
+            "--llm-reasoning-effort",
+            "Hi gh",
+            "-w",
+        ])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr_of(&bad).contains("is not an effort level"),
+        "{}",
+        stderr_of(&bad)
+    );
+    let bad = r
+        .factory()
+        .args([
+            "run",
+            "--dry-run",
+            "--agent-command",
+            "true",
+            "--llm-reasoning-effort",
+            "high",
+            "-w",
+        ])
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr_of(&bad).contains("--llm-reasoning-effort applies to --llm-model only"),
+        "{}",
+        stderr_of(&bad)
+    );
+}
+
+#[test]
+fn the_whole_request_has_a_time_limit() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.llmTimeout", "1"]);
+    // Keep-alives every 20 ms: the silence limit never fires, the whole-request one does.
+    let slow = || Reply::Sse(vec![b": keep-alive\n\n".to_vec(); 150]);
+    let (url, seen, server) = serve_replies(vec![slow(), slow(), slow(), slow()]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        4,
+        "a timeout is transient: retried"
+    );
+    let excerpt = ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        excerpt.contains("the request took longer than 1s (git config factory.llmTimeout)"),
+        "{excerpt}"
+    );
+}
+
+#[test]
+fn an_error_event_mid_stream_is_transient() {
+    let r = TestRepo::simple();
+    let overloaded = sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        ),
+        (
+            Some("error"),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+    ]);
+    let (url, seen, server) = serve_replies(vec![
+        Reply::Sse(vec![overloaded]),
+        Reply::Sse(vec![anthropic_stream(&schema_answer(), "end_turn")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "anthropic:claude-sonnet-4-5"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body, seen[1].body, "the same request, sent again");
 }

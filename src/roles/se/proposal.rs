@@ -99,6 +99,18 @@ pub fn parse(raw: &[u8], format: OutputFormat) -> Result<Proposal, String> {
     }
 }
 
+/// Splits a leading `<think>…</think>` block (local reasoning models print one before their
+/// answer) from the answer: the reasoning is stored, never parsed.
+pub fn split_reasoning(raw: &str) -> (Option<&str>, &str) {
+    let trimmed = raw.trim_start();
+    if let Some(rest) = trimmed.strip_prefix("<think>") {
+        if let Some(end) = rest.find("</think>") {
+            return (Some(&rest[..end]), &rest[end + "</think>".len()..]);
+        }
+    }
+    (None, raw)
+}
+
 /// Parses the strict JSON contract; every deviation is explained in one line for the brief.
 pub fn parse_strict(raw: &str) -> Result<Proposal, String> {
     let value: Value = serde_json::from_str(raw.trim()).map_err(|e| {
@@ -124,7 +136,9 @@ pub fn parse_strict(raw: &str) -> Result<Proposal, String> {
         Some(_) => return Err("\"summary\" must be a string".to_string()),
         None => return Err("missing key \"summary\"".to_string()),
     };
-    let change = match (obj.get("unified_diff"), obj.get("writes")) {
+    // The structured-output schema has every key required, so the unused form comes as null.
+    let present = |key: &str| obj.get(key).filter(|v| !v.is_null());
+    let change = match (present("unified_diff"), present("writes")) {
         (Some(_), Some(_)) => {
             return Err("give \"unified_diff\" or \"writes\", not both".to_string())
         }
@@ -257,6 +271,30 @@ mod tests {
             parse_strict(r#"{"unified_diff": "@@ -1 +1 @@\n-a\n+b", "summary": "s"}"#).is_err()
         );
         assert!(parse_strict(r#"{"unified_diff": "", "summary": "s", "extra": 1}"#).is_err());
+    }
+
+    #[test]
+    fn the_schema_shape_with_a_null_form_is_accepted() {
+        let p = parse_strict(r#"{"unified_diff": null, "writes": [], "summary": "done"}"#)
+            .expect("writes");
+        assert!(p.is_no_change());
+        let p = parse_strict(r#"{"unified_diff": "", "writes": null, "summary": "done"}"#)
+            .expect("diff");
+        assert!(matches!(p.change, Change::Diff(_)));
+        assert!(parse_strict(r#"{"unified_diff": null, "writes": null, "summary": "s"}"#).is_err());
+    }
+
+    #[test]
+    fn a_leading_think_block_is_reasoning() {
+        assert_eq!(
+            split_reasoning("\n<think>plan é</think>\n{\"a\":1}"),
+            (Some("plan é"), "\n{\"a\":1}")
+        );
+        assert_eq!(
+            split_reasoning("{\"a\":\"<think>\"}"),
+            (None, "{\"a\":\"<think>\"}")
+        );
+        assert_eq!(split_reasoning("<think>cut"), (None, "<think>cut"));
     }
 
     #[test]

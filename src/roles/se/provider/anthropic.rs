@@ -1,60 +1,271 @@
-//! Anthropic Messages API.
+//! Anthropic Messages API (`POST {base}/v1/messages`) as it is now: no `temperature` unless
+//! the user set one, the proposal's schema in `output_config.format` (a forced tool whose
+//! `input_schema` it is where a model lacks that), `output_config.effort`, thinking blocks
+//! kept apart from the answer.
 
-use super::http::{post_json, Exchange};
-use super::{Provider, ProviderError, Request, Response};
-use crate::roles::se::prompt::SYSTEM;
-use crate::roles::se::proposal::OutputFormat;
+use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::http::{one_line, Sink};
+use super::sse::SseEvent;
 use crate::store::records::Usage;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
-const API_VERSION: &str = "2023-06-01";
-const MAX_TOKENS: u64 = 16384;
+pub const API_VERSION: &str = "2023-06-01";
+/// `max_tokens` is required; this is sent when the user gives no limit.
+pub const DEFAULT_MAX_TOKENS: u64 = 16384;
+/// The forced tool's name, when a model lacks `output_config.format`.
+const TOOL: &str = "propose_change";
 
-pub struct Anthropic {
-    pub model: String,
-    pub base_url: String,
-    pub api_key: String,
-    pub temperature: f64,
+pub struct Messages;
+
+impl Wire for Messages {
+    fn api(&self) -> Api {
+        Api::Anthropic
+    }
+
+    fn url(&self, base: &str) -> String {
+        format!("{}/v1/messages", base.trim_end_matches('/'))
+    }
+
+    fn names(&self, p: Param) -> Option<(&'static str, &'static [&'static str])> {
+        Some(match p {
+            Param::Temperature => ("temperature", &["temperature"]),
+            Param::Schema => (
+                "output_config.format",
+                &[
+                    "output_config.format",
+                    "output_format",
+                    "output_config",
+                    "json_schema",
+                ],
+            ),
+            Param::JsonMode => ("tool_choice", &["tool_choice", "tools", "input_schema"]),
+            Param::Effort => ("output_config.effort", &["output_config.effort", "effort"]),
+            Param::MaxOutput => ("max_tokens", &["max_tokens"]),
+            Param::Stream => ("stream", &["stream"]),
+            Param::Seed | Param::StreamOptions | Param::Store => return None,
+        })
+    }
+
+    fn required(&self, p: Param) -> bool {
+        p == Param::MaxOutput
+    }
+
+    fn body(&self, ask: &Ask<'_>) -> Value {
+        let mut b = Map::new();
+        b.insert("model".into(), json!(ask.model));
+        b.insert(
+            "max_tokens".into(),
+            json!(ask.settings.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+        );
+        b.insert("system".into(), json!(ask.system));
+        b.insert(
+            "messages".into(),
+            json!([{"role": "user", "content": ask.prompt}]),
+        );
+        let mut output = Map::new();
+        if ask.has(Param::Schema) {
+            output.insert(
+                "format".into(),
+                json!({"type": "json_schema", "schema": ask.schema}),
+            );
+        } else if ask.has(Param::JsonMode) {
+            b.insert(
+                "tools".into(),
+                json!([{
+                    "name": TOOL,
+                    "description": "Propose the change: a unified diff or whole-file writes, and a one-line summary.",
+                    "input_schema": ask.schema,
+                }]),
+            );
+            b.insert("tool_choice".into(), json!({"type": "tool", "name": TOOL}));
+        }
+        if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {
+            output.insert("effort".into(), json!(e));
+        }
+        if !output.is_empty() {
+            b.insert("output_config".into(), Value::Object(output));
+        }
+        if ask.has(Param::Temperature) {
+            b.insert("temperature".into(), json!(ask.settings.temperature));
+        }
+        if ask.has(Param::Stream) {
+            b.insert("stream".into(), json!(true));
+        }
+        Value::Object(b)
+    }
+
+    fn reader(&self) -> Box<dyn Reader> {
+        Box::<MessagesReader>::default()
+    }
 }
 
-impl Provider for Anthropic {
-    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
-        let body = json!({
-            "model": self.model,
-            "max_tokens": MAX_TOKENS,
-            "temperature": self.temperature,
-            "system": SYSTEM,
-            "messages": [{"role": "user", "content": request.prompt}],
-        });
-        let value = post_json(&Exchange {
-            url: format!("{}/v1/messages", self.base_url.trim_end_matches('/')),
-            headers: vec![
-                ("x-api-key", self.api_key.clone()),
-                ("anthropic-version", API_VERSION.to_string()),
-            ],
-            body: &body,
-            provider: "anthropic",
-        })?;
-        let parts = value
+#[derive(Default)]
+struct MessagesReader {
+    /// Content blocks by index: their type and text so far.
+    blocks: Vec<(String, String)>,
+    stop_reason: Option<String>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    deltas: u64,
+    stopped: bool,
+}
+
+impl MessagesReader {
+    fn block(&mut self, index: usize) -> &mut (String, String) {
+        if self.blocks.len() <= index {
+            self.blocks
+                .resize(index + 1, (String::new(), String::new()));
+        }
+        &mut self.blocks[index]
+    }
+
+    fn usage(&mut self, u: Option<&Value>) {
+        if let Some(u) = usage(u, "input_tokens", "output_tokens") {
+            self.input_tokens = u.input_tokens.or(self.input_tokens);
+            self.output_tokens = u.output_tokens.or(self.output_tokens);
+        }
+    }
+}
+
+/// A content block's text: text, thinking, or a forced tool's input as JSON.
+fn start_text(block: &Value) -> (String, String) {
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let text = match kind.as_str() {
+        "text" => block
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        "thinking" => block
+            .get("thinking")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        "tool_use" => match block.get("input") {
+            Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()).to_string(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    (kind, text)
+}
+
+impl Sink for MessagesReader {
+    fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+        let v: Value = serde_json::from_str(&ev.data)
+            .map_err(|e| format!("anthropic: an event is not JSON: {e}"))?;
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        match v.get("type").and_then(Value::as_str).unwrap_or("") {
+            "message_start" => self.usage(v.pointer("/message/usage")),
+            "content_block_start" => {
+                let started = start_text(&v["content_block"]);
+                *self.block(index) = started;
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                let piece = match d.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => d.get("text"),
+                    Some("thinking_delta") => d.get("thinking"),
+                    Some("input_json_delta") => d.get("partial_json"),
+                    _ => None,
+                };
+                if let Some(t) = piece.and_then(Value::as_str) {
+                    self.block(index).1.push_str(t);
+                    self.deltas += 1;
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(r.to_string());
+                }
+                self.usage(v.get("usage"));
+            }
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let msg = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                return Err(format!(
+                    "anthropic: the stream reported an error: {}",
+                    one_line(msg)
+                ));
+            }
+            _ => {} // ping, content_block_stop
+        }
+        Ok(())
+    }
+
+    fn whole(&mut self, v: Value) -> Result<(), String> {
+        if v.get("type").and_then(Value::as_str) == Some("error") {
+            let msg = v
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            return Err(format!(
+                "anthropic: the answer is an error: {}",
+                one_line(msg)
+            ));
+        }
+        let parts = v
             .get("content")
             .and_then(Value::as_array)
-            .ok_or_else(|| {
-                ProviderError::Failed("anthropic: the response has no content".into())
-            })?;
-        let raw: String = parts
-            .iter()
-            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect();
-        let usage = value.get("usage").map(|u| Usage {
-            input_tokens: u.get("input_tokens").and_then(Value::as_u64),
-            output_tokens: u.get("output_tokens").and_then(Value::as_u64),
-        });
-        Ok(Response {
-            raw: raw.into_bytes(),
-            format: OutputFormat::StrictJson,
+            .ok_or("anthropic: the response has no content")?;
+        self.blocks = parts.iter().map(start_text).collect();
+        self.stop_reason = v
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.usage(v.get("usage"));
+        self.stopped = true;
+        Ok(())
+    }
+
+    fn tokens(&self) -> u64 {
+        self.output_tokens.filter(|n| *n > 0).unwrap_or(self.deltas)
+    }
+}
+
+impl Reader for MessagesReader {
+    fn finish(self: Box<Self>) -> Result<Answer, String> {
+        if !self.stopped && self.stop_reason.is_none() {
+            return Err("anthropic: the stream ended before message_stop".to_string());
+        }
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        for (kind, t) in &self.blocks {
+            match kind.as_str() {
+                "text" | "tool_use" => text.push_str(t),
+                "thinking" => reasoning.push_str(t),
+                _ => {}
+            }
+        }
+        let stop = match self.stop_reason.as_deref() {
+            Some("refusal") => Stop::Refused(if text.trim().is_empty() {
+                "stop_reason: refusal".to_string()
+            } else {
+                format!("stop_reason: refusal: {}", one_line(&text))
+            }),
+            Some(r @ ("max_tokens" | "model_context_window_exceeded")) => {
+                Stop::Cut(format!("stop_reason: {r}"))
+            }
+            _ => Stop::Complete,
+        };
+        let usage =
+            (self.input_tokens.is_some() || self.output_tokens.is_some()).then_some(Usage {
+                input_tokens: self.input_tokens,
+                output_tokens: self.output_tokens,
+            });
+        Ok(Answer {
+            text,
+            reasoning,
             usage,
+            stop,
         })
     }
 }

@@ -52,10 +52,6 @@ impl Provider for AgentCommand {
         }
         let raw = std::fs::read(&logs.stdout)
             .map_err(|e| ProviderError::Failed(format!("cannot read the agent's output: {e}")))?;
-        Ok(Response {
-            raw,
-            format: OutputFormat::AgentText,
-            usage: None,
-        })
+        Ok(Response::plain(raw, OutputFormat::AgentText))
     }
 }

@@ -88,10 +88,6 @@ impl Provider for AgentEdits {
         } else {
             diff
         };
-        Ok(Response {
-            raw,
-            format: OutputFormat::AgentText,
-            usage: None,
-        })
+        Ok(Response::plain(raw, OutputFormat::AgentText))
     }
 }

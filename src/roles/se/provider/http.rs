@@ -1,207 +1,407 @@
-//! The HTTP exchange shared by the model providers: transient errors (timeouts, 429, 5xx)
-//! retried with backoff, permanent ones (401/403, unknown model, malformed request) fatal.
-//! Nothing here ever formats a header value, so an API key cannot leak into a message.
+//! The one transport of the model providers: one POST on its own thread (so Ctrl-C is answered
+//! at once), its body streamed back to the caller's thread as it arrives, with a limit on
+//! silence and one on the whole request. Retrying, dropping refused parameters and switching
+//! APIs are decided by the caller (`client`). Nothing here ever formats a header value, so an
+//! API key cannot leak into a message.
 
-use super::ProviderError;
+use super::sse::{SseEvent, SseParser};
 use serde_json::Value;
-use std::time::Duration;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
-/// At most this many requests in all: the first and three retries.
-const MAX_REQUESTS: u32 = 4;
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// No byte from the server for this long is a transient failure (SPEC §3.3).
+pub const SILENCE: Duration = Duration::from_secs(120);
+/// The default limit on one whole request (`factory.llmTimeout`).
+pub const DEFAULT_TOTAL: Duration = Duration::from_secs(900);
+const CONNECT: Duration = Duration::from_secs(30);
+/// An error body is read up to this size (it is only ever shown as one line).
+const MAX_ERROR_BODY: usize = 1 << 20;
 
-pub struct Exchange<'a> {
+pub struct Exchange {
     pub url: String,
     pub headers: Vec<(&'static str, String)>,
-    pub body: &'a Value,
-    pub provider: &'static str,
+    pub body: Value,
 }
 
-fn agent() -> ureq::Agent {
+/// What the body of a 2xx answer is handed to, event by event or whole.
+pub trait Sink {
+    fn event(&mut self, event: &SseEvent) -> Result<(), String>;
+    fn whole(&mut self, value: Value) -> Result<(), String>;
+    /// Tokens received so far (for the live status line).
+    fn tokens(&self) -> u64;
+}
+
+/// A server's error, in its own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    pub status: u16,
+    /// One line: `error.message`, Gemini's array-wrapped error, pydantic's `loc: msg`.
+    pub message: String,
+    /// Parameter names the body points at (OpenAI's `param`, pydantic's `loc`).
+    pub params: Vec<String>,
+    pub retry_after: Option<Duration>,
+}
+
+pub enum Failure {
+    /// Nothing answered: connection refused, unknown host.
+    Unreachable(String),
+    /// No answer in time from a server that may never have been reached (ureq's own
+    /// timeouts: connect, send, first response byte).
+    TimedOut(String),
+    /// A broken connection, a stream that stalled or ended early, a limit of ours.
+    Transient(String),
+    Status(ServerError),
+    Interrupted,
+}
+
+enum Msg {
+    Head {
+        status: u16,
+        event_stream: bool,
+        retry_after: Option<Duration>,
+    },
+    Bytes(Vec<u8>),
+    End,
+    Failed(Failure),
+}
+
+fn agent(total: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
-        .timeout_global(Some(REQUEST_TIMEOUT))
+        // Only bounds the abandoned thread: the caller's own clock names the limit first.
+        .timeout_global(Some(total + Duration::from_secs(5)))
+        .timeout_connect(Some(CONNECT))
         .http_status_as_error(false)
         .build()
         .into()
 }
 
-enum Outcome {
-    Done(Value),
-    Retry(String, Option<Duration>),
-    Fatal(String),
-}
-
-fn error_message(body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let msg = parsed
-        .as_ref()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .or_else(|| v.get("message"))
-                .or_else(|| v.get("error"))
-        })
-        .and_then(|m| m.as_str().map(str::to_string))
-        .unwrap_or_else(|| body.chars().take(200).collect());
-    msg.lines().next().unwrap_or("").to_string()
-}
-
-fn once(agent: &ureq::Agent, ex: &Exchange<'_>) -> Outcome {
-    let mut req = agent
-        .post(&ex.url)
-        .header("content-type", "application/json");
-    for (name, value) in &ex.headers {
-        req = req.header(*name, value);
+/// The silence limit; the tests of a stalled stream shorten it (test builds only).
+fn silence() -> Duration {
+    #[cfg(feature = "test-hooks")]
+    if let Some(ms) =
+        crate::env::var("GIT_FACTORY_TEST_LLM_SILENCE_MS").and_then(|v| v.parse::<u64>().ok())
+    {
+        return Duration::from_millis(ms);
     }
-    let mut resp = match req.send(ex.body.to_string()) {
-        Ok(r) => r,
-        Err(e) => {
-            return Outcome::Retry(
-                format!("{}: request failed: {}", ex.provider, transport_kind(&e)),
-                None,
-            )
+    SILENCE
+}
+
+/// Sends one request and feeds a 2xx body to `sink`; `on_tokens` hears the sink's token
+/// count whenever bytes arrive. Returns `Ok(())` once the whole body was read and accepted.
+pub fn exchange<S: Sink + ?Sized>(
+    ex: &Exchange,
+    total: Duration,
+    sink: &mut S,
+    on_tokens: &mut dyn FnMut(u64),
+) -> Result<(), Failure> {
+    let rx = spawn(ex, total);
+    let started = Instant::now();
+    let silence = silence();
+    let mut last = Instant::now();
+    let mut head = None;
+    let mut parser = SseParser::default();
+    let mut buffer = Vec::new();
+    loop {
+        // Checked on every turn: a server that trickles bytes never lets the wait time out.
+        if crate::interrupt::requested() {
+            return Err(Failure::Interrupted);
         }
-    };
-    let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s).min(MAX_RETRY_AFTER));
-    let text = match resp.body_mut().read_to_string() {
-        Ok(t) => t,
-        Err(e) => {
-            return Outcome::Retry(
-                format!(
-                    "{}: reading the response failed: {}",
-                    ex.provider,
-                    transport_kind(&e)
-                ),
-                None,
-            )
+        if started.elapsed() >= total {
+            return Err(Failure::Transient(format!(
+                "the request took longer than {}s (git config factory.llmTimeout)",
+                total.as_secs()
+            )));
         }
-    };
-    match status {
-        200..=299 => match serde_json::from_str(&text) {
-            Ok(v) => Outcome::Done(v),
-            Err(_) => Outcome::Retry(format!("{}: the response is not JSON", ex.provider), None),
-        },
-        401 | 403 => Outcome::Fatal(format!(
-            "{} refused the API key (HTTP {status}): {}",
-            ex.provider,
-            error_message(&text)
-        )),
-        404 => Outcome::Fatal(format!(
-            "{}: unknown model or endpoint (HTTP 404): {}",
-            ex.provider,
-            error_message(&text)
-        )),
-        408 | 409 | 425 | 429 | 500..=599 => Outcome::Retry(
-            format!("{}: HTTP {status}: {}", ex.provider, error_message(&text)),
-            retry_after,
-        ),
-        _ => Outcome::Fatal(format!(
-            "{} rejected the request (HTTP {status}): {}",
-            ex.provider,
-            error_message(&text)
-        )),
+        let msg = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => {
+                if last.elapsed() >= silence {
+                    return Err(Failure::Transient(format!(
+                        "no byte from the server for {}s",
+                        silence.as_secs_f64()
+                    )));
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Failure::Transient(
+                    "the request thread ended unexpectedly".to_string(),
+                ))
+            }
+        };
+        last = Instant::now();
+        match msg {
+            Msg::Failed(f) => return Err(f),
+            Msg::Head {
+                status,
+                event_stream,
+                retry_after,
+            } => head = Some((status, event_stream, retry_after)),
+            Msg::Bytes(bytes) => {
+                match head {
+                    Some((200..=299, true, _)) => {
+                        for event in parser.push(&bytes).map_err(Failure::Transient)? {
+                            sink.event(&event).map_err(Failure::Transient)?;
+                        }
+                    }
+                    _ if buffer.len() < MAX_ERROR_BODY || matches!(head, Some((200..=299, ..))) => {
+                        buffer.extend_from_slice(&bytes)
+                    }
+                    _ => {}
+                }
+                on_tokens(sink.tokens());
+            }
+            Msg::End => {
+                let Some((status, event_stream, retry_after)) = head else {
+                    return Err(Failure::Transient("the server sent no answer".to_string()));
+                };
+                if !(200..=299).contains(&status) {
+                    let mut error = server_error(status, &String::from_utf8_lossy(&buffer));
+                    error.retry_after = retry_after;
+                    return Err(Failure::Status(error));
+                }
+                if event_stream {
+                    if let Some(event) = parser.finish().map_err(Failure::Transient)? {
+                        sink.event(&event).map_err(Failure::Transient)?;
+                    }
+                    return Ok(());
+                }
+                let text = String::from_utf8(buffer)
+                    .map_err(|_| Failure::Transient("the response is not UTF-8".to_string()))?;
+                // A server that ignored `stream` but still framed its answer as events.
+                if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:")
+                {
+                    let mut parser = SseParser::default();
+                    let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
+                    events.extend(parser.finish().map_err(Failure::Transient)?);
+                    for event in &events {
+                        sink.event(event).map_err(Failure::Transient)?;
+                    }
+                    return Ok(());
+                }
+                let value: Value = serde_json::from_str(&text)
+                    .map_err(|_| Failure::Transient("the response is not JSON".to_string()))?;
+                return sink.whole(value).map_err(Failure::Transient);
+            }
+        }
     }
 }
 
-/// Names the kind of transport failure without echoing the request.
-fn transport_kind(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Timeout(_) => "timed out".to_string(),
-        ureq::Error::Io(io) => format!("i/o error: {}", io.kind()),
-        ureq::Error::HostNotFound => "host not found".to_string(),
-        ureq::Error::ConnectionFailed => "connection failed".to_string(),
-        other => other
-            .to_string()
-            .lines()
-            .next()
-            .unwrap_or("error")
-            .to_string(),
-    }
-}
-
-/// Posts the request, retrying transient failures; `sleep` is injectable for tests.
-pub fn post_json(ex: &Exchange<'_>) -> Result<Value, ProviderError> {
-    let agent = agent();
-    let mut backoff = FIRST_BACKOFF;
-    let mut last = String::new();
-    for n in 1..=MAX_REQUESTS {
-        match interruptible(&agent, ex)? {
-            Outcome::Done(v) => return Ok(v),
-            Outcome::Fatal(msg) => return Err(ProviderError::Fatal(msg)),
-            Outcome::Retry(msg, after) => {
-                last = msg;
-                if n < MAX_REQUESTS {
-                    pause(after.unwrap_or(backoff))?;
-                    backoff *= 2;
+/// Runs the request on its own thread; the thread ends with the connection (or the global
+/// timeout) when the caller stops listening.
+fn spawn(ex: &Exchange, total: Duration) -> Receiver<Msg> {
+    let (tx, rx) = channel();
+    let (url, headers, body) = (ex.url.clone(), ex.headers.clone(), ex.body.to_string());
+    std::thread::spawn(move || {
+        let agent = agent(total);
+        let mut req = agent.post(&url).header("content-type", "application/json");
+        for (name, value) in &headers {
+            req = req.header(*name, value);
+        }
+        let resp = match req.send(body) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Msg::Failed(transport_failure(&e)));
+                return;
+            }
+        };
+        let status = resp.status().as_u16();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let event_stream = header("content-type")
+            .is_some_and(|t| t.to_ascii_lowercase().contains("text/event-stream"));
+        let retry_after = header("retry-after")
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
+        if tx
+            .send(Msg::Head {
+                status,
+                event_stream,
+                retry_after,
+            })
+            .is_err()
+        {
+            return;
+        }
+        let mut reader = resp.into_body().into_reader();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match std::io::Read::read(&mut reader, &mut buf) {
+                Ok(0) => {
+                    let _ = tx.send(Msg::End);
+                    return;
+                }
+                Ok(n) => {
+                    if tx.send(Msg::Bytes(buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = tx.send(Msg::Failed(Failure::Transient(format!(
+                        "reading the response failed: {}",
+                        e.kind()
+                    ))));
+                    return;
                 }
             }
         }
-    }
-    Err(ProviderError::Failed(format!(
-        "{last} (gave up after {MAX_REQUESTS} requests)"
-    )))
-}
-
-fn interrupted() -> ProviderError {
-    ProviderError::Failed("interrupted while waiting for the model".to_string())
-}
-
-/// Sleeps, waking early when the run is interrupted.
-fn pause(d: Duration) -> Result<(), ProviderError> {
-    let end = std::time::Instant::now() + d;
-    while std::time::Instant::now() < end {
-        if crate::interrupt::requested() {
-            return Err(interrupted());
-        }
-        std::thread::sleep(
-            end.saturating_duration_since(std::time::Instant::now())
-                .min(Duration::from_millis(50)),
-        );
-    }
-    Ok(())
-}
-
-/// One request on its own thread, so Ctrl-C is answered at once rather than when the model
-/// replies (the abandoned request ends with the process).
-fn interruptible(agent: &ureq::Agent, ex: &Exchange<'_>) -> Result<Outcome, ProviderError> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (agent, url, headers, body, provider) = (
-        agent.clone(),
-        ex.url.clone(),
-        ex.headers.clone(),
-        ex.body.clone(),
-        ex.provider,
-    );
-    std::thread::spawn(move || {
-        let owned = Exchange {
-            url,
-            headers,
-            body: &body,
-            provider,
-        };
-        let _ = tx.send(once(&agent, &owned));
     });
-    loop {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(outcome) => return Ok(outcome),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if crate::interrupt::requested() => {
-                return Err(interrupted())
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(ProviderError::Failed(format!(
-                    "{}: the request thread ended unexpectedly",
-                    ex.provider
-                )))
+    rx
+}
+
+/// Names the kind of transport failure without echoing the request.
+fn transport_failure(e: &ureq::Error) -> Failure {
+    match e {
+        ureq::Error::Timeout(_) => Failure::TimedOut("request failed: timed out".to_string()),
+        ureq::Error::HostNotFound => Failure::Unreachable("host not found".to_string()),
+        ureq::Error::ConnectionFailed => Failure::Unreachable("connection failed".to_string()),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Failure::Unreachable("connection refused".to_string())
+        }
+        ureq::Error::Io(io) => {
+            Failure::Transient(format!("request failed: i/o error: {}", io.kind()))
+        }
+        other => Failure::Transient(format!(
+            "request failed: {}",
+            other.to_string().lines().next().unwrap_or("error")
+        )),
+    }
+}
+
+/// Reads a server's error body as the one line it means, in the server's words.
+pub fn server_error(status: u16, body: &str) -> ServerError {
+    let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let mut params = Vec::new();
+    let mut message = None;
+    if let Some(v) = &parsed {
+        // Gemini's OpenAI-compatible endpoint wraps its error in an array.
+        let v = match v {
+            Value::Array(items) if !items.is_empty() => &items[0],
+            other => other,
+        };
+        let error = v.get("error");
+        if let Some(p) = error.and_then(|e| e.get("param")).and_then(Value::as_str) {
+            params.push(p.to_string());
+        }
+        message = error
+            .and_then(|e| e.get("message"))
+            .or(error.filter(|e| e.is_string()))
+            .or_else(|| v.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if message.is_none() {
+            // pydantic (FastAPI) validation: detail is a list of {loc, msg}, or a string.
+            match v.get("detail") {
+                Some(Value::String(s)) => message = Some(s.clone()),
+                Some(Value::Array(items)) => {
+                    let parts: Vec<String> = items
+                        .iter()
+                        .map(|item| {
+                            let loc: Vec<String> = item
+                                .get("loc")
+                                .and_then(Value::as_array)
+                                .map(|l| {
+                                    l.iter()
+                                        .map(|p| match p {
+                                            Value::String(s) => s.clone(),
+                                            other => other.to_string(),
+                                        })
+                                        .collect()
+                                })
+                                .unwrap_or_default();
+                            let msg = item.get("msg").and_then(Value::as_str).unwrap_or("invalid");
+                            let named: Vec<&String> =
+                                loc.iter().filter(|p| p.as_str() != "body").collect();
+                            if let Some(last) = named.last() {
+                                params.push((*last).clone());
+                            }
+                            if loc.is_empty() {
+                                msg.to_string()
+                            } else {
+                                format!("{}: {msg}", loc.join("."))
+                            }
+                        })
+                        .collect();
+                    if !parts.is_empty() {
+                        message = Some(parts.join("; "));
+                    }
+                }
+                _ => {}
             }
         }
+    }
+    let message = message.unwrap_or_else(|| {
+        let text = body.trim();
+        if text.is_empty() {
+            format!("HTTP {status} with an empty body")
+        } else {
+            text.to_string()
+        }
+    });
+    ServerError {
+        status,
+        message: one_line(&message),
+        params,
+        retry_after: None,
+    }
+}
+
+/// The first line, at most 300 characters, with control characters escaped so a server's
+/// words cannot drive the terminal.
+pub fn one_line(text: &str) -> String {
+    let first = text.trim().lines().next().unwrap_or("").trim();
+    let mut out = String::new();
+    for (i, c) in first.chars().enumerate() {
+        if i == 300 {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\u{1b}' => out.push_str("\\e"),
+            '\u{7}' => out.push_str("\\a"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push('^');
+                out.push(char::from(((c as u8) ^ 0x40) & 0x7f));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_errors_in_their_own_words() {
+        let openai = r#"{"error":{"message":"Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.","type":"invalid_request_error","param":"temperature","code":"unsupported_value"}}"#;
+        let e = server_error(400, openai);
+        assert!(e.message.starts_with("Unsupported value: 'temperature'"));
+        assert_eq!(e.params, vec!["temperature"]);
+        let gemini = r#"[{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name \"seed\": Cannot find field.","status":"INVALID_ARGUMENT"}}]"#;
+        assert_eq!(
+            server_error(400, gemini).message,
+            "Invalid JSON payload received. Unknown name \"seed\": Cannot find field."
+        );
+        let pydantic = r#"{"detail":[{"type":"extra_forbidden","loc":["body","seed"],"msg":"Extra inputs are not permitted","input":0}]}"#;
+        let e = server_error(422, pydantic);
+        assert_eq!(e.message, "body.seed: Extra inputs are not permitted");
+        assert_eq!(e.params, vec!["seed"]);
+        assert_eq!(
+            server_error(400, r#"{"error":"model not found"}"#).message,
+            "model not found"
+        );
+        assert_eq!(
+            server_error(502, "Bad gateway\n<html>").message,
+            "Bad gateway"
+        );
+        assert_eq!(one_line("a\u{1b}]52;c\u{7}b"), "a\\e]52;c\\ab");
     }
 }

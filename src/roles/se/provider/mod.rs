@@ -2,12 +2,17 @@
 //! demo's scripted proposer.
 
 pub mod anthropic;
+pub mod client;
 pub mod command;
 pub mod edits;
 pub mod http;
+pub mod memory;
 pub mod openai;
 pub mod replay;
+pub mod responses;
+pub mod schema;
 pub mod scripted;
+pub mod sse;
 
 use crate::roles::se::proposal::OutputFormat;
 use crate::store::records::{FailureBrief, Usage};
@@ -28,14 +33,42 @@ pub struct Request<'a> {
     /// The folder where this attempt's artifacts go (an agent's logs land here).
     pub attempt_dir: &'a Path,
     pub attempt_rel: &'a str,
+    /// Hears the tokens received so far while a model streams its answer.
+    pub on_tokens: &'a dyn Fn(u64),
 }
 
-/// A provider's raw answer: stored verbatim, then parsed by the harness. Bytes: an agent's
-/// bare diff may hold lines that are not UTF-8.
+/// A provider's answer: `raw` is stored verbatim, `text` (the answer without its reasoning)
+/// is parsed by the harness.
 pub struct Response {
+    /// The exact output, as bytes: an agent's bare diff is never decoded.
     pub raw: Vec<u8>,
+    /// What the parser judges: the output without reasoning text.
+    pub text: Vec<u8>,
     pub format: OutputFormat,
     pub usage: Option<Usage>,
+    /// Reasoning text (`<think>`, `reasoning_content`, reasoning items, thinking blocks).
+    pub reasoning: Option<String>,
+    pub stop: client::Stop,
+    /// Optional parameters the server refused by name during this attempt.
+    pub dropped_params: Vec<String>,
+    /// `chat -> responses` when the server said the model lives on the other API.
+    pub api_switch: Option<String>,
+}
+
+impl Response {
+    /// An answer that is all proposal (agents, replays).
+    pub fn plain(raw: Vec<u8>, format: OutputFormat) -> Self {
+        Response {
+            text: raw.clone(),
+            raw,
+            format,
+            usage: None,
+            reasoning: None,
+            stop: client::Stop::Complete,
+            dropped_params: Vec::new(),
+            api_switch: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +81,9 @@ pub enum ProviderError {
     /// The provider refuses us (bad key, unknown model, malformed request): the run ends at
     /// once with verdict ERROR.
     Fatal(String),
+    /// The provider cannot be reached (connection refused, unknown host) or answered 404
+    /// before it ever answered: a misconfiguration, refused before the first attempt counts.
+    Unreachable { message: String, hint: String },
 }
 
 pub trait Provider {
@@ -112,49 +148,79 @@ impl ProviderSpec {
         })
     }
 
-    /// Opens the provider, checking what it needs (keys, folders) before anything runs.
+    /// Opens the provider, checking what it needs (keys, folders) before anything runs;
+    /// `need_key` is false for a dry run, which calls nothing.
     pub fn open(
         &self,
         cwd: &Path,
-        temperature: f64,
+        model: &client::Settings,
+        need_key: bool,
         agent_timeout: std::time::Duration,
     ) -> crate::error::Result<(Box<dyn Provider>, String)> {
         use crate::error::Error;
         Ok(match self {
-            ProviderSpec::OpenAi { model, base_url } => {
+            ProviderSpec::OpenAi {
+                model: name,
+                base_url,
+            } => {
                 let key = crate::env::openai_key();
-                if key.is_none() && base_url.is_none() {
+                if key.is_none() && base_url.is_none() && need_key {
                     return Err(Error::new("OPENAI_API_KEY is not set")
                         .hint("export OPENAI_API_KEY=…, or point --llm-base-url at a local OpenAI-compatible server"));
                 }
                 let base = base_url
                     .clone()
                     .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_string());
+                // OpenAI's own URL speaks the Responses API; any other server Chat Completions.
+                let api = model.api.unwrap_or(
+                    if base.trim_end_matches('/') == openai::DEFAULT_BASE_URL {
+                        client::Api::Responses
+                    } else {
+                        client::Api::Chat
+                    },
+                );
+                let headers = key
+                    .map(|k| vec![("authorization", format!("Bearer {k}"))])
+                    .unwrap_or_default();
                 (
-                    Box::new(openai::OpenAi {
-                        model: model.clone(),
-                        base_url: base,
-                        api_key: key,
-                        temperature,
-                    }),
+                    Box::new(client::ModelClient::new(
+                        "openai",
+                        name.clone(),
+                        base,
+                        headers,
+                        api,
+                        model.clone(),
+                    )),
                     self.identity(),
                 )
             }
-            ProviderSpec::Anthropic { model, base_url } => {
-                let key = crate::env::anthropic_key().ok_or_else(|| {
-                    Error::new("ANTHROPIC_API_KEY is not set")
-                        .hint("export ANTHROPIC_API_KEY=… and run again")
-                })?;
+            ProviderSpec::Anthropic {
+                model: name,
+                base_url,
+            } => {
+                let key = match crate::env::anthropic_key() {
+                    Some(k) => k,
+                    None if !need_key => String::new(),
+                    None => {
+                        return Err(Error::new("ANTHROPIC_API_KEY is not set")
+                            .hint("export ANTHROPIC_API_KEY=… and run again"))
+                    }
+                };
                 let base = base_url
                     .clone()
                     .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_string());
                 (
-                    Box::new(anthropic::Anthropic {
-                        model: model.clone(),
-                        base_url: base,
-                        api_key: key,
-                        temperature,
-                    }),
+                    Box::new(client::ModelClient::new(
+                        "anthropic",
+                        name.clone(),
+                        base,
+                        vec![
+                            ("x-api-key", key),
+                            ("anthropic-version", anthropic::API_VERSION.to_string()),
+                        ],
+                        client::Api::Anthropic,
+                        model.clone(),
+                    )),
                     self.identity(),
                 )
             }
@@ -213,6 +279,14 @@ impl ProviderSpec {
             ProviderSpec::Replay { .. } => "replay".to_string(),
             ProviderSpec::Scripted { name, .. } => format!("scripted:{name}"),
         }
+    }
+
+    /// Whether the provider is a model API (the `--llm-*` flags apply to it).
+    pub fn is_model(&self) -> bool {
+        matches!(
+            self,
+            ProviderSpec::OpenAi { .. } | ProviderSpec::Anthropic { .. }
+        )
     }
 
     /// Whether the provider runs code in the repo root (so the tree is checked after it).

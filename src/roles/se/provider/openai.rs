@@ -1,60 +1,205 @@
-//! OpenAI Chat Completions (and every server that speaks it: vLLM, Ollama, llama.cpp, …).
+//! OpenAI Chat Completions (`POST {base}/chat/completions`), spoken to every server the user
+//! points `--llm-base-url` at: vLLM, Ollama, llama.cpp, OpenRouter, Gemini's and Azure's
+//! OpenAI-compatible endpoints.
 
-use super::http::{post_json, Exchange};
-use super::{Provider, ProviderError, Request, Response};
-use crate::roles::se::prompt::SYSTEM;
-use crate::roles::se::proposal::OutputFormat;
-use crate::store::records::Usage;
-use serde_json::{json, Value};
+use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::http::Sink;
+use super::sse::SseEvent;
+use serde_json::{json, Map, Value};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-pub struct OpenAi {
-    pub model: String,
-    pub base_url: String,
-    pub api_key: Option<String>,
-    pub temperature: f64,
+pub struct Chat;
+
+impl Wire for Chat {
+    fn api(&self) -> Api {
+        Api::Chat
+    }
+
+    fn url(&self, base: &str) -> String {
+        format!("{}/chat/completions", base.trim_end_matches('/'))
+    }
+
+    fn names(&self, p: Param) -> Option<(&'static str, &'static [&'static str])> {
+        Some(match p {
+            Param::Temperature => ("temperature", &["temperature"]),
+            Param::Seed => ("seed", &["seed"]),
+            Param::Schema => (
+                "response_format:json_schema",
+                &["response_format", "json_schema"],
+            ),
+            Param::JsonMode => (
+                "response_format:json_object",
+                &["response_format", "json_object"],
+            ),
+            Param::Effort => ("reasoning_effort", &["reasoning_effort"]),
+            Param::MaxOutput => ("max_completion_tokens", &["max_completion_tokens"]),
+            Param::Stream => ("stream", &["stream"]),
+            Param::StreamOptions => ("stream_options", &["stream_options", "include_usage"]),
+            Param::Store => return None,
+        })
+    }
+
+    fn body(&self, ask: &Ask<'_>) -> Value {
+        let mut b = Map::new();
+        b.insert("model".into(), json!(ask.model));
+        b.insert(
+            "messages".into(),
+            json!([
+                {"role": "system", "content": ask.system},
+                {"role": "user", "content": ask.prompt},
+            ]),
+        );
+        if ask.has(Param::Temperature) {
+            b.insert("temperature".into(), json!(ask.settings.temperature));
+        }
+        if ask.has(Param::Seed) {
+            b.insert("seed".into(), json!(0));
+        }
+        if ask.has(Param::Schema) {
+            b.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": "proposal", "strict": true, "schema": ask.schema}}),
+            );
+        } else if ask.has(Param::JsonMode) {
+            b.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.max_output_tokens) {
+            b.insert("max_completion_tokens".into(), json!(n));
+        }
+        if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {
+            b.insert("reasoning_effort".into(), json!(e));
+        }
+        if ask.has(Param::Stream) {
+            b.insert("stream".into(), json!(true));
+            if ask.has(Param::StreamOptions) {
+                b.insert("stream_options".into(), json!({"include_usage": true}));
+            }
+        }
+        Value::Object(b)
+    }
+
+    fn reader(&self) -> Box<dyn Reader> {
+        Box::<ChatReader>::default()
+    }
 }
 
-impl Provider for OpenAi {
-    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
-        let body = json!({
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": request.prompt},
-            ],
-            "temperature": self.temperature,
-            "seed": 0,
-            "response_format": {"type": "json_object"},
-        });
-        let mut headers = Vec::new();
-        if let Some(key) = &self.api_key {
-            headers.push(("authorization", format!("Bearer {key}")));
-        }
-        let value = post_json(&Exchange {
-            url: format!("{}/chat/completions", self.base_url.trim_end_matches('/')),
-            headers,
-            body: &body,
-            provider: "openai",
-        })?;
-        let raw = value
-            .pointer("/choices/0/message/content")
+#[derive(Default)]
+struct ChatReader {
+    text: String,
+    reasoning: String,
+    refusal: String,
+    finish: Option<String>,
+    usage: Option<crate::store::records::Usage>,
+    chunks: u64,
+    got_choice: bool,
+}
+
+/// `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (OpenRouter, Ollama).
+fn reasoning_of(m: &Value) -> Option<&str> {
+    m.get("reasoning_content")
+        .and_then(Value::as_str)
+        .or_else(|| m.get("reasoning").and_then(Value::as_str))
+}
+
+fn stream_error(v: &Value) -> Option<String> {
+    let e = v.get("error")?;
+    Some(super::http::one_line(
+        e.get("message")
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ProviderError::Failed(
-                    "openai: the response has no choices[0].message.content".into(),
-                )
-            })?
+            .unwrap_or(&e.to_string()),
+    ))
+}
+
+impl Sink for ChatReader {
+    fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+        if ev.data.trim() == "[DONE]" {
+            return Ok(());
+        }
+        let v: Value = serde_json::from_str(&ev.data)
+            .map_err(|e| format!("openai: an event is not JSON: {e}"))?;
+        if let Some(e) = stream_error(&v) {
+            return Err(format!("openai: the stream reported an error: {e}"));
+        }
+        if let Some(u) = usage(v.get("usage"), "prompt_tokens", "completion_tokens") {
+            self.usage = Some(u);
+        }
+        if let Some(choice) = v.pointer("/choices/0") {
+            self.got_choice = true;
+            let delta = &choice["delta"];
+            if let Some(t) = delta.get("content").and_then(Value::as_str) {
+                self.text.push_str(t);
+                self.chunks += 1;
+            }
+            if let Some(t) = reasoning_of(delta) {
+                self.reasoning.push_str(t);
+                self.chunks += 1;
+            }
+            if let Some(t) = delta.get("refusal").and_then(Value::as_str) {
+                self.refusal.push_str(t);
+            }
+            if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(f.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    fn whole(&mut self, v: Value) -> Result<(), String> {
+        if let Some(e) = stream_error(&v) {
+            return Err(format!("openai: the answer is an error: {e}"));
+        }
+        self.usage = usage(v.get("usage"), "prompt_tokens", "completion_tokens");
+        let choice = v
+            .pointer("/choices/0")
+            .ok_or("openai: the response has no choices")?;
+        self.got_choice = true;
+        let m = &choice["message"];
+        self.text = m
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
             .to_string();
-        let usage = value.get("usage").map(|u| Usage {
-            input_tokens: u.get("prompt_tokens").and_then(Value::as_u64),
-            output_tokens: u.get("completion_tokens").and_then(Value::as_u64),
-        });
-        Ok(Response {
-            raw: raw.into_bytes(),
-            format: OutputFormat::StrictJson,
-            usage,
+        self.reasoning = reasoning_of(m).unwrap_or("").to_string();
+        self.refusal = m
+            .get("refusal")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.finish = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Ok(())
+    }
+
+    fn tokens(&self) -> u64 {
+        self.usage
+            .as_ref()
+            .and_then(|u| u.output_tokens)
+            .unwrap_or(self.chunks)
+    }
+}
+
+impl Reader for ChatReader {
+    fn finish(self: Box<Self>) -> Result<Answer, String> {
+        if !self.got_choice {
+            return Err("openai: the response has no choices".to_string());
+        }
+        let stop = if !self.refusal.is_empty() {
+            Stop::Refused(self.refusal.clone())
+        } else if self.finish.as_deref() == Some("length") {
+            Stop::Cut("finish_reason: length".to_string())
+        } else if self.finish.as_deref() == Some("content_filter") {
+            Stop::Refused("finish_reason: content_filter".to_string())
+        } else {
+            Stop::Complete
+        };
+        Ok(Answer {
+            text: self.text,
+            reasoning: self.reasoning,
+            usage: self.usage,
+            stop,
         })
     }
 }

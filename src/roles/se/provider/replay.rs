@@ -172,11 +172,7 @@ fn sections_paths(text: &[u8], dialect: Dialect) -> Vec<String> {
 impl Provider for Replay {
     fn propose(&mut self, request: &Request<'_>) -> std::result::Result<Response, ProviderError> {
         match self.proposals.get(&request.attempt) {
-            Some((raw, format)) => Ok(Response {
-                raw: raw.clone(),
-                format: *format,
-                usage: None,
-            }),
+            Some((raw, format)) => Ok(Response::plain(raw.clone(), *format)),
             None => Err(ProviderError::Exhausted(format!(
                 "replay has no proposal {}",
                 request.attempt

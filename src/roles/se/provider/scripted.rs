@@ -13,10 +13,6 @@ impl Provider for Scripted {
         let raw = self.proposals.get(index).cloned().ok_or_else(|| {
             ProviderError::Exhausted(format!("the script has no proposal {}", request.attempt))
         })?;
-        Ok(Response {
-            raw: raw.into_bytes(),
-            format: OutputFormat::StrictJson,
-            usage: None,
-        })
+        Ok(Response::plain(raw.into_bytes(), OutputFormat::StrictJson))
     }
 }

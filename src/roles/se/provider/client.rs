@@ -1,0 +1,589 @@
+//! The model client shared by the three wire APIs: sends a request through `http`, retries
+//! transient failures, drops an optional parameter a server refuses by name (and remembers
+//! that), switches once to the OpenAI API a server says the model lives on, and turns the
+//! answer into a `Response`. What a server refused is data, never a list of model names.
+
+use super::http::{self, Exchange, Failure, ServerError, Sink};
+use super::memory::Memory;
+use super::{Provider, ProviderError, Request, Response};
+use crate::roles::se::proposal::{self, OutputFormat};
+use crate::store::records::Usage;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// At most this many requests for transient failures: the first and three retries.
+const MAX_REQUESTS: u32 = 4;
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Which wire API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Responses,
+    Anthropic,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Api> {
+        match s {
+            "chat" => Some(Api::Chat),
+            "responses" => Some(Api::Responses),
+            _ => None,
+        }
+    }
+}
+
+/// The optional request parameters. `Schema` and `JsonMode` are the two rungs of the
+/// structured-output ladder (for Anthropic: `output_config.format`, then a forced tool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Param {
+    Temperature,
+    Seed,
+    Schema,
+    JsonMode,
+    Effort,
+    MaxOutput,
+    Stream,
+    StreamOptions,
+    Store,
+}
+
+pub const ALL_PARAMS: [Param; 9] = [
+    Param::Temperature,
+    Param::Seed,
+    Param::Schema,
+    Param::JsonMode,
+    Param::Effort,
+    Param::MaxOutput,
+    Param::Stream,
+    Param::StreamOptions,
+    Param::Store,
+];
+
+/// What the user asked of the model; `None` leaves the choice to the harness or the server.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub temperature: f64,
+    /// The temperature came from a flag or git config: it is sent everywhere and never dropped.
+    pub temperature_set: bool,
+    pub max_output_tokens: Option<u64>,
+    pub reasoning_effort: Option<String>,
+    /// `--llm-api` / `factory.api`: no automatic switch away from it.
+    pub api: Option<Api>,
+    pub total_timeout: Duration,
+    /// `.git/factory/providers.json`, where refused parameters are remembered.
+    pub memory: Option<std::path::PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            temperature: 0.0,
+            temperature_set: false,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            api: None,
+            total_timeout: http::DEFAULT_TOTAL,
+            memory: None,
+        }
+    }
+}
+
+/// One request's content, with the parameters to send.
+pub struct Ask<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub prompt: &'a str,
+    pub settings: &'a Settings,
+    pub send: &'a BTreeSet<Param>,
+    pub schema: &'a Value,
+}
+
+impl Ask<'_> {
+    pub fn has(&self, p: Param) -> bool {
+        self.send.contains(&p)
+    }
+}
+
+/// Why an answer ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    Complete,
+    /// Stopped by the output limit; the server's words (`finish_reason: length`, …).
+    Cut(String),
+    /// The model refused; its words.
+    Refused(String),
+}
+
+pub struct Answer {
+    pub text: String,
+    pub reasoning: String,
+    pub usage: Option<Usage>,
+    pub stop: Stop,
+}
+
+/// Turns events (or a whole JSON body) into an `Answer`.
+pub trait Reader: Sink {
+    fn finish(self: Box<Self>) -> Result<Answer, String>;
+}
+
+/// One wire API: its URL, body, parameter names and answer reader.
+pub trait Wire {
+    fn api(&self) -> Api;
+    fn url(&self, base: &str) -> String;
+    /// The name recorded in `dropped_params`, and the words a refusal of it uses; `None`
+    /// when the API has no such parameter.
+    fn names(&self, p: Param) -> Option<(&'static str, &'static [&'static str])>;
+    /// Whether the API requires the parameter (it is then never dropped).
+    fn required(&self, _p: Param) -> bool {
+        false
+    }
+    fn body(&self, ask: &Ask<'_>) -> Value;
+    fn reader(&self) -> Box<dyn Reader>;
+}
+
+pub fn wire(api: Api) -> Box<dyn Wire> {
+    match api {
+        Api::Chat => Box::new(super::openai::Chat),
+        Api::Responses => Box::new(super::responses::Responses),
+        Api::Anthropic => Box::new(super::anthropic::Messages),
+    }
+}
+
+pub struct ModelClient {
+    pub provider: &'static str,
+    pub model: String,
+    pub base_url: String,
+    /// Authentication headers (never formatted into a message).
+    pub headers: Vec<(&'static str, String)>,
+    pub api: Api,
+    pub settings: Settings,
+    pub schema: Value,
+    /// Parameters refused by this server for this model, per API.
+    dropped: Vec<(Api, Param)>,
+    switched: bool,
+    /// The server was reached at least once (it answered, or a connection was made): a 404
+    /// or a refused connection now is no longer a misconfiguration caught up front.
+    answered: bool,
+}
+
+impl ModelClient {
+    pub fn new(
+        provider: &'static str,
+        model: String,
+        base_url: String,
+        headers: Vec<(&'static str, String)>,
+        api: Api,
+        settings: Settings,
+    ) -> Self {
+        let mut client = ModelClient {
+            provider,
+            model,
+            base_url,
+            headers,
+            api,
+            settings,
+            schema: super::schema::proposal(),
+            dropped: Vec::new(),
+            switched: false,
+            answered: false,
+        };
+        if let Some(memory) = client.memory() {
+            if client.settings.api.is_none() && client.provider == "openai" {
+                if let Some(api) = memory.api(&client.base_url, &client.model) {
+                    client.api = api;
+                }
+            }
+            for api in [Api::Chat, Api::Responses, Api::Anthropic] {
+                let w = wire(api);
+                for name in memory.dropped(&client.base_url, &client.model, api) {
+                    if let Some(p) = ALL_PARAMS
+                        .into_iter()
+                        .find(|p| w.names(*p).is_some_and(|(n, _)| n == name))
+                    {
+                        if !client.user_set(p) {
+                            client.dropped.push((api, p));
+                        }
+                    }
+                }
+            }
+        }
+        client
+    }
+
+    fn memory(&self) -> Option<Memory> {
+        self.settings.memory.as_deref().map(Memory::at)
+    }
+
+    /// Set by the user (flag or git config): never dropped.
+    fn user_set(&self, p: Param) -> bool {
+        match p {
+            Param::Temperature => self.settings.temperature_set,
+            Param::MaxOutput => self.settings.max_output_tokens.is_some(),
+            Param::Effort => self.settings.reasoning_effort.is_some(),
+            _ => false,
+        }
+    }
+
+    /// What this request sends: what the harness wants, less what the server refused; the
+    /// JSON-mode rung only once the schema was refused.
+    fn sendable(&self, w: &dyn Wire) -> BTreeSet<Param> {
+        let api = w.api();
+        let mut send: BTreeSet<Param> = ALL_PARAMS
+            .into_iter()
+            .filter(|p| w.names(*p).is_some())
+            .filter(|p| match p {
+                Param::Temperature => api != Api::Anthropic || self.settings.temperature_set,
+                Param::Effort => self.settings.reasoning_effort.is_some(),
+                Param::MaxOutput => self.settings.max_output_tokens.is_some() || w.required(*p),
+                _ => true,
+            })
+            .filter(|p| !self.dropped.contains(&(api, *p)))
+            .collect();
+        if send.contains(&Param::Schema) {
+            send.remove(&Param::JsonMode);
+        }
+        send
+    }
+
+    fn remember_drop(&mut self, api: Api, p: Param, name: &str) {
+        self.dropped.push((api, p));
+        if let Some(memory) = self.memory() {
+            memory.add_dropped(&self.base_url, &self.model, api, name);
+        }
+    }
+
+    fn call(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
+        let mut dropped_now: Vec<String> = Vec::new();
+        let mut api_switch = None;
+        let mut transient = 0u32;
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let w = wire(self.api);
+            let send = self.sendable(w.as_ref());
+            let ask = Ask {
+                model: &self.model,
+                system: crate::roles::se::prompt::SYSTEM,
+                prompt: request.prompt,
+                settings: &self.settings,
+                send: &send,
+                schema: &self.schema,
+            };
+            let ex = Exchange {
+                url: w.url(&self.base_url),
+                headers: self.headers.clone(),
+                body: w.body(&ask),
+            };
+            let mut reader = w.reader();
+            let result = http::exchange(
+                &ex,
+                self.settings.total_timeout,
+                reader.as_mut(),
+                &mut |tokens| (request.on_tokens)(tokens),
+            );
+            let failure = match result {
+                Ok(()) => {
+                    self.answered = true;
+                    match reader.finish() {
+                        Ok(answer) => {
+                            return Ok(self.response(answer, dropped_now, api_switch));
+                        }
+                        Err(msg) => Failure::Transient(msg),
+                    }
+                }
+                Err(f) => f,
+            };
+            let error = match failure {
+                Failure::Interrupted => {
+                    return Err(ProviderError::Failed(
+                        "interrupted while waiting for the model".to_string(),
+                    ))
+                }
+                Failure::Unreachable(why) if !self.answered => {
+                    return Err(ProviderError::Unreachable {
+                        message: format!("{}: cannot reach {}: {why}", self.provider, ex.url),
+                        hint:
+                            "start the server, or check --llm-base-url (git config factory.baseUrl)"
+                                .to_string(),
+                    })
+                }
+                Failure::TimedOut(why) => {
+                    self.wait(
+                        &mut transient,
+                        &mut backoff,
+                        None,
+                        format!("{}: {why}", self.provider),
+                    )?;
+                    continue;
+                }
+                Failure::Unreachable(why) | Failure::Transient(why) => {
+                    self.answered = true;
+                    self.wait(
+                        &mut transient,
+                        &mut backoff,
+                        None,
+                        format!("{}: {why}", self.provider),
+                    )?;
+                    continue;
+                }
+                Failure::Status(e) => e,
+            };
+            let first = !self.answered;
+            self.answered = true;
+            // 1. The model lives on the other OpenAI API: switch once.
+            if let Some(other) = self.other_api(&error) {
+                api_switch = Some(format!("{} -> {}", self.api.as_str(), other.as_str()));
+                self.api = other;
+                self.switched = true;
+                if let Some(memory) = self.memory() {
+                    memory.set_api(&self.base_url, &self.model, other);
+                }
+                continue;
+            }
+            // 2. Optional parameters the server refused by name.
+            let named: Vec<Param> = send
+                .iter()
+                .copied()
+                .filter(|p| names_param(&error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
+                .collect();
+            let droppable: Vec<Param> = named
+                .iter()
+                .copied()
+                .filter(|p| !self.user_set(*p) && !w.required(*p))
+                .collect();
+            if !droppable.is_empty() && !matches!(error.status, 401 | 403 | 429) {
+                for p in droppable {
+                    let name = w.names(p).map(|n| n.0).unwrap_or("?");
+                    dropped_now.push(name.to_string());
+                    self.remember_drop(w.api(), p, name);
+                }
+                continue;
+            }
+            if let Some(p) = named.iter().find(|p| self.user_set(**p)) {
+                let name = w.names(*p).map(|n| n.0).unwrap_or("?");
+                return Err(ProviderError::Fatal(format!(
+                    "{} refused the {name} you set (HTTP {}): {}",
+                    self.provider, error.status, error.message
+                )));
+            }
+            match error.status {
+                401 | 403 => {
+                    return Err(ProviderError::Fatal(format!(
+                        "{} refused the API key (HTTP {}): {}",
+                        self.provider, error.status, error.message
+                    )))
+                }
+                404 if first => {
+                    return Err(ProviderError::Unreachable {
+                        message: format!(
+                            "{}: {} answered HTTP 404: {}",
+                            self.provider, ex.url, error.message
+                        ),
+                        hint: "check the base URL (e.g. a missing /v1) and the model name"
+                            .to_string(),
+                    })
+                }
+                404 => {
+                    return Err(ProviderError::Fatal(format!(
+                        "{}: unknown model or endpoint (HTTP 404): {}",
+                        self.provider, error.message
+                    )))
+                }
+                408 | 409 | 425 | 429 | 500..=599 => {
+                    let msg = format!(
+                        "{}: HTTP {}: {}",
+                        self.provider, error.status, error.message
+                    );
+                    self.wait(&mut transient, &mut backoff, error.retry_after, msg)?;
+                }
+                status => {
+                    return Err(ProviderError::Fatal(format!(
+                        "{} rejected the request (HTTP {status}): {}",
+                        self.provider, error.message
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Counts a transient failure; sleeps before the next request, or gives up.
+    fn wait(
+        &self,
+        transient: &mut u32,
+        backoff: &mut Duration,
+        retry_after: Option<Duration>,
+        msg: String,
+    ) -> Result<(), ProviderError> {
+        *transient += 1;
+        if *transient >= MAX_REQUESTS {
+            return Err(ProviderError::Failed(format!(
+                "{msg} (gave up after {MAX_REQUESTS} requests)"
+            )));
+        }
+        pause(
+            retry_after
+                .map(|d| d.min(MAX_RETRY_AFTER))
+                .unwrap_or(*backoff),
+        )?;
+        *backoff *= 2;
+        Ok(())
+    }
+
+    /// The OpenAI API a server says the model is only served by, once per run.
+    fn other_api(&self, error: &ServerError) -> Option<Api> {
+        if self.switched || self.settings.api.is_some() || self.provider != "openai" {
+            return None;
+        }
+        let msg = error.message.to_ascii_lowercase();
+        match self.api {
+            Api::Chat if msg.contains("only supported in v1/responses") => Some(Api::Responses),
+            Api::Responses if msg.contains("only supported in v1/chat/completions") => {
+                Some(Api::Chat)
+            }
+            _ => None,
+        }
+    }
+
+    fn response(
+        &self,
+        answer: Answer,
+        dropped: Vec<String>,
+        api_switch: Option<String>,
+    ) -> Response {
+        let (think, rest) = proposal::split_reasoning(&answer.text);
+        let mut reasoning = answer.reasoning.clone();
+        if let Some(t) = think {
+            if !reasoning.is_empty() {
+                reasoning.push('\n');
+            }
+            reasoning.push_str(t);
+        }
+        Response {
+            text: rest.as_bytes().to_vec(),
+            raw: answer.text.clone().into_bytes(),
+            format: OutputFormat::StrictJson,
+            usage: answer.usage,
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            stop: answer.stop,
+            dropped_params: dropped,
+            api_switch,
+        }
+    }
+}
+
+impl Provider for ModelClient {
+    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
+        self.call(request)
+    }
+}
+
+/// Whether a server's error names a parameter: in its message, OpenAI's `param` or
+/// pydantic's `loc`, as a whole word (`stream` is not `stream_options`).
+pub fn names_param(error: &ServerError, words: &[&str]) -> bool {
+    let msg = error.message.to_ascii_lowercase();
+    words.iter().any(|w| {
+        error.params.iter().any(|p| {
+            let p = p.to_ascii_lowercase();
+            p == *w || p.starts_with(&format!("{w}.")) || p.starts_with(&format!("{w}["))
+        }) || has_word(&msg, w)
+    })
+}
+
+fn has_word(haystack: &str, word: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    let mut from = 0;
+    while let Some(i) = haystack[from..].find(word) {
+        let start = from + i;
+        let end = start + word.len();
+        if !ident(haystack[..start].chars().next_back()) && !ident(haystack[end..].chars().next()) {
+            return true;
+        }
+        from = start + 1;
+        while !haystack.is_char_boundary(from) {
+            from += 1;
+        }
+    }
+    false
+}
+
+/// Sleeps, waking early when the run is interrupted.
+fn pause(d: Duration) -> Result<(), ProviderError> {
+    let end = std::time::Instant::now() + d;
+    while std::time::Instant::now() < end {
+        if crate::interrupt::requested() {
+            return Err(ProviderError::Failed(
+                "interrupted while waiting for the model".to_string(),
+            ));
+        }
+        std::thread::sleep(
+            end.saturating_duration_since(std::time::Instant::now())
+                .min(Duration::from_millis(50)),
+        );
+    }
+    Ok(())
+}
+
+/// Reads `usage` objects of the three APIs.
+pub fn usage(v: Option<&Value>, input: &str, output: &str) -> Option<Usage> {
+    let u = v.filter(|u| u.is_object())?;
+    Some(Usage {
+        input_tokens: u.get(input).and_then(Value::as_u64),
+        output_tokens: u.get(output).and_then(Value::as_u64),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(message: &str, params: &[&str]) -> ServerError {
+        ServerError {
+            status: 400,
+            message: message.to_string(),
+            params: params.iter().map(|s| s.to_string()).collect(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_a_parameter_as_a_whole_word() {
+        assert!(names_param(
+            &err("`temperature` is deprecated for this model.", &[]),
+            &["temperature"]
+        ));
+        assert!(names_param(
+            &err(
+                "Invalid JSON payload received. Unknown name \"seed\": Cannot find field.",
+                &[]
+            ),
+            &["seed"]
+        ));
+        assert!(names_param(
+            &err("body.seed: Extra inputs are not permitted", &["seed"]),
+            &["seed"]
+        ));
+        assert!(names_param(
+            &err("bad", &["text.format.schema"]),
+            &["text.format"]
+        ));
+        assert!(!names_param(
+            &err("stream_options is not supported", &[]),
+            &["stream"]
+        ));
+        assert!(!names_param(&err("upstream error", &[]), &["stream"]));
+        assert!(names_param(
+            &err("stream_options is not supported", &[]),
+            &["stream_options"]
+        ));
+    }
+}
