@@ -151,7 +151,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__apply)
+        git__factory__subcmd__apply)
             opts="-q -v -h -V --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -173,7 +173,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__checkout)
+        git__factory__subcmd__checkout)
             opts="-q -v -h -V --attempt --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -199,7 +199,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__completions)
+        git__factory__subcmd__completions)
             opts="-q -v -h -V --color --quiet --verbose --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -217,7 +217,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__demo)
+        git__factory__subcmd__demo)
             opts="-q -v -h -V --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -235,7 +235,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help)
+        git__factory__subcmd__help)
             opts="run log show apply verify hook checkout reverify patch recover completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -249,7 +249,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__apply)
+        git__factory__subcmd__help__subcmd__apply)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -263,7 +263,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__checkout)
+        git__factory__subcmd__help__subcmd__checkout)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -277,7 +277,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__completions)
+        git__factory__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -291,7 +291,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__demo)
+        git__factory__subcmd__help__subcmd__demo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -305,7 +305,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__help)
+        git__factory__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -319,7 +319,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook)
+        git__factory__subcmd__help__subcmd__hook)
             opts="install uninstall pre-push"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -333,7 +333,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook__subcmd__install)
+        git__factory__subcmd__help__subcmd__hook__subcmd__install)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -347,7 +347,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook__subcmd__pre__subcmd__push)
+        git__factory__subcmd__help__subcmd__hook__subcmd__pre__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -361,7 +361,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook__subcmd__uninstall)
+        git__factory__subcmd__help__subcmd__hook__subcmd__uninstall)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -375,7 +375,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__log)
+        git__factory__subcmd__help__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -389,7 +389,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__patch)
+        git__factory__subcmd__help__subcmd__patch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -403,7 +403,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__recover)
+        git__factory__subcmd__help__subcmd__recover)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -417,7 +417,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__reverify)
+        git__factory__subcmd__help__subcmd__reverify)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -431,7 +431,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__run)
+        git__factory__subcmd__help__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -445,7 +445,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__show)
+        git__factory__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -459,7 +459,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__verify)
+        git__factory__subcmd__help__subcmd__verify)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -473,7 +473,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook)
+        git__factory__subcmd__hook)
             opts="-q -v -h -V --color --quiet --verbose --help --version install uninstall pre-push help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -491,7 +491,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help)
+        git__factory__subcmd__hook__subcmd__help)
             opts="install uninstall pre-push help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -505,7 +505,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__help)
+        git__factory__subcmd__hook__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -519,7 +519,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__install)
+        git__factory__subcmd__hook__subcmd__help__subcmd__install)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -533,7 +533,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__pre__subcmd__push)
+        git__factory__subcmd__hook__subcmd__help__subcmd__pre__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -547,7 +547,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__uninstall)
+        git__factory__subcmd__hook__subcmd__help__subcmd__uninstall)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -561,7 +561,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__install)
+        git__factory__subcmd__hook__subcmd__install)
             opts="-q -v -h -V --force --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -579,7 +579,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__pre__subcmd__push)
+        git__factory__subcmd__hook__subcmd__pre__subcmd__push)
             opts="-q -v -h -V --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -597,7 +597,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__uninstall)
+        git__factory__subcmd__hook__subcmd__uninstall)
             opts="-q -v -h -V --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -615,7 +615,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__log)
+        git__factory__subcmd__log)
             opts="-n -q -v -h -V --max-count --verdict --json --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -649,7 +649,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__patch)
+        git__factory__subcmd__patch)
             opts="-p -q -v -h -V --check --strict --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -671,7 +671,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__recover)
+        git__factory__subcmd__recover)
             opts="-q -v -h -V --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -693,7 +693,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__reverify)
+        git__factory__subcmd__reverify)
             opts="-q -v -h -V --timeout-seconds --json --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -719,7 +719,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__run)
+        git__factory__subcmd__run)
             opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -821,7 +821,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__show)
+        git__factory__subcmd__show)
             opts="-q -v -h -V --patch --attempt --log --json --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -851,7 +851,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__verify)
+        git__factory__subcmd__verify)
             opts="-q -v -h -V --no-cache --timeout-seconds --repo --color --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -888,11 +888,16 @@ fi
 
 # git's own completion calls _git_<subcommand> for `git factory <TAB>`.
 _git_factory() {
-    local i words_=("git-factory") cword_=1
-    for ((i = 2; i < ${#COMP_WORDS[@]}; i++)); do
+    local i at=1 words_=("git-factory")
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ "${COMP_WORDS[i]}" == factory ]]; then
+            at=$i
+            break
+        fi
+    done
+    for ((i = at + 1; i < ${#COMP_WORDS[@]}; i++)); do
         words_+=("${COMP_WORDS[i]}")
     done
-    cword_=$((COMP_CWORD - 1))
-    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$cword_
+    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$((COMP_CWORD - at))
     _git__factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 }

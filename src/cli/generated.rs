@@ -123,19 +123,33 @@ pub fn man_pages() -> Vec<(String, String)> {
     pages
 }
 
-/// Bash glue so `git factory <TAB>` works: git's completion calls `_git_factory`.
+/// Bash glue so `git factory <TAB>` works: git's completion calls `_git_factory` with git's own
+/// words; hand clap's function the words from `factory` on, as if `git-factory` had been typed.
 const BASH_GIT_GLUE: &str = r#"
 # git's own completion calls _git_<subcommand> for `git factory <TAB>`.
 _git_factory() {
-    local i words_=("git-factory") cword_=1
-    for ((i = 2; i < ${#COMP_WORDS[@]}; i++)); do
+    local i at=1 words_=("git-factory")
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ "${COMP_WORDS[i]}" == factory ]]; then
+            at=$i
+            break
+        fi
+    done
+    for ((i = at + 1; i < ${#COMP_WORDS[@]}; i++)); do
         words_+=("${COMP_WORDS[i]}")
     done
-    cword_=$((COMP_CWORD - 1))
-    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$cword_
+    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$((COMP_CWORD - at))
     _git__factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 }
 "#;
+
+/// clap_complete names a subcommand's state from its bin name, turning the `-` of
+/// `git-factory` into a separator (`git__subcmd__factory__subcmd__run`), while the loop that
+/// walks the words sets `git__factory__subcmd__run`: no state would ever match a case arm and
+/// completion below the subcommand would be dead. Name the arms as the loop does.
+fn bash_states_matched(text: &str) -> String {
+    text.replace("git__subcmd__factory__subcmd__", "git__factory__subcmd__")
+}
 
 const FISH_GIT_GLUE: &str = "\n# `git factory <TAB>` through git's own completion\ncomplete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify hook recover patch completions demo'\n";
 
@@ -146,7 +160,10 @@ pub fn completion(shell: Shell) -> String {
     clap_complete::generate(shell, &mut cmd, "git-factory", &mut buf);
     let mut text = String::from_utf8_lossy(&buf).into_owned();
     match shell {
-        Shell::Bash => text.push_str(BASH_GIT_GLUE),
+        Shell::Bash => {
+            text = bash_states_matched(&text);
+            text.push_str(BASH_GIT_GLUE);
+        }
         Shell::Fish => text.push_str(FISH_GIT_GLUE),
         _ => {}
     }
@@ -160,4 +177,26 @@ pub fn completion_files() -> Vec<(String, String)> {
         ("_git-factory".to_string(), completion(Shell::Zsh)),
         ("git-factory.fish".to_string(), completion(Shell::Fish)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every state the bash script's word loop can set has a case arm, and every arm is a state.
+    #[test]
+    fn bash_states_have_arms() {
+        let text = super::completion(clap_complete::Shell::Bash);
+        let states: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("cmd=\""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .filter(|s| !s.is_empty())
+            .collect();
+        let arms: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("        git__") && l.ends_with(')'))
+            .map(|l| l.trim().trim_end_matches(')'))
+            .collect();
+        assert!(states.contains("git__factory__subcmd__run"), "{states:?}");
+        assert_eq!(states, arms);
+    }
 }

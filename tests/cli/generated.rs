@@ -217,3 +217,151 @@ fn no_escape_codes_without_a_terminal_or_with_no_color() {
     assert_eq!(lines.len(), 1, "-q prints only the verdict line: {lines:?}");
     assert!(lines[0].starts_with("FAIL "));
 }
+
+/// An interactive bash in a tmux pane with bash-completion and git's own completion, the
+/// committed completion file installed where the README puts it, and `git-factory` on PATH.
+/// None (a skip) only off CI when tmux or bash-completion is not installed.
+struct Pane {
+    socket: std::path::PathBuf,
+}
+
+const BASH_COMPLETION: &str = "/usr/share/bash-completion/bash_completion";
+
+impl Pane {
+    fn start(r: &TestRepo, width: u16) -> Option<Pane> {
+        let have_tmux = std::process::Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !have_tmux || !Path::new(BASH_COMPLETION).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must install tmux and bash-completion (see .ci/run)"
+            );
+            eprintln!("skipped: tmux or bash-completion is not installed");
+            return None;
+        }
+        let completions = r.home.join(".local/share/bash-completion/completions");
+        std::fs::create_dir_all(&completions).expect("mkdir");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("completions/git-factory.bash"),
+            completions.join("git-factory"),
+        )
+        .expect("install the completion file");
+        let bin = assert_cmd::cargo::cargo_bin("git-factory");
+        let bin_dir = bin.parent().expect("the binary's folder");
+        let rc = r.home.join(".bashrc");
+        std::fs::write(
+            &rc,
+            format!(
+                "PS1='$ '\nexport PATH={}:$PATH\nsource {BASH_COMPLETION}\ncd {}\n",
+                bin_dir.display(),
+                r.root.display()
+            ),
+        )
+        .expect("write .bashrc");
+        let socket = r.tmp.path().join("tmux.sock");
+        let status = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["-f", "/dev/null", "new-session", "-d", "-x"])
+            .arg(width.to_string())
+            .args(["-y", "50"])
+            .arg(format!("bash --noprofile --rcfile {} -i", rc.display()))
+            .env("HOME", &r.home)
+            .env("TERM", "xterm")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("BASH_COMPLETION_USER_DIR")
+            .status()
+            .expect("tmux starts");
+        assert!(status.success());
+        let pane = Pane { socket };
+        pane.wait_for("$ ");
+        Some(pane)
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-t", "0"])
+    }
+
+    /// Waits (bounded) until the screen shows `text`; returns the screen either way.
+    fn wait_for(&self, text: &str) -> String {
+        for _ in 0..200 {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.screen()
+    }
+
+    /// Types `line`, presses TAB twice, and returns the screen once `expect` shows (or not).
+    fn complete(&self, line: &str, expect: &str) -> String {
+        self.tmux(&["send-keys", "-t", "0", "C-c"]);
+        self.tmux(&["send-keys", "-t", "0", "clear", "Enter"]);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        self.tmux(&["send-keys", "-t", "0", "-l", line]);
+        self.tmux(&["send-keys", "-t", "0", "Tab"]);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.tmux(&["send-keys", "-t", "0", "Tab"]);
+        self.wait_for(expect)
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+#[test]
+fn completion_below_the_subcommand_through_gits_own_completion() {
+    let r = TestRepo::simple();
+    let Some(pane) = Pane::start(&r, 200) else {
+        return;
+    };
+    // (tmux trims the space completion adds after a word.)
+    let s = pane.complete("git facto", "git factory");
+    assert!(s.contains("$ git factory"), "the subcommand itself:\n{s}");
+    let s = pane.complete("git factory sh", "git factory show");
+    assert!(s.contains("$ git factory show"), "a subcommand:\n{s}");
+    let s = pane.complete("git factory run --", "--work-order");
+    for flag in [
+        "--work-order",
+        "--llm-model",
+        "--agent-edits",
+        "--max-attempts",
+    ] {
+        assert!(s.contains(flag), "run --<TAB> lists {flag}:\n{s}");
+    }
+    let s = pane.complete("git factory show --", "--patch");
+    assert!(
+        s.contains("--patch") && s.contains("--attempt"),
+        "show --<TAB>:\n{s}"
+    );
+    assert!(!s.contains("--work-order"), "only show's flags:\n{s}");
+    let s = pane.complete("git factory log --verdict ", "interrupted");
+    for v in ["pass", "fail", "error", "interrupted"] {
+        assert!(s.contains(v), "log --verdict <TAB> lists {v}:\n{s}");
+    }
+    assert!(!s.contains("app.txt"), "verdicts, not files:\n{s}");
+    let s = pane.complete("git -C . factory log --verd", "log --verdict");
+    assert!(s.contains("log --verdict"), "after git's own options:\n{s}");
+}
