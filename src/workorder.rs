@@ -111,7 +111,7 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
     }
     for cmd in &acceptance_commands {
         match shlex::split(cmd) {
-            Some(argv) if !argv.is_empty() => {}
+            Some(argv) if !argv.is_empty() => refuse_shell_operator(cmd, &argv)?,
             Some(_) => return Err(invalid("acceptance_commands", format!("{cmd:?} is empty"))),
             None => {
                 return Err(invalid(
@@ -148,6 +148,29 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         context_files,
         notes,
     })
+}
+
+/// Commands are run as an argv, never by a shell: `grep -q x f && true` hands `&&` to grep,
+/// which then checks the wrong thing and may pass. An operator that stands as a word of its
+/// own (unquoted in the text) is a refusal naming the shell to use.
+fn refuse_shell_operator(cmd: &str, argv: &[String]) -> Result<()> {
+    const OPERATORS: [&str; 8] = ["&&", "||", "|", ";", ">", ">>", "<", "&"];
+    let bare: Vec<&str> = cmd.split_ascii_whitespace().collect();
+    let Some(op) = argv
+        .iter()
+        .skip(1)
+        .find(|a| OPERATORS.contains(&a.as_str()) && bare.contains(&a.as_str()))
+    else {
+        return Ok(());
+    };
+    let quoted = shlex::try_quote(cmd)
+        .map(|q| q.into_owned())
+        .unwrap_or_default();
+    Err(Error::new(format!(
+        "invalid work order: acceptance_commands: {cmd:?} passes {op:?} to {} as an argument; commands are not run by a shell",
+        argv[0]
+    ))
+    .hint(format!("to use shell syntax, run it through a shell: sh -c {quoted}")))
 }
 
 fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {

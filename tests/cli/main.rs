@@ -7,6 +7,7 @@ mod delivery;
 mod demo;
 mod generated;
 mod log_show;
+mod newcomer;
 mod patch;
 mod providers;
 mod recovery;
