@@ -587,10 +587,14 @@ impl Session<'_> {
 
     fn fail(&mut self, stage: Stage, command: Option<&CmdResult>, text: &str) -> Outcome {
         let brief = self.brief(stage, command, text);
-        self.ui
-            .info(format!("  {} {}", ui::dim("✗"), stage.as_str()));
-        self.ui
-            .detail(format!("    {}", text.lines().next().unwrap_or("")));
+        // Why, in one line: the failing command and how it ended, or the refusal's first line.
+        let why = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        self.ui.info(format!(
+            "  {} {}: {}",
+            ui::dim("✗"),
+            stage.as_str(),
+            ui::clip(why.trim(), 160)
+        ));
         self.current().brief = Some(brief);
         Outcome::Failed(stage)
     }

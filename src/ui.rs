@@ -92,10 +92,14 @@ impl Ui {
             let start = std::time::Instant::now();
             let mut i = 0usize;
             loop {
-                let line = format!(
-                    "{} {label} {}",
+                // One row, never more: a line wider than the terminal wraps, and clearing
+                // the current row would then leave a new line behind at every tick.
+                let width = term.size_checked().map(|(_, cols)| cols as usize);
+                let line = status_line(
                     frames[i % frames.len()],
-                    dim(format!("{:.1}s", start.elapsed().as_secs_f64()))
+                    &label,
+                    &format!("{:.1}s", start.elapsed().as_secs_f64()),
+                    width,
                 );
                 let _ = term.clear_line();
                 let _ = term.write_str(&line);
@@ -175,10 +179,58 @@ pub fn verdict(v: Verdict) -> String {
     .to_string()
 }
 
+/// A spinner line fitted to `width` columns (less one, so the cursor never wraps): the label
+/// is shortened with `…`, the elapsed time is kept.
+fn status_line(frame: char, label: &str, elapsed: &str, width: Option<usize>) -> String {
+    let label = match width {
+        Some(w) => {
+            let room = w.saturating_sub(elapsed.chars().count() + 4);
+            if room == 0 {
+                String::new()
+            } else {
+                clip(label, room)
+            }
+        }
+        None => label.to_string(),
+    };
+    format!("{frame} {label} {}", dim(elapsed))
+}
+
+/// `text` cut to at most `max` characters, with `…` where it was cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 pub fn dim(s: impl std::fmt::Display) -> String {
     style(s).dim().to_string()
 }
 
 pub fn bold(s: impl std::fmt::Display) -> String {
     style(s).bold().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn status_lines_fit_the_terminal() {
+        console::set_colors_enabled(false);
+        let label = "  PO acceptance: python -m pytest -q tests/test_a_rather_long_name.py";
+        for width in [10, 20, 40, 80] {
+            let line = super::status_line('⠋', label, "12.3s", Some(width));
+            assert!(
+                console::measure_text_width(&line) < width,
+                "{width}: {line}"
+            );
+            assert!(line.ends_with("12.3s"), "{line}");
+        }
+        let line = super::status_line('⠋', "short", "0.1s", Some(80));
+        assert_eq!(line, "⠋ short 0.1s");
+        assert_eq!(super::clip("abcdef", 4), "abc…");
+        assert_eq!(super::clip("abc", 4), "abc");
+    }
 }

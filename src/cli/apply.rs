@@ -22,7 +22,11 @@ pub struct ApplyArgs {
 }
 
 /// A tree entry's state as a work-tree file (`None` when absent).
-fn state_in(repo: &Repository, tree: &Tree<'_>, path: &str) -> Result<Option<FileState>> {
+pub(super) fn state_in(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+) -> Result<Option<FileState>> {
     let Ok(entry) = tree.get_path(Path::new(path)) else {
         return Ok(None);
     };

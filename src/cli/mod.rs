@@ -1,6 +1,7 @@
 //! The command line: clap definitions (their doc comments are the help text) and dispatch.
 
 pub mod apply;
+pub mod cached;
 pub mod checkout;
 pub mod completions;
 pub mod demo;

@@ -142,3 +142,136 @@ fn a_shell_operator_in_an_acceptance_command_is_refused_naming_sh_c() {
         r.git(&["checkout", "--", "app.txt"]);
     }
 }
+
+#[test]
+fn a_cached_run_says_where_its_change_is_and_delivers_it_on_commit_or_branch() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let replay = one_pass(&r, "p");
+    let first = r.run_replay(&wo, &replay, &[]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr_of(&first));
+    let run = r.run_ids()[0].clone();
+    r.git(&["checkout", "--", "app.txt"]);
+    let before = r.snapshot();
+
+    let again = r.run_replay(&wo, &replay, &[]);
+    let err = stderr_of(&again);
+    assert_eq!(again.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "run {run} is already recorded (PASS); nothing was run again"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("its change is stored in refs/factory/{run}, not in your work tree; bring it in with git factory apply {run}")),
+        "{err}"
+    );
+    assert!(!err.contains("the change is in your work tree"), "{err}");
+    assert_eq!(r.snapshot(), before, "a cached run changes nothing");
+
+    // --commit delivers the recorded change as a new run would.
+    let head = r.git(&["rev-parse", "HEAD"]);
+    let commit = r.run_replay(&wo, &replay, &["--commit"]);
+    let err = stderr_of(&commit);
+    assert_eq!(commit.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("its recorded change was committed on the current branch as"),
+        "{err}"
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(
+        r.git(&["rev-parse", "HEAD~1"]),
+        head,
+        "one commit on the branch"
+    );
+    assert!(
+        r.git(&["status", "--porcelain"]).is_empty(),
+        "committed, index and tree clean"
+    );
+    assert!(r
+        .git(&["log", "-1", "--format=%B"])
+        .contains(&format!("Factory-Run: {run}")));
+    assert_eq!(r.run_ids(), vec![run.clone()], "no new run was recorded");
+
+    // --branch NAME: created at HEAD, checked out, the change committed on it.
+    r.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let branch = r.run_replay(&wo, &replay, &["--branch", "feat/cached"]);
+    let err = stderr_of(&branch);
+    assert_eq!(branch.status.code(), Some(0), "{err}");
+    assert!(err.contains("committed on branch feat/cached as"), "{err}");
+    assert_eq!(
+        r.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
+        "feat/cached"
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(r.git(&["rev-parse", "main"]), head, "main untouched");
+
+    // A dirty tree is refused before anything changes.
+    r.git(&["checkout", "-q", "main"]);
+    r.write("other.txt", "edited\n");
+    let before = r.snapshot();
+    let dirty = r.run_replay(&wo, &replay, &["--commit"]);
+    assert_eq!(dirty.status.code(), Some(2), "{}", stderr_of(&dirty));
+    assert!(stderr_of(&dirty).contains("error: the work tree has uncommitted changes"));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn a_failing_stage_line_says_why() {
+    let r = TestRepo::simple();
+    let app = ["one", "two", "three"];
+    let replay = r.replay(
+        "why",
+        &[
+            (
+                "1.json",
+                proposal(&diff_replace("app.txt", &app, "two", "Two"), "w"),
+            ),
+            (
+                "2.json",
+                proposal(&diff_replace("nope.txt", &app, "two", "TWO"), "w"),
+            ),
+        ],
+    );
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &[]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("  ✗ acceptance_failed: grep -qx TWO app.txt → exit 1\n"),
+        "the command and its exit code:\n{err}"
+    );
+    let refusal = err
+        .lines()
+        .find(|l| l.starts_with("  ✗ patch_scope_violation: "))
+        .unwrap_or_else(|| panic!("the scope refusal's first line:\n{err}"));
+    assert!(refusal.contains("nope.txt"), "{refusal}");
+}
+
+#[test]
+fn status_lines_fit_a_narrow_terminal() {
+    let r = TestRepo::simple();
+    let Some(pane) = tmux::Pane::start(&r, 40) else {
+        return;
+    };
+    let wo = r.work_order(basic_order(&[
+        "sh -c 'sleep 2; grep -qx TWO app.txt # a long acceptance command line'",
+    ]));
+    let replay = one_pass(&r, "p");
+    pane.type_line(&format!(
+        "clear; git factory run -w {} --replay {}",
+        wo.display(),
+        replay.display()
+    ));
+    let screen = pane.wait_for("→ refs/factory/");
+    assert!(screen.contains("PASS"), "{screen}");
+    let rows = pane.history();
+    let acceptance_rows = rows.lines().filter(|l| l.contains("PO acceptance")).count();
+    assert_eq!(
+        acceptance_rows, 1,
+        "one row for a 2 s command, not one per spinner tick:\n{rows}"
+    );
+    let shown = rows.lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(shown < 25, "{shown} rows:\n{rows}");
+}
