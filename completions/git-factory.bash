@@ -134,7 +134,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --help --version run log show apply verify hook checkout reverify patch recover completions demo help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch recover completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -152,7 +152,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__apply)
-            opts="-q -v -h -V --repo --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -174,7 +174,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__checkout)
-            opts="-q -v -h -V --attempt --repo --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --attempt --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -200,7 +200,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__completions)
-            opts="-q -v -h -V --color --quiet --verbose --help --version bash elvish fish powershell zsh"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,7 +218,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__demo)
-            opts="-q -v -h -V --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -474,7 +474,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook)
-            opts="-q -v -h -V --color --quiet --verbose --help --version install uninstall pre-push help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version install uninstall pre-push help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -562,7 +562,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook__subcmd__install)
-            opts="-q -v -h -V --force --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --force --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -580,7 +580,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook__subcmd__pre__subcmd__push)
-            opts="-q -v -h -V --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -598,7 +598,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook__subcmd__uninstall)
-            opts="-q -v -h -V --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -616,7 +616,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__log)
-            opts="-n -q -v -h -V --max-count --verdict --json --repo --color --quiet --verbose --help --version"
+            opts="-n -q -v -h -V --max-count --verdict --oneline --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -650,7 +650,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__patch)
-            opts="-p -q -v -h -V --check --strict --color --quiet --verbose --help --version"
+            opts="-p -q -v -h -V --check --strict --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -672,7 +672,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__recover)
-            opts="-q -v -h -V --repo --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -694,7 +694,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__reverify)
-            opts="-q -v -h -V --timeout-seconds --json --repo --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --timeout-seconds --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -720,7 +720,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__run)
-            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --help --version"
+            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -822,7 +822,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__show)
-            opts="-q -v -h -V --patch --attempt --log --json --repo --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --patch --attempt --log --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -852,7 +852,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__verify)
-            opts="-q -v -h -V --no-cache --timeout-seconds --repo --color --quiet --verbose --help --version"
+            opts="-q -v -h -V --no-cache --timeout-seconds --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

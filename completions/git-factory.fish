@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_git_factory_global_optspecs
-    string join \n color= q/quiet v/verbose h/help V/version
+    string join \n color= q/quiet v/verbose no-pager h/help V/version
 end
 
 function __fish_git_factory_needs_command
@@ -29,6 +29,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_needs_command" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_needs_command" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_needs_command" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c git-factory -n "__fish_git_factory_needs_command" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "run" -d 'Run one work order through the SE → TR → PO loop'
@@ -76,10 +77,11 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l commit -
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l sandbox -d 'Run verification and acceptance under bubblewrap: no network, own pid namespace, read-only file system except the work tree and a private /tmp'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s V -l version -d 'Print version'
-complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s n -l max-count -d 'Show at most N runs' -r
-complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l verdict -d 'Only runs with this verdict' -r -f -a "pass\t''
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s n -l max-count -d 'Show at most N runs (also -N, as in git log -3)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l verdict -d 'Only runs with this verdict (any case: pass, PASS)' -r -f -a "pass\t''
 fail\t''
 error\t''
 interrupted\t''
@@ -88,9 +90,11 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l repo -d 
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l oneline -d 'One short line per run: run id, verdict, title'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l json -d 'Print the runs as a JSON array on stdout'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l attempt -d 'Show only attempt N (with --patch: that attempt\'s patch)' -r
@@ -103,6 +107,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l patch -
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l json -d 'Print the stored run_summary.json exactly'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
@@ -111,6 +116,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l timeout-seconds -d 'Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]' -r
@@ -121,6 +127,7 @@ never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l no-cache -d 'Verify again even if this tree already passed'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -128,6 +135,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
@@ -140,6 +148,7 @@ never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -l force -d 'Replace a pre-push hook git factory did not write (it is kept as pre-push.factory-saved)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -147,6 +156,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -154,6 +164,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
@@ -167,6 +178,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l timeout-seconds -d 'Time limit in seconds for each command [default: the run\'s own]' -r
@@ -177,6 +189,7 @@ never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l json -d 'Print the comparison as JSON on stdout'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s p -d 'Remove N leading path components from unified-diff paths (default: git\'s a/ and b/)' -r
@@ -187,6 +200,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l check 
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l strict -d 'Only the strict pass: every hunk exactly where its header says'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
@@ -195,6 +209,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -202,6 +217,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -209,6 +225,7 @@ always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s v -l verbose -d 'Print more detail about each stage'
+complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s h -l help -d 'Print help'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show apply verify hook checkout reverify patch recover completions demo help" -f -a "run" -d 'Run one work order through the SE → TR → PO loop'

@@ -78,6 +78,14 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 /// RFC 3339 UTC time of now, for the human-readable timestamps of a summary.
+/// Now, in milliseconds since the epoch (0 if the clock is before it).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -314,6 +322,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         work_order_title: opts.work_order.order.title.clone(),
         side_effects: Vec::new(),
         error: None,
+        started_unix_ms: Some(unix_ms()),
     };
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
     crate::trace::mark("staging folder");

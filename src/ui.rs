@@ -20,6 +20,8 @@ pub enum ColorChoice {
 pub struct Ui {
     pub quiet: bool,
     pub verbose: bool,
+    /// `--no-pager`: long output is printed, never paged.
+    pub no_pager: bool,
     /// A live status line is drawn only on a terminal.
     live: bool,
 }
@@ -72,6 +74,7 @@ impl Ui {
         Ui {
             quiet,
             verbose,
+            no_pager: false,
             live,
         }
     }
@@ -158,6 +161,42 @@ impl Ui {
         if let Some(h) = &err.hint {
             eprintln!("{} {h}", style("hint:").cyan().bold());
         }
+    }
+
+    /// Writes long output through git's pager when stdout is a terminal, as git does:
+    /// `GIT_PAGER`, else `core.pager`, else `PAGER`, else `less` (with `LESS=FRX` and `LV=-c`
+    /// unless set); `cat` or an empty pager, `--no-pager` (or `git --no-pager`, which sets
+    /// `GIT_PAGER=cat`) and a non-terminal print directly.
+    pub fn page(&self, text: impl AsRef<str>, core_pager: Option<String>) {
+        let text = text.as_ref();
+        if self.no_pager || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return self.out(text);
+        }
+        let pager = crate::env::git_pager()
+            .or(core_pager)
+            .or_else(crate::env::pager)
+            .unwrap_or_else(|| "less".to_string());
+        if pager.trim().is_empty() || pager.trim() == "cat" {
+            return self.out(text);
+        }
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&pager)
+            .stdin(std::process::Stdio::piped());
+        if !crate::env::is_set("LESS") {
+            cmd.env("LESS", "FRX");
+        }
+        if !crate::env::is_set("LV") {
+            cmd.env("LV", "-c");
+        }
+        let Ok(mut child) = cmd.spawn() else {
+            return self.out(text);
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            // The reader may quit early (q in less): a closed pipe is not an error.
+            let _ = stdin.write_all(text.as_bytes());
+        }
+        let _ = child.wait();
     }
 
     /// Writes a result to stdout; a closed pipe (`| head`) is not an error.

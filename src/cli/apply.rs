@@ -5,7 +5,7 @@
 use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::roles::tr::apply::{write_outcomes, FileOutcome, FileState};
-use crate::store::{self, records::Verdict};
+use crate::store::records::Verdict;
 use crate::ui::Ui;
 use clap::Args;
 use git2::{Oid, Repository, Tree};
@@ -13,9 +13,9 @@ use std::path::Path;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A run id or a unique prefix of at least 4 hex digits
+    /// A run id or a unique prefix of at least 4 hex digits (default: the newest run)
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub run: Option<String>,
     /// The repository (default: discovered from the current directory)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
@@ -64,7 +64,7 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Refuse)?;
     let root = git::workdir(&repo)?;
-    let run = store::resolve(&repo, &args.run)?;
+    let run = super::run_or_newest(&repo, args.run.as_deref())?;
     if run.summary.verdict != Verdict::Pass {
         return Err(Error::new(format!(
             "run {} did not pass (verdict {}); only a PASSed change is applied",

@@ -132,12 +132,17 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
     };
     super::run::report(ui, &summary);
     super::run::final_line(ui, &summary, None);
+    // The tour prints log and show inline: no pager in the middle of it.
+    let mut ui = ui.clone();
+    ui.no_pager = true;
+    let ui = &ui;
     ui.info("\n$ git factory log");
     super::log::cmd_log(
         ui,
         super::log::LogArgs {
             max_count: None,
             verdict: None,
+            oneline: false,
             json: false,
             repo: Some(dir.clone()),
         },
@@ -146,7 +151,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
     super::show::cmd_show(
         ui,
         super::show::ShowArgs {
-            run: summary.run_id.clone(),
+            run: Some(summary.run_id.clone()),
             patch: false,
             attempt: None,
             log: None,

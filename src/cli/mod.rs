@@ -42,6 +42,9 @@ pub struct Cli {
     /// Print more detail about each stage
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Do not pipe long output into a pager (as git --no-pager)
+    #[arg(long = "no-pager", global = true)]
+    pub no_pager: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -74,6 +77,64 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
+/// `<run>` where it is optional (`show`, `apply`, `reverify`): the run the id or prefix names,
+/// else the newest run, as `git show` shows HEAD.
+pub(crate) fn run_or_newest(
+    repo: &git2::Repository,
+    run: Option<&str>,
+) -> crate::error::Result<crate::store::StoredRun> {
+    if let Some(prefix) = run {
+        return crate::store::resolve(repo, prefix);
+    }
+    let newest = crate::store::list_runs(repo)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            Error::new("no runs are recorded in this repository yet")
+                .hint("start one with git factory run (or see one with git factory demo)")
+        })?;
+    crate::store::resolve(repo, &newest.run_id)
+}
+
+/// `color.ui` of the repository around the current directory (or the user's config).
+fn git_color_ui() -> Option<bool> {
+    match git2::Repository::open_from_env() {
+        Ok(repo) => crate::config::Config::of(&repo).color_ui(),
+        Err(_) => crate::config::Config::default_only().color_ui(),
+    }
+}
+
+/// git's `-<n>` for `log` (`git factory log -3`), which clap cannot declare: rewritten to
+/// `--max-count=<n>` when the subcommand (the first word that is not an option) is `log`.
+fn with_log_counts(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut subcommand = None;
+    let mut skip_value = false;
+    let mut out = Vec::with_capacity(args.len());
+    for (i, arg) in args.into_iter().enumerate() {
+        let text = arg.to_str().unwrap_or("");
+        if i == 0 {
+            out.push(arg);
+            continue;
+        }
+        match subcommand {
+            None if skip_value => skip_value = false,
+            None if text == "--color" => skip_value = true,
+            None if !text.starts_with('-') => subcommand = Some(text == "log"),
+            Some(true)
+                if text.len() > 1
+                    && text.starts_with('-')
+                    && text[1..].bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                out.push(format!("--max-count={}", &text[1..]).into());
+                continue;
+            }
+            _ => {}
+        }
+        out.push(arg);
+    }
+    out
+}
+
 /// A panic is a bug: one line saying so (exit 101), never a debug dump; the backtrace only
 /// when RUST_BACKTRACE asks for it.
 fn install_panic_hook() {
@@ -101,7 +162,7 @@ fn install_panic_hook() {
 
 pub fn main() -> std::process::ExitCode {
     install_panic_hook();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(with_log_counts(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -113,7 +174,14 @@ pub fn main() -> std::process::ExitCode {
             return code.into();
         }
     };
-    let ui = Ui::new(cli.color, cli.quiet, cli.verbose);
+    // `--color` wins; else git's `color.ui` (never/always), else NO_COLOR and the terminal.
+    let color = match (cli.color, git_color_ui()) {
+        (ColorChoice::Auto, Some(false)) => ColorChoice::Never,
+        (ColorChoice::Auto, Some(true)) => ColorChoice::Always,
+        (chosen, _) => chosen,
+    };
+    let mut ui = Ui::new(color, cli.quiet, cli.verbose);
+    ui.no_pager = cli.no_pager;
     let result: Result<Exit, Error> = match cli.command {
         Command::Run(args) => run::cmd_run(&ui, *args),
         Command::Log(args) => log::cmd_log(&ui, args),
@@ -134,5 +202,39 @@ pub fn main() -> std::process::ExitCode {
             ui.error(&e);
             e.exit.into()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn rewritten(args: &[&str]) -> Vec<String> {
+        super::with_log_counts(args.iter().map(|a| a.into()).collect())
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn log_takes_gits_dash_n() {
+        assert_eq!(
+            rewritten(&["gf", "log", "-3"]),
+            ["gf", "log", "--max-count=3"]
+        );
+        assert_eq!(
+            rewritten(&["gf", "--color", "never", "log", "--oneline", "-12"]),
+            [
+                "gf",
+                "--color",
+                "never",
+                "log",
+                "--oneline",
+                "--max-count=12"
+            ]
+        );
+        assert_eq!(rewritten(&["gf", "show", "-3"]), ["gf", "show", "-3"]);
+        assert_eq!(
+            rewritten(&["gf", "run", "--id", "log", "-3"]),
+            ["gf", "run", "--id", "log", "-3"]
+        );
     }
 }

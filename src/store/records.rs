@@ -184,4 +184,8 @@ pub struct RunSummary {
     pub side_effects: Vec<String>,
     /// Why the run could not finish (verdict ERROR), in one line.
     pub error: Option<String>,
+    /// When the run started, in milliseconds since the epoch: `log` orders runs started in
+    /// the same second by it (absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ms: Option<i64>,
 }

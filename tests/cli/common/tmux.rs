@@ -60,6 +60,9 @@ impl Pane {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env_remove("XDG_DATA_HOME")
             .env_remove("BASH_COMPLETION_USER_DIR")
+            .env_remove("NO_COLOR")
+            .env_remove("GIT_PAGER")
+            .env_remove("PAGER")
             .status()
             .expect("tmux starts");
         assert!(status.success());
