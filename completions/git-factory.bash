@@ -28,6 +28,9 @@ _git__factory() {
             git__factory,demo)
                 cmd="git__factory__subcmd__demo"
                 ;;
+            git__factory,fetch)
+                cmd="git__factory__subcmd__fetch"
+                ;;
             git__factory,help)
                 cmd="git__factory__subcmd__help"
                 ;;
@@ -39,6 +42,9 @@ _git__factory() {
                 ;;
             git__factory,patch)
                 cmd="git__factory__subcmd__patch"
+                ;;
+            git__factory,push)
+                cmd="git__factory__subcmd__push"
                 ;;
             git__factory,recover)
                 cmd="git__factory__subcmd__recover"
@@ -67,6 +73,9 @@ _git__factory() {
             git__factory__subcmd__help,demo)
                 cmd="git__factory__subcmd__help__subcmd__demo"
                 ;;
+            git__factory__subcmd__help,fetch)
+                cmd="git__factory__subcmd__help__subcmd__fetch"
+                ;;
             git__factory__subcmd__help,help)
                 cmd="git__factory__subcmd__help__subcmd__help"
                 ;;
@@ -78,6 +87,9 @@ _git__factory() {
                 ;;
             git__factory__subcmd__help,patch)
                 cmd="git__factory__subcmd__help__subcmd__patch"
+                ;;
+            git__factory__subcmd__help,push)
+                cmd="git__factory__subcmd__help__subcmd__push"
                 ;;
             git__factory__subcmd__help,recover)
                 cmd="git__factory__subcmd__help__subcmd__recover"
@@ -134,7 +146,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch recover completions demo help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -235,8 +247,30 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        git__factory__subcmd__fetch)
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         git__factory__subcmd__help)
-            opts="run log show apply verify hook checkout reverify patch recover completions demo help"
+            opts="run log show apply verify hook checkout reverify patch push fetch recover completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -292,6 +326,20 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help__subcmd__demo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__fetch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -390,6 +438,20 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help__subcmd__patch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -657,6 +719,28 @@ _git__factory() {
             fi
             case "${prev}" in
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__push)
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --repo)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

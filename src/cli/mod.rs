@@ -5,10 +5,12 @@ pub mod cached;
 pub mod checkout;
 pub mod completions;
 pub mod demo;
+pub mod fetch;
 pub mod generated;
 pub mod hook;
 pub mod log;
 pub mod patch;
+pub mod push;
 pub mod recover;
 pub mod reverify;
 pub mod run;
@@ -69,6 +71,10 @@ pub enum Command {
     Reverify(reverify::ReverifyArgs),
     /// Apply a diff (unified, Begin Patch envelope or SEARCH/REPLACE) with the TR engine
     Patch(patch::PatchArgs),
+    /// Send runs to a remote: refs/factory/* and the notes, merged (default remote: origin)
+    Push(push::PushArgs),
+    /// Take in a remote's runs and merge its notes into yours (default remote: origin)
+    Fetch(fetch::FetchArgs),
     /// Roll back a run that was killed mid-way and record it as INTERRUPTED
     Recover(recover::RecoverArgs),
     /// Print the completion script for bash, zsh, fish, elvish or powershell
@@ -193,6 +199,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Verify(args) => verify::cmd_verify(&ui, args),
         Command::Hook(args) => hook::cmd_hook(&ui, args),
         Command::Recover(args) => recover::cmd_recover(&ui, args),
+        Command::Push(args) => push::cmd_push(&ui, args),
+        Command::Fetch(args) => fetch::cmd_fetch(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),
         Command::Reverify(args) => reverify::cmd_reverify(&ui, args),
     };

@@ -5,6 +5,7 @@
 //! previous run commit when a run was forced again.
 
 pub mod records;
+pub mod share;
 
 use crate::error::{Error, Result};
 use git2::{Commit, FileMode, Oid, Repository, Signature};

@@ -13,3 +13,4 @@ mod providers;
 mod recovery;
 mod run;
 mod safety;
+mod sharing;
