@@ -88,7 +88,7 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     let theirs_commit = Oid::from_str(attempt.tree_commit.as_deref().unwrap_or_default())?;
     let missing = || {
         Error::new("the run's commits are not in this repository")
-            .hint("fetch them: git fetch R 'refs/factory/*:refs/factory/*'")
+            .hint("fetch them: git factory fetch <remote>")
     };
     let theirs = repo
         .find_commit(theirs_commit)

@@ -387,8 +387,9 @@ pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
         .filter(|(id, _)| id.starts_with(&prefix))
         .collect();
     match matches.as_slice() {
-        [] => Err(Error::new(format!("no run matches {prefix}"))
-            .hint("list runs with git factory log (fetch shared runs with git fetch R 'refs/factory/*:refs/factory/*')")),
+        [] => Err(Error::new(format!("no run matches {prefix}")).hint(
+            "list runs with git factory log (fetch shared runs with git factory fetch <remote>)",
+        )),
         [(id, commit)] => {
             let summary = read_summary(repo, *commit)?
                 .ok_or_else(|| Error::new(format!("run {id} has no run_summary.json")))?;

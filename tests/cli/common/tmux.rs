@@ -112,7 +112,13 @@ impl Pane {
     pub fn complete(&self, line: &str, expect: &str) -> String {
         self.tmux(&["send-keys", "-t", "0", "C-c"]);
         self.tmux(&["send-keys", "-t", "0", "clear", "Enter"]);
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        // A clean screen first, so nothing of the previous step can match.
+        for _ in 0..200 {
+            if self.screen().trim() == "$" {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         self.tmux(&["send-keys", "-t", "0", "-l", line]);
         self.tmux(&["send-keys", "-t", "0", "Tab"]);
         std::thread::sleep(std::time::Duration::from_millis(200));
