@@ -133,33 +133,37 @@ impl Ui {
     /// A progress or report line on stderr (silenced by -q).
     pub fn info(&self, line: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("{}", line.as_ref());
+            err_line(line.as_ref());
         }
     }
 
     /// Detail shown only with -v.
     pub fn detail(&self, line: impl AsRef<str>) {
         if self.verbose && !self.quiet {
-            eprintln!("{}", style(line.as_ref()).dim());
+            err_line(&style(line.as_ref()).dim().to_string());
         }
     }
 
     pub fn warn(&self, line: impl AsRef<str>) {
-        eprintln!("{} {}", style("warning:").yellow().bold(), line.as_ref());
+        err_line(&format!(
+            "{} {}",
+            style("warning:").yellow().bold(),
+            line.as_ref()
+        ));
     }
 
     /// A line on stderr that -q does not silence (the final verdict line).
     pub fn always(&self, line: impl AsRef<str>) {
-        eprintln!("{}", line.as_ref());
+        err_line(line.as_ref());
     }
 
     pub fn error(&self, err: &Error) {
-        eprintln!("{} {}", style("error:").red().bold(), err.message);
+        err_line(&format!("{} {}", style("error:").red().bold(), err.message));
         for d in &err.details {
-            eprintln!("  {d}");
+            err_line(&format!("  {d}"));
         }
         if let Some(h) = &err.hint {
-            eprintln!("{} {h}", style("hint:").cyan().bold());
+            err_line(&format!("{} {h}", style("hint:").cyan().bold()));
         }
     }
 
@@ -199,11 +203,16 @@ impl Ui {
         let _ = child.wait();
     }
 
-    /// Writes a result to stdout; a closed pipe (`| head`) is not an error.
+    /// Writes a result to stdout; a closed pipe (`| head`) is not an error, but a run under
+    /// way stops as on SIGINT.
     pub fn out(&self, text: impl AsRef<str>) {
         let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(text.as_ref().as_bytes());
-        let _ = stdout.flush();
+        let written = stdout
+            .write_all(text.as_ref().as_bytes())
+            .and_then(|()| stdout.flush());
+        if written.is_err() {
+            crate::interrupt::request();
+        }
     }
 }
 
@@ -216,6 +225,16 @@ pub fn verdict(v: Verdict) -> String {
         Verdict::Running => s.yellow(),
     }
     .to_string()
+}
+
+/// One line on stderr. Never panics (as `eprintln!` does when stderr is closed): a closed
+/// stderr (`git factory run … 2>&1 | head`) stops a run under way as SIGINT does, and the
+/// rollback and record go on without it.
+fn err_line(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    if writeln!(stderr, "{line}").is_err() {
+        crate::interrupt::request();
+    }
 }
 
 /// A spinner line fitted to `width` columns (less one, so the cursor never wraps): the label

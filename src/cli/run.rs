@@ -275,8 +275,9 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             Ok(Exit::Success)
         }
         RunReport::Cached { summary } => {
-            let deliver =
-                summary.verdict == Verdict::Pass && (args.commit || args.branch.is_some());
+            // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
+            let deliver = summary.verdict == Verdict::Pass
+                && (args.branch.is_some() || (args.commit && !args.worktree));
             let note = if deliver {
                 let commit = super::cached::deliver(
                     args.repo.as_deref(),

@@ -275,3 +275,34 @@ fn status_lines_fit_a_narrow_terminal() {
     let shown = rows.lines().filter(|l| !l.trim().is_empty()).count();
     assert!(shown < 25, "{shown} rows:\n{rows}");
 }
+
+#[test]
+fn a_closed_stderr_stops_the_run_like_ctrl_c() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let wo = r.work_order(basic_order(&["sh -c 'sleep 1; grep -qx TWO app.txt'"]));
+    let replay = one_pass(&r, "p");
+    let mut child = r
+        .spawn(&["run", "-w", wo.to_str().expect("utf8"), "--replay"])
+        .arg(&replay)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The reader goes away at once (`… 2>&1 | head -0`).
+    drop(child.stderr.take());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "stopped, not a panic (101)");
+    assert_eq!(r.snapshot(), before, "rolled back");
+    let ids = r.run_ids();
+    assert_eq!(ids.len(), 1, "recorded");
+    let show = r.factory().args(["show", &ids[0]]).output().expect("show");
+    assert!(
+        stdout_of(&show).contains("INTERRUPTED"),
+        "{}",
+        stdout_of(&show)
+    );
+    // The lock is released: the next run goes ahead.
+    let next = r.run_replay(&wo, &replay, &["--force"]);
+    assert_eq!(next.status.code(), Some(0), "{}", stderr_of(&next));
+}
