@@ -8,12 +8,15 @@ use crate::store::{self, records::RunSummary, records::Verdict};
 use git2::{Oid, Repository};
 use std::path::Path;
 
-/// Where a cached run's change is, in words for the report.
-pub fn whereabouts(repo: &Repository, s: &RunSummary) -> String {
+/// Where a cached run's change is, and the command that brings it: (where, hint).
+pub fn whereabouts(repo: &Repository, s: &RunSummary) -> (String, String) {
     if s.verdict != Verdict::Pass {
-        return format!(
-            "see why with git factory show {}, or run it again with --force",
-            s.run_id
+        return (
+            "it made no change".to_string(),
+            format!(
+                "see why with git factory show {}, or run it again with --force",
+                s.run_id
+            ),
         );
     }
     let on_branch = s.result_commit.as_deref().and_then(|c| {
@@ -25,13 +28,16 @@ pub fn whereabouts(repo: &Repository, s: &RunSummary) -> String {
         (at.to_string() == c).then_some(branch)
     });
     match on_branch {
-        Some(branch) => format!(
-            "its change is on branch {branch}, not in your work tree; bring it in with git factory apply {}",
-            s.run_id
+        Some(branch) => (
+            format!("its change is on branch {branch}, not in your work tree"),
+            format!("bring it in with git factory apply {}", s.run_id),
         ),
-        None => format!(
-            "its change is stored in refs/factory/{}, not in your work tree; bring it in with git factory apply {} (or commit it: run again with --commit)",
-            s.run_id, s.run_id
+        None => (
+            "its change is not in your work tree".to_string(),
+            format!(
+                "bring it in with git factory apply {}, or run again with --commit to commit it",
+                s.run_id
+            ),
         ),
     }
 }

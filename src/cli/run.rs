@@ -278,7 +278,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
             let deliver = summary.verdict == Verdict::Pass
                 && (args.branch.is_some() || (args.commit && !args.worktree));
-            let note = if deliver {
+            let (where_, hint, note) = if deliver {
                 let commit = super::cached::deliver(
                     args.repo.as_deref(),
                     &summary,
@@ -286,26 +286,32 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
                     args.branch.as_deref(),
                     args.worktree,
                 )?;
+                let short = crate::git::short(&commit.to_string()).to_string();
                 let place = match &args.branch {
                     Some(name) => format!("on branch {name}"),
                     None => "on the current branch".to_string(),
                 };
-                format!(
-                    "its recorded change was committed {place} as {}",
-                    crate::git::short(&commit.to_string())
+                (
+                    format!("its recorded change is now committed {place} as {short}"),
+                    None,
+                    format!("from the cache; committed as {short}"),
                 )
             } else {
                 let repo = crate::git::open(args.repo.as_deref())?;
-                super::cached::whereabouts(&repo, &summary)
+                let (where_, hint) = super::cached::whereabouts(&repo, &summary);
+                (where_, Some(hint), "from the cache".to_string())
             };
             if args.json {
                 print_json(ui, &summary);
             }
             ui.info(format!(
-                "run {} is already recorded ({}); nothing was run again",
+                "run {} is already recorded ({}); nothing was run again: {where_}",
                 summary.run_id,
                 summary.verdict.as_str()
             ));
+            if let Some(hint) = hint {
+                ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
+            }
             final_line_noted(ui, &summary, None, Some(note));
             Ok(harness::exit_for(summary.verdict))
         }

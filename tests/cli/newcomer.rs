@@ -157,15 +157,13 @@ fn a_cached_run_says_where_its_change_is_and_delivers_it_on_commit_or_branch() {
     let again = r.run_replay(&wo, &replay, &[]);
     let err = stderr_of(&again);
     assert_eq!(again.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains(&format!(
-            "run {run} is already recorded (PASS); nothing was run again"
-        )),
-        "{err}"
-    );
-    assert!(
-        err.contains(&format!("its change is stored in refs/factory/{run}, not in your work tree; bring it in with git factory apply {run}")),
-        "{err}"
+    assert_eq!(
+        err,
+        format!(
+            "run {run} is already recorded (PASS); nothing was run again: its change is not in your work tree\n\
+             hint: bring it in with git factory apply {run}, or run again with --commit to commit it\n\
+             PASS {run} after 1 attempt (success) → refs/factory/{run}  (from the cache)\n"
+        )
     );
     assert!(!err.contains("the change is in your work tree"), "{err}");
     assert_eq!(r.snapshot(), before, "a cached run changes nothing");
@@ -176,7 +174,9 @@ fn a_cached_run_says_where_its_change_is_and_delivers_it_on_commit_or_branch() {
     let err = stderr_of(&commit);
     assert_eq!(commit.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("its recorded change was committed on the current branch as"),
+        err.contains(
+            "nothing was run again: its recorded change is now committed on the current branch as"
+        ),
         "{err}"
     );
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
@@ -199,7 +199,10 @@ fn a_cached_run_says_where_its_change_is_and_delivers_it_on_commit_or_branch() {
     let branch = r.run_replay(&wo, &replay, &["--branch", "feat/cached"]);
     let err = stderr_of(&branch);
     assert_eq!(branch.status.code(), Some(0), "{err}");
-    assert!(err.contains("committed on branch feat/cached as"), "{err}");
+    assert!(
+        err.contains("now committed on branch feat/cached as"),
+        "{err}"
+    );
     assert_eq!(
         r.git(&["symbolic-ref", "--short", "HEAD"]).trim(),
         "feat/cached"
