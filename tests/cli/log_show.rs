@@ -679,6 +679,7 @@ fn pager_and_patch_colours_on_a_terminal() {
     let Some(pane) = tmux::Pane::start(&r, 200) else {
         return;
     };
+    // Markers are echoed as END$((0+n)), so the typed line itself never matches `ENDn`.
     pane.type_line("clear; GIT_PAGER='sed s/^/PAGED:/' git factory log --oneline");
     let s = pane.wait_for(&format!("PAGED:{newest}"));
     assert!(
@@ -686,7 +687,7 @@ fn pager_and_patch_colours_on_a_terminal() {
         "GIT_PAGER:\n{s}"
     );
     pane.type_line(
-        "clear; GIT_PAGER='sed s/^/PAGED:/' git factory log --oneline --no-pager; echo END1",
+        "clear; GIT_PAGER='sed s/^/PAGED:/' git factory log --oneline --no-pager; echo END$((0+1))",
     );
     let s = pane.wait_for("END1\n");
     assert!(
@@ -699,20 +700,24 @@ fn pager_and_patch_colours_on_a_terminal() {
         s.contains(&format!("CORE:run {newest}")),
         "core.pager:\n{s}"
     );
-    pane.type_line("clear; git --no-pager -c core.pager='sed s/^/CORE:/' factory show; echo END2");
+    pane.type_line(
+        "clear; git --no-pager -c core.pager='sed s/^/CORE:/' factory show; echo END$((0+2))",
+    );
     let s = pane.wait_for("END2\n");
     assert!(
         s.contains(&format!("run {newest}")) && !s.contains("CORE:"),
         "git --no-pager:\n{s}"
     );
     // show --patch is coloured like git diff on a terminal, and not with color.ui=never.
-    pane.type_line("clear; GIT_PAGER=cat git factory show --patch; echo END3");
+    pane.type_line("clear; GIT_PAGER=cat git factory show --patch; echo END$((0+3))");
     pane.wait_for("END3\n");
     let s = pane.tmux(&["capture-pane", "-p", "-e", "-t", "0"]);
     assert!(s.contains("\u{1b}[32m+TWO"), "added line green:\n{s:?}");
     assert!(s.contains("\u{1b}[31m-two"), "removed line red:\n{s:?}");
     assert!(s.contains("\u{1b}[36m"), "hunk header cyan:\n{s:?}");
-    pane.type_line("clear; GIT_PAGER=cat git -c color.ui=never factory show --patch; echo END4");
+    pane.type_line(
+        "clear; GIT_PAGER=cat git -c color.ui=never factory show --patch; echo END$((0+4))",
+    );
     pane.wait_for("END4\n");
     let s = pane.tmux(&["capture-pane", "-p", "-e", "-t", "0"]);
     assert!(
