@@ -77,7 +77,6 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
         .map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
 }
 
-/// RFC 3339 UTC time of now, for the human-readable timestamps of a summary.
 /// Now, in milliseconds since the epoch (0 if the clock is before it).
 pub fn unix_ms() -> i64 {
     std::time::SystemTime::now()
@@ -86,6 +85,7 @@ pub fn unix_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// RFC 3339 UTC time of now, for the human-readable timestamps of a summary.
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -186,7 +186,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         crate::delivery::check_branch(&repo, name, opts.force)?;
     }
     let cfg = Config::of(&repo);
-    preflight_programs(&opts, &cfg, &baseline, &user_root)?;
+    crate::preflight::run_programs(&opts, &cfg, &baseline, &user_root)?;
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let (provider, model_identity) =
         opts.provider
@@ -443,45 +443,6 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         summary: Box::new(summary),
         out,
     })
-}
-
-/// A program that is not there is misconfiguration, refused before anything is recorded
-/// (SPEC §1.1): the agent, the global verification and the acceptance commands.
-fn preflight_programs(
-    opts: &RunOptions,
-    cfg: &Config,
-    baseline: &Commit<'_>,
-    user_root: &Path,
-) -> Result<()> {
-    use crate::preflight::{self, Source};
-    let configured = cfg.multi(crate::config::VERIFY);
-    let verify_cmds = if opts.worktree {
-        verify::commands_for_tree(&baseline.tree()?, &configured)
-    } else {
-        verify::global_commands(user_root, &configured)
-    }
-    .unwrap_or_default();
-    let by_default = configured.is_empty()
-        && verify_cmds
-            .first()
-            .and_then(|a| a.first())
-            .map(String::as_str)
-            != Some("bash");
-    let verify_source = if by_default {
-        Source::DefaultVerify
-    } else {
-        Source::Verify
-    };
-    let acceptance = opts.work_order.acceptance_argv();
-    let mut commands: Vec<(Source, &[String])> =
-        preflight::agent(&opts.provider).into_iter().collect();
-    commands.extend(verify_cmds.iter().map(|a| (verify_source, a.as_slice())));
-    commands.extend(
-        acceptance
-            .iter()
-            .map(|a| (Source::Acceptance, a.as_slice())),
-    );
-    preflight::programs(&commands)
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

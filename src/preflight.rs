@@ -97,6 +97,43 @@ pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
     Ok(())
 }
 
+/// A program that is not there is misconfiguration, refused before anything is recorded
+/// (SPEC §1.1): the agent, the global verification and the acceptance commands.
+pub fn run_programs(
+    opts: &crate::harness::RunOptions,
+    cfg: &crate::config::Config,
+    baseline: &git2::Commit<'_>,
+    user_root: &Path,
+) -> Result<()> {
+    let configured = cfg.multi(crate::config::VERIFY);
+    let verify_cmds = if opts.worktree {
+        crate::roles::po::verify::commands_for_tree(&baseline.tree()?, &configured)
+    } else {
+        crate::roles::po::verify::global_commands(user_root, &configured)
+    }
+    .unwrap_or_default();
+    let by_default = configured.is_empty()
+        && verify_cmds
+            .first()
+            .and_then(|a| a.first())
+            .map(String::as_str)
+            != Some("bash");
+    let verify_source = if by_default {
+        Source::DefaultVerify
+    } else {
+        Source::Verify
+    };
+    let acceptance = opts.work_order.acceptance_argv();
+    let mut commands: Vec<(Source, &[String])> = agent(&opts.provider).into_iter().collect();
+    commands.extend(verify_cmds.iter().map(|a| (verify_source, a.as_slice())));
+    commands.extend(
+        acceptance
+            .iter()
+            .map(|a| (Source::Acceptance, a.as_slice())),
+    );
+    programs(&commands)
+}
+
 /// The agent's argv, if SE is an agent program.
 pub fn agent(spec: &ProviderSpec) -> Option<(Source, &[String])> {
     match spec {
