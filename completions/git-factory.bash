@@ -28,6 +28,9 @@ _git__factory() {
             git__factory,demo)
                 cmd="git__factory__subcmd__demo"
                 ;;
+            git__factory,fetch)
+                cmd="git__factory__subcmd__fetch"
+                ;;
             git__factory,help)
                 cmd="git__factory__subcmd__help"
                 ;;
@@ -39,6 +42,9 @@ _git__factory() {
                 ;;
             git__factory,patch)
                 cmd="git__factory__subcmd__patch"
+                ;;
+            git__factory,push)
+                cmd="git__factory__subcmd__push"
                 ;;
             git__factory,recover)
                 cmd="git__factory__subcmd__recover"
@@ -67,6 +73,9 @@ _git__factory() {
             git__factory__subcmd__help,demo)
                 cmd="git__factory__subcmd__help__subcmd__demo"
                 ;;
+            git__factory__subcmd__help,fetch)
+                cmd="git__factory__subcmd__help__subcmd__fetch"
+                ;;
             git__factory__subcmd__help,help)
                 cmd="git__factory__subcmd__help__subcmd__help"
                 ;;
@@ -78,6 +87,9 @@ _git__factory() {
                 ;;
             git__factory__subcmd__help,patch)
                 cmd="git__factory__subcmd__help__subcmd__patch"
+                ;;
+            git__factory__subcmd__help,push)
+                cmd="git__factory__subcmd__help__subcmd__push"
                 ;;
             git__factory__subcmd__help,recover)
                 cmd="git__factory__subcmd__help__subcmd__recover"
@@ -134,7 +146,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --help --version run log show apply verify hook checkout reverify patch recover completions demo help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -151,8 +163,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__apply)
-            opts="-q -v -h -V --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__apply)
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -173,8 +185,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__checkout)
-            opts="-q -v -h -V --attempt --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__checkout)
+            opts="-q -v -h -V --attempt --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -199,8 +211,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__completions)
-            opts="-q -v -h -V --color --quiet --verbose --help --version bash elvish fish powershell zsh"
+        git__factory__subcmd__completions)
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -217,8 +229,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__demo)
-            opts="-q -v -h -V --color --quiet --verbose --help --version"
+        git__factory__subcmd__demo)
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -235,8 +247,30 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help)
-            opts="run log show apply verify hook checkout reverify patch recover completions demo help"
+        git__factory__subcmd__fetch)
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help)
+            opts="run log show apply verify hook checkout reverify patch push fetch recover completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -249,7 +283,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__apply)
+        git__factory__subcmd__help__subcmd__apply)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -263,7 +297,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__checkout)
+        git__factory__subcmd__help__subcmd__checkout)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -277,7 +311,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__completions)
+        git__factory__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -291,7 +325,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__demo)
+        git__factory__subcmd__help__subcmd__demo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -305,7 +339,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__help)
+        git__factory__subcmd__help__subcmd__fetch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -319,7 +353,21 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook)
+        git__factory__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__hook)
             opts="install uninstall pre-push"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -333,7 +381,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook__subcmd__install)
+        git__factory__subcmd__help__subcmd__hook__subcmd__install)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -347,7 +395,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook__subcmd__pre__subcmd__push)
+        git__factory__subcmd__help__subcmd__hook__subcmd__pre__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -361,7 +409,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__hook__subcmd__uninstall)
+        git__factory__subcmd__help__subcmd__hook__subcmd__uninstall)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -375,7 +423,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__log)
+        git__factory__subcmd__help__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -389,7 +437,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__patch)
+        git__factory__subcmd__help__subcmd__patch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -403,7 +451,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__recover)
+        git__factory__subcmd__help__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -417,7 +465,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__reverify)
+        git__factory__subcmd__help__subcmd__recover)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -431,7 +479,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__run)
+        git__factory__subcmd__help__subcmd__reverify)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -445,7 +493,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__show)
+        git__factory__subcmd__help__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -459,7 +507,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__help__subcmd__verify)
+        git__factory__subcmd__help__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -473,8 +521,22 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook)
-            opts="-q -v -h -V --color --quiet --verbose --help --version install uninstall pre-push help"
+        git__factory__subcmd__help__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__hook)
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version install uninstall pre-push help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -491,7 +553,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help)
+        git__factory__subcmd__hook__subcmd__help)
             opts="install uninstall pre-push help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -505,7 +567,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__help)
+        git__factory__subcmd__hook__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -519,7 +581,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__install)
+        git__factory__subcmd__hook__subcmd__help__subcmd__install)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -533,7 +595,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__pre__subcmd__push)
+        git__factory__subcmd__hook__subcmd__help__subcmd__pre__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -547,7 +609,7 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__help__subcmd__uninstall)
+        git__factory__subcmd__hook__subcmd__help__subcmd__uninstall)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -561,8 +623,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__install)
-            opts="-q -v -h -V --force --color --quiet --verbose --help --version"
+        git__factory__subcmd__hook__subcmd__install)
+            opts="-q -v -h -V --force --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -579,8 +641,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__pre__subcmd__push)
-            opts="-q -v -h -V --color --quiet --verbose --help --version"
+        git__factory__subcmd__hook__subcmd__pre__subcmd__push)
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -597,8 +659,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__hook__subcmd__uninstall)
-            opts="-q -v -h -V --color --quiet --verbose --help --version"
+        git__factory__subcmd__hook__subcmd__uninstall)
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -615,8 +677,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__log)
-            opts="-n -q -v -h -V --max-count --verdict --json --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__log)
+            opts="-n -q -v -h -V --max-count --verdict --oneline --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -649,8 +711,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__patch)
-            opts="-p -q -v -h -V --check --strict --color --quiet --verbose --help --version"
+        git__factory__subcmd__patch)
+            opts="-p -q -v -h -V --check --strict --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -671,8 +733,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__recover)
-            opts="-q -v -h -V --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__push)
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -693,8 +755,30 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__reverify)
-            opts="-q -v -h -V --timeout-seconds --json --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__recover)
+            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__reverify)
+            opts="-q -v -h -V --timeout-seconds --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -719,8 +803,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__run)
-            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --baseline-check --no-baseline-check --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --help --version"
+        git__factory__subcmd__run)
+            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --baseline-check --no-baseline-check --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -833,8 +917,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__show)
-            opts="-q -v -h -V --patch --attempt --log --json --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__show)
+            opts="-q -v -h -V --patch --attempt --log --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -863,8 +947,8 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        git__subcmd__factory__subcmd__verify)
-            opts="-q -v -h -V --no-cache --timeout-seconds --repo --color --quiet --verbose --help --version"
+        git__factory__subcmd__verify)
+            opts="-q -v -h -V --no-cache --timeout-seconds --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -900,11 +984,16 @@ fi
 
 # git's own completion calls _git_<subcommand> for `git factory <TAB>`.
 _git_factory() {
-    local i words_=("git-factory") cword_=1
-    for ((i = 2; i < ${#COMP_WORDS[@]}; i++)); do
+    local i at=1 words_=("git-factory")
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ "${COMP_WORDS[i]}" == factory ]]; then
+            at=$i
+            break
+        fi
+    done
+    for ((i = at + 1; i < ${#COMP_WORDS[@]}; i++)); do
         words_+=("${COMP_WORDS[i]}")
     done
-    cword_=$((COMP_CWORD - 1))
-    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$cword_
+    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$((COMP_CWORD - at))
     _git__factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 }

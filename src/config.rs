@@ -28,19 +28,57 @@ pub const DEFAULT_AGENT_TIMEOUT: u64 = 1800;
 /// Seconds one model request may take in all (streamed or not).
 pub const DEFAULT_LLM_TIMEOUT: u64 = 900;
 
-/// The repository's effective configuration (system, global, local, worktree).
+/// The repository's effective configuration (system, global, local, worktree), with the
+/// `git -c` settings of the command line over it.
 pub struct Config {
     cfg: Option<git2::Config>,
+    /// `git -c` settings as (canonical key, value), in order.
+    overrides: Vec<(String, String)>,
+}
+
+/// A config key as git compares it: section and variable name case-insensitive, a
+/// subsection (the middle part) as written.
+fn canonical(key: &str) -> String {
+    match (key.find('.'), key.rfind('.')) {
+        (Some(first), Some(last)) if first != last => format!(
+            "{}{}{}",
+            key[..first].to_ascii_lowercase(),
+            &key[first..last],
+            key[last..].to_ascii_lowercase()
+        ),
+        _ => key.to_ascii_lowercase(),
+    }
 }
 
 impl Config {
     pub fn of(repo: &Repository) -> Self {
+        Self::from(repo.config().and_then(|mut c| c.snapshot()).ok())
+    }
+
+    /// The configuration outside any repository (system and global), with `git -c`.
+    pub fn default_only() -> Self {
+        Self::from(
+            git2::Config::open_default()
+                .and_then(|mut c| c.snapshot())
+                .ok(),
+        )
+    }
+
+    fn from(cfg: Option<git2::Config>) -> Self {
         Config {
-            cfg: repo.config().and_then(|mut c| c.snapshot()).ok(),
+            cfg,
+            overrides: crate::env::git_config_parameters()
+                .into_iter()
+                .map(|(k, v)| (canonical(&k), v))
+                .collect(),
         }
     }
 
     pub fn string(&self, key: &str) -> Option<String> {
+        let wanted = canonical(key);
+        if let Some((_, v)) = self.overrides.iter().rev().find(|(k, _)| *k == wanted) {
+            return Some(v.clone()).filter(|s| !s.is_empty());
+        }
         self.cfg
             .as_ref()?
             .get_string(key)
@@ -94,18 +132,51 @@ impl Config {
     }
 
     /// Every value of a multi-valued key, in config order.
+    /// Every value of a multi-valued key, in config order; `git -c` values come last, as in git.
     pub fn multi(&self, key: &str) -> Vec<String> {
-        let Some(cfg) = &self.cfg else {
-            return Vec::new();
-        };
         let mut out = Vec::new();
-        if let Ok(mut entries) = cfg.multivar(key, None) {
-            while let Some(Ok(entry)) = entries.next() {
-                if let Some(v) = entry.value() {
-                    out.push(v.to_string());
+        if let Some(cfg) = &self.cfg {
+            if let Ok(mut entries) = cfg.multivar(key, None) {
+                while let Some(Ok(entry)) = entries.next() {
+                    if let Some(v) = entry.value() {
+                        out.push(v.to_string());
+                    }
                 }
             }
         }
+        let wanted = canonical(key);
+        out.extend(
+            self.overrides
+                .iter()
+                .filter(|(k, _)| *k == wanted)
+                .map(|(_, v)| v.clone()),
+        );
         out
+    }
+
+    /// `color.ui` as a colour decision: Some(false) for never/false, Some(true) for always,
+    /// None for auto (or unset).
+    pub fn color_ui(&self) -> Option<bool> {
+        match self.string("color.ui")?.to_ascii_lowercase().as_str() {
+            "never" | "false" | "no" | "off" | "0" => Some(false),
+            "always" => Some(true),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_compare_as_git_compares_them() {
+        assert_eq!(
+            super::canonical("factory.maxAttempts"),
+            "factory.maxattempts"
+        );
+        assert_eq!(super::canonical("Color.UI"), "color.ui");
+        assert_eq!(
+            super::canonical("url.Git@Host.insteadOf"),
+            "url.Git@Host.insteadof"
+        );
     }
 }

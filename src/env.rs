@@ -41,3 +41,44 @@ pub fn crash_point() -> Option<String> {
 pub fn trace() -> bool {
     std::env::var_os("GIT_FACTORY_TRACE").is_some()
 }
+
+/// The `-c key=value` settings git hands a subcommand (`git -c factory.maxAttempts=1
+/// factory run`), from `GIT_CONFIG_PARAMETERS` and `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/
+/// `GIT_CONFIG_VALUE_<n>`, in order. libgit2 reads neither. A key without a value is `true`.
+pub fn git_config_parameters() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(params) = var("GIT_CONFIG_PARAMETERS") {
+        // Shell-quoted words: `'key'='value'` (git 2.31+) or `'key=value'`; unquoted, both
+        // are `key=value`.
+        for word in shlex::split(&params).unwrap_or_default() {
+            match word.split_once('=') {
+                Some((k, v)) => out.push((k.to_string(), v.to_string())),
+                None => out.push((word, "true".to_string())),
+            }
+        }
+    }
+    let count = var("GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0);
+    for i in 0..count {
+        if let Some(k) = var(&format!("GIT_CONFIG_KEY_{i}")) {
+            let v = std::env::var(format!("GIT_CONFIG_VALUE_{i}")).unwrap_or_default();
+            out.push((k, v));
+        }
+    }
+    out
+}
+
+/// `GIT_PAGER`, then `PAGER`: git's order, with `core.pager` between them.
+pub fn git_pager() -> Option<String> {
+    std::env::var("GIT_PAGER").ok()
+}
+
+pub fn pager() -> Option<String> {
+    std::env::var("PAGER").ok()
+}
+
+/// Whether `LESS` / `LV` are set (git sets `LESS=FRX` and `LV=-c` only when they are not).
+pub fn is_set(name: &str) -> bool {
+    std::env::var_os(name).is_some()
+}

@@ -84,6 +84,14 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
         .map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
 }
 
+/// Now, in milliseconds since the epoch (0 if the clock is before it).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// RFC 3339 UTC time of now, for the human-readable timestamps of a summary.
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
@@ -192,6 +200,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         &opts.work_order.order,
     );
     protected.check_allowed(&opts.work_order.order.allowed_files)?;
+    crate::preflight::run_programs(&opts, &cfg, &baseline, &user_root)?;
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let mut model_settings = opts.model.clone();
     model_settings.memory = Some(factory_dir.join("providers.json"));
@@ -356,6 +365,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             protected: protected.listing(),
         }),
         baseline_check: None,
+        started_unix_ms: Some(unix_ms()),
     };
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
     crate::trace::mark("staging folder");
@@ -668,10 +678,14 @@ impl Session<'_> {
 
     fn fail(&mut self, stage: Stage, command: Option<&CmdResult>, text: &str) -> Outcome {
         let brief = self.brief(stage, command, text);
-        self.ui
-            .info(format!("  {} {}", ui::dim("✗"), stage.as_str()));
-        self.ui
-            .detail(format!("    {}", text.lines().next().unwrap_or("")));
+        // Why, in one line: the failing command and how it ended, or the refusal's first line.
+        let why = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        self.ui.info(format!(
+            "  {} {}: {}",
+            ui::dim("✗"),
+            stage.as_str(),
+            ui::clip(why.trim(), 160)
+        ));
         self.current().brief = Some(brief);
         Outcome::Failed(stage)
     }

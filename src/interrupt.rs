@@ -18,3 +18,10 @@ pub fn install() {
 pub fn requested() -> bool {
     FLAG.get().is_some_and(|f| f.load(Ordering::SeqCst))
 }
+
+/// Raises the flag from inside the process: a closed stdout or stderr (`git factory run … |
+/// head`) ends a run as SIGINT does, rolled back and recorded.
+pub fn request() {
+    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .store(true, Ordering::SeqCst);
+}

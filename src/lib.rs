@@ -28,6 +28,7 @@ pub mod harness;
 pub mod identity;
 pub mod interrupt;
 pub mod journal;
+pub mod preflight;
 pub mod roles;
 pub mod store;
 pub mod trace;

@@ -20,6 +20,8 @@ pub enum ColorChoice {
 pub struct Ui {
     pub quiet: bool,
     pub verbose: bool,
+    /// `--no-pager`: long output is printed, never paged.
+    pub no_pager: bool,
     /// A live status line is drawn only on a terminal.
     live: bool,
 }
@@ -81,6 +83,7 @@ impl Ui {
         Ui {
             quiet,
             verbose,
+            no_pager: false,
             live,
         }
     }
@@ -115,10 +118,14 @@ impl Ui {
                         }
                     })
                     .unwrap_or_default();
-                let line = format!(
-                    "{} {label}{extra} {}",
+                // One row, never more: a line wider than the terminal wraps, and clearing
+                // the current row would then leave a new line behind at every tick.
+                let width = term.size_checked().map(|(_, cols)| cols as usize);
+                let line = status_line(
                     frames[i % frames.len()],
-                    dim(format!("{:.1}s", start.elapsed().as_secs_f64()))
+                    &format!("{label}{extra}"),
+                    &format!("{:.1}s", start.elapsed().as_secs_f64()),
+                    width,
                 );
                 let _ = term.clear_line();
                 let _ = term.write_str(&line);
@@ -150,47 +157,95 @@ impl Ui {
     /// A progress or report line on stderr (silenced by -q).
     pub fn info(&self, line: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("{}", line.as_ref());
+            err_line(line.as_ref());
         }
     }
 
     /// Detail shown only with -v.
     pub fn detail(&self, line: impl AsRef<str>) {
         if self.verbose && !self.quiet {
-            eprintln!("{}", style(line.as_ref()).dim());
+            err_line(&style(line.as_ref()).dim().to_string());
         }
     }
 
     pub fn warn(&self, line: impl AsRef<str>) {
-        let line = escape_controls(line.as_ref());
-        eprintln!("{} {line}", style("warning:").yellow().bold());
+        err_line(&format!(
+            "{} {}",
+            style("warning:").yellow().bold(),
+            escape_controls(line.as_ref())
+        ));
     }
 
     /// A line on stderr that -q does not silence (the final verdict line).
     pub fn always(&self, line: impl AsRef<str>) {
-        eprintln!("{}", line.as_ref());
+        err_line(line.as_ref());
     }
 
     pub fn error(&self, err: &Error) {
         // Messages quote names and text from records, models and commands.
-        eprintln!(
+        err_line(&format!(
             "{} {}",
             style("error:").red().bold(),
             escape_controls(&err.message)
-        );
+        ));
         for d in &err.details {
-            eprintln!("  {}", escape_controls(d));
+            err_line(&format!("  {}", escape_controls(d)));
         }
         if let Some(h) = &err.hint {
-            eprintln!("{} {}", style("hint:").cyan().bold(), escape_controls(h));
+            err_line(&format!(
+                "{} {}",
+                style("hint:").cyan().bold(),
+                escape_controls(h)
+            ));
         }
     }
 
-    /// Writes a result to stdout; a closed pipe (`| head`) is not an error.
+    /// Writes long output through git's pager when stdout is a terminal, as git does:
+    /// `GIT_PAGER`, else `core.pager`, else `PAGER`, else `less` (with `LESS=FRX` and `LV=-c`
+    /// unless set); `cat` or an empty pager, `--no-pager` (or `git --no-pager`, which sets
+    /// `GIT_PAGER=cat`) and a non-terminal print directly.
+    pub fn page(&self, text: impl AsRef<str>, core_pager: Option<String>) {
+        let text = text.as_ref();
+        if self.no_pager || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return self.out(text);
+        }
+        let pager = crate::env::git_pager()
+            .or(core_pager)
+            .or_else(crate::env::pager)
+            .unwrap_or_else(|| "less".to_string());
+        if pager.trim().is_empty() || pager.trim() == "cat" {
+            return self.out(text);
+        }
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&pager)
+            .stdin(std::process::Stdio::piped());
+        if !crate::env::is_set("LESS") {
+            cmd.env("LESS", "FRX");
+        }
+        if !crate::env::is_set("LV") {
+            cmd.env("LV", "-c");
+        }
+        let Ok(mut child) = cmd.spawn() else {
+            return self.out(text);
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            // The reader may quit early (q in less): a closed pipe is not an error.
+            let _ = stdin.write_all(text.as_bytes());
+        }
+        let _ = child.wait();
+    }
+
+    /// Writes a result to stdout; a closed pipe (`| head`) is not an error, but a run under
+    /// way stops as on SIGINT.
     pub fn out(&self, text: impl AsRef<str>) {
         let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(text.as_ref().as_bytes());
-        let _ = stdout.flush();
+        let written = stdout
+            .write_all(text.as_ref().as_bytes())
+            .and_then(|()| stdout.flush());
+        if written.is_err() {
+            crate::interrupt::request();
+        }
     }
 }
 
@@ -203,6 +258,43 @@ pub fn verdict(v: Verdict) -> String {
         Verdict::Running => s.yellow(),
     }
     .to_string()
+}
+
+/// One line on stderr. Never panics (as `eprintln!` does when stderr is closed): a closed
+/// stderr (`git factory run … 2>&1 | head`) stops a run under way as SIGINT does, and the
+/// rollback and record go on without it.
+fn err_line(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    if writeln!(stderr, "{line}").is_err() {
+        crate::interrupt::request();
+    }
+}
+
+/// A spinner line fitted to `width` columns (less one, so the cursor never wraps): the label
+/// is shortened with `…`, the elapsed time is kept.
+fn status_line(frame: char, label: &str, elapsed: &str, width: Option<usize>) -> String {
+    let label = match width {
+        Some(w) => {
+            let room = w.saturating_sub(elapsed.chars().count() + 4);
+            if room == 0 {
+                String::new()
+            } else {
+                clip(label, room)
+            }
+        }
+        None => label.to_string(),
+    };
+    format!("{frame} {label} {}", dim(elapsed))
+}
+
+/// `text` cut to at most `max` characters, with `…` where it was cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }
 
 pub fn dim(s: impl std::fmt::Display) -> String {
@@ -260,5 +352,23 @@ mod tests {
         );
         assert_eq!(escape_line("id\nforged"), "id^Jforged");
         assert_eq!(escape_controls("caf\u{e9} plain"), "caf\u{e9} plain");
+    }
+
+    #[test]
+    fn status_lines_fit_the_terminal() {
+        console::set_colors_enabled(false);
+        let label = "  PO acceptance: python -m pytest -q tests/test_a_rather_long_name.py";
+        for width in [10, 20, 40, 80] {
+            let line = super::status_line('⠋', label, "12.3s", Some(width));
+            assert!(
+                console::measure_text_width(&line) < width,
+                "{width}: {line}"
+            );
+            assert!(line.ends_with("12.3s"), "{line}");
+        }
+        let line = super::status_line('⠋', "short", "0.1s", Some(80));
+        assert_eq!(line, "⠋ short 0.1s");
+        assert_eq!(super::clip("abcdef", 4), "abc…");
+        assert_eq!(super::clip("abc", 4), "abc");
     }
 }

@@ -258,7 +258,7 @@ fn commands(obj: &Map<String, Value>, field: &str, required: bool) -> Result<Vec
     let list = string_list(obj, field, required)?;
     for cmd in &list {
         match shlex::split(cmd) {
-            Some(argv) if !argv.is_empty() => {}
+            Some(argv) if !argv.is_empty() => refuse_shell_operator(field, cmd, &argv)?,
             Some(_) => return Err(invalid(field, format!("{cmd:?} is empty"))),
             None => {
                 return Err(invalid(
@@ -269,6 +269,29 @@ fn commands(obj: &Map<String, Value>, field: &str, required: bool) -> Result<Vec
         }
     }
     Ok(list)
+}
+
+/// Commands are run as an argv, never by a shell: `grep -q x f && true` hands `&&` to grep,
+/// which then checks the wrong thing and may pass. An operator that stands as a word of its
+/// own (unquoted in the text) is a refusal naming the shell to use.
+fn refuse_shell_operator(field: &str, cmd: &str, argv: &[String]) -> Result<()> {
+    const OPERATORS: [&str; 8] = ["&&", "||", "|", ";", ">", ">>", "<", "&"];
+    let bare: Vec<&str> = cmd.split_ascii_whitespace().collect();
+    let Some(op) = argv
+        .iter()
+        .skip(1)
+        .find(|a| OPERATORS.contains(&a.as_str()) && bare.contains(&a.as_str()))
+    else {
+        return Ok(());
+    };
+    let quoted = shlex::try_quote(cmd)
+        .map(|q| q.into_owned())
+        .unwrap_or_default();
+    Err(Error::new(format!(
+        "invalid work order: {field}: {cmd:?} passes {op:?} to {} as an argument; commands are not run by a shell",
+        argv[0]
+    ))
+    .hint(format!("to use shell syntax, run it through a shell: sh -c {quoted}")))
 }
 
 fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {

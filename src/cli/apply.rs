@@ -6,7 +6,7 @@ use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::roles::tr::apply::{write_outcomes, FileOutcome, FileState};
 use crate::store::checked::{self, checked_tree};
-use crate::store::{self, records::Verdict};
+use crate::store::records::Verdict;
 use crate::ui::Ui;
 use clap::Args;
 use git2::{Oid, Repository, Tree};
@@ -14,16 +14,20 @@ use std::path::Path;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A run id or a unique prefix of at least 4 hex digits
+    /// A run id or a unique prefix of at least 4 hex digits (default: the newest run)
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub run: Option<String>,
     /// The repository (default: discovered from the current directory)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
 }
 
 /// A tree entry's state as a work-tree file (`None` when absent).
-fn state_in(repo: &Repository, tree: &Tree<'_>, path: &str) -> Result<Option<FileState>> {
+pub(super) fn state_in(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+) -> Result<Option<FileState>> {
     let Ok(entry) = tree.get_path(Path::new(path)) else {
         return Ok(None);
     };
@@ -74,7 +78,7 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Refuse)?;
     let root = git::workdir(&repo)?;
-    let run = store::resolve(&repo, &args.run)?;
+    let run = super::run_or_newest(&repo, args.run.as_deref())?;
     if run.summary.verdict != Verdict::Pass {
         return Err(Error::new(format!(
             "run {} did not pass (verdict {}); only a PASSed change is applied",
@@ -105,7 +109,7 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     let theirs_commit = Oid::from_str(attempt.tree_commit.as_deref().unwrap_or_default())?;
     let missing = || {
         Error::new("the run's commits are not in this repository")
-            .hint("fetch them: git fetch R 'refs/factory/*:refs/factory/*'")
+            .hint("fetch them: git factory fetch <remote>")
     };
     let theirs = repo
         .find_commit(theirs_commit)

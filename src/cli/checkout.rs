@@ -102,7 +102,7 @@ pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
             Error::new(format!(
                 "the attempt commit {commit} is not in this repository"
             ))
-            .hint("fetch the run with its objects: git fetch R 'refs/factory/*:refs/factory/*'")
+            .hint("fetch the run with its objects: git factory fetch <remote>")
         })?
         .tree()?;
     // A fetched record is untrusted: every entry is checked before the first write.

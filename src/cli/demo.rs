@@ -63,7 +63,10 @@ fn make_repo(dir: &Path) -> Result<()> {
 }
 
 pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
-    let dir = match args.dir {
+    // Without a folder the demo repo lives in a temporary folder removed at the end (also
+    // when the demo fails): nothing is left behind.
+    let mut scratch = None;
+    let dir = match args.dir.clone() {
         Some(d) => {
             if d.exists()
                 && std::fs::read_dir(&d)
@@ -78,10 +81,14 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
             std::fs::create_dir_all(&d)?;
             d
         }
-        None => tempfile::Builder::new()
-            .prefix("git-factory-demo-")
-            .tempdir()?
-            .keep(),
+        None => {
+            let tmp = tempfile::Builder::new()
+                .prefix("git-factory-demo-")
+                .tempdir()?;
+            let path = tmp.path().to_path_buf();
+            scratch = Some(tmp);
+            path
+        }
     };
     make_repo(&dir)?;
     ui.info(format!("demo repo: {}", dir.display()));
@@ -127,12 +134,17 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
     };
     super::run::report(ui, &summary);
     super::run::final_line(ui, &summary, None);
+    // The tour prints log and show inline: no pager in the middle of it.
+    let mut ui = ui.clone();
+    ui.no_pager = true;
+    let ui = &ui;
     ui.info("\n$ git factory log");
     super::log::cmd_log(
         ui,
         super::log::LogArgs {
             max_count: None,
             verdict: None,
+            oneline: false,
             json: false,
             repo: Some(dir.clone()),
         },
@@ -141,7 +153,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
     super::show::cmd_show(
         ui,
         super::show::ShowArgs {
-            run: summary.run_id.clone(),
+            run: Some(summary.run_id.clone()),
             patch: false,
             attempt: None,
             log: None,
@@ -149,10 +161,18 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
             repo: Some(dir.clone()),
         },
     )?;
-    ui.info(format!(
-        "\nexplore it: cd {} && git factory show {} --patch",
-        dir.display(),
-        summary.run_id
-    ));
+    match scratch {
+        Some(tmp) => {
+            drop(tmp);
+            ui.info(
+                "\nthe demo repo was temporary and is removed; to keep one and explore it: git factory demo ./factory-demo",
+            );
+        }
+        None => ui.info(format!(
+            "\nexplore it: cd {} && git factory show {} --patch",
+            dir.display(),
+            summary.run_id
+        )),
+    }
     Ok(harness::exit_for(summary.verdict))
 }

@@ -23,6 +23,8 @@ fn description(name: &str) -> &'static str {
         "patch" => "The TR engine as plumbing: applies a unified diff, a *** Begin Patch envelope or SEARCH/REPLACE blocks to the work tree under every always-refused rule, all or nothing, trying the strict, recount and fuzzy passes in turn and accepting a pass only where every hunk's location is unique.",
         "recover" => "Finishes a run whose process was killed: stops its command, restores the baseline exactly (work tree, index, HEAD), records the run as INTERRUPTED and clears the journal.",
         "completions" => "Prints the completion script for a shell.",
+        "push" => "Sends runs to a remote: first the remote's refs/notes/factory is fetched and merged into yours with git's cat_sort_uniq strategy, then every run ref that is new there (or fast-forwards its record) and the merged notes are pushed. Any number of clones with runs of their own can push without non-fast-forward refusals. A run whose record differs on the two sides keeps its own record on each.",
+        "fetch" => "Takes in a remote's runs: run refs that are new here (or fast-forward yours) are created, and the remote's refs/notes/factory is merged into yours with git's cat_sort_uniq strategy.",
         "demo" => "Makes a small repo with a failing check and runs a work order through the loop with a built-in scripted proposer: attempt 1 fails acceptance and is rolled back, attempt 2 passes. Needs nothing but git.",
         _ => "git factory hands a precise work order to a language model or coding agent and gives back either a change that provably passes your checks, or a clean repo and a full record of why not.",
     }
@@ -31,8 +33,8 @@ fn description(name: &str) -> &'static str {
 fn examples(name: &str) -> &'static str {
     match name {
         "run" => "git factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory run -w wo.json --llm-model openai:qwen2.5-coder --llm-base-url http://127.0.0.1:11434/v1\ngit factory run -w wo.json --agent-edits 'claude -p --permission-mode acceptEdits' --worktree\ngit factory run --id fix-1 --title 'Fix parse' --intent 'parse(\"\") returns []' --allow src/parse.py --accept 'python -m pytest -q' --replay proposals/",
-        "log" => "git factory log -n 20\ngit factory log --verdict fail --json",
-        "show" => "git factory show 1a2b\ngit factory show 1a2b --patch --attempt 1\ngit factory show 1a2b --log acceptance:0",
+        "log" => "git factory log -3\ngit factory log --oneline --verdict pass\ngit factory log --verdict fail --json",
+        "show" => "git factory show\ngit factory show 1a2b\ngit factory show 1a2b --patch --attempt 1\ngit factory show 1a2b --log acceptance:0",
         "apply" => "git factory apply 1a2b",
         "verify" => "git factory verify\ngit factory verify origin/main --no-cache",
         "hook" => "git factory hook install\ngit factory hook uninstall",
@@ -40,9 +42,11 @@ fn examples(name: &str) -> &'static str {
         "checkout" => "git factory checkout 1a2b --attempt 1 /tmp/attempt1",
         "patch" => "git factory patch --check model.diff\ngit diff | git factory patch --strict -",
         "recover" => "git factory recover",
-        "completions" => "git factory completions bash > ~/.local/share/bash-completion/completions/git-factory",
+        "completions" => "mkdir -p ~/.local/share/bash-completion/completions\ngit factory completions bash > ~/.local/share/bash-completion/completions/git-factory",
+        "push" => "git factory push\ngit factory push upstream",
+        "fetch" => "git factory fetch\ngit factory fetch upstream",
         "demo" => "git factory demo ./factory-demo",
-        _ => "git factory demo\ngit factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory log\ngit push origin 'refs/factory/*:refs/factory/*' refs/notes/factory",
+        _ => "git factory demo\ngit factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory log\ngit factory push origin",
     }
 }
 
@@ -123,21 +127,35 @@ pub fn man_pages() -> Vec<(String, String)> {
     pages
 }
 
-/// Bash glue so `git factory <TAB>` works: git's completion calls `_git_factory`.
+/// Bash glue so `git factory <TAB>` works: git's completion calls `_git_factory` with git's own
+/// words; hand clap's function the words from `factory` on, as if `git-factory` had been typed.
 const BASH_GIT_GLUE: &str = r#"
 # git's own completion calls _git_<subcommand> for `git factory <TAB>`.
 _git_factory() {
-    local i words_=("git-factory") cword_=1
-    for ((i = 2; i < ${#COMP_WORDS[@]}; i++)); do
+    local i at=1 words_=("git-factory")
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ "${COMP_WORDS[i]}" == factory ]]; then
+            at=$i
+            break
+        fi
+    done
+    for ((i = at + 1; i < ${#COMP_WORDS[@]}; i++)); do
         words_+=("${COMP_WORDS[i]}")
     done
-    cword_=$((COMP_CWORD - 1))
-    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$cword_
+    local COMP_WORDS=("${words_[@]}") COMP_CWORD=$((COMP_CWORD - at))
     _git__factory git-factory "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 }
 "#;
 
-const FISH_GIT_GLUE: &str = "\n# `git factory <TAB>` through git's own completion\ncomplete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify hook recover patch completions demo'\n";
+/// clap_complete names a subcommand's state from its bin name, turning the `-` of
+/// `git-factory` into a separator (`git__subcmd__factory__subcmd__run`), while the loop that
+/// walks the words sets `git__factory__subcmd__run`: no state would ever match a case arm and
+/// completion below the subcommand would be dead. Name the arms as the loop does.
+fn bash_states_matched(text: &str) -> String {
+    text.replace("git__subcmd__factory__subcmd__", "git__factory__subcmd__")
+}
+
+const FISH_GIT_GLUE: &str = "\n# `git factory <TAB>` through git's own completion\ncomplete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify hook recover patch push fetch completions demo'\n";
 
 /// The completion script for one shell.
 pub fn completion(shell: Shell) -> String {
@@ -146,7 +164,10 @@ pub fn completion(shell: Shell) -> String {
     clap_complete::generate(shell, &mut cmd, "git-factory", &mut buf);
     let mut text = String::from_utf8_lossy(&buf).into_owned();
     match shell {
-        Shell::Bash => text.push_str(BASH_GIT_GLUE),
+        Shell::Bash => {
+            text = bash_states_matched(&text);
+            text.push_str(BASH_GIT_GLUE);
+        }
         Shell::Fish => text.push_str(FISH_GIT_GLUE),
         _ => {}
     }
@@ -160,4 +181,26 @@ pub fn completion_files() -> Vec<(String, String)> {
         ("_git-factory".to_string(), completion(Shell::Zsh)),
         ("git-factory.fish".to_string(), completion(Shell::Fish)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every state the bash script's word loop can set has a case arm, and every arm is a state.
+    #[test]
+    fn bash_states_have_arms() {
+        let text = super::completion(clap_complete::Shell::Bash);
+        let states: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("cmd=\""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .filter(|s| !s.is_empty())
+            .collect();
+        let arms: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("        git__") && l.ends_with(')'))
+            .map(|l| l.trim().trim_end_matches(')'))
+            .collect();
+        assert!(states.contains("git__factory__subcmd__run"), "{states:?}");
+        assert_eq!(states, arms);
+    }
 }

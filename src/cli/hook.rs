@@ -139,6 +139,11 @@ fn uninstall(ui: &Ui, repo: &Repository) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// `refs/factory/*` and `refs/notes/factory*`: what `git factory push` sends.
+fn is_run_record(refname: &str) -> bool {
+    refname.starts_with("refs/factory/") || refname.starts_with("refs/notes/factory")
+}
+
 const ZERO: &str = "0000000000000000000000000000000000000000";
 
 /// Commits the push sends: `remote..local`, or what no remote-tracking ref has yet.
@@ -174,9 +179,13 @@ fn pre_push(ui: &Ui, repo: &Repository, remote: &str) -> Result<Exit> {
     for line in stdin.lock().lines() {
         let line = line?;
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let [local_ref, local_sha, _remote_ref, remote_sha] = fields[..] else {
+        let [local_ref, local_sha, remote_ref, remote_sha] = fields[..] else {
             continue;
         };
+        // Run records are not code: sharing them is never verified (SPEC §6).
+        if [local_ref, remote_ref].iter().any(|r| is_run_record(r)) {
+            continue;
+        }
         if local_sha == ZERO {
             continue; // a deletion
         }

@@ -1,5 +1,6 @@
 //! `git factory log`: past runs, newest first, one line each.
 
+use crate::config::Config;
 use crate::error::{Exit, Result};
 use crate::git;
 use crate::store;
@@ -17,12 +18,15 @@ pub enum VerdictFilter {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Show at most N runs
+    /// Show at most N runs (also -N, as in git log -3)
     #[arg(short = 'n', long = "max-count", value_name = "N")]
     pub max_count: Option<usize>,
-    /// Only runs with this verdict
-    #[arg(long, value_enum, value_name = "VERDICT")]
+    /// Only runs with this verdict (any case: pass, PASS)
+    #[arg(long, value_enum, ignore_case = true, value_name = "VERDICT")]
     pub verdict: Option<VerdictFilter>,
+    /// One short line per run: run id, verdict, title
+    #[arg(long)]
+    pub oneline: bool,
     /// Print the runs as a JSON array on stdout
     #[arg(long)]
     pub json: bool,
@@ -66,14 +70,20 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let mut text = String::new();
+    if args.oneline {
+        for r in &runs {
+            text.push_str(&format!(
+                "{} {} {}\n",
+                console::style(&r.run_id).yellow(),
+                verdict_word(&r.verdict, 0),
+                ui::escape_line(&r.title)
+            ));
+        }
+        ui.page(text, Config::of(&repo).string("core.pager"));
+        return Ok(Exit::Success);
+    }
     for r in &runs {
-        let verdict = match r.verdict.as_str() {
-            "PASS" => console::style(format!("{:<11}", r.verdict)).green().bold(),
-            "FAIL" => console::style(format!("{:<11}", r.verdict)).red().bold(),
-            _ => console::style(format!("{:<11}", r.verdict))
-                .magenta()
-                .bold(),
-        };
+        let verdict = verdict_word(&r.verdict, 11);
         // A run that needed no attempt says so: its PASS changed nothing.
         let mark = if r.ended_stage == "already_satisfied" {
             format!(" {}", console::style("(already satisfied)").green())
@@ -90,8 +100,19 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
             ui::dim(age(now, r.time)),
         ));
     }
-    ui.out(text);
+    ui.page(text, Config::of(&repo).string("core.pager"));
     Ok(Exit::Success)
+}
+
+/// A verdict as `log` prints it, coloured, padded to `width`.
+fn verdict_word(verdict: &str, width: usize) -> String {
+    let padded = console::style(format!("{verdict:<width$}"));
+    match verdict {
+        "PASS" => padded.green().bold(),
+        "FAIL" => padded.red().bold(),
+        _ => padded.magenta().bold(),
+    }
+    .to_string()
 }
 
 #[cfg(test)]

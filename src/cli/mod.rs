@@ -1,13 +1,16 @@
 //! The command line: clap definitions (their doc comments are the help text) and dispatch.
 
 pub mod apply;
+pub mod cached;
 pub mod checkout;
 pub mod completions;
 pub mod demo;
+pub mod fetch;
 pub mod generated;
 pub mod hook;
 pub mod log;
 pub mod patch;
+pub mod push;
 pub mod recover;
 pub mod reverify;
 pub mod run;
@@ -41,6 +44,9 @@ pub struct Cli {
     /// Print more detail about each stage
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Do not pipe long output into a pager (as git --no-pager)
+    #[arg(long = "no-pager", global = true)]
+    pub no_pager: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -65,12 +71,74 @@ pub enum Command {
     Reverify(reverify::ReverifyArgs),
     /// Apply a diff (unified, Begin Patch envelope or SEARCH/REPLACE) with the TR engine
     Patch(patch::PatchArgs),
+    /// Send runs to a remote: refs/factory/* and the notes, merged (default remote: origin)
+    Push(push::PushArgs),
+    /// Take in a remote's runs and merge its notes into yours (default remote: origin)
+    Fetch(fetch::FetchArgs),
     /// Roll back a run that was killed mid-way and record it as INTERRUPTED
     Recover(recover::RecoverArgs),
     /// Print the completion script for bash, zsh, fish, elvish or powershell
     Completions(completions::CompletionsArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
     Demo(demo::DemoArgs),
+}
+
+/// `<run>` where it is optional (`show`, `apply`, `reverify`): the run the id or prefix names,
+/// else the newest run, as `git show` shows HEAD.
+pub(crate) fn run_or_newest(
+    repo: &git2::Repository,
+    run: Option<&str>,
+) -> crate::error::Result<crate::store::StoredRun> {
+    if let Some(prefix) = run {
+        return crate::store::resolve(repo, prefix);
+    }
+    let newest = crate::store::list_runs(repo)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            Error::new("no runs are recorded in this repository yet")
+                .hint("start one with git factory run (or see one with git factory demo)")
+        })?;
+    crate::store::resolve(repo, &newest.run_id)
+}
+
+/// `color.ui` of the repository around the current directory (or the user's config).
+fn git_color_ui() -> Option<bool> {
+    match git2::Repository::open_from_env() {
+        Ok(repo) => crate::config::Config::of(&repo).color_ui(),
+        Err(_) => crate::config::Config::default_only().color_ui(),
+    }
+}
+
+/// git's `-<n>` for `log` (`git factory log -3`), which clap cannot declare: rewritten to
+/// `--max-count=<n>` when the subcommand (the first word that is not an option) is `log`.
+fn with_log_counts(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut subcommand = None;
+    let mut skip_value = false;
+    let mut out = Vec::with_capacity(args.len());
+    for (i, arg) in args.into_iter().enumerate() {
+        let text = arg.to_str().unwrap_or("");
+        if i == 0 {
+            out.push(arg);
+            continue;
+        }
+        match subcommand {
+            None if skip_value => skip_value = false,
+            None if text == "--color" => skip_value = true,
+            None if !text.starts_with('-') => subcommand = Some(text == "log"),
+            Some(true)
+                if text.len() > 1
+                    && text.starts_with('-')
+                    && text[1..].bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                out.push(format!("--max-count={}", &text[1..]).into());
+                continue;
+            }
+            _ => {}
+        }
+        out.push(arg);
+    }
+    out
 }
 
 /// A panic is a bug: one line saying so (exit 101), never a debug dump; the backtrace only
@@ -100,7 +168,7 @@ fn install_panic_hook() {
 
 pub fn main() -> std::process::ExitCode {
     install_panic_hook();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(with_log_counts(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -112,7 +180,14 @@ pub fn main() -> std::process::ExitCode {
             return code.into();
         }
     };
-    let ui = Ui::new(cli.color, cli.quiet, cli.verbose);
+    // `--color` wins; else git's `color.ui` (never/always), else NO_COLOR and the terminal.
+    let color = match (cli.color, git_color_ui()) {
+        (ColorChoice::Auto, Some(false)) => ColorChoice::Never,
+        (ColorChoice::Auto, Some(true)) => ColorChoice::Always,
+        (chosen, _) => chosen,
+    };
+    let mut ui = Ui::new(color, cli.quiet, cli.verbose);
+    ui.no_pager = cli.no_pager;
     let result: Result<Exit, Error> = match cli.command {
         Command::Run(args) => run::cmd_run(&ui, *args),
         Command::Log(args) => log::cmd_log(&ui, args),
@@ -124,6 +199,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Verify(args) => verify::cmd_verify(&ui, args),
         Command::Hook(args) => hook::cmd_hook(&ui, args),
         Command::Recover(args) => recover::cmd_recover(&ui, args),
+        Command::Push(args) => push::cmd_push(&ui, args),
+        Command::Fetch(args) => fetch::cmd_fetch(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),
         Command::Reverify(args) => reverify::cmd_reverify(&ui, args),
     };
@@ -133,5 +210,39 @@ pub fn main() -> std::process::ExitCode {
             ui.error(&e);
             e.exit.into()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn rewritten(args: &[&str]) -> Vec<String> {
+        super::with_log_counts(args.iter().map(|a| a.into()).collect())
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn log_takes_gits_dash_n() {
+        assert_eq!(
+            rewritten(&["gf", "log", "-3"]),
+            ["gf", "log", "--max-count=3"]
+        );
+        assert_eq!(
+            rewritten(&["gf", "--color", "never", "log", "--oneline", "-12"]),
+            [
+                "gf",
+                "--color",
+                "never",
+                "log",
+                "--oneline",
+                "--max-count=12"
+            ]
+        );
+        assert_eq!(rewritten(&["gf", "show", "-3"]), ["gf", "show", "-3"]);
+        assert_eq!(
+            rewritten(&["gf", "run", "--id", "log", "-3"]),
+            ["gf", "run", "--id", "log", "-3"]
+        );
     }
 }

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ReverifyArgs {
-    /// A run id or a unique prefix of at least 4 hex digits
+    /// A run id or a unique prefix of at least 4 hex digits (default: the newest run)
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub run: Option<String>,
     /// Time limit in seconds for each command [default: the run's own]
     #[arg(long = "timeout-seconds", value_name = "S")]
     pub timeout_seconds: Option<u64>,
@@ -68,7 +68,7 @@ fn check_trees(repo: &git2::Repository, run: &store::StoredRun) -> Result<()> {
 pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
-    let run = store::resolve(&repo, &args.run)?;
+    let run = super::run_or_newest(&repo, args.run.as_deref())?;
     let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
         .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;
     let order = LoadedWorkOrder::from_json_text(&String::from_utf8_lossy(&raw), "work_order.json")?;

@@ -390,6 +390,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         .hint("use a number such as 0 or 0.7"));
     }
     crate::interrupt::install();
+    let order = opts.work_order.order.clone();
     match harness::run(opts, ui)? {
         RunReport::DryRun { prompt } => {
             ui.out(prompt);
@@ -397,15 +398,44 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             Ok(Exit::Success)
         }
         RunReport::Cached { summary } => {
+            // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
+            let deliver = summary.verdict == Verdict::Pass
+                && (args.branch.is_some() || (args.commit && !args.worktree));
+            let (where_, hint, note) = if deliver {
+                let commit = super::cached::deliver(
+                    args.repo.as_deref(),
+                    &summary,
+                    &order,
+                    args.branch.as_deref(),
+                    args.worktree,
+                )?;
+                let short = crate::git::short(&commit.to_string()).to_string();
+                let place = match &args.branch {
+                    Some(name) => format!("on branch {name}"),
+                    None => "on the current branch".to_string(),
+                };
+                (
+                    format!("its recorded change is now committed {place} as {short}"),
+                    None,
+                    format!("from the cache; committed as {short}"),
+                )
+            } else {
+                let repo = crate::git::open(args.repo.as_deref())?;
+                let (where_, hint) = super::cached::whereabouts(&repo, &summary);
+                (where_, Some(hint), "from the cache".to_string())
+            };
             if args.json {
                 print_json(ui, &summary);
             }
             ui.info(format!(
-                "run {} is already recorded ({}); nothing was run — use --force to run it again",
+                "run {} is already recorded ({}); nothing was run again: {where_}",
                 summary.run_id,
                 summary.verdict.as_str()
             ));
-            final_line(ui, &summary, None);
+            if let Some(hint) = hint {
+                ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
+            }
+            final_line_noted(ui, &summary, None, Some(note));
             Ok(harness::exit_for(summary.verdict))
         }
         RunReport::Finished { summary, out } => {
@@ -458,6 +488,17 @@ pub fn report(ui: &Ui, s: &RunSummary) {
 }
 
 pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
+    final_line_noted(ui, s, out, None)
+}
+
+/// The verdict line; `note` (a run served from the cache) replaces the words on where a
+/// PASS's change is.
+pub fn final_line_noted(
+    ui: &Ui,
+    s: &RunSummary,
+    out: Option<&std::path::Path>,
+    note: Option<String>,
+) {
     let mut line = format!(
         "{} {} after {} attempt{} ({}) → refs/factory/{}",
         ui::verdict(s.verdict),
@@ -470,7 +511,9 @@ pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
     if let Some(out) = out {
         line.push_str(&format!(", {}", out.join("run_summary.json").display()));
     }
-    if s.verdict == Verdict::Pass {
+    if let Some(note) = note {
+        line.push_str(&ui::dim(format!("  ({note})")));
+    } else if s.verdict == Verdict::Pass {
         let note = match (&s.result_commit, s.mode.as_str()) {
             (Some(c), "worktree") => format!(
                 "  (committed as {}; bring it in with git factory apply {})",

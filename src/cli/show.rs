@@ -1,5 +1,6 @@
 //! `git factory show <run>`: one run's summary, attempts, briefs, patch and logs.
 
+use crate::config::Config;
 use crate::error::{Error, Exit, Result};
 use crate::git;
 use crate::store::{
@@ -11,9 +12,9 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// A run id or a unique prefix of at least 4 hex digits
+    /// A run id or a unique prefix of at least 4 hex digits (default: the newest run)
     #[arg(value_name = "RUN")]
-    pub run: String,
+    pub run: Option<String>,
     /// Print the passing (or else the last) attempt's proposed patch
     #[arg(long)]
     pub patch: bool,
@@ -90,7 +91,7 @@ fn contract_lines(out: &mut String, s: &RunSummary) {
 
 pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    let run = store::resolve(&repo, &args.run)?;
+    let run = super::run_or_newest(&repo, args.run.as_deref())?;
     let s = &run.summary;
     if args.json {
         let bytes =
@@ -156,13 +157,19 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
         }
         return Ok(Exit::Success);
     }
+    let core_pager = Config::of(&repo).string("core.pager");
     if args.patch {
         let n = pick_attempt()?;
         for name in ["proposed_patch.diff", "proposed_writes.json"] {
             if let Some(bytes) =
                 store::read_artifact(&repo, run.commit, &format!("attempt_{n}/{name}"))?
             {
-                ui.out(String::from_utf8_lossy(&bytes));
+                let text = String::from_utf8_lossy(&bytes);
+                if name.ends_with(".diff") && console::colors_enabled() {
+                    ui.page(coloured_diff(&text), core_pager);
+                } else {
+                    ui.page(text, core_pager);
+                }
                 return Ok(Exit::Success);
             }
         }
@@ -266,6 +273,37 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             }
         }
     }
-    ui.out(out);
+    ui.page(out, core_pager);
     Ok(Exit::Success)
+}
+
+/// A diff coloured as `git diff` colours it: headers bold, hunk headers cyan, removed lines
+/// red, added lines green, context plain.
+fn coloured_diff(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    let mut in_hunk = false;
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let styled = if body.starts_with("diff ") {
+            in_hunk = false;
+            console::style(body).bold().to_string()
+        } else if body.starts_with("@@") {
+            in_hunk = true;
+            console::style(body).cyan().to_string()
+        } else if !in_hunk {
+            console::style(body).bold().to_string()
+        } else if body.starts_with('+') {
+            console::style(body).green().to_string()
+        } else if body.starts_with('-') {
+            console::style(body).red().to_string()
+        } else {
+            body.to_string()
+        };
+        out.push_str(&styled);
+        out.push_str(end);
+    }
+    out
 }

@@ -6,6 +6,7 @@
 
 pub mod checked;
 pub mod records;
+pub mod share;
 
 use crate::error::{Error, Result};
 use git2::{Commit, FileMode, Oid, Repository, Signature};
@@ -135,14 +136,18 @@ pub fn note_line(s: &RunSummary) -> String {
 /// The run commit's message: the note line as subject, then what `log` shows, so listing
 /// runs reads commit headers only, never artifact blobs.
 pub fn run_message(s: &RunSummary) -> String {
-    format!(
+    let mut m = format!(
         "{}\n\ntitle: {}\nbaseline: {}\nstarted: {}\nstage: {}\n",
         note_line(s),
         s.work_order_title.replace('\n', " "),
         s.repo_baseline_commit,
         s.started_utc,
         s.ended_stage
-    )
+    );
+    if let Some(ms) = s.started_unix_ms {
+        m.push_str(&format!("started_ms: {ms}\n"));
+    }
+    m
 }
 
 /// What `log` needs of a run, parsed from its run commit's message.
@@ -159,6 +164,16 @@ pub struct RunHeader {
     pub ended_stage: String,
     /// Seconds since the epoch of the run commit (its last update).
     pub time: i64,
+    /// When the run started, in milliseconds (runs recorded before it was kept: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<i64>,
+}
+
+impl RunHeader {
+    /// What `log` orders by: the start to the millisecond, else the record's time.
+    pub fn order_key(&self) -> i64 {
+        self.started_ms.unwrap_or(self.time.saturating_mul(1000))
+    }
 }
 
 pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
@@ -187,6 +202,7 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
         started_utc: String::new(),
         ended_stage: String::new(),
         time,
+        started_ms: None,
     };
     for line in lines {
         if let Some(v) = line.strip_prefix("title: ") {
@@ -197,6 +213,8 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
             h.started_utc = v.to_string();
         } else if let Some(v) = line.strip_prefix("stage: ") {
             h.ended_stage = v.to_string();
+        } else if let Some(v) = line.strip_prefix("started_ms: ") {
+            h.started_ms = v.trim().parse().ok();
         }
     }
     h
@@ -244,7 +262,13 @@ pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
             }
         }
     }
-    out.sort_by(|a, b| b.time.cmp(&a.time).then_with(|| a.run_id.cmp(&b.run_id)));
+    // Newest first by start time (to the millisecond), ties by run id: the same order in
+    // every clone.
+    out.sort_by(|a, b| {
+        b.order_key()
+            .cmp(&a.order_key())
+            .then_with(|| a.run_id.cmp(&b.run_id))
+    });
     Ok(out)
 }
 
@@ -370,8 +394,9 @@ pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
         .filter(|(id, _)| id.starts_with(&prefix))
         .collect();
     match matches.as_slice() {
-        [] => Err(Error::new(format!("no run matches {prefix}"))
-            .hint("list runs with git factory log (fetch shared runs with git fetch R 'refs/factory/*:refs/factory/*')")),
+        [] => Err(Error::new(format!("no run matches {prefix}")).hint(
+            "list runs with git factory log (fetch shared runs with git factory fetch <remote>)",
+        )),
         [(id, commit)] => {
             let summary = read_summary(repo, *commit)?
                 .ok_or_else(|| Error::new(format!("run {id} has no run_summary.json")))?;

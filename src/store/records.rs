@@ -215,6 +215,10 @@ pub struct RunSummary {
     /// What the contract's commands did on the baseline, before any model call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_check: Option<BaselineCheck>,
+    /// When the run started, in milliseconds since the epoch: `log` orders runs started in
+    /// the same second by it (absent in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

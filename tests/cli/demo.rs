@@ -28,3 +28,29 @@ fn demo_fails_once_then_passes_and_shows_the_run() {
         "an existing folder is refused"
     );
 }
+
+#[test]
+fn demo_without_a_folder_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scratch = tmp.path().join("tmp");
+    std::fs::create_dir_all(&scratch).expect("mkdir");
+    for _ in 0..2 {
+        let mut cmd = assert_cmd::Command::cargo_bin("git-factory").expect("binary");
+        hermetic(&mut cmd, tmp.path());
+        let out = cmd
+            .env("TMPDIR", &scratch)
+            .current_dir(tmp.path())
+            .arg("demo")
+            .output()
+            .expect("demo runs");
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(stdout_of(&out).contains("attempt 2: passed"));
+        assert!(
+            err.contains("the demo repo was temporary and is removed; to keep one and explore it: git factory demo ./factory-demo"),
+            "{err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&scratch).expect("readdir").collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}

@@ -217,3 +217,128 @@ fn no_escape_codes_without_a_terminal_or_with_no_color() {
     assert_eq!(lines.len(), 1, "-q prints only the verdict line: {lines:?}");
     assert!(lines[0].starts_with("FAIL "));
 }
+
+#[test]
+fn completion_below_the_subcommand_through_gits_own_completion() {
+    let r = TestRepo::simple();
+    let Some(pane) = tmux::Pane::start(&r, 200) else {
+        return;
+    };
+    // (tmux trims the space completion adds after a word.)
+    let s = pane.complete("git facto", "git factory");
+    assert!(s.contains("$ git factory"), "the subcommand itself:\n{s}");
+    let s = pane.complete("git factory sh", "git factory show");
+    assert!(s.contains("$ git factory show"), "a subcommand:\n{s}");
+    let s = pane.complete("git factory run --", "--work-order");
+    for flag in [
+        "--work-order",
+        "--llm-model",
+        "--agent-edits",
+        "--max-attempts",
+    ] {
+        assert!(s.contains(flag), "run --<TAB> lists {flag}:\n{s}");
+    }
+    let s = pane.complete("git factory show --", "--patch");
+    assert!(
+        s.contains("--patch") && s.contains("--attempt"),
+        "show --<TAB>:\n{s}"
+    );
+    assert!(!s.contains("--work-order"), "only show's flags:\n{s}");
+    let s = pane.complete("git factory log --verdict ", "interrupted");
+    for v in ["pass", "fail", "error", "interrupted"] {
+        assert!(s.contains(v), "log --verdict <TAB> lists {v}:\n{s}");
+    }
+    assert!(!s.contains("app.txt"), "verdicts, not files:\n{s}");
+    let s = pane.complete("git -C . factory log --verd", "log --verdict");
+    assert!(s.contains("log --verdict"), "after git's own options:\n{s}");
+}
+
+/// The README's block that installs the man pages and completions, as a user copies it.
+fn readme_install_block() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let after = readme
+        .split_once("<!-- install-docs")
+        .expect("the install-docs marker in README.md")
+        .1;
+    let block = after.split_once("```sh\n").expect("a sh block").1;
+    block
+        .split_once("```")
+        .expect("the block's end")
+        .0
+        .to_string()
+}
+
+#[test]
+fn readme_install_commands_work_for_a_cargo_install_user_in_a_fresh_home() {
+    let have_man = std::process::Command::new("man")
+        .arg("-w")
+        .arg("man")
+        .output()
+        .is_ok();
+    if !have_man {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install man-db (see .ci/run)"
+        );
+        eprintln!("skipped: man is not installed");
+        return;
+    }
+    let home = tempfile::tempdir().expect("home");
+    // Where `cargo install` puts the binary.
+    let bin = home.path().join(".cargo/bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::os::unix::fs::symlink(
+        assert_cmd::cargo::cargo_bin("git-factory"),
+        bin.join("git-factory"),
+    )
+    .expect("symlink");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let help = || {
+        std::process::Command::new("git")
+            .args(["help", "factory"])
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .env("MANPAGER", "cat")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git help runs")
+    };
+    assert!(
+        !help().status.success(),
+        "no page before the README's commands"
+    );
+    let block = readme_install_block();
+    let out = std::process::Command::new("bash")
+        .args(["-e", "-c", &block])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", &path)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "the README's commands fail in a fresh HOME:\n{block}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = help();
+    assert!(
+        page.status.success(),
+        "{}",
+        String::from_utf8_lossy(&page.stderr)
+    );
+    let text = String::from_utf8_lossy(&page.stdout);
+    assert!(
+        text.contains("git-factory") && text.contains("EXIT STATUS"),
+        "{text}"
+    );
+    for installed in [
+        ".local/share/bash-completion/completions/git-factory",
+        ".zfunc/_git-factory",
+        ".config/fish/completions/git-factory.fish",
+    ] {
+        assert!(home.path().join(installed).is_file(), "{installed}");
+    }
+}

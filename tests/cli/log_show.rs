@@ -462,3 +462,266 @@ fn log_follows_moved_and_deleted_run_refs() {
     let log = stdout_of(&r.factory().arg("log").output().expect("log"));
     assert!(!log.contains(&id), "{log}");
 }
+
+/// `git …` as a user types it, with this binary on PATH so `git factory` finds it.
+fn git_cli(r: &TestRepo, args: &[&str]) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin("git-factory");
+    let dir = bin.parent().expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = assert_cmd::Command::new("git");
+    hermetic(&mut cmd, &r.home);
+    cmd.current_dir(&r.root)
+        .env("PATH", path)
+        .args(args)
+        .output()
+        .expect("git runs")
+}
+
+/// Three runs started within the same second (fixed commit dates): A FAIL, B FAIL, C PASS.
+fn three_runs(r: &TestRepo) -> Vec<String> {
+    let mut ids = Vec::new();
+    for (name, accept) in [
+        ("a", "false"),
+        ("b", "false"),
+        ("c", "grep -qx TWO app.txt"),
+    ] {
+        let mut order = basic_order(&[accept]);
+        order["id"] = format!("wo-{name}").into();
+        order["title"] = format!("run {name}").into();
+        let wo = r.work_order(order);
+        let replay = r.replay(
+            &format!("rp-{name}"),
+            &[(
+                "1.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "TWO"), name),
+            )],
+        );
+        let out = r.run_replay(&wo, &replay, &["--max-attempts", "1", "--json"]);
+        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        ids.push(s["run_id"].as_str().expect("id").to_string());
+    }
+    r.git(&["checkout", "--", "app.txt"]);
+    ids
+}
+
+#[test]
+fn log_follows_gits_conventions() {
+    let r = TestRepo::simple();
+    let ids = three_runs(&r);
+    let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+    let log = |args: &[&str]| {
+        let out = r.factory().arg("log").args(args).output().expect("log");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        stdout_of(&out)
+    };
+    assert_eq!(
+        log(&["--oneline"]),
+        format!("{c} PASS run c\n{b} FAIL run b\n{a} FAIL run a\n"),
+        "newest first, also within one second"
+    );
+    assert_eq!(
+        log(&["--oneline", "-2"]),
+        format!("{c} PASS run c\n{b} FAIL run b\n")
+    );
+    assert_eq!(log(&["-1", "--oneline"]), format!("{c} PASS run c\n"));
+    assert_eq!(log(&["--oneline", "-n", "1"]), format!("{c} PASS run c\n"));
+    for v in ["PASS", "pass", "Pass"] {
+        assert_eq!(
+            log(&["--oneline", "--verdict", v]),
+            format!("{c} PASS run c\n")
+        );
+    }
+    assert_eq!(
+        log(&["--oneline", "--verdict", "FAIL"]),
+        format!("{b} FAIL run b\n{a} FAIL run a\n")
+    );
+    let full = log(&["-2"]);
+    assert_eq!(full.lines().count(), 2, "{full}");
+    assert!(full.starts_with(&format!("{c} PASS")), "{full}");
+}
+
+#[test]
+fn show_apply_and_reverify_default_to_the_newest_run() {
+    let r = TestRepo::simple();
+    let ids = three_runs(&r);
+    let newest = &ids[2];
+    let show = r.factory().arg("show").output().expect("show");
+    assert_eq!(show.status.code(), Some(0), "{}", stderr_of(&show));
+    assert!(
+        stdout_of(&show).starts_with(&format!("run {newest}  PASS")),
+        "{}",
+        stdout_of(&show)
+    );
+    let patch = r
+        .factory()
+        .args(["show", "--patch"])
+        .output()
+        .expect("show");
+    assert!(stdout_of(&patch).contains("+TWO"));
+    let reverify = r.factory().arg("reverify").output().expect("reverify");
+    assert_eq!(reverify.status.code(), Some(0), "{}", stderr_of(&reverify));
+    assert!(
+        stdout_of(&reverify).contains("attempt 1: recorded passed"),
+        "the newest run (the only PASS) was re-verified: {}",
+        stdout_of(&reverify)
+    );
+    let apply = r.factory().arg("apply").output().expect("apply");
+    assert_eq!(apply.status.code(), Some(0), "{}", stderr_of(&apply));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+
+    let empty = TestRepo::simple();
+    let before = empty.snapshot();
+    let out = empty.factory().arg("show").output().expect("show");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr_of(&out),
+        "error: no runs are recorded in this repository yet\nhint: start one with git factory run (or see one with git factory demo)\n"
+    );
+    assert_eq!(empty.snapshot(), before);
+}
+
+#[test]
+fn git_dash_c_settings_are_honoured() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["false"]));
+    let replay = r.replay(
+        "c",
+        &[
+            (
+                "1.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "Two"), "1"),
+            ),
+            (
+                "2.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "2"),
+            ),
+        ],
+    );
+    let wo = wo.to_str().expect("utf8");
+    let replay = replay.to_str().expect("utf8");
+    let out = git_cli(
+        &r,
+        &[
+            "-c",
+            "factory.maxAttempts=1",
+            "factory",
+            "run",
+            "-w",
+            wo,
+            "--replay",
+            replay,
+        ],
+    );
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("after 1 attempt ("),
+        "git -c factory.maxAttempts=1:\n{err}"
+    );
+    // The command line still wins over git -c.
+    let out = git_cli(
+        &r,
+        &[
+            "-c",
+            "factory.maxAttempts=1",
+            "factory",
+            "run",
+            "-w",
+            wo,
+            "--replay",
+            replay,
+            "--max-attempts",
+            "2",
+            "--force",
+        ],
+    );
+    assert!(
+        stderr_of(&out).contains("after 2 attempts ("),
+        "{}",
+        stderr_of(&out)
+    );
+    // color.ui=always colours even into a pipe; never does not; --color wins over both.
+    let coloured = git_cli(&r, &["-c", "color.ui=always", "factory", "log"]);
+    assert!(stdout_of(&coloured).contains('\u{1b}'), "color.ui=always");
+    let plain = git_cli(
+        &r,
+        &[
+            "-c",
+            "color.ui=always",
+            "factory",
+            "log",
+            "--color",
+            "never",
+        ],
+    );
+    assert!(!stdout_of(&plain).contains('\u{1b}'));
+    let plain = git_cli(&r, &["-c", "color.ui=never", "factory", "log"]);
+    assert!(!stdout_of(&plain).contains('\u{1b}'));
+}
+
+#[test]
+fn pager_and_patch_colours_on_a_terminal() {
+    let r = TestRepo::simple();
+    let ids = three_runs(&r);
+    let newest = &ids[2];
+    // Not a terminal: never paged, even with a pager set.
+    let out = r
+        .factory()
+        .env("GIT_PAGER", "sed s/^/PAGED:/")
+        .arg("log")
+        .output()
+        .expect("log");
+    assert!(!stdout_of(&out).contains("PAGED:"));
+    let Some(pane) = tmux::Pane::start(&r, 200) else {
+        return;
+    };
+    // Markers are echoed as END$((0+n)), so the typed line itself never matches `ENDn`.
+    pane.type_line("clear; GIT_PAGER='sed s/^/PAGED:/' git factory log --oneline");
+    let s = pane.wait_for(&format!("PAGED:{newest}"));
+    assert!(
+        s.contains(&format!("PAGED:{newest} PASS run c")),
+        "GIT_PAGER:\n{s}"
+    );
+    pane.type_line(
+        "clear; GIT_PAGER='sed s/^/PAGED:/' git factory log --oneline --no-pager; echo END$((0+1))",
+    );
+    let s = pane.wait_for("END1\n");
+    assert!(
+        s.contains(&format!("{newest} PASS run c")) && !s.contains("PAGED:"),
+        "--no-pager:\n{s}"
+    );
+    pane.type_line("clear; git -c core.pager='sed s/^/CORE:/' factory show");
+    let s = pane.wait_for(&format!("CORE:run {newest}"));
+    assert!(
+        s.contains(&format!("CORE:run {newest}")),
+        "core.pager:\n{s}"
+    );
+    pane.type_line(
+        "clear; git --no-pager -c core.pager='sed s/^/CORE:/' factory show; echo END$((0+2))",
+    );
+    let s = pane.wait_for("END2\n");
+    assert!(
+        s.contains(&format!("run {newest}")) && !s.contains("CORE:"),
+        "git --no-pager:\n{s}"
+    );
+    // show --patch is coloured like git diff on a terminal, and not with color.ui=never.
+    pane.type_line("clear; GIT_PAGER=cat git factory show --patch; echo END$((0+3))");
+    pane.wait_for("END3\n");
+    let s = pane.tmux(&["capture-pane", "-p", "-e", "-t", "0"]);
+    assert!(s.contains("\u{1b}[32m+TWO"), "added line green:\n{s:?}");
+    assert!(s.contains("\u{1b}[31m-two"), "removed line red:\n{s:?}");
+    assert!(s.contains("\u{1b}[36m"), "hunk header cyan:\n{s:?}");
+    pane.type_line(
+        "clear; GIT_PAGER=cat git -c color.ui=never factory show --patch; echo END$((0+4))",
+    );
+    pane.wait_for("END4\n");
+    let s = pane.tmux(&["capture-pane", "-p", "-e", "-t", "0"]);
+    assert!(
+        s.contains("+TWO") && !s.contains("\u{1b}[32m"),
+        "color.ui=never:\n{s:?}"
+    );
+}

@@ -114,7 +114,8 @@ fn all_attempts_failing_leave_the_repo_byte_identical() {
 #[test]
 fn no_shell_is_used_for_acceptance() {
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["echo ok && false"]));
+    // Quoted, `&&` is an argument on purpose (a bare one is refused up front).
+    let wo = r.work_order(basic_order(&["echo ok '&&' false"]));
     let replay = r.replay("rp", &[("1.json", good())]);
     let out = r.run_replay(&wo, &replay, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -128,7 +129,8 @@ fn no_shell_is_used_for_acceptance() {
 #[test]
 fn missing_program_is_a_spawn_error_not_a_crash() {
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["no-such-program-here --flag"]));
+    // A path (a name is looked up on PATH and refused before the first attempt).
+    let wo = r.work_order(basic_order(&["./no-such-program-here --flag"]));
     let replay = r.replay("rp", &[("1.json", good())]);
     let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1));

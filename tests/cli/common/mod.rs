@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod tmux;
+
 use assert_cmd::Command;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

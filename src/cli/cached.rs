@@ -1,0 +1,170 @@
+//! A run served from the cache (SPEC §5): says so, says where its change is, and with
+//! `--commit`/`--branch` delivers a cached PASS's change as a new run would.
+
+use crate::error::{Error, Result};
+use crate::git::{self, lock::RepoLock};
+use crate::roles::tr::apply::{restore_outcomes, write_outcomes, FileOutcome};
+use crate::store::{self, records::RunSummary, records::Verdict};
+use git2::{Oid, Repository};
+use std::path::Path;
+
+/// Where a cached run's change is, and the command that brings it: (where, hint).
+pub fn whereabouts(repo: &Repository, s: &RunSummary) -> (String, String) {
+    if s.verdict != Verdict::Pass {
+        return (
+            "it made no change".to_string(),
+            format!(
+                "see why with git factory show {}, or run it again with --force",
+                s.run_id
+            ),
+        );
+    }
+    let on_branch = s.result_commit.as_deref().and_then(|c| {
+        let branch = format!("factory/{}", s.run_id);
+        let at = repo
+            .find_reference(&format!("refs/heads/{branch}"))
+            .ok()?
+            .target()?;
+        (at.to_string() == c).then_some(branch)
+    });
+    match on_branch {
+        Some(branch) => (
+            format!("its change is on branch {branch}, not in your work tree"),
+            format!("bring it in with git factory apply {}", s.run_id),
+        ),
+        None => (
+            "its change is not in your work tree".to_string(),
+            format!(
+                "bring it in with git factory apply {}, or run again with --commit to commit it",
+                s.run_id
+            ),
+        ),
+    }
+}
+
+fn refuse(s: &RunSummary, why: &str) -> Error {
+    Error::new(format!(
+        "run {} is already recorded (PASS), but its change cannot be delivered: {why}",
+        s.run_id
+    ))
+    .hint(format!(
+        "bring it into your work tree with git factory apply {}, then commit it yourself",
+        s.run_id
+    ))
+}
+
+/// The tree of the cached run's passing attempt, checked to be in this repository.
+fn passing_tree(repo: &Repository, s: &RunSummary) -> Result<Oid> {
+    let commit = s
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.failure_brief.is_none() && a.tree_commit.is_some())
+        .and_then(|a| a.tree_commit.as_deref())
+        .and_then(|c| Oid::from_str(c).ok())
+        .ok_or_else(|| refuse(s, "the record names no passing attempt tree"))?;
+    let commit = repo
+        .find_commit(commit)
+        .map_err(|_| refuse(s, "its commits are not in this repository"))?;
+    Ok(commit.tree_id())
+}
+
+/// Delivers a cached PASS: in-situ its change is written to the clean tree and committed on
+/// the current branch (`--commit`) or on NAME created at HEAD and checked out (`--branch`);
+/// with `--worktree` NAME is created beside the user's branch. Returns the new commit.
+pub fn deliver(
+    repo_dir: Option<&Path>,
+    s: &RunSummary,
+    order: &crate::workorder::WorkOrder,
+    branch: Option<&str>,
+    worktree: bool,
+) -> Result<Oid> {
+    let repo = git::open(repo_dir)?;
+    let _lock = if worktree {
+        None
+    } else {
+        let lock = RepoLock::acquire(&git::factory_dir(&repo))?;
+        git::ensure_no_operation(&repo)?;
+        git::ensure_clean(&repo)?;
+        Some(lock)
+    };
+    let head = git::head_commit(&repo)?;
+    if head.tree_id().to_string() != s.repo_tree_hash_before {
+        return Err(refuse(s, "HEAD's tree is not the run's baseline any more"));
+    }
+    let tree = passing_tree(&repo, s)?;
+    let ours = head.tree()?;
+    let theirs = repo.find_tree(tree)?;
+    let diff = repo.diff_tree_to_tree(Some(&ours), Some(&theirs), None)?;
+    let mut outcomes = Vec::new();
+    for d in diff.deltas() {
+        let path = d
+            .new_file()
+            .path()
+            .or(d.old_file().path())
+            .and_then(|p| p.to_str())
+            .ok_or_else(|| refuse(s, "a changed path is not UTF-8"))?
+            .to_string();
+        outcomes.push(FileOutcome {
+            path: path.clone(),
+            before: super::apply::state_in(&repo, &ours, &path)?,
+            after: super::apply::state_in(&repo, &theirs, &path)?,
+        });
+    }
+    let summary_text = s
+        .attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.summary.clone())
+        .unwrap_or_default();
+    let message = crate::delivery::message(order, &summary_text, &s.run_id);
+    let delivery = match (branch, worktree) {
+        (Some(name), true) => crate::delivery::Delivery::Branch(name.to_string()),
+        (Some(name), false) => crate::delivery::Delivery::NewBranchCheckedOut(name.to_string()),
+        (None, true) => return Err(refuse(s, "--commit needs a branch in --worktree mode")),
+        (None, false) => crate::delivery::Delivery::CurrentBranch,
+    };
+    if worktree {
+        // The change is committed from a scratch worktree at HEAD, so it goes through git's
+        // filters and hooks as a new run's would, and the user's tree and index stay as they are.
+        let wt = git::worktree::TempWorktree::add(
+            &repo,
+            &format!("cached-{}", s.run_id),
+            &head.id().to_string(),
+        )?;
+        let delivered = (|| {
+            let wt_repo = Repository::open(&wt.path)?;
+            write_outcomes(&wt.path, &outcomes)
+                .map_err(|e| Error::new(format!("writing the change failed: {e}")))?;
+            let base = wt_repo.find_commit(head.id())?;
+            crate::delivery::deliver(&wt_repo, &delivery, &base, &message, &outcomes)
+        })();
+        wt.remove()?;
+        let commit = delivered_commit(s, delivered?)?;
+        store::append_note(&repo, commit, &store::note_line(s))?;
+        return Ok(commit);
+    }
+    let root = git::workdir(&repo)?;
+    write_outcomes(&root, &outcomes)
+        .map_err(|e| Error::new(format!("writing the change failed: {e}")))?;
+    let delivered = crate::delivery::deliver(&repo, &delivery, &head, &message, &outcomes)
+        .and_then(|d| delivered_commit(s, d));
+    let commit = match delivered {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = restore_outcomes(&root, &outcomes);
+            return Err(e);
+        }
+    };
+    store::append_note(&repo, commit, &store::note_line(s))?;
+    Ok(commit)
+}
+
+/// The commit a delivery made, or the refusal that says why there is none.
+fn delivered_commit(s: &RunSummary, d: crate::delivery::Delivered) -> Result<Oid> {
+    match (d.commit, d.refused) {
+        (Some(c), _) => Ok(c),
+        (None, Some(why)) => Err(refuse(s, &format!("a commit hook refused: {why}"))),
+        (None, None) => Err(refuse(s, "nothing to commit")),
+    }
+}

@@ -1,0 +1,166 @@
+//! Misconfiguration caught before the first attempt (SPEC §1.1): a program that is not there
+//! is the user's to fix, not a model FAIL that burns attempts and leaves a record.
+
+use crate::error::{Error, Result};
+use crate::roles::se::provider::ProviderSpec;
+use std::path::{Path, PathBuf};
+
+/// Where a command names its program: the work order's acceptance commands, the global
+/// verification, or the SE agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The Python defaults: no scripts/verify.sh and no factory.verify.
+    DefaultVerify,
+    Verify,
+    Acceptance,
+    AgentCommand,
+    AgentEdits,
+}
+
+/// The program `argv[0]` names, found the way `execvp` finds it: a name without `/` through
+/// PATH, anything else as a path.
+fn found(program: &str, path_var: Option<&std::ffi::OsStr>) -> bool {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    path_var.is_some_and(|paths| {
+        std::env::split_paths(paths)
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    d
+                }
+            })
+            .any(|d| executable(&d.join(program)))
+    })
+}
+
+/// The refusal for a program that is not on PATH, naming the fix for where it came from.
+fn refusal(source: Source, argv: &[String]) -> Error {
+    let program = argv.first().map(String::as_str).unwrap_or("");
+    let command = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
+    match source {
+        Source::DefaultVerify => Error::new(format!(
+            "global verification needs {program}, which is not on PATH"
+        ))
+        .detail(format!("{command}   (the Python default, as this repo sets no checks of its own)"))
+        .hint("set this repo's checks: git config factory.verify 'make test' (one value per command), or add scripts/verify.sh"),
+        Source::Verify => Error::new(format!(
+            "verification command {command:?} needs {program}, which is not on PATH"
+        ))
+        .hint("install it, or fix git config factory.verify (or scripts/verify.sh)"),
+        Source::Acceptance => Error::new(format!(
+            "acceptance command {command:?} needs {program}, which is not on PATH"
+        ))
+        .hint("install it, or fix the work order's acceptance_commands (for shell syntax use sh -c '…')"),
+        Source::AgentCommand | Source::AgentEdits => {
+            let flag = if source == Source::AgentCommand {
+                "--agent-command"
+            } else {
+                "--agent-edits"
+            };
+            let place = if program.contains('/') {
+                "does not exist or is not executable"
+            } else {
+                "is not on PATH"
+            };
+            Error::new(format!("{flag} program {program:?} {place}"))
+                .hint(format!("install it, or give its full path: {flag} '/path/to/{} …'", program.rsplit('/').next().unwrap_or(program)))
+        }
+    }
+}
+
+/// Refuses when a command's program cannot be found. Verification and acceptance commands
+/// are checked by name only (a path such as `./check.sh` may be the change itself); an
+/// agent is checked by name or by absolute path.
+pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
+    let path_var = std::env::var_os("PATH");
+    for (source, argv) in commands {
+        let Some(program) = argv.first() else {
+            continue;
+        };
+        let checked = match source {
+            Source::AgentCommand | Source::AgentEdits => {
+                !program.contains('/') || Path::new(program).is_absolute()
+            }
+            _ => !program.contains('/'),
+        };
+        if checked && !found(program, path_var.as_deref()) {
+            return Err(refusal(*source, argv));
+        }
+    }
+    Ok(())
+}
+
+/// A program that is not there is misconfiguration, refused before anything is recorded
+/// (SPEC §1.1): the agent, the global verification and the acceptance commands.
+pub fn run_programs(
+    opts: &crate::harness::RunOptions,
+    cfg: &crate::config::Config,
+    baseline: &git2::Commit<'_>,
+    user_root: &Path,
+) -> Result<()> {
+    let configured = cfg.multi(crate::config::VERIFY);
+    let verify_cmds = if opts.worktree {
+        crate::roles::po::verify::commands_for_tree(&baseline.tree()?, &configured)
+    } else {
+        crate::roles::po::verify::global_commands(user_root, &configured)
+    }
+    .unwrap_or_default();
+    let by_default = configured.is_empty()
+        && verify_cmds
+            .first()
+            .and_then(|a| a.first())
+            .map(String::as_str)
+            != Some("bash");
+    let verify_source = if by_default {
+        Source::DefaultVerify
+    } else {
+        Source::Verify
+    };
+    let acceptance = opts.work_order.acceptance_argv();
+    let mut commands: Vec<(Source, &[String])> = agent(&opts.provider).into_iter().collect();
+    commands.extend(verify_cmds.iter().map(|a| (verify_source, a.as_slice())));
+    commands.extend(
+        acceptance
+            .iter()
+            .map(|a| (Source::Acceptance, a.as_slice())),
+    );
+    programs(&commands)
+}
+
+/// The agent's argv, if SE is an agent program.
+pub fn agent(spec: &ProviderSpec) -> Option<(Source, &[String])> {
+    match spec {
+        ProviderSpec::AgentCommand { argv } => Some((Source::AgentCommand, argv.as_slice())),
+        ProviderSpec::AgentEdits { argv } => Some((Source::AgentEdits, argv.as_slice())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_on_path_and_by_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").expect("write");
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "x").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = std::env::join_paths([dir.path()]).expect("join");
+        assert!(found("tool", Some(&path)));
+        assert!(!found("plain", Some(&path)), "not executable");
+        assert!(!found("nope", Some(&path)));
+        assert!(!found("tool", None));
+        assert!(found(&tool.display().to_string(), None));
+    }
+}

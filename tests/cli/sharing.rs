@@ -1,0 +1,244 @@
+//! `git factory push` / `fetch`: any number of clones with runs share them without
+//! non-fast-forward refusals; the pre-push hook leaves run records alone.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+fn in_dir(r: &TestRepo, dir: &Path, program: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = if program == "git" {
+        assert_cmd::Command::new("git")
+    } else {
+        assert_cmd::Command::cargo_bin("git-factory").expect("binary")
+    };
+    hermetic(&mut cmd, &r.home);
+    cmd.current_dir(dir).args(args).output().expect("runs")
+}
+
+/// A FAIL run of work order `name` in the clone at `dir`; returns its run id.
+fn a_run(r: &TestRepo, dir: &Path, name: &str) -> String {
+    let mut order = basic_order(&["false"]);
+    order["id"] = format!("wo-{name}").into();
+    let wo = r.work_order(order);
+    let replay = r.replay(
+        &format!("rp-{name}"),
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), name),
+        )],
+    );
+    let out = in_dir(
+        r,
+        dir,
+        "factory",
+        &[
+            "run",
+            "--max-attempts",
+            "1",
+            "--json",
+            "-w",
+            wo.to_str().expect("utf8"),
+            "--replay",
+            replay.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    s["run_id"].as_str().expect("id").to_string()
+}
+
+/// The origin (bare) and a second clone of it; the TestRepo is the first clone.
+fn two_clones(r: &TestRepo) -> (PathBuf, PathBuf) {
+    let bare = r.tmp.path().join("origin.git");
+    r.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        bare.to_str().expect("utf8"),
+    ]);
+    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
+    r.git(&["push", "-q", "origin", "main"]);
+    let other = r.tmp.path().join("other");
+    r.git(&[
+        "clone",
+        "-q",
+        bare.to_str().expect("utf8"),
+        other.to_str().expect("utf8"),
+    ]);
+    let out = in_dir(r, &other, "git", &["config", "factory.verify", "true"]);
+    assert!(out.status.success());
+    (bare, other)
+}
+
+fn notes_of_head(r: &TestRepo, dir: &Path) -> String {
+    stdout_of(&in_dir(
+        r,
+        dir,
+        "git",
+        &["notes", "--ref=factory", "show", "HEAD"],
+    ))
+}
+
+#[test]
+fn two_clones_with_runs_push_and_fetch_without_refusals() {
+    let r = TestRepo::simple();
+    let (bare, other) = two_clones(&r);
+    let mine = a_run(&r, &r.root, "mine");
+    let theirs = a_run(&r, &other, "theirs");
+
+    let out = in_dir(&r, &other, "factory", &["push"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        "pushed 1 run and the merged notes (origin)\n"
+    );
+
+    // The plain git push the notes used to need is refused now: both sides have notes.
+    let (code, _) = r.git_code(&["push", "-q", "origin", "refs/notes/factory"]);
+    assert_ne!(
+        code, 0,
+        "a plain push of diverged notes is non-fast-forward"
+    );
+
+    let out = r.factory().arg("push").output().expect("push");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        "pushed 1 run and the merged notes (origin)\n"
+    );
+    let both = notes_of_head(&r, &r.root);
+    assert!(
+        both.contains(&format!("factory {mine} FAIL wo-mine"))
+            && both.contains(&format!("factory {theirs} FAIL wo-theirs")),
+        "cat_sort_uniq kept both lines:\n{both}"
+    );
+
+    let out = in_dir(&r, &other, "factory", &["fetch"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        "fetched 1 run and the merged notes (origin)\n"
+    );
+    let log = stdout_of(&in_dir(&r, &other, "factory", &["log", "--oneline"]));
+    assert!(log.contains(&mine) && log.contains(&theirs), "{log}");
+    assert_eq!(
+        notes_of_head(&r, &other),
+        both,
+        "both clones hold the same notes"
+    );
+
+    // Nothing new: up to date, both ways; the remote holds both runs.
+    let out = in_dir(&r, &other, "factory", &["push"]);
+    assert_eq!(
+        stderr_of(&out),
+        "origin: runs and notes already up to date\n"
+    );
+    let out = r
+        .factory()
+        .args(["fetch", "origin"])
+        .output()
+        .expect("fetch");
+    assert_eq!(
+        stderr_of(&out),
+        "fetched 1 run (origin)\n",
+        "their run; the notes were merged by push"
+    );
+    let out = r
+        .factory()
+        .args(["fetch", "origin"])
+        .output()
+        .expect("fetch");
+    assert_eq!(
+        stderr_of(&out),
+        "origin: runs and notes already up to date\n"
+    );
+    let remote = r.git(&["ls-remote", bare.to_str().expect("utf8"), "refs/factory/*"]);
+    assert!(
+        remote.contains(&mine) && remote.contains(&theirs),
+        "{remote}"
+    );
+
+    // A third run on each side, pushed in turn: still no refusal.
+    r.git(&["checkout", "--", "."]);
+    let mine2 = a_run(&r, &r.root, "mine2");
+    let theirs2 = a_run(&r, &other, "theirs2");
+    for dir in [&r.root, &other] {
+        let out = in_dir(&r, dir, "factory", &["push"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    }
+    let out = r.factory().arg("fetch").output().expect("fetch");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let notes = notes_of_head(&r, &r.root);
+    for id in [&mine, &theirs, &mine2, &theirs2] {
+        assert!(notes.contains(id.as_str()), "{id}: {notes}");
+    }
+}
+
+#[test]
+fn push_to_a_missing_remote_is_refused_naming_the_fix() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let out = r.factory().arg("push").output().expect("push");
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(err.starts_with("error: push to origin: "), "{err}");
+    assert!(
+        err.contains(
+            "hint: check the remote with git remote -v (or name one: git factory push <remote>)"
+        ),
+        "{err}"
+    );
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn the_pre_push_hook_leaves_run_records_alone() {
+    let r = TestRepo::simple();
+    let (_bare, _other) = two_clones(&r);
+    let id = a_run(&r, &r.root, "hooked");
+    let out = r
+        .factory()
+        .args(["hook", "install"])
+        .output()
+        .expect("hook");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // Verification that fails: code pushes are blocked, run records are not verified.
+    r.git(&["config", "factory.verify", "false"]);
+    r.git(&["commit", "-q", "--allow-empty", "-m", "code"]);
+    let bin = assert_cmd::cargo::cargo_bin("git-factory");
+    let path = format!(
+        "{}:{}",
+        bin.parent().expect("dir").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut push = assert_cmd::Command::new("git");
+    hermetic(&mut push, &r.home);
+    let code = push
+        .current_dir(&r.root)
+        .env("PATH", &path)
+        .args(["push", "-q", "origin", "main"])
+        .output()
+        .expect("push");
+    assert_ne!(code.status.code(), Some(0), "the hook blocks failing code");
+    let mut share = r.factory();
+    let out = share.env("PATH", &path).arg("push").output().expect("push");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("blocked"), "{}", stderr_of(&out));
+    let mut plain = assert_cmd::Command::new("git");
+    hermetic(&mut plain, &r.home);
+    let out = plain
+        .current_dir(&r.root)
+        .env("PATH", &path)
+        .args([
+            "push",
+            "origin",
+            &format!("refs/factory/{id}:refs/factory/{id}-copy"),
+        ])
+        .output()
+        .expect("push");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("verified"), "{}", stderr_of(&out));
+}
