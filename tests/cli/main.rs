@@ -12,3 +12,4 @@ mod providers;
 mod recovery;
 mod run;
 mod safety;
+mod status;
