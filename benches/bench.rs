@@ -5,6 +5,7 @@
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
+use git_factory::git::status::Snapshot;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -158,9 +159,15 @@ fn row(name: &str, size: &str, s: &Stat, ratio: Option<f64>) {
     );
 }
 
-/// CPU time (user + system) of this process's waited-for children so far, from /proc: a
-/// measure that other load on the machine barely moves, unlike wall-clock time.
+/// CPU time (user + system) of this process's waited-for children so far: a measure that
+/// other load on the machine barely moves, unlike wall-clock time.
 fn children_cpu() -> Duration {
+    proc_cpu(13)
+}
+
+/// Two adjacent CPU-time fields of /proc/self/stat, counted from its third field (utime and
+/// stime at 11, cutime and cstime at 13), in clock ticks turned into time.
+fn proc_cpu(at: usize) -> Duration {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     let ticks = *TICKS.get_or_init(|| {
         Command::new("getconf")
@@ -178,8 +185,7 @@ fn children_cpu() -> Duration {
         .split_whitespace()
         .map(|f| f.parse().unwrap_or(0.0))
         .collect();
-    // Fields 16 and 17 of the file (cutime, cstime); the list here starts at field 3.
-    let used = fields.get(13).unwrap_or(&0.0) + fields.get(14).unwrap_or(&0.0);
+    let used = fields.get(at).unwrap_or(&0.0) + fields.get(at + 1).unwrap_or(&0.0);
     Duration::from_secs_f64(used / ticks)
 }
 
@@ -190,6 +196,30 @@ fn measure_cpu(runs: usize, mut f: impl FnMut() -> Duration) -> (Stat, Stat) {
         let before = children_cpu();
         let d = f();
         cpu.push(children_cpu().saturating_sub(before));
+        d
+    });
+    cpu.remove(0); // the warm-up
+    cpu.sort();
+    let cpu = Stat {
+        median: cpu[cpu.len() / 2],
+        min: cpu[0],
+        max: cpu[cpu.len() - 1],
+    };
+    (wall, cpu)
+}
+
+/// CPU time (user + system, all threads) of this process so far, from /proc.
+fn own_cpu() -> Duration {
+    proc_cpu(11)
+}
+
+/// Like `measure_cpu`, for work done in this process.
+fn measure_cpu_self(runs: usize, mut f: impl FnMut() -> Duration) -> (Stat, Stat) {
+    let mut cpu = Vec::new();
+    let wall = measure(runs, || {
+        let before = own_cpu();
+        let d = f();
+        cpu.push(own_cpu().saturating_sub(before));
         d
     });
     cpu.remove(0); // the warm-up
@@ -342,6 +372,32 @@ fn bench_attempts(work: &Path, keep: Option<&Path>, size: usize, runs: usize, tr
             })
         });
         row(name, &size.to_string(), &s, None);
+        row(&format!("  CPU: {name}"), &size.to_string(), &cpu, None);
+    }
+    // The two walks themselves, in-process: the preflight walk, and the rollback check after a
+    // one-file change (which lists again only the folders changed since the preflight).
+    let repo = git2::Repository::open(&root).expect("open");
+    let (take, take_cpu) = measure_cpu_self(runs, || {
+        time(|| {
+            let snapshot = Snapshot::take(&repo).expect("walk");
+            assert!(snapshot.changes().is_empty());
+        })
+    });
+    let snapshot = Snapshot::take(&repo).expect("walk");
+    let original = std::fs::read(root.join(&first)).expect("read");
+    std::fs::write(root.join(&first), b"changed\n").expect("write");
+    let (since, since_cpu) = measure_cpu_self(runs, || {
+        time(|| {
+            let changes = snapshot.changes_since(&repo).expect("walk");
+            assert_eq!(changes.len(), 1);
+        })
+    });
+    std::fs::write(root.join(&first), original).expect("write");
+    for (name, wall, cpu) in [
+        ("preflight walk (in-process)", take, take_cpu),
+        ("rollback check (in-process)", since, since_cpu),
+    ] {
+        row(name, &size.to_string(), &wall, None);
         row(&format!("  CPU: {name}"), &size.to_string(), &cpu, None);
     }
     if trace {

@@ -827,8 +827,14 @@ fn fast_walk(repo: &Repository, seen: Option<&Seen>, untracked: Untracked) -> Re
         }
     }
 
-    crate::trace::mark("    status: folders listed, entries stat'ed");
+    crate::trace::mark(&format!(
+        "    status: {} of {} folders listed, {} entries stat'ed",
+        listing.iter().filter(|l| l.is_some()).count(),
+        nodes.len(),
+        tracked.entries.len()
+    ));
     // What the stat data could not settle, libgit2 decides.
+    let asked = ask.len();
     if ask.len() > 64 + tracked.entries.len() / 64 {
         let asked: std::collections::HashSet<&[u8]> = ask
             .iter()
@@ -856,7 +862,9 @@ fn fast_walk(repo: &Repository, seen: Option<&Seen>, untracked: Untracked) -> Re
         }
     }
 
-    crate::trace::mark("    status: racy or changed entries asked of libgit2");
+    crate::trace::mark(&format!(
+        "    status: {asked} racy or changed entries asked of libgit2"
+    ));
     // Untracked entries: from this listing, or from the snapshot where the folder is unchanged.
     let ignored = Ignored { repo, workdir };
     let mut dirs: HashMap<Vec<u8>, DirRecord> = HashMap::new();

@@ -377,3 +377,32 @@ fn the_preflight_refusal_names_hidden_untracked_and_deleted_paths() {
     assert!(err.contains("untracked: src/util/.hidden"), "{err}");
     assert!(!err.contains(".env"), "{err}");
 }
+
+#[test]
+fn an_index_with_git_s_untracked_cache_and_fsmonitor_settings_is_walked_the_same() {
+    let r = varied();
+    r.git(&["config", "core.untrackedCache", "true"]);
+    r.git(&["update-index", "--untracked-cache"]);
+    r.git(&["status", "--porcelain"]);
+    let index = std::fs::read(r.root.join(".git/index")).expect("index");
+    assert!(
+        index.windows(4).any(|w| w == b"UNTR"),
+        "git wrote its untracked cache"
+    );
+    agrees_with_git(&r, "untracked cache", |r| {
+        r.write("src/m/new.txt", "x\n");
+        r.write("fresh/dir/f.txt", "x\n");
+        sh(r, "rm src/n/z.rs");
+    });
+}
+
+#[test]
+fn untracked_files_seen_by_the_snapshot_are_still_reported_from_unchanged_folders() {
+    let r = varied();
+    r.write("src/m/pre.txt", "untracked before\n");
+    r.write("pre/dir/f.txt", "untracked before\n");
+    agrees_with_git(&r, "untracked before the snapshot", |r| {
+        r.write("b.txt", "changed elsewhere\n");
+        r.write("pre/dir/g.txt", "inside an untracked folder\n");
+    });
+}
