@@ -10,6 +10,11 @@
 //! gitlinks, untracked symlinks, ignore rules) is asked of libgit2, so the answers are libgit2's;
 //! what the fast walk does not handle (a case-insensitive work tree, conflicts, an unreadable
 //! folder) falls back to libgit2's own walk.
+//!
+//! git's own accelerators (`core.untrackedCache`'s index extension, `core.fsmonitor`) are not
+//! read: libgit2 does not read them, and gitoxide's released walk does not use them either, so
+//! taking it would double the build for nothing here. Within a run the snapshot does the
+//! untracked cache's job; an index that carries them is walked like any other.
 
 use super::{label, staged_paths, Dirty};
 use crate::error::{Error, Result};
