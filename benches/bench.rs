@@ -1,8 +1,11 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline.
+//! names from: attempt, log, startup, worktree, apply, baseline. `--repos DIR` keeps the attempt repos in
+//! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
+//! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
+use git_factory::git::status::Snapshot;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -156,9 +159,102 @@ fn row(name: &str, size: &str, s: &Stat, ratio: Option<f64>) {
     );
 }
 
-fn bench_attempts(work: &Path, size: usize, runs: usize) {
-    let root = work.join(format!("repo-{size}"));
+/// CPU time (user + system) of this process's waited-for children so far: a measure that
+/// other load on the machine barely moves, unlike wall-clock time.
+fn children_cpu() -> Duration {
+    proc_cpu(13)
+}
+
+/// Two adjacent CPU-time fields of /proc/self/stat, counted from its third field (utime and
+/// stime at 11, cutime and cstime at 13), in clock ticks turned into time.
+fn proc_cpu(at: usize) -> Duration {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let ticks = *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    });
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let used = fields.get(at).unwrap_or(&0.0) + fields.get(at + 1).unwrap_or(&0.0);
+    Duration::from_secs_f64(used / ticks)
+}
+
+/// Like `measure`, and also the children's CPU time of each run.
+fn measure_cpu(runs: usize, mut f: impl FnMut() -> Duration) -> (Stat, Stat) {
+    let mut cpu = Vec::new();
+    let wall = measure(runs, || {
+        let before = children_cpu();
+        let d = f();
+        cpu.push(children_cpu().saturating_sub(before));
+        d
+    });
+    cpu.remove(0); // the warm-up
+    cpu.sort();
+    let cpu = Stat {
+        median: cpu[cpu.len() / 2],
+        min: cpu[0],
+        max: cpu[cpu.len() - 1],
+    };
+    (wall, cpu)
+}
+
+/// CPU time (user + system, all threads) of this process so far, from /proc.
+fn own_cpu() -> Duration {
+    proc_cpu(11)
+}
+
+/// Like `measure_cpu`, for work done in this process.
+fn measure_cpu_self(runs: usize, mut f: impl FnMut() -> Duration) -> (Stat, Stat) {
+    let mut cpu = Vec::new();
+    let wall = measure(runs, || {
+        let before = own_cpu();
+        let d = f();
+        cpu.push(own_cpu().saturating_sub(before));
+        d
+    });
+    cpu.remove(0); // the warm-up
+    cpu.sort();
+    let cpu = Stat {
+        median: cpu[cpu.len() / 2],
+        min: cpu[0],
+        max: cpu[cpu.len() - 1],
+    };
+    (wall, cpu)
+}
+
+/// The attempt repo of `size` files: built in `work`, or reused from `keep` when it was built
+/// there before (the first file's path is kept beside it).
+fn attempt_repo(work: &Path, keep: Option<&Path>, size: usize) -> (PathBuf, String) {
+    let Some(keep) = keep else {
+        let root = work.join(format!("repo-{size}"));
+        let first = generate(&root, size);
+        return (root, first);
+    };
+    let root = keep.join(format!("repo-{size}"));
+    let marker = keep.join(format!("repo-{size}.first"));
+    if let Ok(first) = std::fs::read_to_string(&marker) {
+        if root.join(".git").exists() {
+            return (root, first);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
     let first = generate(&root, size);
+    std::fs::write(&marker, &first).expect("write");
+    (root, first)
+}
+
+fn bench_attempts(work: &Path, keep: Option<&Path>, size: usize, runs: usize, trace: bool) {
+    let (root, first) = attempt_repo(work, keep, size);
     let patch = one_line_patch(&root, &first);
     let replay = work.join(format!("replay-{size}"));
     std::fs::create_dir_all(&replay).expect("mkdir");
@@ -184,7 +280,7 @@ fn bench_attempts(work: &Path, size: usize, runs: usize) {
         replay_s.as_str(),
     ];
 
-    let failed = measure(runs, || {
+    let (failed, failed_cpu) = measure_cpu(runs, || {
         let mut args = base.to_vec();
         args.extend(["--accept", "false"]);
         let t = Instant::now();
@@ -198,7 +294,7 @@ fn bench_attempts(work: &Path, size: usize, runs: usize) {
         );
         d
     });
-    let passed = measure(runs, || {
+    let (passed, passed_cpu) = measure_cpu(runs, || {
         let mut args = base.to_vec();
         args.extend(["--accept", "true"]);
         let t = Instant::now();
@@ -214,7 +310,7 @@ fn bench_attempts(work: &Path, size: usize, runs: usize) {
         d
     });
     let tmp_index = work.join(format!("index-{size}.tmp"));
-    let git_seq = measure(runs, || {
+    let (git_seq, git_seq_cpu) = measure_cpu(runs, || {
         time(|| {
             git(&root, &["status", "--porcelain"]);
             git(&root, &["rev-parse", "HEAD"]);
@@ -246,7 +342,84 @@ fn bench_attempts(work: &Path, size: usize, runs: usize) {
         Some(passed.median.as_secs_f64() / git_seq.median.as_secs_f64()),
     );
     row("same sequence, git CLI", &size.to_string(), &git_seq, None);
-    let _ = std::fs::remove_dir_all(&root);
+    let cpu_ratio = |s: &Stat| Some(s.median.as_secs_f64() / git_seq_cpu.median.as_secs_f64());
+    row(
+        "  CPU: failed attempt",
+        &size.to_string(),
+        &failed_cpu,
+        cpu_ratio(&failed_cpu),
+    );
+    row(
+        "  CPU: passing attempt",
+        &size.to_string(),
+        &passed_cpu,
+        cpu_ratio(&passed_cpu),
+    );
+    row(
+        "  CPU: git CLI sequence",
+        &size.to_string(),
+        &git_seq_cpu,
+        None,
+    );
+    // What the harness's two status walks are measured against: git's own, on the same repo.
+    for (name, args) in [
+        ("git status", &["status", "--porcelain"][..]),
+        ("git status -uno", &["status", "--porcelain", "-uno"][..]),
+    ] {
+        let (s, cpu) = measure_cpu(runs, || {
+            time(|| {
+                git(&root, args);
+            })
+        });
+        row(name, &size.to_string(), &s, None);
+        row(&format!("  CPU: {name}"), &size.to_string(), &cpu, None);
+    }
+    // The two walks themselves, in-process: the preflight walk, and the rollback check after a
+    // one-file change (which lists again only the folders changed since the preflight).
+    let repo = git2::Repository::open(&root).expect("open");
+    let (take, take_cpu) = measure_cpu_self(runs, || {
+        time(|| {
+            let snapshot = Snapshot::take(&repo).expect("walk");
+            assert!(snapshot.changes().is_empty());
+        })
+    });
+    let snapshot = Snapshot::take(&repo).expect("walk");
+    let original = std::fs::read(root.join(&first)).expect("read");
+    std::fs::write(root.join(&first), b"changed\n").expect("write");
+    let (since, since_cpu) = measure_cpu_self(runs, || {
+        time(|| {
+            let changes = snapshot.changes_since(&repo).expect("walk");
+            assert_eq!(changes.len(), 1);
+        })
+    });
+    std::fs::write(root.join(&first), original).expect("write");
+    for (name, wall, cpu) in [
+        ("preflight walk (in-process)", take, take_cpu),
+        ("rollback check (in-process)", since, since_cpu),
+    ] {
+        row(name, &size.to_string(), &wall, None);
+        row(&format!("  CPU: {name}"), &size.to_string(), &cpu, None);
+    }
+    if trace {
+        let mut args = base.to_vec();
+        args.extend(["--accept", "false"]);
+        let out = Command::new(BIN)
+            .current_dir(&root)
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_FACTORY_TRACE", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("git-factory runs");
+        println!(
+            "GIT_FACTORY_TRACE of one failed attempt, {size} files:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
 
 /// What a cached baseline check (SPEC §3.8) adds to a run: the same run with a contract,
@@ -1457,8 +1630,10 @@ fn main() {
         bench_log(work.path(), runs);
     }
     if only.contains("attempt") {
+        let keep = opt("--repos").map(PathBuf::from);
+        let trace = args.iter().any(|a| a == "--trace");
         for size in &sizes {
-            bench_attempts(work.path(), *size, runs);
+            bench_attempts(work.path(), keep.as_deref(), *size, runs, trace);
         }
     }
     if only.contains("worktree") {

@@ -174,11 +174,16 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     } else if !opts.dry_run {
         crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
     }
-    if !opts.worktree {
+    // The preflight walk is kept: the rollback check lists again only folders changed since.
+    let preflight = if opts.worktree {
+        None
+    } else {
         git::ensure_no_operation(&repo)?;
-        git::ensure_clean(&repo)?;
+        let snapshot = git::status::Snapshot::take(&repo)?;
+        snapshot.ensure_clean()?;
         crate::trace::mark("preflight status walk");
-    }
+        Some(snapshot)
+    };
     if opts.sandbox && !Sandbox::available() {
         return Err(Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
             .hint("install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox"));
@@ -405,6 +410,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         factory_dir: factory_dir.clone(),
         journal,
         refs,
+        preflight,
         sandbox,
         delivery,
         repo: run_repo,
@@ -594,6 +600,8 @@ struct Session<'a> {
     /// In-situ only: the journal and what besides the tree must be given back.
     journal: Option<Journal>,
     refs: Option<git::BaselineRefs>,
+    /// In-situ only: the preflight status walk, which later checks of the tree build on.
+    preflight: Option<git::status::Snapshot>,
     sandbox: Option<Sandbox>,
     delivery: Delivery,
     repo: &'a Repository,
@@ -736,7 +744,13 @@ impl Session<'_> {
         crate::crash::point("during_rollback");
         // The index first: a command that staged something would otherwise keep the tree dirty.
         self.restore_refs()?;
-        git::restore_baseline(self.repo, &self.root, &self.baseline)?;
+        git::restore_baseline(
+            self.repo,
+            &self.root,
+            &self.baseline,
+            self.preflight.as_ref(),
+        )?;
+        crate::trace::mark("  rollback: status walk clean");
         if let Some(a) = self.current.as_mut() {
             a.applied = false;
         }
@@ -747,7 +761,11 @@ impl Session<'_> {
     /// outside the change is restored and listed.
     fn restore_side_effects(&mut self, plan: &Plan) -> Result<Vec<String>> {
         let changed: Vec<&str> = plan.outcomes.iter().map(|o| o.path.as_str()).collect();
-        let outside: Vec<git::Dirty> = git::dirty_paths(self.repo, true)?
+        let now = match &self.preflight {
+            Some(snapshot) => snapshot.changes_since(self.repo)?,
+            None => git::dirty_paths(self.repo, true)?,
+        };
+        let outside: Vec<git::Dirty> = now
             .into_iter()
             .filter(|d| !changed.contains(&d.path.as_str()))
             .collect();
@@ -1086,7 +1104,12 @@ impl Session<'_> {
         );
         if self.runs_in_tree {
             // An agent that prints its proposal must not also edit the tree.
-            match git::restore_baseline(self.repo, &self.root, &self.baseline) {
+            match git::restore_baseline(
+                self.repo,
+                &self.root,
+                &self.baseline,
+                self.preflight.as_ref(),
+            ) {
                 Ok(touched) if !touched.is_empty() => self.ui.warn(format!(
                     "the agent changed the work tree; restored: {}",
                     touched.join(", ")

@@ -47,7 +47,7 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         apply::write_state(&root, &p.path, state.as_ref())
             .map_err(|e| Error::new(format!("restoring {}: {e}", p.path)))?;
     }
-    let restored = git::restore_baseline(&repo, &root, &baseline)?;
+    let restored = git::restore_baseline(&repo, &root, &baseline, None)?;
     let copy = journal::index_copy(&factory_dir);
     let index = repo.path().join("index");
     if let Ok(saved) = std::fs::read(&copy) {

@@ -2,12 +2,14 @@
 //! tree to its baseline without ever writing the user's index.
 
 pub mod lock;
+pub mod status;
 pub mod worktree;
 
 use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
 use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
-use git2::{FileMode, Oid, Repository, RepositoryState, Status, StatusOptions};
+use git2::{FileMode, Oid, Repository, RepositoryState, Status};
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -74,7 +76,10 @@ pub fn ensure_no_operation(repo: &Repository) -> Result<()> {
 /// One entry of a status walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dirty {
+    /// The path for people (and for comparing with paths we generated).
     pub path: String,
+    /// The path's bytes as they are on disk: what a restore writes or removes.
+    pub raw: Vec<u8>,
     pub label: &'static str,
     pub tracked: bool,
 }
@@ -104,11 +109,12 @@ fn label(s: Status) -> (&'static str, bool) {
 /// One status walk: staged, unstaged and untracked-not-ignored paths, sorted.
 /// `recurse` lists each untracked file rather than its top directory.
 pub fn dirty_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
-    let mut out = staged_paths(repo)?;
-    out.extend(workdir_paths(repo, recurse)?);
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    out.dedup_by(|a, b| a.path == b.path);
-    Ok(out)
+    let untracked = if recurse {
+        status::Untracked::Files
+    } else {
+        status::Untracked::Folders
+    };
+    status::changes(repo, untracked)
 }
 
 /// Paths whose index entry differs from HEAD. Answered from the index's cached tree when it
@@ -126,6 +132,7 @@ pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
             .filter_map(|c| c.our.or(c.their).or(c.ancestor))
             .map(|e| Dirty {
                 path: String::from_utf8_lossy(&e.path).into_owned(),
+                raw: e.path,
                 label: "conflicted",
                 tracked: true,
             })
@@ -139,74 +146,23 @@ pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
         .deltas()
         .filter_map(|d| {
             d.new_file()
-                .path()
-                .or(d.old_file().path())
-                .map(|p| p.to_string_lossy().into_owned())
+                .path_bytes()
+                .or(d.old_file().path_bytes())
+                .map(<[u8]>::to_vec)
         })
-        .map(|path| Dirty {
-            path,
+        .map(|raw| Dirty {
+            path: String::from_utf8_lossy(&raw).into_owned(),
+            raw,
             label: "staged",
             tracked: true,
         })
         .collect())
 }
 
-/// One walk of the work tree against the index: modified, deleted and untracked-not-ignored
-/// paths (the index's stat cache means unchanged files are not read).
-pub fn workdir_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
-    let mut opts = StatusOptions::new();
-    opts.show(git2::StatusShow::Workdir)
-        .include_untracked(true)
-        .recurse_untracked_dirs(recurse)
-        .include_ignored(false)
-        .exclude_submodules(false)
-        .renames_head_to_index(false)
-        .renames_index_to_workdir(false);
-    let statuses = repo.statuses(Some(&mut opts))?;
-    let index = repo.index()?;
-    let mut out: Vec<Dirty> = statuses
-        .iter()
-        .filter(|e| e.status() != Status::CURRENT && !e.status().contains(Status::IGNORED))
-        .filter(|e| !(e.status() == Status::WT_DELETED && skip_worktree(&index, e.path_bytes())))
-        .map(|e| {
-            let (label, tracked) = label(e.status());
-            Dirty {
-                path: String::from_utf8_lossy(e.path_bytes()).into_owned(),
-                label,
-                tracked,
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
-}
-
-/// A sparse checkout's skip-worktree entry: absent from the work tree on purpose, not deleted
-/// (libgit2's status walk does not know the bit).
-fn skip_worktree(index: &git2::Index, path: &[u8]) -> bool {
-    const SKIP_WORKTREE: u16 = 1 << 14;
-    index
-        .get_path(Path::new(std::ffi::OsStr::from_bytes(path)), 0)
-        .is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0)
-}
-
 /// Refuses a work tree with any staged, unstaged or untracked-not-ignored change,
 /// listing up to 10 of them.
 pub fn ensure_clean(repo: &Repository) -> Result<()> {
-    let dirty = dirty_paths(repo, false)?;
-    if dirty.is_empty() {
-        return Ok(());
-    }
-    let mut err = Error::new("the work tree has uncommitted changes");
-    for d in dirty.iter().take(10) {
-        err = err.detail(format!("{}: {}", d.label, d.path));
-    }
-    if dirty.len() > 10 {
-        err = err.detail(format!("… and {} more", dirty.len() - 10));
-    }
-    Err(err.hint(
-        "commit or stash them (git stash -u), or run with --worktree to leave your tree alone",
-    ))
+    status::Snapshot::take(repo)?.ensure_clean()
 }
 
 /// The git tree id of the work tree (tracked plus untracked-not-ignored files), computed in an
@@ -265,15 +221,20 @@ pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<u8>> {
 /// Makes the work tree equal to `baseline` again, as `git reset --hard` + `git clean -fd`
 /// would, without writing the index: tracked paths that differ are checked out from the
 /// baseline, untracked-not-ignored files removed (ignored files are never touched). Loops until
-/// a status walk is empty; returns the paths it had to restore.
+/// a status walk is empty; returns the paths it had to restore. With the run's preflight
+/// `snapshot`, each walk lists only the folders that changed since.
 pub fn restore_baseline(
     repo: &Repository,
     root: &Path,
     baseline: &git2::Commit<'_>,
+    snapshot: Option<&status::Snapshot>,
 ) -> Result<Vec<String>> {
     let mut restored: Vec<String> = Vec::new();
     for round in 0..4 {
-        let dirty = dirty_paths(repo, true)?;
+        let dirty = match snapshot {
+            Some(s) => s.changes_since(repo)?,
+            None => dirty_paths(repo, true)?,
+        };
         if dirty.is_empty() {
             restored.sort();
             restored.dedup();
@@ -304,14 +265,24 @@ pub fn restore_paths(
     dirty: &[Dirty],
 ) -> Result<()> {
     let mut checkout = CheckoutBuilder::new();
-    checkout.force().update_index(false).remove_untracked(false);
+    // Paths, not patterns: a file named `*.txt` restores that file only.
+    checkout
+        .force()
+        .update_index(false)
+        .remove_untracked(false)
+        .disable_pathspec_match(true);
     let mut any_tracked = false;
     for d in dirty {
         if d.tracked {
-            checkout.path(d.path.as_str());
+            if d.label == "modified" {
+                // A change stat data hides (same size and mtime) is one libgit2's checkout
+                // would skip as unmodified: the file goes first, so it is written again.
+                remove_modified(root, &d.raw);
+            }
+            checkout.path(d.raw.as_slice());
             any_tracked = true;
         } else {
-            remove_untracked(root, &d.path);
+            remove_untracked(root, &d.raw);
         }
     }
     if any_tracked {
@@ -320,10 +291,31 @@ pub fn restore_paths(
     Ok(())
 }
 
+/// Removes a modified tracked file (or symlink) before it is checked out again, only where
+/// every folder above it is a real folder of the tree (never through a symlink).
+fn remove_modified(root: &Path, path: &[u8]) {
+    let mut dir = root.to_path_buf();
+    let mut parts = path.split(|&b| b == b'/').peekable();
+    while let Some(part) = parts.next() {
+        dir.push(OsStr::from_bytes(part));
+        let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+            return;
+        };
+        if parts.peek().is_some() {
+            if !meta.is_dir() {
+                return;
+            }
+        } else if !meta.is_dir() {
+            let _ = std::fs::remove_file(&dir);
+        }
+    }
+}
+
 /// Removes an untracked path a status walk reported: a file, or a whole directory when
 /// status reports one (a nested repository), then the directories it leaves empty.
-pub fn remove_untracked(root: &Path, path: &str) {
-    let full = root.join(path.trim_end_matches('/'));
+pub fn remove_untracked(root: &Path, path: &[u8]) {
+    let path = path.strip_suffix(b"/").unwrap_or(path);
+    let full = root.join(OsStr::from_bytes(path));
     let removed = if full.is_dir() && !full.is_symlink() {
         std::fs::remove_dir_all(&full)
     } else {

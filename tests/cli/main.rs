@@ -15,4 +15,5 @@ mod recovery;
 mod run;
 mod safety;
 mod sharing;
+mod status;
 mod trust;
