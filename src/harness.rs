@@ -9,6 +9,7 @@ use crate::graph::{self, Ending, Nodes, Outcome};
 use crate::identity;
 use crate::journal::Journal;
 use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
+use crate::roles::po::pycache::{self, PyCache};
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
@@ -350,6 +351,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let started = Instant::now();
     let mut session = Session {
         factory_dir: factory_dir.clone(),
+        pycache: PyCache::in_factory_dir(&factory_dir),
         journal,
         refs,
         sandbox,
@@ -387,6 +389,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         if opts.worktree { ", in a worktree" } else { "" }
     ));
 
+    session.prefill_pycache();
     let ending = match graph::drive(
         &mut session,
         opts.max_attempts,
@@ -468,6 +471,9 @@ struct Attempt {
 
 struct Session<'a> {
     factory_dir: PathBuf,
+    /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are
+    /// forgotten.
+    pycache: PyCache,
     /// In-situ only: the journal and what besides the tree must be given back.
     journal: Option<Journal>,
     refs: Option<git::BaselineRefs>,
@@ -585,6 +591,42 @@ impl Session<'_> {
         }
     }
 
+    /// `--sandbox`: fills the bytecode cache from the baseline's own files before any change
+    /// is applied, since sandboxed checks cannot write it (SPEC §3.7).
+    fn prefill_pycache(&self) {
+        let Some(sandbox) = &self.sandbox else {
+            return;
+        };
+        let scratch = self.factory_dir.join("tmp");
+        let (Ok(tree), Ok(()), Ok(logs)) = (
+            self.baseline.tree(),
+            std::fs::create_dir_all(&scratch),
+            tempfile::Builder::new()
+                .prefix("prefill-")
+                .tempdir_in(&scratch),
+        ) else {
+            return;
+        };
+        let interpreter = pycache::interpreter_of(&[&self.verify_cmds, &self.acceptance]);
+        let progress = self
+            .ui
+            .progress("  PO filling the bytecode cache".to_string());
+        let filled = self.pycache.prefill(
+            &tree,
+            &self.root,
+            &interpreter,
+            sandbox,
+            &self.env_remove,
+            self.timeout,
+            logs.path(),
+        );
+        progress.finish(self.ui, None);
+        if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
+            self.ui
+                .detail("    compileall reported errors in the baseline; the cache is partly cold");
+        }
+    }
+
     fn rollback(&mut self) -> Result<()> {
         if let Some(j) = self.journal.as_mut() {
             j.stage(&self.factory_dir, self.repo, "rollback", None)?;
@@ -601,8 +643,15 @@ impl Session<'_> {
         crate::crash::point("during_rollback");
         // The index first: a command that staged something would otherwise keep the tree dirty.
         self.restore_refs()?;
-        git::restore_baseline(self.repo, &self.root, &self.baseline)?;
+        let restored = git::restore_baseline(self.repo, &self.root, &self.baseline)?;
         if let Some(a) = self.current.as_mut() {
+            let changed = a.plan.iter().flat_map(|p| p.outcomes.iter());
+            self.pycache.forget(
+                &self.root,
+                changed
+                    .map(|o| o.path.as_str())
+                    .chain(restored.iter().map(String::as_str)),
+            );
             a.applied = false;
         }
         Ok(())
@@ -775,6 +824,13 @@ impl Nodes for Session<'_> {
             if let Some(plan) = current.plan.take() {
                 self.restore_refs()?;
                 let side = self.restore_side_effects(&plan)?;
+                self.pycache.forget(
+                    &self.root,
+                    plan.outcomes
+                        .iter()
+                        .map(|o| o.path.as_str())
+                        .chain(side.iter().map(String::as_str)),
+                );
                 if !side.is_empty() {
                     self.ui.warn(format!(
                         "restored files the checks changed: {}",
@@ -860,10 +916,14 @@ impl Session<'_> {
         if self.runs_in_tree {
             // An agent that prints its proposal must not also edit the tree.
             match git::restore_baseline(self.repo, &self.root, &self.baseline) {
-                Ok(touched) if !touched.is_empty() => self.ui.warn(format!(
-                    "the agent changed the work tree; restored: {}",
-                    touched.join(", ")
-                )),
+                Ok(touched) if !touched.is_empty() => {
+                    self.pycache
+                        .forget(&self.root, touched.iter().map(String::as_str));
+                    self.ui.warn(format!(
+                        "the agent changed the work tree; restored: {}",
+                        touched.join(", ")
+                    ))
+                }
                 Ok(_) => {}
                 Err(e) => {
                     self.fatal = Some(e.message);
@@ -1040,22 +1100,39 @@ impl Session<'_> {
             let a = self.current();
             (a.dir.clone(), a.rel.clone())
         };
-        let pycache = match verify::CacheIsolation::new(&self.factory_dir.join("tmp")) {
-            Ok(d) => d,
-            Err(e) => {
-                self.fatal = Some(format!("cannot create a scratch folder: {e}"));
-                return Outcome::Fatal(Stage::Exception);
-            }
+        // No check may run bytecode of another version of a changed file; sandboxed checks
+        // see the cache through a view of it that is dropped with the attempt.
+        let changed: Vec<String> = (self.current().plan.iter())
+            .flat_map(|p| p.outcomes.iter().map(|o| o.path.clone()))
+            .collect();
+        let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
+        self.pycache.forget(&self.root, changed.iter().copied());
+        let _ = self.pycache.create();
+        let view = match &self.sandbox {
+            Some(_) => match self
+                .pycache
+                .view(&self.factory_dir.join("tmp"), &self.root, &changed)
+            {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    self.fatal = Some(format!("cannot create a scratch folder: {e}"));
+                    return Outcome::Fatal(Stage::Exception);
+                }
+            },
+            None => None,
         };
+        let prefix = view
+            .as_ref()
+            .map_or(self.pycache.dir(), pycache::View::path);
         let po = PoRun {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: pycache.env(),
+            env_set: PyCache::env(prefix),
             log_dir: dir.clone(),
             log_rel: rel,
             sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(pycache.path().to_path_buf());
+                s.scratch.push(prefix.to_path_buf());
                 s
             }),
             pgid_file: Some(self.factory_dir.join("command.pgid")),
@@ -1065,7 +1142,7 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
-        drop(pycache);
+        drop(view);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
         let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);
         let failing = outcome.failing_command().cloned();

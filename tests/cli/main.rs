@@ -9,6 +9,7 @@ mod generated;
 mod log_show;
 mod patch;
 mod providers;
+mod pycache;
 mod recovery;
 mod run;
 mod safety;

@@ -2,4 +2,5 @@
 //! first nonzero exit stops it.
 
 pub mod exec;
+pub mod pycache;
 pub mod verify;
