@@ -389,7 +389,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         if opts.worktree { ", in a worktree" } else { "" }
     ));
 
-    session.prefill_pycache();
+    session.warm_pycache(None);
     let ending = match graph::drive(
         &mut session,
         opts.max_attempts,
@@ -591,9 +591,11 @@ impl Session<'_> {
         }
     }
 
-    /// `--sandbox`: fills the bytecode cache from the baseline's own files before any change
-    /// is applied, since sandboxed checks cannot write it (SPEC §3.7).
-    fn prefill_pycache(&self) {
+    /// `--sandbox` only, since sandboxed checks cannot write the bytecode cache (SPEC §3.7):
+    /// fills it from the baseline's own files before any change is applied (`after: None`),
+    /// and after an attempt's checks compiles the interpreter's modules they needed but the
+    /// cache lacked (`after: Some(view)`).
+    fn warm_pycache(&self, after: Option<&pycache::View>) {
         let Some(sandbox) = &self.sandbox else {
             return;
         };
@@ -602,29 +604,35 @@ impl Session<'_> {
             self.baseline.tree(),
             std::fs::create_dir_all(&scratch),
             tempfile::Builder::new()
-                .prefix("prefill-")
+                .prefix("pycache-logs-")
                 .tempdir_in(&scratch),
         ) else {
             return;
         };
         let interpreter = pycache::interpreter_of(&[&self.verify_cmds, &self.acceptance]);
-        let progress = self
-            .ui
-            .progress("  PO filling the bytecode cache".to_string());
-        let filled = self.pycache.prefill(
-            &tree,
-            &self.root,
-            &interpreter,
-            sandbox,
-            &self.env_remove,
-            self.timeout,
-            logs.path(),
-        );
-        progress.finish(self.ui, None);
-        if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
-            self.ui
-                .detail("    compileall reported errors in the baseline; the cache is partly cold");
-        }
+        let (root, env, timeout) = (&self.root, &self.env_remove, self.timeout);
+        let Some(view) = after else {
+            let progress = self
+                .ui
+                .progress("  PO filling the bytecode cache".to_string());
+            let filled = (self.pycache).prefill(
+                &tree,
+                root,
+                &interpreter,
+                sandbox,
+                env,
+                timeout,
+                logs.path(),
+            );
+            progress.finish(self.ui, None);
+            if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
+                self.ui.detail(
+                    "    compileall reported errors in the baseline; the cache is partly cold",
+                );
+            }
+            return;
+        };
+        let _ = (self.pycache).learn(view, root, &interpreter, sandbox, env, timeout, logs.path());
     }
 
     fn rollback(&mut self) -> Result<()> {
@@ -1142,6 +1150,9 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
+        if view.is_some() {
+            self.warm_pycache(view.as_ref());
+        }
         drop(view);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
         let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);

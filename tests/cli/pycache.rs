@@ -353,3 +353,94 @@ fn recover_after_a_kill_mid_check_leaves_no_entry_of_the_edit() {
     assert!(entries_of(&r, "m").is_empty(), "{:?}", cache_files(&r));
     assert_eq!(r.read("m.py").as_deref(), Some("X = 1\n"));
 }
+
+#[test]
+fn sandboxed_checks_warm_the_interpreters_modules_from_their_real_sources() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // colorsys is not imported by compileall (the prefill): attempt 1 compiles it into its
+    // view, then forges it; the harness compiles the real colorsys.py into the cache, so
+    // attempt 2 (and later runs) find it warm and genuine.
+    let check = r#"import importlib.util, marshal, os, struct, sys
+import m
+import colorsys
+src = colorsys.__file__
+if m.Y == 3:
+    st = os.stat(src)
+    code = compile("X = 7\n", src, "exec")
+    data = importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) + marshal.dumps(code)
+    target = importlib.util.cache_from_source(src)
+    with open(target + ".new", "wb") as f:
+        f.write(data)
+    os.replace(target + ".new", target)
+    sys.exit(1)
+assert hasattr(colorsys, "rgb_to_hsv"), "forged colorsys"
+print("from the cache:", os.path.islink(importlib.util.cache_from_source(src)))
+"#;
+    let r = python_repo(&[("m.py", "Y = 1\n"), ("check.py", check)]);
+    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
+            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
+        ],
+    );
+    let out = run(
+        &r,
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "2"],
+    );
+    let s = summary(&out);
+    assert_eq!(
+        s["verdict"], "PASS",
+        "attempt 2 imports the real colorsys: {s}"
+    );
+    let told = s["attempts"][1]["acceptance"][0]["stdout_trunc"]
+        .as_str()
+        .unwrap_or("");
+    assert!(told.contains("from the cache: True"), "{told}");
+    let learnt = cache_files(&r)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("colorsys."))
+        })
+        .count();
+    assert_eq!(learnt, 1, "{:?}", cache_files(&r));
+}
+
+#[test]
+fn verify_shares_the_cache_and_drops_its_worktrees_entries() {
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    r.git(&[
+        "config",
+        "factory.verify",
+        "python3 -c 'import m, colorsys'",
+    ]);
+    let out = r
+        .factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .arg("verify")
+        .output()
+        .expect("verify runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let files = cache_files(&r);
+    assert!(
+        files.iter().any(|p| p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("colorsys."))),
+        "the interpreter's modules stay warm for the next check: {files:?}"
+    );
+    let worktrees = r.root.join(".git/factory/worktrees");
+    assert!(
+        !files
+            .iter()
+            .any(|p| Path::new("/").join(p).starts_with(&worktrees)),
+        "{files:?}"
+    );
+}

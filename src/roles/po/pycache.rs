@@ -11,8 +11,13 @@
 //!
 //! Under `--sandbox` the checks run model-written code, so they never write the shared folder:
 //! they get a per-attempt [`View`] whose entries are symlinks into it (read-only inside the
-//! sandbox) and whose writes are thrown away with the attempt; the harness fills the shared
-//! folder from the baseline's own files first ([`PyCache::prefill`]).
+//! sandbox) and whose writes are thrown away with the attempt. The harness fills the shared
+//! folder itself, compiling real sources only: the baseline's files before any change
+//! ([`PyCache::prefill`]), and after an attempt the interpreter's modules its checks needed
+//! ([`PyCache::learn`]).
+//!
+//! Temporary worktrees share the folder too: their checkouts give every file a new mtime, so
+//! what they reuse is the interpreter's modules, and their own entries go with them.
 
 use super::exec::{self, CommandSpec, LogFiles, Sandbox};
 use crate::store::records::CmdResult;
@@ -135,56 +140,91 @@ impl PyCache {
             return None;
         }
         let real_root = root.canonicalize().ok()?;
+        let mut argv = self.compile_argv(interpreter)?;
+        argv.push(real_root.to_str()?.to_string());
+        self.compile(
+            argv,
+            root,
+            sandbox,
+            env_remove,
+            timeout,
+            log_dir,
+            "pycache_prefill",
+        )
+    }
+
+    /// `python -I -X pycache_prefix=<cache> -m compileall -q`: isolated (no tree on
+    /// `sys.path`, no `PYTHON*` variables), writing into the shared folder.
+    fn compile_argv(&self, interpreter: &str) -> Option<Vec<String>> {
         let prefix = self.dir.to_str()?;
+        Some(
+            [
+                interpreter,
+                "-I",
+                "-X",
+                &format!("pycache_prefix={prefix}"),
+                "-m",
+                "compileall",
+                "-q",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        )
+    }
+
+    /// Runs a harness compile in the sandbox with only the shared folder made writable.
+    #[allow(clippy::too_many_arguments)]
+    fn compile(
+        &self,
+        argv: Vec<String>,
+        root: &Path,
+        sandbox: &Sandbox,
+        env_remove: &[String],
+        timeout: Duration,
+        log_dir: &Path,
+        label: &'static str,
+    ) -> Option<CmdResult> {
         self.create().ok()?;
         let mut sandbox = sandbox.clone();
         sandbox.scratch.push(self.dir.clone());
         let spec = CommandSpec {
-            argv: vec![
-                interpreter.to_string(),
-                "-I".to_string(),
-                "-X".to_string(),
-                format!("pycache_prefix={prefix}"),
-                "-m".to_string(),
-                "compileall".to_string(),
-                "-q".to_string(),
-                real_root.to_str()?.to_string(),
-            ],
+            argv,
             cwd: root.to_path_buf(),
             timeout,
             env_remove: env_remove.to_vec(),
             env_set: Vec::new(),
             stdin: None,
-            label: "pycache_prefill",
+            label,
             sandbox: Some(sandbox),
             pgid_file: None,
         };
         std::fs::create_dir_all(log_dir).ok()?;
-        let logs = LogFiles::in_dir(log_dir, "", "pycache_prefill");
+        let logs = LogFiles::in_dir(log_dir, "", label);
         Some(exec::run(&spec, &logs))
     }
 
     /// A per-attempt view of the cache for sandboxed checks, in a fresh folder under
-    /// `scratch`: every entry is a symlink into the shared folder (which the sandbox binds
-    /// read-only, so a write through a symlink fails), except along the folders of the
-    /// attempt's changed `.py` files, which are real folders so the checks can compile those
-    /// files (their entries were forgotten). Python writes bytecode by renaming a new file into
-    /// place, which replaces a symlink in the view and never touches the shared folder.
+    /// `scratch`: its folders are real and its entries are symlinks into the shared folder
+    /// (which the sandbox binds read-only, so writing through a symlink fails). Python writes
+    /// bytecode by renaming a new file into place, which replaces a symlink in the view and
+    /// never touches the shared folder. The work tree's own mirror is linked whole (the
+    /// prefill filled it), except along the folders of the attempt's changed files, whose
+    /// entries were forgotten and must be writable for `compileall`.
     pub fn view(&self, scratch: &Path, root: &Path, changed: &[&str]) -> std::io::Result<View> {
         self.create()?;
         std::fs::create_dir_all(scratch)?;
         let dir = tempfile::Builder::new()
             .prefix("pycache-view-")
             .tempdir_in(scratch)?;
-        let mut real: BTreeSet<PathBuf> = BTreeSet::new();
-        populate(dir.path(), &self.dir)?;
-        real.insert(PathBuf::new());
+        let trees: Vec<PathBuf> = self
+            .mirrors_of(root)
+            .iter()
+            .map(|m| m.strip_prefix(&self.dir).unwrap_or(m).to_path_buf())
+            .collect();
+        mirror_folders(dir.path(), &self.dir, Path::new(""), &trees)?;
         let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
-        for mirror in self.mirrors_of(root) {
-            let inside = mirror
-                .strip_prefix(&self.dir)
-                .unwrap_or(&mirror)
-                .to_path_buf();
+        for inside in &trees {
             for path in changed {
                 let Some(parts) = relative_parts(path) else {
                     continue;
@@ -200,30 +240,144 @@ impl PyCache {
             let mut rel = PathBuf::new();
             for part in folder.components() {
                 rel.push(part);
-                if !real.insert(rel.clone()) {
-                    continue;
-                }
                 let here = dir.path().join(&rel);
-                if std::fs::symlink_metadata(&here).is_ok() {
-                    std::fs::remove_file(&here)?;
+                match std::fs::symlink_metadata(&here) {
+                    Ok(m) if m.is_dir() => continue,
+                    Ok(_) => std::fs::remove_file(&here)?,
+                    Err(_) => {}
                 }
                 std::fs::create_dir(&here)?;
                 populate(&here, &self.dir.join(&rel))?;
             }
         }
-        Ok(View { dir })
+        Ok(View { dir, trees })
+    }
+
+    /// After sandboxed checks: the interpreter's own modules (outside the work tree) that they
+    /// had to compile, because the cache did not have them yet, are compiled into the shared
+    /// folder by the harness itself, from the real sources: what the checks wrote is only a
+    /// hint of which files, never used. Compiling runs no code of those files, and nothing
+    /// outside the work tree is writable to a sandboxed check, so the result is faithful.
+    /// Runs nothing when there is nothing new.
+    #[allow(clippy::too_many_arguments)]
+    pub fn learn(
+        &self,
+        view: &View,
+        root: &Path,
+        interpreter: &str,
+        sandbox: &Sandbox,
+        env_remove: &[String],
+        timeout: Duration,
+        log_dir: &Path,
+    ) -> Option<CmdResult> {
+        let mut sources = BTreeSet::new();
+        view.written(view.path(), Path::new(""), &mut sources);
+        let real_root = root.canonicalize().ok();
+        let sources: Vec<String> = sources
+            .into_iter()
+            .filter(|s| {
+                !s.starts_with(root)
+                    && !real_root.as_ref().is_some_and(|r| s.starts_with(r))
+                    && !s.starts_with(&self.dir)
+                    && std::fs::metadata(s).is_ok_and(|m| m.is_file())
+            })
+            .filter_map(|s| s.to_str().map(str::to_string))
+            .take(LEARN_LIMIT)
+            .collect();
+        if sources.is_empty() {
+            return None;
+        }
+        let mut argv = self.compile_argv(interpreter)?;
+        argv.extend(sources);
+        self.compile(
+            argv,
+            root,
+            sandbox,
+            env_remove,
+            timeout,
+            log_dir,
+            "pycache_learn",
+        )
     }
 }
 
 /// An attempt's private view of the cache (see [`PyCache::view`]); removed when dropped.
 pub struct View {
     dir: tempfile::TempDir,
+    /// The work tree's mirrors, relative to the cache.
+    trees: Vec<PathBuf>,
 }
 
 impl View {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// The sources of the bytecode files the checks wrote into the view (regular files, not
+    /// the links it was made of), outside the work tree's mirror.
+    fn written(&self, dir: &Path, rel: &Path, out: &mut BTreeSet<PathBuf>) {
+        if self.trees.iter().any(|t| rel.starts_with(t)) || out.len() >= LEARN_LIMIT {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            if kind.is_dir() {
+                self.written(&entry.path(), &rel.join(&name), out);
+            } else if kind.is_file() {
+                let bytes = name.as_bytes();
+                let Some(stem) = bytes.split(|b| *b == b'.').next() else {
+                    continue;
+                };
+                // `<stem>.<tag>.pyc` as the import system and compileall name them; pytest's
+                // rewritten tests (`-pytest-`) are not the interpreter's own modules.
+                if !bytes.ends_with(b".pyc") || bytes.windows(8).any(|w| w == b"-pytest-") {
+                    continue;
+                }
+                let mut source = Path::new("/").join(rel);
+                let mut file = stem.to_vec();
+                file.extend_from_slice(b".py");
+                source.push(OsStr::from_bytes(&file));
+                out.insert(source);
+            }
+        }
+    }
+}
+
+/// At most this many sources are learnt after one attempt (a bound on one compile command).
+const LEARN_LIMIT: usize = 20_000;
+
+/// Makes `view/rel` a real folder for every folder of `shared/rel`, with a symlink for each
+/// file, except the work tree's mirrors (`trees`), which are linked whole.
+fn mirror_folders(
+    view: &Path,
+    shared: &Path,
+    rel: &Path,
+    trees: &[PathBuf],
+) -> std::io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(shared.join(rel)) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name();
+        let inner = rel.join(&name);
+        let here = view.join(&inner);
+        if kind.is_dir() && !trees.contains(&inner) {
+            std::fs::create_dir(&here)?;
+            mirror_folders(view, shared, &inner, trees)?;
+        } else {
+            std::os::unix::fs::symlink(entry.path(), &here)?;
+        }
+    }
+    Ok(())
 }
 
 /// Links every entry of `shared` (when it is a real folder) into the empty folder `view`.
