@@ -444,3 +444,33 @@ fn verify_shares_the_cache_and_drops_its_worktrees_entries() {
         "{files:?}"
     );
 }
+
+#[test]
+fn sandboxed_compileall_can_write_what_a_rollback_made_it_forget() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // Attempt 1's file is put back by the rollback and its entry forgotten; attempt 2 changes
+    // another folder, and its compileall must still be able to compile attempt 1's file.
+    let r = TestRepo::with_files(&[("one/a.py", "A = 1\n"), ("two/b.py", "B = 1\n")]);
+    r.git(&["config", "factory.verify", "python3 -m compileall -q ."]);
+    let wo = r.work_order(order(
+        &["one/a.py", "two/b.py"],
+        &["python3 -c 'import two.b; assert two.b.B == 2'"],
+    ));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("one/a.py", "A = 1", "A = 2")),
+            ("2.json", set_line("two/b.py", "B = 1", "B = 2")),
+        ],
+    );
+    let out = run(
+        &r,
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "2"],
+    );
+    let s = summary(&out);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+}

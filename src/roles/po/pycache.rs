@@ -25,12 +25,16 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The shared bytecode folder of one repository.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PyCache {
     dir: PathBuf,
+    /// Paths forgotten by this process: their entries are missing until a prefill, so a
+    /// sandboxed check must be able to compile them in its view.
+    forgotten: Mutex<BTreeSet<String>>,
 }
 
 impl PyCache {
@@ -39,6 +43,7 @@ impl PyCache {
     pub fn in_factory_dir(factory_dir: &Path) -> Self {
         PyCache {
             dir: factory_dir.join("pycache"),
+            forgotten: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -76,7 +81,9 @@ impl PyCache {
     /// missing entry is already forgotten.
     pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p str>) {
         let mirrors = self.mirrors_of(root);
+        let mut forgotten = self.forgotten.lock().unwrap_or_else(|e| e.into_inner());
         for path in paths {
+            forgotten.insert(path.to_string());
             let rel = path.trim_end_matches('/');
             let Some(parts) = relative_parts(rel) else {
                 continue;
@@ -209,8 +216,9 @@ impl PyCache {
     /// (which the sandbox binds read-only, so writing through a symlink fails). Python writes
     /// bytecode by renaming a new file into place, which replaces a symlink in the view and
     /// never touches the shared folder. The work tree's own mirror is linked whole (the
-    /// prefill filled it), except along the folders of the attempt's changed files, whose
-    /// entries were forgotten and must be writable for `compileall`.
+    /// prefill filled it), except along the folders of the attempt's changed files and of the
+    /// files forgotten earlier (put back by a rollback): their entries are missing, and
+    /// `compileall` fails on a file whose bytecode it cannot write.
     pub fn view(&self, scratch: &Path, root: &Path, changed: &[&str]) -> std::io::Result<View> {
         self.create()?;
         std::fs::create_dir_all(scratch)?;
@@ -224,8 +232,12 @@ impl PyCache {
             .collect();
         mirror_folders(dir.path(), &self.dir, Path::new(""), &trees)?;
         let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut missing: BTreeSet<String> = (self.forgotten.lock())
+            .map(|f| f.clone())
+            .unwrap_or_default();
+        missing.extend(changed.iter().map(|p| p.to_string()));
         for inside in &trees {
-            for path in changed {
+            for path in &missing {
                 let Some(parts) = relative_parts(path) else {
                     continue;
                 };
