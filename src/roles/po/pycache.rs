@@ -25,6 +25,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,6 +36,9 @@ pub struct PyCache {
     /// Paths forgotten by this process: their entries are missing until a prefill, so a
     /// sandboxed check must be able to compile them in its view.
     forgotten: Mutex<BTreeSet<String>>,
+    /// Whether an attempt's checks were learnt from already: later views link the folders
+    /// outside the work tree whole (one symlink each, not one per entry).
+    learnt: AtomicBool,
 }
 
 impl PyCache {
@@ -44,6 +48,7 @@ impl PyCache {
         PyCache {
             dir: factory_dir.join("pycache"),
             forgotten: Mutex::new(BTreeSet::new()),
+            learnt: AtomicBool::new(false),
         }
     }
 
@@ -230,7 +235,8 @@ impl PyCache {
             .iter()
             .map(|m| m.strip_prefix(&self.dir).unwrap_or(m).to_path_buf())
             .collect();
-        mirror_folders(dir.path(), &self.dir, Path::new(""), &trees)?;
+        let whole = self.learnt.load(Ordering::Relaxed);
+        mirror_folders(dir.path(), &self.dir, Path::new(""), &trees, whole)?;
         let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
         let mut missing: BTreeSet<String> = (self.forgotten.lock())
             .map(|f| f.clone())
@@ -282,6 +288,7 @@ impl PyCache {
         timeout: Duration,
         log_dir: &Path,
     ) -> Option<CmdResult> {
+        self.learnt.store(true, Ordering::Relaxed);
         let mut sources = BTreeSet::new();
         view.written(view.path(), Path::new(""), &mut sources);
         let real_root = root.canonicalize().ok();
@@ -365,12 +372,14 @@ impl View {
 const LEARN_LIMIT: usize = 20_000;
 
 /// Makes `view/rel` a real folder for every folder of `shared/rel`, with a symlink for each
-/// file, except the work tree's mirrors (`trees`), which are linked whole.
+/// file, except the work tree's mirrors (`trees`), which are linked whole; with `whole`, every
+/// folder not on the way to a mirror is linked whole too (nothing to learn from it).
 fn mirror_folders(
     view: &Path,
     shared: &Path,
     rel: &Path,
     trees: &[PathBuf],
+    whole: bool,
 ) -> std::io::Result<()> {
     let Ok(entries) = std::fs::read_dir(shared.join(rel)) else {
         return Ok(());
@@ -382,9 +391,10 @@ fn mirror_folders(
         let name = entry.file_name();
         let inner = rel.join(&name);
         let here = view.join(&inner);
-        if kind.is_dir() && !trees.contains(&inner) {
+        let on_the_way = trees.iter().any(|t| t.starts_with(&inner) && *t != inner);
+        if kind.is_dir() && !trees.contains(&inner) && (on_the_way || !whole) {
             std::fs::create_dir(&here)?;
-            mirror_folders(view, shared, &inner, trees)?;
+            mirror_folders(view, shared, &inner, trees, whole)?;
         } else {
             std::os::unix::fs::symlink(entry.path(), &here)?;
         }
