@@ -24,6 +24,8 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let factory_dir = git::factory_dir(&repo);
     let _lock = RepoLock::acquire(&factory_dir)?;
     let Some(j) = Journal::read(&factory_dir)? else {
+        // Recover always starts Python's bytecode cache afresh (SPEC §3.7).
+        crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
         ui.info("nothing to recover: no run was interrupted in this repo");
         return Ok(Exit::Success);
     };
