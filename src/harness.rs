@@ -10,6 +10,7 @@ use crate::identity;
 use crate::journal::Journal;
 use crate::roles::po::baseline;
 use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
+use crate::roles::po::pycache::{self, PyCache};
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
@@ -408,6 +409,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let started = Instant::now();
     let mut session = Session {
         factory_dir: factory_dir.clone(),
+        pycache: PyCache::in_factory_dir(&factory_dir),
         journal,
         refs,
         preflight,
@@ -441,6 +443,8 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         refusal: None,
     };
     crate::trace::mark("session ready");
+    // Sandboxed checks see the bytecode cache read-only: it is filled from the baseline first.
+    session.warm_pycache(None);
     // The baseline check runs before the first record: a refusal leaves no trace at all.
     let satisfied = if opts.baseline_check {
         match session.baseline_check() {
@@ -597,6 +601,9 @@ struct Attempt {
 
 struct Session<'a> {
     factory_dir: PathBuf,
+    /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are
+    /// forgotten.
+    pycache: PyCache,
     /// In-situ only: the journal and what besides the tree must be given back.
     journal: Option<Journal>,
     refs: Option<git::BaselineRefs>,
@@ -728,6 +735,76 @@ impl Session<'_> {
         }
     }
 
+    /// The bytecode cache as the next checks see it, with the entries of `changed` forgotten
+    /// first: the shared cache itself, or under `--sandbox` a per-attempt view of it (dropped
+    /// with the attempt) whose shared entries are read-only.
+    fn check_cache(&self, changed: &[&str]) -> std::io::Result<(Option<pycache::View>, PathBuf)> {
+        self.pycache.forget(&self.root, changed.iter().copied());
+        let _ = self.pycache.create();
+        let view = match &self.sandbox {
+            Some(_) => Some(self.pycache.view(
+                &self.factory_dir.join("tmp"),
+                &self.root,
+                changed,
+            )?),
+            None => None,
+        };
+        let prefix = view
+            .as_ref()
+            .map_or(self.pycache.dir(), pycache::View::path)
+            .to_path_buf();
+        Ok((view, prefix))
+    }
+
+    /// `--sandbox` only, since sandboxed checks cannot write the bytecode cache (SPEC §3.7):
+    /// fills it from the baseline's own files before any change is applied (`after: None`),
+    /// and after an attempt's checks compiles the interpreter's modules they needed but the
+    /// cache lacked (`after: Some(view)`).
+    fn warm_pycache(&self, after: Option<&pycache::View>) {
+        let Some(sandbox) = &self.sandbox else {
+            return;
+        };
+        let scratch = self.factory_dir.join("tmp");
+        let (Ok(tree), Ok(()), Ok(logs)) = (
+            self.baseline.tree(),
+            std::fs::create_dir_all(&scratch),
+            tempfile::Builder::new()
+                .prefix("pycache-logs-")
+                .tempdir_in(&scratch),
+        ) else {
+            return;
+        };
+        let interpreter = pycache::interpreter_of(&[
+            &self.verify_cmds,
+            &self.pass_to_pass,
+            &self.fail_to_pass,
+            &self.acceptance,
+        ]);
+        let (root, env, timeout) = (&self.root, &self.env_remove, self.timeout);
+        let Some(view) = after else {
+            let progress = self
+                .ui
+                .progress("  PO filling the bytecode cache".to_string());
+            let filled = (self.pycache).prefill(
+                &tree,
+                root,
+                &interpreter,
+                sandbox,
+                env,
+                timeout,
+                logs.path(),
+            );
+            progress.finish(self.ui, None);
+            if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
+                self.ui.detail(
+                    "    compileall reported errors in the baseline; the cache is partly cold",
+                );
+            }
+            return;
+        };
+        let _ = (self.pycache).learn(view, root, &interpreter, sandbox, env, timeout, logs.path());
+    }
+
     fn rollback(&mut self) -> Result<()> {
         if let Some(j) = self.journal.as_mut() {
             j.stage(&self.factory_dir, self.repo, "rollback", None)?;
@@ -744,7 +821,7 @@ impl Session<'_> {
         crate::crash::point("during_rollback");
         // The index first: a command that staged something would otherwise keep the tree dirty.
         self.restore_refs()?;
-        git::restore_baseline(
+        let restored = git::restore_baseline(
             self.repo,
             &self.root,
             &self.baseline,
@@ -752,6 +829,13 @@ impl Session<'_> {
         )?;
         crate::trace::mark("  rollback: status walk clean");
         if let Some(a) = self.current.as_mut() {
+            let changed = a.plan.iter().flat_map(|p| p.outcomes.iter());
+            self.pycache.forget(
+                &self.root,
+                changed
+                    .map(|o| o.path.as_str())
+                    .chain(restored.iter().map(String::as_str)),
+            );
             a.applied = false;
         }
         Ok(())
@@ -945,6 +1029,13 @@ impl Nodes for Session<'_> {
             if let Some(plan) = current.plan.take() {
                 self.restore_refs()?;
                 let side = self.restore_side_effects(&plan)?;
+                self.pycache.forget(
+                    &self.root,
+                    plan.outcomes
+                        .iter()
+                        .map(|o| o.path.as_str())
+                        .chain(side.iter().map(String::as_str)),
+                );
                 if !side.is_empty() {
                     self.ui.warn(format!(
                         "restored files the checks changed: {}",
@@ -984,18 +1075,18 @@ impl Session<'_> {
         if let Some(j) = self.journal.as_mut() {
             j.stage(&self.factory_dir, self.repo, "baseline_check", None)?;
         }
-        let pycache = verify::CacheIsolation::new(&self.factory_dir.join("tmp"))?;
+        let (view, prefix) = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
         let po = PoRun {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: pycache.env(),
+            env_set: PyCache::env(&prefix),
             log_dir,
             log_rel: "baseline".to_string(),
             sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(pycache.path().to_path_buf());
+                s.scratch.push(prefix.clone());
                 s
             }),
             pgid_file: Some(self.factory_dir.join("command.pgid")),
@@ -1012,7 +1103,7 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  baseline {kind}: {shown}"))
         });
-        drop(pycache);
+        drop(view);
         // Logs are kept only for commands that ran (a cached check leaves no folder).
         let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
         if checked.as_ref().map_or(true, |r| r.ran) {
@@ -1110,10 +1201,14 @@ impl Session<'_> {
                 &self.baseline,
                 self.preflight.as_ref(),
             ) {
-                Ok(touched) if !touched.is_empty() => self.ui.warn(format!(
-                    "the agent changed the work tree; restored: {}",
-                    touched.join(", ")
-                )),
+                Ok(touched) if !touched.is_empty() => {
+                    self.pycache
+                        .forget(&self.root, touched.iter().map(String::as_str));
+                    self.ui.warn(format!(
+                        "the agent changed the work tree; restored: {}",
+                        touched.join(", ")
+                    ))
+                }
                 Ok(_) => {}
                 Err(e) => {
                     self.fatal = Some(e.message);
@@ -1336,8 +1431,14 @@ impl Session<'_> {
             let a = self.current();
             (a.dir.clone(), a.rel.clone())
         };
-        let pycache = match verify::CacheIsolation::new(&self.factory_dir.join("tmp")) {
-            Ok(d) => d,
+        // No check may run bytecode of another version of a changed file; sandboxed checks
+        // see the cache through a view of it that is dropped with the attempt.
+        let changed: Vec<String> = (self.current().plan.iter())
+            .flat_map(|p| p.outcomes.iter().map(|o| o.path.clone()))
+            .collect();
+        let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
+        let (view, prefix) = match self.check_cache(&changed) {
+            Ok(cache) => cache,
             Err(e) => {
                 self.fatal = Some(format!("cannot create a scratch folder: {e}"));
                 return Outcome::Fatal(Stage::Exception);
@@ -1347,11 +1448,11 @@ impl Session<'_> {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: pycache.env(),
+            env_set: PyCache::env(&prefix),
             log_dir: dir.clone(),
             log_rel: rel,
             sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(pycache.path().to_path_buf());
+                s.scratch.push(prefix.clone());
                 s
             }),
             pgid_file: Some(self.factory_dir.join("command.pgid")),
@@ -1367,7 +1468,10 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
-        drop(pycache);
+        if view.is_some() {
+            self.warm_pycache(view.as_ref());
+        }
+        drop(view);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
         for (name, results) in [
             ("pass_to_pass_result.json", &outcome.pass_to_pass),

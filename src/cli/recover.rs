@@ -24,10 +24,14 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let factory_dir = git::factory_dir(&repo);
     let _lock = RepoLock::acquire(&factory_dir)?;
     let Some(j) = Journal::read(&factory_dir)? else {
+        // Recover always starts Python's bytecode cache afresh (SPEC §3.7).
+        crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
         ui.info("nothing to recover: no run was interrupted in this repo");
         return Ok(Exit::Success);
     };
     crate::roles::po::exec::stop_noted_group(&factory_dir.join("command.pgid"));
+    // The killed run's checks may have compiled versions of files that are gone now.
+    crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
     let baseline_id = git2::Oid::from_str(&j.baseline)?;
     let baseline = repo.find_commit(baseline_id).map_err(|_| {
         Error::new(format!(

@@ -58,6 +58,9 @@ impl TempWorktree {
             .arg(&path)
             .arg(commit);
         run_git(cmd, "creating a temporary worktree")?;
+        // Bytecode entries an earlier worktree at this path left (a killed process) are not
+        // this checkout's.
+        forget_bytecode(repo.commondir(), &path);
         Ok(TempWorktree {
             repo_dir: repo.commondir().to_path_buf(),
             path,
@@ -71,7 +74,14 @@ impl TempWorktree {
     }
 }
 
+/// Drops the bytecode cache's entries of a worktree's files (SPEC §3.7): its path may be
+/// used again by another checkout.
+fn forget_bytecode(git_dir: &Path, path: &Path) {
+    crate::roles::po::pycache::PyCache::in_factory_dir(&git_dir.join("factory")).forget_root(path);
+}
+
 fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
+    forget_bytecode(git_dir, path);
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(git_dir)

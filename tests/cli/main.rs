@@ -11,6 +11,7 @@ mod log_show;
 mod newcomer;
 mod patch;
 mod providers;
+mod pycache;
 mod recovery;
 mod run;
 mod safety;
