@@ -159,6 +159,7 @@ pub fn deliver(
         Delivery::Uncommitted => return Ok(None),
         Delivery::CurrentBranch => {
             let c = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[baseline])?;
+            crate::crash::point("during_delivery");
             stage_outcomes(repo, outcomes)?;
             c
         }
@@ -167,6 +168,7 @@ pub fn deliver(
             let full = format!("refs/heads/{name}");
             repo.reference(&full, c, true, "git factory: deliver a passing run")?;
             repo.set_head(&full)?;
+            crate::crash::point("during_delivery");
             stage_outcomes(repo, outcomes)?;
             c
         }

@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM during a run only raise a flag: the running command's group is stopped,
 //! the tree rolled back and the record written, then the process exits 130. A second signal
-//! while rolling back just raises the flag again; it cannot abandon the rollback.
+//! while rolling back just raises the flag again; it cannot abandon the rollback. A closed
+//! output pipe raises the same flag (see `ui`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -13,6 +14,13 @@ pub fn install() {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(signal, Arc::clone(flag));
     }
+}
+
+/// Raises the flag from inside: a closed output pipe (`git factory run … | head -1`) ends a
+/// run as SIGINT does, with its rollback and record, rather than killing it mid-change.
+pub fn raise() {
+    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .store(true, Ordering::SeqCst);
 }
 
 pub fn requested() -> bool {

@@ -126,33 +126,37 @@ impl Ui {
     /// A progress or report line on stderr (silenced by -q).
     pub fn info(&self, line: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("{}", line.as_ref());
+            err_line(line.as_ref());
         }
     }
 
     /// Detail shown only with -v.
     pub fn detail(&self, line: impl AsRef<str>) {
         if self.verbose && !self.quiet {
-            eprintln!("{}", style(line.as_ref()).dim());
+            err_line(&style(line.as_ref()).dim().to_string());
         }
     }
 
     pub fn warn(&self, line: impl AsRef<str>) {
-        eprintln!("{} {}", style("warning:").yellow().bold(), line.as_ref());
+        err_line(&format!(
+            "{} {}",
+            style("warning:").yellow().bold(),
+            line.as_ref()
+        ));
     }
 
     /// A line on stderr that -q does not silence (the final verdict line).
     pub fn always(&self, line: impl AsRef<str>) {
-        eprintln!("{}", line.as_ref());
+        err_line(line.as_ref());
     }
 
     pub fn error(&self, err: &Error) {
-        eprintln!("{} {}", style("error:").red().bold(), err.message);
+        err_line(&format!("{} {}", style("error:").red().bold(), err.message));
         for d in &err.details {
-            eprintln!("  {d}");
+            err_line(&format!("  {d}"));
         }
         if let Some(h) = &err.hint {
-            eprintln!("{} {h}", style("hint:").cyan().bold());
+            err_line(&format!("{} {h}", style("hint:").cyan().bold()));
         }
     }
 
@@ -161,6 +165,15 @@ impl Ui {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(text.as_ref().as_bytes());
         let _ = stdout.flush();
+    }
+}
+
+/// One line on stderr. A closed pipe (`2>&1 | head -1`) is not a crash: it raises the
+/// interrupt flag, so a run under way rolls back and records itself as SIGINT would make it.
+fn err_line(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    if writeln!(stderr, "{line}").is_err() {
+        crate::interrupt::raise();
     }
 }
 

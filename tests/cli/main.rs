@@ -10,5 +10,6 @@ mod log_show;
 mod patch;
 mod providers;
 mod recovery;
+mod restore;
 mod run;
 mod safety;
