@@ -354,6 +354,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         factory_dir: factory_dir.clone(),
         journal,
         persist_journal: !opts.worktree,
+        unrestored: false,
         sandbox,
         delivery,
         repo: run_repo,
@@ -397,8 +398,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         Ok(ending) => ending,
         Err(e) => {
             // The run could not finish: roll back whatever is in the tree, record ERROR.
-            let _ = session.rollback();
-            session.fatal = Some(e.message.clone());
+            let mut text = e.message.clone();
+            if let Err(r) = session.rollback() {
+                if r.message != e.message {
+                    text = format!("{text}; {}", r.message);
+                }
+            }
+            session.fatal = Some(text);
             Ending {
                 verdict: Verdict::Error,
                 stage: Stage::Exception.as_str().to_string(),
@@ -410,6 +416,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let finished = session.finish(&ending, started.elapsed());
     crate::trace::mark("finish (record, notes)");
     let journal = session.journal.clone();
+    let unrestored = session.unrestored;
     drop(session);
     drop(run_repo_owned);
     if let Some(wt) = worktree {
@@ -427,7 +434,11 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     let _ = std::fs::remove_dir_all(&run_dir);
     crate::trace::mark("cleanup");
-    journal.clear(&factory_dir);
+    if !unrestored || opts.worktree {
+        journal.clear(&factory_dir);
+    }
+    // Otherwise paths the last restore could not put back are named in the record and the
+    // journal stays, so every command points at recover, which tries again once they are fixed.
     Ok(RunReport::Finished {
         summary: Box::new(summary),
         out,
@@ -471,6 +482,8 @@ struct Session<'a> {
     /// run's tree is removed whatever happens).
     journal: Journal,
     persist_journal: bool,
+    /// The last restore left paths it could not put back (named in the record).
+    unrestored: bool,
     sandbox: Option<Sandbox>,
     delivery: Delivery,
     repo: &'a Repository,
@@ -612,6 +625,7 @@ impl Session<'_> {
         if let Some(a) = self.current.as_mut() {
             a.applied = false;
         }
+        self.unrestored = !report.failed.is_empty();
         match report.error("rollback") {
             Some(e) => Err(e),
             None => Ok(()),
@@ -717,6 +731,7 @@ impl Session<'_> {
         );
         if let Some(e) = report.error("undoing the delivery") {
             text.push_str(&format!("; {}: {}", e.message, e.details.join("; ")));
+            self.unrestored = true;
         }
         self.fatal = Some(text);
         Ok(())

@@ -95,6 +95,15 @@ pub struct DirFact {
     /// Empty folders are kept; empty folders that were not there are removed.
     #[serde(default)]
     pub empty: bool,
+    /// Its modification time (seconds, nanoseconds): a folder whose time has not moved has
+    /// had no entry added, so a restore need not read it to find folders a command made.
+    #[serde(default)]
+    pub mtime: (i64, i64),
+}
+
+fn mtime_of(meta: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.mtime(), meta.mtime_nsec())
 }
 
 /// Everything needed to put one worktree back, recorded before anything changed.
@@ -115,6 +124,9 @@ pub struct Restore {
     pub saved: PathBuf,
     pub had_index: bool,
     pub dirs: Vec<DirFact>,
+    /// The work tree root's own modification time (see [`DirFact::mtime`]).
+    #[serde(default)]
+    pub root_mtime: (i64, i64),
     /// The pre-images of the paths the current change writes (set before it is applied).
     #[serde(default)]
     pub images: Vec<Image>,
@@ -158,15 +170,11 @@ impl Report {
         self.paths.is_empty() && self.git.is_empty()
     }
 
-    /// Everything that changed, for `side_effects` and warnings: work-tree paths, then
-    /// `.git/…` names.
+    /// Everything that changed, for `side_effects` and warnings: work-tree paths, then refs
+    /// and `.git/…` files.
     pub fn changed(&self) -> Vec<String> {
         let mut all = self.paths.clone();
-        all.extend(self.git.iter().map(|g| match g.as_str() {
-            "the index" => ".git/index".to_string(),
-            "config" => ".git/config".to_string(),
-            other => other.to_string(),
-        }));
+        all.extend(self.git.iter().cloned());
         all
     }
 
@@ -175,14 +183,28 @@ impl Report {
         if self.failed.is_empty() {
             return None;
         }
-        let mut err = Error::new(format!("{what} could not put back every path"));
+        let names: Vec<&str> = self
+            .failed
+            .iter()
+            .take(10)
+            .map(|f| f.split(": ").next().unwrap_or(f))
+            .collect();
+        let more = if self.failed.len() > 10 { ", …" } else { "" };
+        let mut err = Error::new(format!(
+            "{what} could not put back {}{more}",
+            names.join(", ")
+        ));
         for f in self.failed.iter().take(20) {
             err = err.detail(f.clone());
         }
         if self.failed.len() > 20 {
             err = err.detail(format!("… and {} more", self.failed.len() - 20));
         }
-        Some(err.hint("fix these paths by hand (git status shows them), then run again"))
+        Some(
+            err.hint(
+                "fix what is named (git status shows the paths), then run git factory recover",
+            ),
+        )
     }
 }
 
@@ -238,14 +260,39 @@ impl Restore {
         if let Ok(bytes) = std::fs::read(repo.commondir().join("config")) {
             std::fs::write(saved.join("config"), bytes)?;
         }
+        crate::trace::mark("  restore capture: refs, index, config");
+        // Folders holding tracked files are not ignored: git need only be asked about the rest.
+        let mut tracked: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        for entry in repo.index()?.iter() {
+            let mut path = entry.path.as_slice();
+            while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
+                path = &path[..cut];
+                if !tracked.insert(path.to_vec()) {
+                    break;
+                }
+            }
+        }
+        let tracked_dirs: Known<'_> = tracked.iter().map(|p| (p.as_slice(), &NO_FACT)).collect();
         let mut dirs = Vec::new();
-        walk_dirs(repo, &root, false, &mut |rel, mode, empty| {
-            dirs.push(DirFact {
-                path: RelPath::from_bytes(rel),
-                mode,
-                empty,
-            })
-        });
+        walk_dirs(
+            repo,
+            &root,
+            b"",
+            false,
+            Some(&tracked_dirs),
+            &mut |rel, meta, empty| {
+                dirs.push(DirFact {
+                    path: RelPath::from_bytes(rel),
+                    mode: meta.permissions().mode() & 0o7777,
+                    empty,
+                    mtime: mtime_of(meta),
+                })
+            },
+        );
+        crate::trace::mark("  restore capture: folders");
+        let root_mtime = std::fs::symlink_metadata(&root)
+            .map(|m| mtime_of(&m))
+            .unwrap_or_default();
         Ok(Restore {
             root,
             git_dir: repo.path().to_path_buf(),
@@ -255,6 +302,7 @@ impl Restore {
             saved,
             had_index,
             dirs,
+            root_mtime,
             images: Vec::new(),
         })
     }
@@ -359,7 +407,7 @@ impl Restore {
         if self.had_index {
             let saved = std::fs::read(self.saved.join("index"))?;
             match replace_locked(&repo.path().join("index"), &saved) {
-                Ok(true) => report.git.push("the index".to_string()),
+                Ok(true) => report.git.push(".git/index".to_string()),
                 Ok(false) => {}
                 Err(e) => report.failed.push(format!(".git/index: {e}")),
             }
@@ -374,13 +422,15 @@ impl Restore {
                         report.failed.push(format!(".git/config: {e}"));
                     }
                 }
-                report.git.push("config".to_string());
+                report.git.push(".git/config".to_string());
             }
         }
+        crate::trace::mark("  restore: refs, index, config");
         crate::crash::point(purpose.kill_point());
         // 3. The work tree.
         let baseline_tree = repo.find_commit(baseline)?.tree()?;
         self.restore_tree(&repo, &baseline_tree, images, &mut report)?;
+        crate::trace::mark("  restore: work tree");
         report.paths.sort();
         report.paths.dedup();
         Ok(report)
@@ -395,16 +445,23 @@ impl Restore {
     ) -> Result<()> {
         let root = &self.root;
         // Folders first: an unreadable one (chmod 000) would hide what is under it.
-        let known: std::collections::HashMap<&[u8], &DirFact> =
-            self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
-        walk_dirs(repo, root, true, &mut |_, _, _| {});
+        let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
+        self.make_readable();
         let image_paths: Vec<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
         let others = |walk: Vec<Dirty>| -> Vec<Dirty> {
             walk.into_iter()
                 .filter(|d| !image_paths.contains(&d.path.as_slice()))
                 .collect()
         };
-        let mut pending = others(status_walk(repo)?);
+        let mut pending = match status_walk(repo) {
+            Ok(walk) => others(walk),
+            Err(_) => {
+                // A folder a command made unreadable hides what is under it: open them all up.
+                walk_dirs(repo, root, b"", true, Some(&known), &mut |_, _, _| {});
+                others(status_walk(repo)?)
+            }
+        };
+        crate::trace::mark("  restore: status walk");
         for round in 0..3 {
             let mut checkout: Vec<Vec<u8>> = Vec::new();
             for d in &pending {
@@ -453,7 +510,9 @@ impl Restore {
                     .paths
                     .extend(checkout.iter().map(|p| RelPath::from_bytes(p).display()));
             }
+            crate::trace::mark("  restore: paths put back");
             self.restore_dirs(repo, &known, report);
+            crate::trace::mark("  restore: folders put back");
             let images_done = images.iter().all(|i| image_matches(root, i));
             if pending.is_empty() && images_done {
                 break;
@@ -484,23 +543,92 @@ impl Restore {
         Ok(())
     }
 
+    /// Recorded folders a command made unreadable (chmod 000) are opened up before the
+    /// status walk, which would otherwise not see inside them; their modes are put back by
+    /// `restore_dirs`. A stat each, no directory reads.
+    fn make_readable(&self) {
+        for d in &self.dirs {
+            let full = self.root.join(d.path.path());
+            if let Ok(m) = std::fs::symlink_metadata(&full) {
+                let mode = m.permissions().mode() & 0o7777;
+                if m.is_dir() && mode != d.mode && mode & 0o700 != 0o700 {
+                    let _ = std::fs::set_permissions(
+                        &full,
+                        std::fs::Permissions::from_mode(mode | 0o700),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Folders a command created directly inside a recorded one (or the root): only folders
+    /// whose modification time moved are read. A time with no nanoseconds may come from a
+    /// file system that keeps whole seconds, where a same-second change would not show: such
+    /// folders are always read.
+    fn new_dirs(&self, repo: &Repository, known: &Known<'_>) -> Vec<Vec<u8>> {
+        let moved = |full: &Path, was: (i64, i64)| -> bool {
+            std::fs::symlink_metadata(full)
+                .map(|m| m.is_dir() && (mtime_of(&m) != was || was.1 == 0))
+                .unwrap_or(false)
+        };
+        let mut parents: Vec<&[u8]> = Vec::new();
+        if moved(&self.root, self.root_mtime) {
+            parents.push(b"");
+        }
+        for d in &self.dirs {
+            if moved(&self.root.join(d.path.path()), d.mtime) {
+                parents.push(d.path.as_bytes());
+            }
+        }
+        let mut found = Vec::new();
+        for rel in parents {
+            let full = if rel.is_empty() {
+                self.root.clone()
+            } else {
+                self.root.join(OsStr::from_bytes(rel))
+            };
+            let Ok(entries) = std::fs::read_dir(&full) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let name = e.file_name();
+                let name = name.as_bytes();
+                if rel.is_empty() && name == b".git" {
+                    continue;
+                }
+                let child = if rel.is_empty() {
+                    name.to_vec()
+                } else {
+                    [rel, b"/", name].concat()
+                };
+                if known.contains_key(child.as_slice())
+                    || e.path().join(".git").exists()
+                    || repo
+                        .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
+                        .unwrap_or(false)
+                {
+                    continue;
+                }
+                found.push(child);
+            }
+        }
+        found
+    }
+
     /// Folders as they were: created ones that are empty now removed (deepest first), empty
     /// ones that existed put back, modes as recorded.
-    fn restore_dirs(
-        &self,
-        repo: &Repository,
-        known: &std::collections::HashMap<&[u8], &DirFact>,
-        report: &mut Report,
-    ) {
-        let mut now: Vec<(Vec<u8>, bool)> = Vec::new();
-        walk_dirs(repo, &self.root, true, &mut |rel, _, empty| {
-            now.push((rel.to_vec(), empty))
-        });
-        now.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(b.0.cmp(&a.0)));
-        for (rel, _) in &now {
-            if known.contains_key(rel.as_slice()) {
-                continue;
-            }
+    fn restore_dirs(&self, repo: &Repository, known: &Known<'_>, report: &mut Report) {
+        let mut now: Vec<Vec<u8>> = Vec::new();
+        for rel in self.new_dirs(repo, known) {
+            walk_dirs(repo, &self.root, &rel, true, None, &mut |sub, _, _| {
+                now.push(sub.to_vec())
+            });
+        }
+        now.sort_by(|a, b| b.len().cmp(&a.len()).then(b.cmp(a)));
+        for rel in &now {
             // Only empty ones: remove_dir refuses the rest (they hold ignored files).
             let full = self.root.join(OsStr::from_bytes(rel));
             if std::fs::remove_dir(&full).is_ok() {
@@ -692,77 +820,91 @@ fn status_walk(repo: &Repository) -> Result<Vec<Dirty>> {
     Ok(out)
 }
 
+/// A placeholder for folders known from the index rather than from a capture.
+static NO_FACT: DirFact = DirFact {
+    path: RelPath::Text(String::new()),
+    mode: 0,
+    empty: false,
+    mtime: (0, 0),
+};
+
+/// Folders recorded at capture, by path: known not to be ignored, so a later walk need not
+/// ask again (asking git about ignores is most of a walk's cost).
+type Known<'a> = std::collections::HashMap<&'a [u8], &'a DirFact>;
+
 /// Walks the folders of the work tree (not `.git`, not ignored ones, not nested
-/// repositories), making unreadable ones readable on the way so nothing stays hidden;
-/// calls `visit(path, mode, empty)` for each, parents first.
-fn walk_dirs(repo: &Repository, root: &Path, fix: bool, visit: &mut dyn FnMut(&[u8], u32, bool)) {
-    fn walk(
-        repo: &Repository,
-        root: &Path,
-        rel: &[u8],
-        fix: bool,
-        visit: &mut dyn FnMut(&[u8], u32, bool),
-    ) {
+/// repositories) from `start` (`b""` for the root); calls `visit(path, metadata, empty)`
+/// for each, parents first. With `fix`, a
+/// folder that cannot be read (a command's chmod 000) is made readable so nothing under it
+/// stays hidden; its recorded mode is put back afterwards.
+fn walk_dirs(
+    repo: &Repository,
+    root: &Path,
+    start: &[u8],
+    fix: bool,
+    known: Option<&Known<'_>>,
+    visit: &mut dyn FnMut(&[u8], &std::fs::Metadata, bool),
+) {
+    let mut stack: Vec<Vec<u8>> = vec![start.to_vec()];
+    while let Some(rel) = stack.pop() {
         let full = if rel.is_empty() {
             root.to_path_buf()
         } else {
-            root.join(OsStr::from_bytes(rel))
+            root.join(OsStr::from_bytes(&rel))
         };
         let Ok(meta) = std::fs::symlink_metadata(&full) else {
-            return;
+            continue;
         };
         let mode = meta.permissions().mode() & 0o7777;
         let entries = match std::fs::read_dir(&full) {
             Ok(r) => r,
-            Err(_) if !fix => return,
+            Err(_) if !fix => continue,
             Err(_) => {
-                // A command's chmod 000: readable again (its mode is put back afterwards).
                 let _ =
                     std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode | 0o700));
                 match std::fs::read_dir(&full) {
                     Ok(r) => r,
-                    Err(_) => return,
+                    Err(_) => continue,
                 }
             }
         };
-        let mut names: Vec<(Vec<u8>, bool)> = entries
-            .flatten()
-            .map(|e| {
-                let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-                (e.file_name().as_bytes().to_vec(), is_dir)
-            })
-            .collect();
-        names.sort();
-        if fix && mode & 0o700 != 0o700 && !rel.is_empty() {
-            // Writable too, so what a command left inside can be removed.
-            let _ = std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode | 0o700));
-        }
-        if !rel.is_empty() {
-            visit(rel, mode, names.is_empty());
-        }
-        for (name, is_dir) in names {
-            if !is_dir || (rel.is_empty() && name == b".git") {
+        let mut empty = true;
+        let mut children = Vec::new();
+        for e in entries.flatten() {
+            empty = false;
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name();
+            let name = name.as_bytes();
+            if rel.is_empty() && name == b".git" {
                 continue;
             }
             let child = if rel.is_empty() {
-                name.clone()
+                name.to_vec()
             } else {
-                [rel, b"/", &name].concat()
+                [rel.as_slice(), b"/", name].concat()
             };
-            let child_full = root.join(OsStr::from_bytes(&child));
-            if child_full.join(".git").exists() {
-                continue; // a submodule or nested repository: not ours to walk
+            let is_known = known.is_some_and(|k| k.contains_key(child.as_slice()));
+            if !is_known {
+                if e.path().join(".git").exists() {
+                    continue; // a submodule or nested repository: not ours to walk
+                }
+                if repo
+                    .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
+                    .unwrap_or(false)
+                {
+                    continue;
+                }
             }
-            if repo
-                .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
-                .unwrap_or(false)
-            {
-                continue;
-            }
-            walk(repo, root, &child, fix, visit);
+            children.push(child);
         }
+        if !rel.is_empty() {
+            visit(&rel, &meta, empty);
+        }
+        children.sort_by(|a, b| b.cmp(a));
+        stack.extend(children);
     }
-    walk(repo, root, b"", fix, visit);
 }
 
 fn root_fd(root: &Path) -> std::io::Result<OwnedFd> {

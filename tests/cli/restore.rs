@@ -603,3 +603,33 @@ fn a_closed_output_pipe_is_an_interrupt() {
     );
     std::thread::sleep(Duration::from_millis(10));
 }
+
+#[test]
+fn a_path_that_cannot_be_put_back_is_named_and_recover_finishes_later() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    // The check stages a change, then an editor takes the index lock: the index cannot be
+    // put back until it lets go.
+    let check = "sh -c 'echo y > other.txt && git add other.txt && touch .git/index.lock; false'";
+    let out = run_check(&r, check, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains(".git/index") && err.contains("index.lock"),
+        "{err}"
+    );
+    let ids = r.run_ids();
+    assert_eq!(summary_of(&r, &ids[0])["verdict"], "ERROR");
+    // Until recover has put it back, changing commands point at it.
+    let again = run_check(&r, "true", &["--force"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr_of(&again).contains("git factory recover"),
+        "{}",
+        stderr_of(&again)
+    );
+    std::fs::remove_file(r.root.join(".git/index.lock")).expect("the editor lets go");
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+}
