@@ -434,7 +434,10 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     let _ = std::fs::remove_dir_all(&run_dir);
     crate::trace::mark("cleanup");
-    if !unrestored || opts.worktree {
+    if opts.worktree {
+        // No journal on disk (the shared one belongs to in-situ runs): only the saved bytes.
+        let _ = std::fs::remove_dir_all(&journal.restore.saved);
+    } else if !unrestored {
         journal.clear(&factory_dir);
     }
     // Otherwise paths the last restore could not put back are named in the record and the

@@ -21,7 +21,7 @@ fn description(name: &str) -> &'static str {
         "reverify" => "Re-runs verification and acceptance on every recorded attempt tree of a run in a temporary worktree, and prints what was recorded next to what happens now.",
         "checkout" => "Writes the tree of one attempt of a run into a folder.",
         "patch" => "The TR engine as plumbing: applies a unified diff, a *** Begin Patch envelope or SEARCH/REPLACE blocks to the work tree under every always-refused rule, all or nothing, trying the strict, recount and fuzzy passes in turn and accepting a pass only where every hunk's location is unique.",
-        "recover" => "Finishes a run whose process was killed: stops its command, restores the baseline exactly (work tree, index, HEAD), records the run as INTERRUPTED and clears the journal.",
+        "recover" => "Finishes a run whose process was killed: stops its command, puts back the worktree the run changed exactly (refs, then the index, then the work tree with its modes), records the run as INTERRUPTED and clears the journal. Run from another worktree of the repo, it restores the run's worktree by its recorded path, or refuses naming it; it never touches the worktree it is run from unless that is the one.",
         "completions" => "Prints the completion script for a shell.",
         "demo" => "Makes a small repo with a failing check and runs a work order through the loop with a built-in scripted proposer: attempt 1 fails acceptance and is rolled back, attempt 2 passes. Needs nothing but git.",
         _ => "git factory hands a precise work order to a language model or coding agent and gives back either a change that provably passes your checks, or a clean repo and a full record of why not.",

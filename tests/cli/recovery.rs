@@ -352,3 +352,36 @@ fn a_recover_killed_half_way_is_finished_by_the_next_recover() {
     .expect("json");
     assert_eq!(s["verdict"], "INTERRUPTED");
 }
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_kill_while_an_agents_commit_is_put_back_is_recovered() {
+    use std::os::unix::process::ExitStatusExt;
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let diff = r.outside.join("answer.diff");
+    std::fs::write(&diff, diff_replace("app.txt", &APP, "two", "TWO")).expect("write");
+    let script = r.outside.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho note > notes.txt\ngit add notes.txt\ngit commit -qm bookkeeping\ncat {}\n",
+            diff.display()
+        ),
+    )
+    .expect("write");
+    let wo = r.work_order(basic_order(&["true"]));
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_agent_audit")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--agent-command")
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+}
