@@ -548,14 +548,10 @@ impl Restore {
     /// `restore_dirs`. A stat each, no directory reads.
     fn make_readable(&self) {
         for d in &self.dirs {
-            let full = self.root.join(d.path.path());
-            if let Ok(m) = std::fs::symlink_metadata(&full) {
-                let mode = m.permissions().mode() & 0o7777;
-                if m.is_dir() && mode != d.mode && mode & 0o700 != 0o700 {
-                    let _ = std::fs::set_permissions(
-                        &full,
-                        std::fs::Permissions::from_mode(mode | 0o700),
-                    );
+            let rel = d.path.as_bytes();
+            if let Some(mode) = dir_mode_at(&self.root, rel) {
+                if mode != d.mode && mode & 0o700 != 0o700 {
+                    let _ = chmod_dir_at(&self.root, rel, mode | 0o700);
                 }
             }
         }
@@ -630,27 +626,23 @@ impl Restore {
         now.sort_by(|a, b| b.len().cmp(&a.len()).then(b.cmp(a)));
         for rel in &now {
             // Only empty ones: remove_dir refuses the rest (they hold ignored files).
-            let full = self.root.join(OsStr::from_bytes(rel));
-            if std::fs::remove_dir(&full).is_ok() {
+            if rmdir_at(&self.root, rel).is_ok() {
                 report
                     .paths
                     .push(format!("{}/", RelPath::from_bytes(rel).display()));
             }
         }
         for d in &self.dirs {
-            let full = self.root.join(d.path.path());
-            match std::fs::symlink_metadata(&full) {
-                Ok(m) if m.is_dir() && m.permissions().mode() & 0o7777 != d.mode => {
-                    let _ =
-                        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(d.mode));
+            let rel = d.path.as_bytes();
+            match dir_mode_at(&self.root, rel) {
+                Some(mode) if mode != d.mode => {
+                    let _ = chmod_dir_at(&self.root, rel, d.mode);
                     report.paths.push(format!("{}/", d.path.display()));
                 }
-                Ok(m) if m.is_dir() => {}
-                _ if d.empty => {
-                    let made = real_parents(&self.root, &[d.path.as_bytes(), b"/x"].concat())
-                        .and_then(|_| {
-                            std::fs::set_permissions(&full, std::fs::Permissions::from_mode(d.mode))
-                        });
+                Some(_) => {}
+                None if d.empty => {
+                    let made = real_parents(&self.root, &[rel, b"/x"].concat())
+                        .and_then(|_| chmod_dir_at(&self.root, rel, d.mode));
                     match made {
                         Ok(()) => report.paths.push(format!("{}/", d.path.display())),
                         Err(e) => report.failed.push(format!("{}/: {e}", d.path.display())),
@@ -660,6 +652,41 @@ impl Restore {
             }
         }
     }
+}
+
+/// A folder's mode, reached through real folders only (`None`: absent, not a folder, or
+/// under a link a command planted).
+fn dir_mode_at(root: &Path, rel: &[u8]) -> Option<u32> {
+    let (parents, name) = split(rel);
+    let dir = open_parent(root, &parents, false).ok()??;
+    let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    (rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+        .then_some(st.st_mode & 0o7777)
+}
+
+/// Sets a folder's mode, reached through real folders only; a link there is left alone.
+fn chmod_dir_at(root: &Path, rel: &[u8], mode: u32) -> std::io::Result<()> {
+    let (parents, name) = split(rel);
+    let dir = open_parent(root, &parents, false)?
+        .ok_or_else(|| std::io::Error::other("not reachable through real folders"))?;
+    let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
+        return Err(std::io::Error::other("not a folder"));
+    }
+    Ok(rustix::fs::chmodat(
+        &dir,
+        name,
+        Mode::from_raw_mode(mode),
+        AtFlags::empty(),
+    )?)
+}
+
+/// Removes an empty folder reached through real folders only.
+fn rmdir_at(root: &Path, rel: &[u8]) -> std::io::Result<()> {
+    let (parents, name) = split(rel);
+    let dir = open_parent(root, &parents, false)?
+        .ok_or_else(|| std::io::Error::other("not reachable through real folders"))?;
+    Ok(rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR)?)
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

@@ -61,12 +61,20 @@ fn sentinel(r: &TestRepo) -> std::path::PathBuf {
     std::fs::create_dir_all(&s).expect("mkdir");
     std::fs::write(s.join("app.txt"), "outside\n").expect("write");
     std::fs::write(s.join("new.txt"), "outside new\n").expect("write");
+    // A folder named like one of the repo's, with another mode: not to be "put back".
+    std::fs::create_dir_all(s.join("deep")).expect("mkdir");
+    std::fs::set_permissions(s.join("deep"), std::fs::Permissions::from_mode(0o500))
+        .expect("chmod");
     s
 }
 
 /// A repo whose change touches `src/app.txt` and creates `src/new.txt`.
 fn nested() -> (TestRepo, std::path::PathBuf, std::path::PathBuf) {
-    let r = TestRepo::with_files(&[("src/app.txt", "one\ntwo\nthree\n"), ("keep.txt", "k\n")]);
+    let r = TestRepo::with_files(&[
+        ("src/app.txt", "one\ntwo\nthree\n"),
+        ("src/deep/x.txt", "x\n"),
+        ("keep.txt", "k\n"),
+    ]);
     r.git(&["config", "factory.verify", "true"]);
     let diff = format!(
         "{}diff --git a/src/new.txt b/src/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/src/new.txt\n@@ -0,0 +1 @@\n+created\n",
