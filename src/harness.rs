@@ -623,7 +623,10 @@ impl Session<'_> {
     fn rollback(&mut self) -> Result<()> {
         self.journal_stage("rollback", None)?;
         let images = self.journal.restore.images.clone();
-        let report = self.journal.restore.apply(&images, Purpose::Rollback)?;
+        let report = self
+            .journal
+            .restore
+            .apply_with(self.repo, &images, Purpose::Rollback)?;
         self.warn_git(&report);
         if let Some(a) = self.current.as_mut() {
             a.applied = false;
@@ -652,7 +655,10 @@ impl Session<'_> {
             .journal
             .restore
             .change_images(self.repo, &plan.outcomes)?;
-        let report = self.journal.restore.apply(&images, Purpose::SideEffects)?;
+        let report = self
+            .journal
+            .restore
+            .apply_with(self.repo, &images, Purpose::SideEffects)?;
         if let Some(e) = report.error("restoring what the checks changed") {
             return Err(e);
         }
@@ -727,7 +733,10 @@ impl Session<'_> {
     fn undo_delivery(&mut self, cause: &Error) -> Result<()> {
         self.journal_stage("delivery_undo", None)?;
         let images = self.journal.restore.images.clone();
-        let report = self.journal.restore.apply(&images, Purpose::Delivery)?;
+        let report = self
+            .journal
+            .restore
+            .apply_with(self.repo, &images, Purpose::Delivery)?;
         let mut text = format!(
             "delivering the change failed: {}; the repo is back at the baseline",
             cause.message
@@ -909,7 +918,11 @@ impl Session<'_> {
         if self.runs_in_tree {
             // An agent that prints its proposal must not also change the repo (aider stages
             // and commits by default): whatever it did is put back and the run goes on.
-            match self.journal.restore.apply(&[], Purpose::AgentAudit) {
+            match self
+                .journal
+                .restore
+                .apply_with(self.repo, &[], Purpose::AgentAudit)
+            {
                 Ok(report) if report.failed.is_empty() => {
                     if !report.is_clean() {
                         self.ui.warn(format!(

@@ -394,14 +394,31 @@ impl Restore {
     /// were. `images` are the pre-images for a rollback, or baseline + change after a PASS.
     pub fn apply(&self, images: &[Image], purpose: Purpose) -> Result<Report> {
         let repo = Repository::open(&self.root)?;
+        self.apply_with(&repo, images, purpose)
+    }
+
+    /// [`Restore::apply`] through a repository the caller already has open on this worktree
+    /// (its parsed index and config are reused; the index is re-read when its file changed).
+    pub fn apply_with(
+        &self,
+        repo: &Repository,
+        images: &[Image],
+        purpose: Purpose,
+    ) -> Result<Report> {
+        if !self.belongs_to(repo) {
+            return Err(Error::new(format!(
+                "internal: a restore of {} was asked of another worktree",
+                self.root.display()
+            )));
+        }
         let mut report = Report::default();
         let baseline = Oid::from_str(&self.baseline)?;
         // 1. Refs.
         report
             .git
-            .extend(restore_head(&repo, self.head_ref.as_deref(), baseline)?);
+            .extend(restore_head(repo, self.head_ref.as_deref(), baseline)?);
         if let Some(refs) = &self.refs {
-            report.git.extend(restore_refs(&repo, refs)?);
+            report.git.extend(restore_refs(repo, refs)?);
         }
         // 2. The index.
         if self.had_index {
@@ -429,7 +446,7 @@ impl Restore {
         crate::crash::point(purpose.kill_point());
         // 3. The work tree.
         let baseline_tree = repo.find_commit(baseline)?.tree()?;
-        self.restore_tree(&repo, &baseline_tree, images, &mut report)?;
+        self.restore_tree(repo, &baseline_tree, images, &mut report)?;
         crate::trace::mark("  restore: work tree");
         report.paths.sort();
         report.paths.dedup();
@@ -543,11 +560,18 @@ impl Restore {
         Ok(())
     }
 
+    /// The cheap common case: a recorded folder still there with its mode (one stat by path;
+    /// anything else is looked at again through real folders only).
+    fn dir_as_recorded(&self, d: &DirFact) -> bool {
+        std::fs::symlink_metadata(self.root.join(d.path.path()))
+            .is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o7777 == d.mode)
+    }
+
     /// Recorded folders a command made unreadable (chmod 000) are opened up before the
     /// status walk, which would otherwise not see inside them; their modes are put back by
     /// `restore_dirs`. A stat each, no directory reads.
     fn make_readable(&self) {
-        for d in &self.dirs {
+        for d in self.dirs.iter().filter(|d| !self.dir_as_recorded(d)) {
             let rel = d.path.as_bytes();
             if let Some(mode) = dir_mode_at(&self.root, rel) {
                 if mode != d.mode && mode & 0o700 != 0o700 {
@@ -632,7 +656,7 @@ impl Restore {
                     .push(format!("{}/", RelPath::from_bytes(rel).display()));
             }
         }
-        for d in &self.dirs {
+        for d in self.dirs.iter().filter(|d| !self.dir_as_recorded(d)) {
             let rel = d.path.as_bytes();
             match dir_mode_at(&self.root, rel) {
                 Some(mode) if mode != d.mode => {
