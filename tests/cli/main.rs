@@ -13,6 +13,7 @@ mod patch;
 mod providers;
 mod pycache;
 mod recovery;
+mod restore;
 mod run;
 mod safety;
 mod sharing;
