@@ -2,6 +2,7 @@
 //! tree to its baseline without ever writing the user's index.
 
 pub mod lock;
+pub mod nofollow;
 pub mod status;
 pub mod worktree;
 

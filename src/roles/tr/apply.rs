@@ -520,33 +520,14 @@ pub fn restore_outcomes(root: &Path, outcomes: &[FileOutcome]) -> io::Result<()>
     first_error.map_or(Ok(()), Err)
 }
 
-/// Makes one path hold exactly `state` (absent when `None`), atomically per file.
+/// Makes one path hold exactly `state` (absent when `None`), atomically per file. No link on
+/// the way is followed (SPEC §7): a folder on the path that is a symbolic link is an error.
 pub fn write_state(root: &Path, path: &str, state: Option<&FileState>) -> io::Result<()> {
-    let full = root.join(path);
     match state {
-        None => {
-            match fs::remove_file(&full) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            prune_empty_dirs(root, &full);
-            Ok(())
-        }
+        None => crate::git::nofollow::remove_file(root, path.as_bytes()),
         Some(state) => {
-            let parent = full.parent().unwrap_or(root);
-            fs::create_dir_all(parent)?;
-            let name = full
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let tmp = parent.join(format!(".{name}.factory-tmp"));
-            fs::write(&tmp, &state.bytes)?;
             let mode = if state.executable { 0o755 } else { 0o644 };
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
-            fs::rename(&tmp, &full).inspect_err(|_| {
-                let _ = fs::remove_file(&tmp);
-            })
+            crate::git::nofollow::replace_file(root, path.as_bytes(), &state.bytes, mode)
         }
     }
 }
