@@ -1496,3 +1496,31 @@ fn a_commit_hook_that_switches_branch_does_not_choose_where_the_commit_goes() {
     );
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
 }
+
+#[test]
+fn a_sandboxed_check_cannot_read_the_verify_cache_secret() {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
+        return;
+    }
+    let r = TestRepo::simple();
+    // `git factory verify` caches its pass, sealed with this clone's secret.
+    let v = r.factory().args(["verify"]).output().expect("verify");
+    assert_eq!(v.status.code(), Some(0), "{}", stderr_of(&v));
+    let secret = r.root.join(".git/factory/verify-key");
+    assert_eq!(std::fs::read(&secret).expect("secret").len(), 32);
+    let peek = "sh -c 'test ! -s .git/factory/verify-key'";
+    let wo = r.work_order(basic_order(&[peek, "grep -qx TWO app.txt"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r.run_replay(&wo, &replay, &["--sandbox", "--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // Unsandboxed, the same check sees it (the run's own user can read it).
+    r.git(&["checkout", "--", "app.txt"]);
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1", "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+}

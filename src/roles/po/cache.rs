@@ -67,10 +67,15 @@ fn hmac_hex(secret: &[u8], message: &[u8]) -> String {
     outer.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Where the sealing secret of the repository whose common git dir is `common_dir` lives.
+pub fn secret_path(common_dir: &std::path::Path) -> std::path::PathBuf {
+    common_dir.join("factory").join(SECRET_FILE)
+}
+
 /// This clone's secret, made (32 bytes from the kernel, mode 0600) on first use. `None` when it
 /// can be neither read nor made: then nothing is believed and nothing is recorded.
 fn secret(repo: &Repository, create: bool) -> Option<Vec<u8>> {
-    let path = crate::git::factory_dir(repo).join(SECRET_FILE);
+    let path = secret_path(repo.commondir());
     if let Ok(bytes) = std::fs::read(&path) {
         return (bytes.len() >= 32).then_some(bytes);
     }
