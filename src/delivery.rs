@@ -116,6 +116,49 @@ fn scope_of(files: &[String]) -> Option<String> {
     None
 }
 
+/// Refuses a `--branch` name that would be read as another ref: `refs/…` (it would make
+/// `refs/heads/refs/heads/main`, or shadow `refs/factory`), `heads/…`, `tags/…`, `remotes/…`
+/// (git resolves those to the other namespace first), git's own `*_HEAD` names
+/// (`FETCH_HEAD`, `ORIG_HEAD`) and `factory/<run id>` (the run branches `--worktree` makes,
+/// which another run owns); then everything [`check_branch`] refuses.
+pub fn check_requested_branch(repo: &Repository, name: &str, force: bool) -> Result<()> {
+    if !git2::Reference::is_valid_name(&format!("refs/heads/{name}")) {
+        return check_branch(repo, name, force); // refused there as git refuses it
+    }
+    let shadows = ["refs/", "heads/", "tags/", "remotes/"]
+        .iter()
+        .find(|p| name.starts_with(*p));
+    let git_own = name.ends_with("_HEAD")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit());
+    let run_branch = name.strip_prefix("factory/").is_some_and(|rest| {
+        rest.len() == 12
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    });
+    let why = if let Some(prefix) = shadows {
+        Some(format!(
+            "it starts with {prefix:?}, so git would read it as another ref"
+        ))
+    } else if git_own {
+        Some("git uses names like it for its own refs".to_string())
+    } else if run_branch {
+        Some("factory/<run id> names are the run branches --worktree creates".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(Error::new(format!(
+            "{:?} cannot be a --branch name: {why}",
+            crate::ui::escape_line(name)
+        ))
+        .hint("choose a plain branch name, e.g. --branch fix/parser"));
+    }
+    check_branch(repo, name, force)
+}
+
 /// Refuses a branch name `git check-ref-format --branch` would refuse (also `HEAD`, `@` and a
 /// leading `-`, which git's commands would read as something else), an existing branch without
 /// `--force`, and — even with `--force` — a branch checked out in any worktree of the repo.
@@ -325,6 +368,67 @@ fn commit_hooks(repo: &Repository, root: &Path, message: &str) -> Result<Result<
     }
 }
 
+/// Where HEAD was before the commit hooks ran: the branch it is on (or none) and its commit.
+struct HeadState {
+    branch: Option<String>,
+    commit: Option<Oid>,
+}
+
+impl HeadState {
+    fn of(repo: &Repository) -> Self {
+        let head = repo.find_reference("HEAD").ok();
+        HeadState {
+            branch: head
+                .as_ref()
+                .and_then(|h| h.symbolic_target().map(str::to_string)),
+            commit: repo.refname_to_id("HEAD").ok(),
+        }
+    }
+
+    /// Why the hooks' run left HEAD elsewhere, if it did (only asked when they ran).
+    fn moved_in<T>(&self, repo: &Repository, hooks: &Result<T>) -> Option<String> {
+        if hooks.is_err() {
+            return None;
+        }
+        let now = HeadState::of(repo);
+        let shown = |s: &HeadState| match (&s.branch, s.commit) {
+            (Some(b), Some(c)) => format!(
+                "{} at {}",
+                b.trim_start_matches("refs/heads/"),
+                crate::git::short(&c.to_string())
+            ),
+            (Some(b), None) => b.trim_start_matches("refs/heads/").to_string(),
+            (None, Some(c)) => format!("a detached HEAD at {}", crate::git::short(&c.to_string())),
+            (None, None) => "nothing".to_string(),
+        };
+        (now.branch != self.branch || now.commit != self.commit).then(|| {
+            format!(
+                "a commit hook moved HEAD (from {} to {}); HEAD was put back and nothing was committed",
+                shown(self),
+                shown(&now)
+            )
+        })
+    }
+
+    /// Puts HEAD back on its branch, and the branch back on its commit.
+    fn put_back(&self, repo: &Repository) -> Result<()> {
+        if let (Some(branch), Some(commit)) = (&self.branch, self.commit) {
+            repo.reference(
+                branch,
+                commit,
+                true,
+                "git factory: undo a commit hook's move",
+            )?;
+        }
+        match (&self.branch, self.commit) {
+            (Some(branch), _) => repo.set_head(branch)?,
+            (None, Some(commit)) => repo.set_head_detached(commit)?,
+            (None, None) => {}
+        }
+        Ok(())
+    }
+}
+
 /// The index file's bytes, to put back if a hook refuses the commit.
 struct SavedIndex {
     path: std::path::PathBuf,
@@ -378,8 +482,20 @@ pub fn deliver(
     }
     let root = crate::git::workdir(repo)?;
     let saved = SavedIndex::of(repo);
+    let head_before = HeadState::of(repo);
     stage_outcomes(repo, outcomes)?;
-    let message = match commit_hooks(repo, &root, message) {
+    let hooks = commit_hooks(repo, &root, message);
+    // A hook is the user's code, but it must not choose where the commit goes: one that
+    // switched branch (or moved it) would have the change land elsewhere.
+    if let Some(why) = head_before.moved_in(repo, &hooks) {
+        head_before.put_back(repo)?;
+        saved.put_back()?;
+        return Ok(Delivered {
+            commit: None,
+            refused: Some(why),
+        });
+    }
+    let message = match hooks {
         Ok(Ok(m)) => m,
         Ok(Err(why)) => {
             saved.put_back()?;

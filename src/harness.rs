@@ -196,11 +196,12 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         return Err(Error::new("--max-attempts must be at least 1").hint("e.g. --max-attempts 2"));
     }
     if let Some(name) = &opts.branch {
-        crate::delivery::check_branch(&repo, name, opts.force)?;
+        crate::delivery::check_requested_branch(&repo, name, opts.force)?;
     }
     let cfg = Config::of(&repo);
     // Protected paths (SPEC §3.5): an order that allows one is refused like any invalid order.
     let protected = Protected::for_run(
+        &repo,
         &baseline.tree()?,
         &cfg.multi(crate::config::PROTECT),
         &opts.work_order.order,
@@ -261,6 +262,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     // In worktree mode the context comes from HEAD's tree, in-situ from the work tree.
     crate::workorder::check_context_files(
         &opts.work_order.order,
+        &repo,
         &user_root,
         opts.worktree.then_some(&head_tree),
     )?;

@@ -236,6 +236,28 @@ impl Ui {
         let _ = child.wait();
     }
 
+    /// Writes stored output (a command's log, a patch) to stdout: byte for byte to a pipe or a
+    /// file, where a script reads it; with control characters escaped to a terminal, where a
+    /// record must not drive it (SPEC §7).
+    pub fn out_record_bytes(&self, bytes: &[u8]) {
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return self.out(escape_controls(&String::from_utf8_lossy(bytes)));
+        }
+        let mut stdout = std::io::stdout().lock();
+        if stdout
+            .write_all(bytes)
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            crate::interrupt::request();
+        }
+    }
+
+    /// Whether stdout is a terminal (the pager and the escaping of stored bytes depend on it).
+    pub fn stdout_is_terminal(&self) -> bool {
+        std::io::IsTerminal::is_terminal(&std::io::stdout())
+    }
+
     /// Writes a result to stdout; a closed pipe (`| head`) is not an error, but a run under
     /// way stops as on SIGINT.
     pub fn out(&self, text: impl AsRef<str>) {
@@ -311,6 +333,36 @@ pub fn bold(s: impl std::fmt::Display) -> String {
 /// stay (multi-line excerpts); use [`escape_line`] for text that must stay on one line.
 pub fn escape_controls(text: &str) -> String {
     escape(text, true)
+}
+
+/// `value` with every string in it escaped for a terminal: the one door through which record
+/// text (a fetched run's summary, a run commit's message) reaches `log` and `show`, so no field
+/// printed, now or added later, can be forgotten. Strings under a key in `multiline` keep
+/// their newlines and tabs ([`escape_controls`]); all others become one line
+/// ([`escape_line`]). `None` only if the value does not survive its own JSON form.
+pub fn for_terminal<T: serde::Serialize + serde::de::DeserializeOwned>(
+    value: &T,
+    multiline: &[&str],
+) -> Option<T> {
+    fn walk(v: &mut serde_json::Value, keep_newlines: bool, multiline: &[&str]) {
+        match v {
+            serde_json::Value::String(s) => *s = escape(s, keep_newlines),
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    walk(item, keep_newlines, multiline);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for (k, item) in map.iter_mut() {
+                    walk(item, multiline.contains(&k.as_str()), multiline);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut json = serde_json::to_value(value).ok()?;
+    walk(&mut json, false, multiline);
+    serde_json::from_value(json).ok()
 }
 
 /// [`escape_controls`] for one-line fields (ids, titles): newlines become `^J` too.

@@ -132,8 +132,12 @@ fn entry_on_disk(root: &Path, path: &str) -> Option<Entry> {
 /// (SPEC §7): reading through a link would send files from outside the repo to the provider
 /// and into the run record. Checked in `tree` when the context is read from one (worktree
 /// mode), else in the work tree at `root`; a missing file is left to the prompt, which notes it.
+///
+/// Read from the work tree, a context file git ignores and does not track (a `.env`) is
+/// refused too: its secrets would go to the provider and into `refs/factory`, which is pushed.
 pub fn check_context_files(
     order: &WorkOrder,
+    repo: &git2::Repository,
     root: &Path,
     tree: Option<&git2::Tree<'_>>,
 ) -> Result<()> {
@@ -141,7 +145,20 @@ pub fn check_context_files(
         Some(t) => entry_in_tree(t, path),
         None => entry_on_disk(root, path),
     };
+    let index = repo.index().ok();
     for path in &order.context_files {
+        let tracked = index
+            .as_ref()
+            .is_some_and(|i| i.get_path(Path::new(path), 0).is_some());
+        if tree.is_none() && !tracked && repo.is_path_ignored(Path::new(path)).unwrap_or(false) {
+            return Err(invalid(
+                "context_files",
+                format!(
+                    "{path:?} is ignored by git and not tracked; its contents would go to the provider and into the run record, which is shared"
+                ),
+            )
+            .hint("track it (git add -f) if it may be shared, or remove it from context_files; nothing was changed"));
+        }
         let parts: Vec<&str> = path.split('/').collect();
         for i in 1..=parts.len() {
             let prefix = parts[..i].join("/");

@@ -56,6 +56,20 @@ fn refuse_untracked(root: &Path, path: &str, untracked: bool) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a path whose folder in the user's tree is a symbolic link (e.g. an untracked
+/// `out -> /elsewhere`): writing there would write outside the work tree (SPEC §7).
+fn refuse_linked_parent(root: &Path, path: &str) -> Result<()> {
+    if let Some(link) = git::nofollow::linked_parent(root, path.as_bytes()) {
+        return Err(Error::new(format!(
+            "{} is reached through {}, which is a symbolic link or not a folder in your work tree; apply never writes through one",
+            crate::ui::escape_line(path),
+            crate::ui::escape_line(&link)
+        ))
+        .hint("replace it with a real folder (or move it away), then run git factory apply again; nothing was changed"));
+    }
+    Ok(())
+}
+
 fn changed_paths(repo: &Repository, a: &Tree<'_>, b: &Tree<'_>) -> Result<Vec<String>> {
     let diff = repo.diff_tree_to_tree(Some(a), Some(b), None)?;
     let mut paths: Vec<String> = Vec::new();
@@ -174,6 +188,7 @@ pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     for p in &paths {
         let before = state_in(&repo, &ours, p)?;
         refuse_untracked(&root, p, before.is_none())?;
+        refuse_linked_parent(&root, p)?;
         outcomes.push(FileOutcome {
             path: p.clone(),
             before,

@@ -2,15 +2,14 @@
 
 use crate::error::{Error, Exit, Result};
 use crate::git;
+use crate::git::nofollow;
 use crate::store;
 use crate::store::checked::{self, checked_tree};
 use crate::ui::Ui;
 use clap::Args;
 use git2::{ObjectType, Repository, Tree};
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct CheckoutArgs {
@@ -28,29 +27,37 @@ pub struct CheckoutArgs {
     pub repo: Option<PathBuf>,
 }
 
-fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &Path) -> Result<usize> {
-    std::fs::create_dir_all(dir)?;
+/// Writes `tree` into the folder `dir` (an open descriptor), entry by entry: folders are
+/// opened without following links and files and links are created exclusively, so nothing this
+/// writer made (a link `a -> .` beside a folder `a` in a crafted tree) can steer a later write.
+fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &OwnedFd, shown: &[u8]) -> Result<usize> {
     let mut count = 0;
     for entry in tree.iter() {
         // Names were checked by `checked_tree` before the first write.
-        let path = dir.join(OsStr::from_bytes(entry.name_bytes()));
-        match entry.kind() {
-            Some(ObjectType::Tree) => {
-                count += write_tree(repo, &repo.find_tree(entry.id())?, &path)?;
+        let name = entry.name_bytes();
+        let path = [shown, if shown.is_empty() { b"" } else { b"/" }, name].concat();
+        let failed = |e: std::io::Error| {
+            Error::new(format!(
+                "writing {} failed: {e}",
+                crate::ui::escape_line(&String::from_utf8_lossy(&path))
+            ))
+        };
+        match (entry.kind(), entry.filemode()) {
+            (Some(ObjectType::Tree), _) => {
+                rustix::fs::mkdirat(dir, name, rustix::fs::Mode::from_raw_mode(0o777))
+                    .map_err(|e| failed(e.into()))?;
+                let sub = nofollow::open_dir_at(dir, name, false, &path).map_err(failed)?;
+                count += write_tree(repo, &repo.find_tree(entry.id())?, &sub, &path)?;
             }
-            Some(ObjectType::Blob) => {
+            (Some(ObjectType::Blob), 0o120000) => {
                 let blob = repo.find_blob(entry.id())?;
-                if entry.filemode() == 0o120000 {
-                    std::os::unix::fs::symlink(OsStr::from_bytes(blob.content()), &path)?;
-                } else {
-                    std::fs::write(&path, blob.content())?;
-                    let mode = if entry.filemode() == 0o100755 {
-                        0o755
-                    } else {
-                        0o644
-                    };
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
-                }
+                nofollow::symlink_at(dir, name, blob.content()).map_err(failed)?;
+                count += 1;
+            }
+            (Some(ObjectType::Blob), mode) => {
+                let blob = repo.find_blob(entry.id())?;
+                let mode = if mode == 0o100755 { 0o755 } else { 0o644 };
+                nofollow::create_file_at(dir, name, blob.content(), mode).map_err(failed)?;
                 count += 1;
             }
             _ => {}
@@ -109,7 +116,9 @@ pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
     checked_tree(&repo, &tree, None).map_err(|e| {
         checked::refusal(&run.run_id, &format!("attempt {}'s tree", args.attempt), &e)
     })?;
-    let files = write_tree(&repo, &tree, &args.dir)?;
+    std::fs::create_dir_all(&args.dir)?;
+    let root = nofollow::open_root(&args.dir)?;
+    let files = write_tree(&repo, &tree, &root, b"")?;
     ui.info(format!(
         "wrote attempt {} of run {} ({} files, commit {}) to {}",
         args.attempt,

@@ -65,6 +65,11 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
         ui.out(text);
         return Ok(Exit::Success);
     }
+    // Every string parsed from the run commits is escaped here, once, before anything prints.
+    let runs = ui::for_terminal(&runs, &[]).ok_or_else(|| {
+        crate::error::Error::new("the run records cannot be shown")
+            .hint("list them as stored with git factory log --json")
+    })?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -76,7 +81,7 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
                 "{} {} {}\n",
                 console::style(&r.run_id).yellow(),
                 verdict_word(&r.verdict, 0),
-                ui::escape_line(&r.title)
+                &r.title
             ));
         }
         ui.page(text, Config::of(&repo).string("core.pager"));
@@ -94,8 +99,8 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
             "{} {verdict} {} {} {}{mark} {} {}\n",
             console::style(&r.run_id).yellow(),
             format_args!("{}×", r.attempts),
-            ui::bold(ui::escape_line(&r.work_order_id)),
-            ui::escape_line(&r.title),
+            ui::bold(&r.work_order_id),
+            &r.title,
             ui::dim(git::short(&r.baseline)),
             ui::dim(age(now, r.time)),
         ));

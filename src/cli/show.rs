@@ -32,6 +32,9 @@ pub struct ShowArgs {
     pub repo: Option<std::path::PathBuf>,
 }
 
+/// Record fields printed over several lines (their newlines and tabs are kept).
+const MULTILINE_FIELDS: &[&str] = &["summary", "primary_error_excerpt", "excerpt", "error"];
+
 fn command_line(c: &CmdResult) -> String {
     let mark = if c.succeeded() {
         console::style("✓").green().to_string()
@@ -40,8 +43,8 @@ fn command_line(c: &CmdResult) -> String {
     };
     format!(
         "    {mark} {} → {} ({:.2}s)",
-        ui::escape_line(&c.display()),
-        ui::escape_line(&c.outcome()),
+        c.display(),
+        c.outcome(),
         c.duration_seconds
     )
 }
@@ -92,7 +95,12 @@ fn contract_lines(out: &mut String, s: &RunSummary) {
 pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
-    let s = &run.summary;
+    // Every string of the record is escaped here, once, before anything prints it.
+    let shown = ui::for_terminal(&run.summary, MULTILINE_FIELDS).ok_or_else(|| {
+        Error::new(format!("run {}'s record cannot be shown", run.run_id))
+            .hint("see it as stored with git factory show RUN --json")
+    })?;
+    let s = &shown;
     if args.json {
         let bytes =
             store::read_artifact(&repo, run.commit, "run_summary.json")?.unwrap_or_default();
@@ -146,7 +154,7 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             if let Some(bytes) = store::read_artifact(&repo, run.commit, &path)? {
                 found = true;
                 ui.info(ui::dim(format!("── {path}")));
-                ui.out(String::from_utf8_lossy(&bytes));
+                ui.out_record_bytes(&bytes);
             }
         }
         if !found {
@@ -164,6 +172,11 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             if let Some(bytes) =
                 store::read_artifact(&repo, run.commit, &format!("attempt_{n}/{name}"))?
             {
+                // To a pipe the patch is the stored bytes exactly (it feeds `git apply`).
+                if !ui.stdout_is_terminal() {
+                    ui.out_record_bytes(&bytes);
+                    return Ok(Exit::Success);
+                }
                 let text = String::from_utf8_lossy(&bytes);
                 if name.ends_with(".diff") && console::colors_enabled() {
                     ui.page(coloured_diff(&text), core_pager);
@@ -188,14 +201,13 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     ));
     out.push_str(&format!(
         "work order: {} — {}\n",
-        ui::escape_line(&s.work_order_id),
-        ui::escape_line(&s.work_order_title)
+        s.work_order_id, s.work_order_title
     ));
     out.push_str(&format!(
         "baseline:   {}   mode: {}   model: {}\n",
         git::short(&s.repo_baseline_commit),
-        ui::escape_line(&s.mode),
-        ui::escape_line(&s.config.model)
+        s.mode,
+        s.config.model
     ));
     out.push_str(&format!(
         "ended:      {} after {} of {} attempts, {:.2}s ({} → {})\n",
@@ -212,11 +224,11 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     if !s.side_effects.is_empty() {
         out.push_str(&format!(
             "side effects restored: {}\n",
-            ui::escape_line(&s.side_effects.join(", "))
+            s.side_effects.join(", ")
         ));
     }
     if let Some(e) = &s.error {
-        out.push_str(&format!("error: {}\n", ui::escape_controls(e)));
+        out.push_str(&format!("error: {}\n", e));
     }
     contract_lines(&mut out, s);
     for a in &s.attempts {
@@ -236,11 +248,11 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             a.duration_seconds
         ));
         if let Some(sum) = a.summary.as_deref().filter(|s| !s.is_empty()) {
-            out.push_str(&format!("  summary: {}\n", ui::escape_controls(sum)));
+            out.push_str(&format!("  summary: {}\n", sum));
         }
         if !a.touched_files.is_empty() {
             let touched = a.touched_files.join(", ");
-            out.push_str(&format!("  touched: {}\n", ui::escape_line(&touched)));
+            out.push_str(&format!("  touched: {}\n", touched));
         }
         if let Some(switch) = &a.api_switch {
             out.push_str(&format!("  api: switched {switch}\n"));
@@ -269,7 +281,7 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
         if let Some(b) = &a.failure_brief {
             out.push_str("  failure brief:\n");
             for line in b.primary_error_excerpt.lines().take(40) {
-                out.push_str(&format!("    │ {}\n", ui::escape_controls(line)));
+                out.push_str(&format!("    │ {}\n", line));
             }
         }
     }

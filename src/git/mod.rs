@@ -2,6 +2,7 @@
 //! back is `restore`'s alone.
 
 pub mod lock;
+pub mod nofollow;
 pub mod restore;
 pub mod status;
 pub mod worktree;

@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use git2::{ObjectType, Repository, Tree};
+use std::collections::HashSet;
 
 const MODE_TREE: i32 = 0o040000;
 const MODE_BLOB: i32 = 0o100644;
@@ -133,6 +134,8 @@ fn walk(
     trusted: Option<&Tree<'_>>,
     dir: &[u8],
 ) -> Result<(), UnsafeEntry> {
+    // git sorts a folder `a` as `a/`, so a link `a` and a folder `a` need not be neighbours.
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
     for entry in tree.iter() {
         let name = entry.name_bytes();
         let mut path = dir.to_vec();
@@ -142,6 +145,11 @@ fn walk(
         path.extend_from_slice(name);
         if let Some(why) = name_fault(name) {
             return Err(fault(&path, why));
+        }
+        // git fsck's duplicateEntries: two entries of one name (a link `a -> .` beside a
+        // folder `a`) would have a writer go through the first to write the second.
+        if !seen.insert(name.to_vec()) {
+            return Err(fault(&path, "a duplicate entry (two entries of one name)"));
         }
         let same = trusted.and_then(|t| t.get_name_bytes(name));
         if same

@@ -151,7 +151,7 @@ pub fn run_message(s: &RunSummary) -> String {
 }
 
 /// What `log` needs of a run, parsed from its run commit's message.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunHeader {
     pub run_id: String,
     pub verdict: String,

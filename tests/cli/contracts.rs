@@ -739,3 +739,159 @@ fn a_run_killed_during_the_baseline_check_is_recovered_with_no_record() {
     assert_eq!(agent.calls(), 0);
     nothing_recorded(&r);
 }
+
+#[test]
+fn a_contract_file_is_protected_however_the_command_spells_it() {
+    let r = python_project();
+    // A second name for the red test: a link inside the repo.
+    std::os::unix::fs::symlink("test_calc.py", r.root.join("tests/link_calc.py")).expect("link");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "link"]);
+    let agent = Agent::new(&r, &fix());
+    let absolute = format!(
+        "python -m unittest {}",
+        r.root.join("tests/test_calc.py").display()
+    );
+    let spellings = [
+        absolute.as_str(),
+        "python -m unittest tests/../tests/test_calc.py",
+        "sh -c 'python -m unittest tests/test_calc.py;'",
+        "sh -c 'python -m unittest tests/test_calc.py&&true'",
+        "sh -c 'python - <tests/test_calc.py'",
+        "python -m unittest tests/link_calc.py",
+    ];
+    for red in spellings {
+        let mut order = contract_order(&[red], &[]);
+        order["allowed_files"] = json!(["calc.py", "tests/test_calc.py"]);
+        let out = run(&r, &agent, order, &["--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{red}: {}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(
+            err.contains(&format!(
+                "error: invalid work order: allowed_files: \"tests/test_calc.py\" is protected: it is named by the fail_to_pass command `{red}`"
+            )),
+            "{red}: {err}"
+        );
+    }
+    // The link itself is protected too: editing it bends the check as much.
+    let mut order = contract_order(&["python -m unittest tests/link_calc.py"], &[]);
+    order["allowed_files"] = json!(["calc.py", "tests/link_calc.py"]);
+    let out = run(&r, &agent, order, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert_eq!(agent.calls(), 0);
+    nothing_recorded(&r);
+}
+
+/// The verify cache's key of a command list, as `roles::po::cache::key` computes it.
+fn cache_key(command: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let words = shlex::split(command).expect("splits").join("\u{1f}");
+    Sha256::digest(words.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn only_results_this_clone_ran_are_believed_from_the_verify_cache() {
+    let r = python_project();
+    let red = counted(&r, "red", RED);
+    let tree = r.git(&["rev-parse", "HEAD^{tree}"]).trim().to_string();
+    let key = cache_key(&red);
+    let argv = serde_json::to_string(&shlex::split(&red).expect("splits")).expect("json");
+    let green = format!(
+        r#"[{{"kind":"fail_to_pass","command":{argv},"passed":true,"exit_code":0,"outcome":"exit 0","excerpt":"","duration_seconds":0.0,"cached":false}}]"#
+    );
+    // Hand-written notes claiming the red test passes: unsealed, and with a made-up seal.
+    let unsealed = format!("RESULTS {key} {green}");
+    let made_up = format!("RESULTS {key} {} {green}", "0".repeat(64));
+    for line in [&unsealed, &made_up] {
+        r.git(&["notes", "--ref=factory-verify", "append", "-m", line, &tree]);
+    }
+    let agent = Agent::new(&r, &fix());
+    let out = run(&r, &agent, contract_order(&[&red], &[]), &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("summary");
+    assert_eq!(s["ended_stage"], "success", "not already_satisfied");
+    assert_eq!(s["baseline_check"]["result"], "red");
+    assert_eq!(s["baseline_check"]["commands"][0]["cached"], json!(false));
+    assert_eq!(agent.calls(), 1);
+    assert_eq!(checks_run(&r)[0], "red", "the red test ran on the baseline");
+
+    // Results sealed by another clone (another secret) are not believed either.
+    r.git(&["checkout", "--", "calc.py"]);
+    std::fs::write(r.root.join(".git/factory/verify-key"), [7u8; 32]).expect("write");
+    let runs_before = checks_run(&r).len();
+    let out = run(
+        &r,
+        &agent,
+        contract_order(&[&red], &[]),
+        &["--json", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("summary");
+    assert_eq!(s["baseline_check"]["commands"][0]["cached"], json!(false));
+    assert!(checks_run(&r).len() > runs_before);
+    // Its own results it believes: the next run on this baseline runs no baseline command.
+    r.git(&["checkout", "--", "calc.py"]);
+    let out = run(
+        &r,
+        &agent,
+        contract_order(&[&red], &[]),
+        &["--json", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("summary");
+    assert_eq!(s["baseline_check"]["commands"][0]["cached"], json!(true));
+}
+
+#[test]
+fn git_factory_fetch_never_brings_the_verify_cache() {
+    let r = python_project();
+    let tree = r.git(&["rev-parse", "HEAD^{tree}"]).trim().to_string();
+    r.git(&[
+        "notes",
+        "--ref=factory-verify",
+        "add",
+        "-m",
+        "PASS x",
+        &tree,
+    ]);
+    let bare = r.outside.join("remote.git");
+    r.git(&["init", "-q", "--bare", bare.to_str().expect("utf-8")]);
+    r.git(&["remote", "add", "origin", bare.to_str().expect("utf-8")]);
+    r.git(&["push", "-q", "origin", "main", "refs/notes/factory-verify"]);
+    // git factory push does not send it either.
+    let other = r.outside.join("other.git");
+    r.git(&["init", "-q", "--bare", other.to_str().expect("utf-8")]);
+    r.git(&["config", "factory.verify", "true"]);
+    let agent = Agent::new(&r, &fix());
+    let out = run(&r, &agent, contract_order(&[RED], &[]), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let out = r
+        .factory()
+        .args(["push", other.to_str().expect("utf-8")])
+        .output()
+        .expect("push");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let sent = r.git(&["ls-remote", other.to_str().expect("utf-8")]);
+    assert!(
+        sent.contains("refs/factory/") && !sent.contains("factory-verify"),
+        "{sent}"
+    );
+    // A teammate's clone.
+    let mate = TestRepo::with_files(&[("x", "x\n")]);
+    mate.git(&["remote", "add", "origin", bare.to_str().expect("utf-8")]);
+    let out = mate
+        .factory()
+        .args(["fetch", "origin"])
+        .output()
+        .expect("fetch");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        mate.git_code(&["rev-parse", "-q", "--verify", "refs/notes/factory-verify"])
+            .0,
+        1,
+        "the verify cache is local state"
+    );
+}

@@ -1193,3 +1193,334 @@ fn context_files_are_never_read_through_a_symlink() {
         }
     }
 }
+
+#[test]
+fn duplicate_tree_entries_cannot_steer_checkout_outside_its_folder() {
+    // A link `a -> .` beside a folder `a`, nested twice (`a/b -> ..`, `a/b/c -> ..`): written
+    // in order, `a/b/c/victim.txt` would land two folders above the checkout's folder.
+    let r = TestRepo::simple();
+    let p = Publisher::new(&r);
+    let victim = p.hash("blob", b"OVERWRITTEN\n");
+    let dot = p.hash("blob", b".");
+    let up = p.hash("blob", b"..");
+    let inner = p.raw_tree(&[("100644", b"victim.txt", &victim)]);
+    let c = p.raw_tree(&[("120000", b"c", &up), ("40000", b"c", &inner)]);
+    let b = p.raw_tree(&[("120000", b"b", &up), ("40000", b"b", &c)]);
+    let root = p.raw_tree(&[("120000", b"a", &dot), ("40000", b"a", &b)]);
+    let attempt = p.git(&["commit-tree", &root, "-p", &p.baseline, "-m", "attempt"]);
+    p.publish("dead000000d1", &attempt, &[]);
+    // Only the folder `a` twice, no link: still two entries of one name.
+    let plain = p.raw_tree(&[("40000", b"a", &inner), ("40000", b"a", &inner)]);
+    let attempt2 = p.git(&["commit-tree", &plain, "-p", &p.baseline, "-m", "attempt"]);
+    p.publish("dead000000d2", &attempt2, &[]);
+    fetched(&r, &p);
+    std::fs::create_dir_all(r.outside.join("x")).expect("mkdir");
+    std::fs::write(r.outside.join("victim.txt"), "ORIGINAL\n").expect("write");
+    for id in ["dead000000d1", "dead000000d2"] {
+        let expected = format!(
+            "error: run {id} is unsafe: attempt 1's tree has a duplicate entry (two entries of one name) at \"a\"; nothing was written"
+        );
+        let dest = r.outside.join("x/dir");
+        let dest = dest.to_str().expect("utf-8");
+        refused_with_nothing_written(&r, &["checkout", id, "--attempt", "1", dest], &expected);
+        refused_with_nothing_written(&r, &["apply", id], &expected);
+        refused_with_nothing_written(&r, &["reverify", id], &expected);
+        assert!(!r.outside.join("x/dir").exists());
+    }
+    assert_eq!(
+        std::fs::read_to_string(r.outside.join("victim.txt")).expect("read"),
+        "ORIGINAL\n"
+    );
+}
+
+#[test]
+fn apply_never_writes_through_a_symlinked_folder_in_the_work_tree() {
+    let r = TestRepo::simple();
+    let replay = r.replay("rp", &[("1.json", create("out/x.txt", "from the run\n"))]);
+    let wo = r.work_order(order_for("out/x.txt", "true"));
+    let out = r.run_replay(&wo, &replay, &["--worktree"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = r.run_ids().remove(0);
+    // The user's `out` is an untracked link to a folder elsewhere (a build output folder).
+    let elsewhere = r.outside.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    std::os::unix::fs::symlink(&elsewhere, r.root.join("out")).expect("link");
+    let before = r.snapshot();
+    let out = r.factory().args(["apply", &id]).output().expect("apply");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(
+            "error: out/x.txt is reached through out, which is a symbolic link or not a folder in your work tree; apply never writes through one\nhint: replace it with a real folder (or move it away), then run git factory apply again; nothing was changed"
+        ),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(std::fs::read_dir(&elsewhere).expect("ls").count(), 0);
+}
+
+/// Appends `poison` to every string in `v` but the ones a record needs to be read at all.
+fn poison_strings(v: &mut Value, poison: &str) {
+    match v {
+        Value::String(s) => s.push_str(poison),
+        Value::Array(items) => items.iter_mut().for_each(|i| poison_strings(i, poison)),
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                if !["run_id", "verdict", "stage"].contains(&k.as_str()) {
+                    poison_strings(item, poison);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn assert_no_controls(what: &str, text: &str) {
+    let bad: Vec<char> = text
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect();
+    assert!(bad.is_empty(), "{what} printed {bad:?}:\n{text}");
+}
+
+#[test]
+fn no_string_of_a_crafted_record_reaches_the_terminal_raw() {
+    let r = TestRepo::simple();
+    let p = Publisher::new(&r);
+    let poison = "\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}2J\r";
+    // Every string field of the summary, a contract and a baseline check included.
+    let summary = p.git(&["show", &format!("{}:run_summary.json", p.run)]);
+    let mut s: Value = serde_json::from_str(&summary).expect("summary");
+    s["run_id"] = Value::from("abad000000c1");
+    s["contract"] = serde_json::json!({
+        "fail_to_pass": ["python3 tests/t.py"], "pass_to_pass": ["true"],
+        "protected": [{"path": "tests/t.py", "why": "named"}]
+    });
+    s["baseline_check"] = serde_json::json!({
+        "result": "red",
+        "commands": [{"kind": "fail_to_pass", "command": ["python3", "tests/t.py"], "passed": false,
+            "exit_code": 1, "outcome": "exit 1", "excerpt": "Traceback\nline", "duration_seconds": 0.1,
+            "cached": false}]
+    });
+    s["error"] = Value::from("broke");
+    poison_strings(&mut s, poison);
+    let text = serde_json::to_string_pretty(&s).expect("json");
+    let attempt = p.git(&["rev-parse", &format!("{}^1", p.run)]);
+    p.publish(
+        "abad000000c1",
+        &attempt,
+        &[("run_summary.json", text.as_bytes())],
+    );
+    // A run commit whose message forges the verdict and baseline `log` reads.
+    let tree = p.git(&["rev-parse", "refs/factory/abad000000c1^{tree}"]);
+    let message = format!(
+        "factory abad000000c1 {poison} wo{poison} attempts=1\n\ntitle: t{poison}\nbaseline: {poison}\nstarted: 2026{poison}\nstage: x{poison}\n"
+    );
+    let commit = p.git(&["commit-tree", &tree, "-p", &attempt, "-m", &message]);
+    p.git(&["update-ref", "refs/factory/abad000000c2", &commit]);
+    fetched(&r, &p);
+    for args in [
+        &["show", "abad000000c1"][..],
+        &["show", "abad000000c2"],
+        &["log"],
+        &["log", "--oneline"],
+    ] {
+        let out = r.factory().args(args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        assert_no_controls(&format!("{args:?}"), &stdout_of(&out));
+        assert_no_controls(&format!("{args:?} stderr"), &stderr_of(&out));
+    }
+    let show = stdout_of(
+        &r.factory()
+            .args(["show", "abad000000c1"])
+            .output()
+            .expect("show"),
+    );
+    for field in [
+        "ended:",
+        "apply:",
+        "fail_to_pass: python3",
+        "fail_to_pass: python3 tests/t.py",
+        "│ line",
+    ] {
+        let line = show.lines().find(|l| l.contains(field)).unwrap_or("");
+        assert!(
+            line.contains("\\e]0;PWNED\\a\\e[2J\\u{9b}2J^M"),
+            "{field}: {show}"
+        );
+    }
+}
+
+#[test]
+fn show_log_is_byte_exact_to_a_pipe_and_escaped_to_a_terminal() {
+    let r = TestRepo::simple();
+    let noisy = "printf 'out\\033]0;PWNED\\007\\377\\n'; exit 1";
+    let wo = r.work_order(basic_order(&[&format!("sh -c \"{noisy}\"")]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let id = r.run_ids().remove(0);
+    let piped = r
+        .factory()
+        .args(["show", &id, "--log", "acceptance:0"])
+        .output()
+        .expect("show");
+    assert_eq!(piped.status.code(), Some(0), "{}", stderr_of(&piped));
+    assert_eq!(
+        piped.stdout, b"out\x1b]0;PWNED\x07\xff\n",
+        "a pipe gets the bytes"
+    );
+    let Some(pane) = tmux::Pane::start(&r, 200) else {
+        return;
+    };
+    pane.type_line(&format!(
+        "GIT_PAGER=cat git factory show {id} --log acceptance:0; echo END-OF-$((6*7))"
+    ));
+    let screen = pane.wait_for("END-OF-42");
+    assert!(screen.contains("out\\e]0;PWNED\\a"), "{screen}");
+}
+
+#[test]
+fn an_ignored_untracked_context_file_is_refused_at_validation() {
+    let r = TestRepo::simple();
+    r.write(".env", "TOKEN=secret\n");
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut order = basic_order(&["grep -qx TWO app.txt"]);
+    order["allowed_files"] = serde_json::json!(["app.txt", ".env"]);
+    order["context_files"] = serde_json::json!(["app.txt", ".env"]);
+    let wo = r.work_order(order);
+    let before = r.snapshot();
+    for flags in [&[][..], &["--dry-run"]] {
+        let out = r.run_replay(&wo, &replay, flags);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(
+                "error: invalid work order: context_files: \".env\" is ignored by git and not tracked; its contents would go to the provider and into the run record, which is shared\nhint: track it (git add -f) if it may be shared, or remove it from context_files"
+            ),
+            "{}",
+            stderr_of(&out)
+        );
+        assert!(!stdout_of(&out).contains("TOKEN"));
+    }
+    assert_eq!(r.snapshot(), before);
+    assert!(r.run_ids().is_empty());
+    // Tracked (forced past .gitignore), it is the user's to share.
+    r.git(&["add", "-f", ".env"]);
+    r.git(&["commit", "-q", "-m", "env"]);
+    let out = r.run_replay(&wo, &replay, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn branch_names_that_read_as_other_refs_are_refused() {
+    let r = TestRepo::simple();
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let cases = [
+        (
+            "refs/heads/main",
+            "it starts with \"refs/\", so git would read it as another ref",
+        ),
+        (
+            "refs/factory/abc",
+            "it starts with \"refs/\", so git would read it as another ref",
+        ),
+        (
+            "heads/main",
+            "it starts with \"heads/\", so git would read it as another ref",
+        ),
+        (
+            "tags/v1",
+            "it starts with \"tags/\", so git would read it as another ref",
+        ),
+        ("FETCH_HEAD", "git uses names like it for its own refs"),
+        ("ORIG_HEAD", "git uses names like it for its own refs"),
+        (
+            "factory/0123456789ab",
+            "factory/<run id> names are the run branches --worktree creates",
+        ),
+    ];
+    for (name, why) in cases {
+        for mode in [&[][..], &["--worktree"]] {
+            let before = r.snapshot();
+            let mut flags = vec![format!("--branch={name}")];
+            flags.extend(mode.iter().map(|s| s.to_string()));
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            let out = r.run_replay(&wo, &replay, &flags);
+            assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr_of(&out));
+            assert!(
+                stderr_of(&out).contains(&format!(
+                    "error: {name:?} cannot be a --branch name: {why}\nhint: choose a plain branch name"
+                )),
+                "{name}: {}",
+                stderr_of(&out)
+            );
+            assert_eq!(r.snapshot(), before);
+            assert!(r.run_ids().is_empty());
+        }
+    }
+    assert_eq!(
+        r.git(&["for-each-ref", "--format=%(refname)", "refs/heads/"]),
+        "refs/heads/main\n"
+    );
+}
+
+#[test]
+fn a_commit_hook_that_switches_branch_does_not_choose_where_the_commit_goes() {
+    let r = TestRepo::simple();
+    hook(&r, "pre-commit", "git checkout -q -b sneaky");
+    let head = r.git(&["rev-parse", "HEAD"]);
+    let index = std::fs::read(r.root.join(".git/index")).expect("index");
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let short = &head[..7];
+    assert!(
+        stderr_of(&out).contains(&format!(
+            "error: a commit hook moved HEAD (from main at {short} to sneaky at {short}); HEAD was put back and nothing was committed; the change passed but was not committed (it is in the work tree, uncommitted)"
+        )),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.git(&["symbolic-ref", "HEAD"]), "refs/heads/main\n");
+    assert_eq!(r.git(&["rev-parse", "main"]), head);
+    assert_eq!(
+        r.git(&["rev-parse", "sneaky"]),
+        head,
+        "no commit went to the hook's branch"
+    );
+    assert_eq!(
+        std::fs::read(r.root.join(".git/index")).expect("index"),
+        index
+    );
+    assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
+}
+
+#[test]
+fn a_sandboxed_check_cannot_read_the_verify_cache_secret() {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
+        return;
+    }
+    let r = TestRepo::simple();
+    // `git factory verify` caches its pass, sealed with this clone's secret.
+    let v = r.factory().args(["verify"]).output().expect("verify");
+    assert_eq!(v.status.code(), Some(0), "{}", stderr_of(&v));
+    let secret = r.root.join(".git/factory/verify-key");
+    assert_eq!(std::fs::read(&secret).expect("secret").len(), 32);
+    let peek = "sh -c 'test ! -s .git/factory/verify-key'";
+    let wo = r.work_order(basic_order(&[peek, "grep -qx TWO app.txt"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r.run_replay(&wo, &replay, &["--sandbox", "--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // Unsandboxed, the same check sees it (the run's own user can read it).
+    r.git(&["checkout", "--", "app.txt"]);
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1", "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+}

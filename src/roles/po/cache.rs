@@ -9,15 +9,30 @@
 //!   whose failure is the expected answer and is worth keeping.
 //!
 //! `<key>` is the sha256 of the command list, so another list (a changed `factory.verify`, an
-//! edited contract) is another entry. The note is shared state that can be fetched: a line
-//! that does not parse is ignored, never trusted.
+//! edited contract) is another entry.
+//!
+//! The note is a ref anyone can write or fetch (`git fetch 'refs/notes/*:refs/notes/*'`, a
+//! hand-written `git notes add`), and a forged `PASS` would let a pre-push hook pass a broken
+//! tree, a forged `RESULTS` make a run `already_satisfied` without its red test ever turning
+//! green. So every line carries a seal: an HMAC-SHA256, keyed with a secret that lives only in
+//! this clone's `.git/factory/verify-key` (never pushed or fetched), over the tree, the kind,
+//! the key and the results. A line whose seal does not check — forged, or sealed by another
+//! clone — is ignored, so only what this clone's harness ran is ever believed; a line that does
+//! not parse is ignored too. (Model code running unsandboxed as the user could read the secret;
+//! what a command writes to refs during a check is the restore's to put back.)
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::identity::sha256_hex;
 use git2::{Oid, Repository};
 use serde::{de::DeserializeOwned, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 
 pub const NOTES_REF: &str = "refs/notes/factory-verify";
+
+/// The file holding this clone's sealing secret, under `.git/factory/`.
+const SECRET_FILE: &str = "verify-key";
 
 /// The key of a command list: argv words joined by US, commands by RS, hashed.
 pub fn key(commands: &[Vec<String>]) -> String {
@@ -31,35 +46,110 @@ pub fn key(commands: &[Vec<String>]) -> String {
     )
 }
 
+/// HMAC-SHA256 (RFC 2104) of `message` under `secret`, in hex.
+fn hmac_hex(secret: &[u8], message: &[u8]) -> String {
+    const BLOCK: usize = 64;
+    let mut k = [0u8; BLOCK];
+    if secret.len() > BLOCK {
+        k[..32].copy_from_slice(&Sha256::digest(secret));
+    } else {
+        k[..secret.len()].copy_from_slice(secret);
+    }
+    let pad = |byte: u8| k.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    outer.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the sealing secret of the repository whose common git dir is `common_dir` lives.
+pub fn secret_path(common_dir: &std::path::Path) -> std::path::PathBuf {
+    common_dir.join("factory").join(SECRET_FILE)
+}
+
+/// This clone's secret, made (32 bytes from the kernel, mode 0600) on first use. `None` when it
+/// can be neither read nor made: then nothing is believed and nothing is recorded.
+fn secret(repo: &Repository, create: bool) -> Option<Vec<u8>> {
+    let path = secret_path(repo.commondir());
+    if let Ok(bytes) = std::fs::read(&path) {
+        return (bytes.len() >= 32).then_some(bytes);
+    }
+    if !create {
+        return None;
+    }
+    let mut fresh = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut fresh))
+        .ok()?;
+    std::fs::create_dir_all(path.parent()?).ok()?;
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(&fresh).and_then(|()| f.sync_all()));
+    match made {
+        Ok(()) => Some(fresh.to_vec()),
+        // Another process made it first: use theirs.
+        Err(_) => std::fs::read(&path).ok().filter(|b| b.len() >= 32),
+    }
+}
+
+/// The seal of one entry: what it says, on which tree, under this clone's secret.
+fn seal(secret: &[u8], tree: Oid, kind: &str, key: &str, body: &str) -> String {
+    let message = format!("{kind}\0{tree}\0{key}\0{body}");
+    hmac_hex(secret, message.as_bytes())
+}
+
 fn note_text(repo: &Repository, tree: Oid) -> Option<String> {
     repo.find_note(Some(NOTES_REF), tree)
         .ok()
         .and_then(|n| n.message().map(str::to_string))
 }
 
-/// Whether every command of `commands` is recorded as passing on `tree`.
+/// Whether every command of `commands` is recorded, by this clone, as passing on `tree`.
 pub fn passed(repo: &Repository, tree: Oid, commands: &[Vec<String>]) -> bool {
-    let line = format!("PASS {}", key(commands));
+    let Some(secret) = secret(repo, false) else {
+        return false;
+    };
+    let key = key(commands);
+    let line = format!("PASS {key} {}", seal(&secret, tree, "PASS", &key, ""));
     note_text(repo, tree).is_some_and(|text| text.lines().any(|l| l == line))
 }
 
 pub fn record_pass(repo: &Repository, tree: Oid, commands: &[Vec<String>]) -> Result<()> {
-    let line = format!("PASS {}", key(commands));
+    let secret = secret(repo, true).ok_or_else(no_secret)?;
+    let key = key(commands);
+    let line = format!("PASS {key} {}", seal(&secret, tree, "PASS", &key, ""));
     crate::store::append_note_in(repo, NOTES_REF, tree, &line)
 }
 
-/// The per-command results recorded for `commands` on `tree` (the latest, if several).
+fn no_secret() -> Error {
+    Error::new("cannot read or create .git/factory/verify-key, which seals cached check results")
+        .hint("check the permissions of .git/factory")
+}
+
+/// The per-command results recorded by this clone for `commands` on `tree` (the latest, if
+/// several).
 pub fn results<T: DeserializeOwned>(
     repo: &Repository,
     tree: Oid,
     commands: &[Vec<String>],
 ) -> Option<T> {
-    let prefix = format!("RESULTS {} ", key(commands));
+    let secret = secret(repo, false)?;
+    let key = key(commands);
+    let prefix = format!("RESULTS {key} ");
     let text = note_text(repo, tree)?;
     text.lines()
         .rev()
-        .filter_map(|l| l.strip_prefix(&prefix))
-        .find_map(|json| serde_json::from_str(json).ok())
+        .filter_map(|l| l.strip_prefix(&prefix)?.split_once(' '))
+        .filter(|(mac, json)| *mac == seal(&secret, tree, "RESULTS", &key, json))
+        .find_map(|(_, json)| serde_json::from_str(json).ok())
 }
 
 pub fn record_results<T: Serialize>(
@@ -68,10 +158,13 @@ pub fn record_results<T: Serialize>(
     commands: &[Vec<String>],
     results: &T,
 ) -> Result<()> {
+    let secret = secret(repo, true).ok_or_else(no_secret)?;
     // Compact JSON escapes every newline, so the record stays one line.
     let json = serde_json::to_string(results)
-        .map_err(|e| crate::error::Error::new(format!("cannot serialise results: {e}")))?;
-    let line = format!("RESULTS {} {json}", key(commands));
+        .map_err(|e| Error::new(format!("cannot serialise results: {e}")))?;
+    let key = key(commands);
+    let mac = seal(&secret, tree, "RESULTS", &key, &json);
+    let line = format!("RESULTS {key} {mac} {json}");
     crate::store::append_note_in(repo, NOTES_REF, tree, &line)
 }
 
@@ -117,10 +210,35 @@ mod tests {
         )
         .expect("note");
         assert_eq!(results::<Vec<u32>>(&repo, tree, &cmds), None);
+        // Lines this clone did not seal are not believed: unsealed, or sealed elsewhere.
+        crate::store::append_note_in(&repo, NOTES_REF, tree, &format!("PASS {}", key(&cmds)))
+            .expect("note");
+        let forged = format!(
+            "RESULTS {} {} [7]",
+            key(&cmds),
+            seal(&[9; 32], tree, "RESULTS", &key(&cmds), "[7]")
+        );
+        crate::store::append_note_in(&repo, NOTES_REF, tree, &forged).expect("note");
+        assert!(!passed(&repo, tree, &cmds));
+        assert_eq!(results::<Vec<u32>>(&repo, tree, &cmds), None);
         record_results(&repo, tree, &cmds, &vec![1u32, 2]).expect("record");
         record_pass(&repo, tree, &[argv(&["true"])]).expect("record");
         assert_eq!(results::<Vec<u32>>(&repo, tree, &cmds), Some(vec![1, 2]));
         assert!(passed(&repo, tree, &[argv(&["true"])]));
         assert!(!passed(&repo, tree, &cmds));
+        let secret = std::fs::metadata(dir.path().join(".git/factory/verify-key")).expect("secret");
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&secret.permissions()) & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // RFC 4231 test case 2.
+        assert_eq!(
+            hmac_hex(b"Jefe", b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

@@ -85,6 +85,15 @@ impl Sandbox {
                 out.extend([flag.to_string(), d.clone(), d]);
             }
         }
+        // The verify cache's sealing secret (in a repo's `.git/factory/`) stays unreadable to
+        // what runs inside, so a check cannot forge a cached result.
+        for d in &self.read_only {
+            let secret = crate::roles::po::cache::secret_path(d);
+            if secret.is_file() {
+                let secret = secret.display().to_string();
+                out.extend(["--ro-bind".to_string(), "/dev/null".to_string(), secret]);
+            }
+        }
         out.extend([
             "--chdir".to_string(),
             cwd.display().to_string(),

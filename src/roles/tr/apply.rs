@@ -509,39 +509,20 @@ pub fn write_outcomes(root: &Path, outcomes: &[FileOutcome]) -> io::Result<()> {
     Ok(())
 }
 
-/// Makes one path hold exactly `state` (absent when `None`), atomically per file.
+/// Makes one path hold exactly `state` (absent when `None`), atomically per file. No link on
+/// the way is followed (SPEC §7): a folder on the path that is a symbolic link is an error.
 pub fn write_state(root: &Path, path: &str, state: Option<&FileState>) -> io::Result<()> {
-    let full = root.join(path);
     match state {
-        None => {
-            match fs::remove_file(&full) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            prune_empty_dirs(root, &full);
-            Ok(())
-        }
+        None => crate::git::nofollow::remove_file(root, path.as_bytes()),
         Some(state) => {
-            let parent = full.parent().unwrap_or(root);
-            fs::create_dir_all(parent)?;
-            let name = full
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let tmp = parent.join(format!(".{name}.factory-tmp"));
-            fs::write(&tmp, &state.bytes)?;
             // A file keeps its own permission bits (a 0600 secret stays unreadable to others);
             // only the executable bit is the change's to set.
-            let existing = fs::symlink_metadata(&full)
+            let existing = fs::symlink_metadata(root.join(path))
                 .ok()
                 .filter(|m| m.is_file())
                 .map(|m| m.permissions().mode() & 0o7777);
             let mode = crate::git::restore::with_exec(existing.unwrap_or(0o644), state.executable);
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
-            fs::rename(&tmp, &full).inspect_err(|_| {
-                let _ = fs::remove_file(&tmp);
-            })
+            crate::git::nofollow::replace_file(root, path.as_bytes(), &state.bytes, mode)
         }
     }
 }

@@ -53,9 +53,14 @@ pub struct Protected {
 }
 
 impl Protected {
-    /// The rules for a run of `order` on the baseline `tree`, with `patterns` from git config
-    /// `factory.protect`.
-    pub fn for_run(tree: &git2::Tree<'_>, patterns: &[String], order: &WorkOrder) -> Self {
+    /// The rules for a run of `order` on the baseline `tree` of `repo`, with `patterns` from
+    /// git config `factory.protect`.
+    pub fn for_run(
+        repo: &git2::Repository,
+        tree: &git2::Tree<'_>,
+        patterns: &[String],
+        order: &WorkOrder,
+    ) -> Self {
         let mut p = Protected::default();
         p.push(
             Matcher::Path(VERIFY_SCRIPT.to_string()),
@@ -69,6 +74,19 @@ impl Protected {
                 );
             }
         }
+        // A command may name a file by its absolute path inside the repo.
+        let mut roots: Vec<String> = Vec::new();
+        if let Some(root) = repo.workdir() {
+            for r in [Some(root.to_path_buf()), root.canonicalize().ok()]
+                .into_iter()
+                .flatten()
+            {
+                let r = r.to_string_lossy().trim_end_matches('/').to_string();
+                if !r.is_empty() && !roots.contains(&r) {
+                    roots.push(r);
+                }
+            }
+        }
         let contract = [
             ("fail_to_pass", &order.fail_to_pass),
             ("pass_to_pass", &order.pass_to_pass),
@@ -76,7 +94,7 @@ impl Protected {
         for (field, commands) in contract {
             for command in commands {
                 let argv = shlex::split(command).unwrap_or_default();
-                for path in named_files(&argv, |p| entry_kind(tree, p)) {
+                for path in named_files(&argv, &roots, |p| resolve(repo, tree, p)) {
                     p.push(
                         Matcher::Path(path),
                         format!("it is named by the {field} command `{command}`"),
@@ -147,13 +165,68 @@ enum Kind {
     Folder,
 }
 
-fn entry_kind(tree: &git2::Tree<'_>, path: &str) -> Option<Kind> {
-    let entry = tree.get_path(std::path::Path::new(path)).ok()?;
-    match entry.kind() {
-        Some(git2::ObjectType::Tree) => Some(Kind::Folder),
-        Some(git2::ObjectType::Blob) => Some(Kind::File),
-        _ => None,
+/// Symbolic links followed before a path is given up on (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// Where `path` leads in the baseline `tree`, resolved component by component as the kernel
+/// would: `..` goes up from where the path really is, and a symbolic link inside the repo is
+/// followed. Returns every link passed on the way and the final path (all protected: editing
+/// the link or its target bends the check alike), with the final entry's kind; `None` when the
+/// path does not exist at the baseline or leaves the repo.
+fn resolve(
+    repo: &git2::Repository,
+    tree: &git2::Tree<'_>,
+    path: &str,
+) -> Option<(Vec<String>, Kind)> {
+    let mut todo: std::collections::VecDeque<String> =
+        path.split('/').map(str::to_string).collect();
+    let mut done: Vec<String> = Vec::new();
+    let mut passed: Vec<String> = Vec::new();
+    let mut kind = None;
+    while let Some(comp) = todo.pop_front() {
+        match comp.as_str() {
+            "" | "." => continue,
+            ".." => {
+                done.pop()?;
+                kind = Some(Kind::Folder);
+                continue;
+            }
+            c if c.eq_ignore_ascii_case(".git") => return None,
+            _ => {}
+        }
+        if kind == Some(Kind::File) {
+            return None; // a file is not a folder
+        }
+        done.push(comp);
+        let here = done.join("/");
+        let entry = tree.get_path(std::path::Path::new(&here)).ok()?;
+        match (entry.kind(), entry.filemode()) {
+            (Some(git2::ObjectType::Blob), 0o120000) => {
+                if passed.len() >= MAX_LINKS {
+                    return None;
+                }
+                let blob = repo.find_blob(entry.id()).ok()?;
+                let target = std::str::from_utf8(blob.content()).ok()?.to_string();
+                if target.starts_with('/') {
+                    return None; // out of the repo: nothing in it to protect
+                }
+                passed.push(here);
+                done.pop();
+                for c in target.split('/').rev() {
+                    todo.push_front(c.to_string());
+                }
+                kind = Some(Kind::Folder);
+            }
+            (Some(git2::ObjectType::Tree), _) => kind = Some(Kind::Folder),
+            (Some(git2::ObjectType::Blob), _) => kind = Some(Kind::File),
+            _ => return None,
+        }
     }
+    if done.is_empty() {
+        return None; // the repo root itself
+    }
+    passed.push(done.join("/"));
+    Some((passed, kind?))
 }
 
 /// A `factory.protect` value as a matcher: a git pathspec, read with glob magic. A literal
@@ -175,71 +248,150 @@ fn pathspec(raw: &str) -> Option<Matcher> {
     }
 }
 
-/// The repo paths a command names, as `kind` finds them at the baseline: arguments that are
-/// paths (`tests/test_x.py`), pytest node ids (`tests/test_x.py::test_y`), option values
-/// (`--file=x.py`), Python dotted test names (`tests.test_x.TestY.test_z` → `tests/test_x.py`),
-/// and the words of a script given to a shell (`sh -c 'pytest tests/t.py'`). The program
-/// counts when it is a path (`./check.sh`), not when it is found on PATH (`cargo`).
-fn named_files(argv: &[String], kind: impl Fn(&str) -> Option<Kind> + Copy) -> Vec<String> {
+/// What a path lookup finds: the paths to protect and the kind of the last.
+type Found = Option<(Vec<String>, Kind)>;
+
+/// The repo paths a command names, as `lookup` finds them at the baseline: arguments that are
+/// paths (`tests/test_x.py`, `tests/../tests/test_x.py`, or absolute inside one of `roots`),
+/// pytest node ids (`tests/test_x.py::test_y`), option values (`--file=x.py`), Python dotted
+/// test names (`tests.test_x.TestY.test_z` → `tests/test_x.py`), and the words of a script
+/// given to a shell (`sh -c 'pytest tests/t.py; python3 <tests/u.py'`), split as the shell
+/// splits them. The program counts when it is a path (`./check.sh`), not when it is found on
+/// PATH (`cargo`).
+fn named_files(
+    argv: &[String],
+    roots: &[String],
+    lookup: impl Fn(&str) -> Found + Copy,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut add = |paths: Vec<String>| {
+        for p in paths {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    };
     for (i, arg) in argv.iter().enumerate() {
         if i == 0 && !arg.contains('/') {
             continue;
         }
-        if arg.chars().any(char::is_whitespace) {
+        if arg
+            .chars()
+            .any(|c| c.is_whitespace() || SHELL_OPERATORS.contains(c))
+        {
             // A script for `sh -c`, `bash -c`, `python -c`: its words may name files too.
-            if let Some(words) = shlex::split(arg) {
-                for w in named_files_of_words(&words, kind) {
-                    if !out.contains(&w) {
-                        out.push(w);
-                    }
-                }
-            }
-            continue;
-        }
-        if let Some(path) = named_file(arg, kind) {
-            if !out.contains(&path) {
-                out.push(path);
+            for word in shell_words(arg) {
+                add(named_file(&word, roots, lookup));
             }
         }
+        add(named_file(arg, roots, lookup));
     }
     out
 }
 
-fn named_files_of_words(
-    words: &[String],
-    kind: impl Fn(&str) -> Option<Kind> + Copy,
-) -> Vec<String> {
-    words.iter().filter_map(|w| named_file(w, kind)).collect()
+/// Characters that end a word in a shell script outside quotes (operators and redirections).
+const SHELL_OPERATORS: &str = ";&|<>()`";
+
+/// A shell script's words as `sh` splits them: quotes ('…', "…" with its backslash escapes)
+/// and backslashes outside quotes are honoured, and operators (`;`, `&&`, `|`, `<`, `>`, …)
+/// separate words even when glued to them (`<tests/t.py`, `t.py;`). Expansions stay literal.
+fn shell_words(script: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = script.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    word.push(q);
+                }
+            }
+            '"' => {
+                in_word = true;
+                while let Some(q) = chars.next() {
+                    match q {
+                        '"' => break,
+                        '\\' if matches!(chars.peek(), Some('"' | '\\' | '$' | '`' | '\n')) => {
+                            if let Some(n) = chars.next() {
+                                word.push(n);
+                            }
+                        }
+                        q => word.push(q),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(n) = chars.next() {
+                    if n != '\n' {
+                        word.push(n);
+                    }
+                }
+            }
+            c if c.is_whitespace() || SHELL_OPERATORS.contains(c) => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
 }
 
-fn named_file(arg: &str, kind: impl Fn(&str) -> Option<Kind>) -> Option<String> {
-    let value = match arg.strip_prefix('-') {
-        Some(_) => arg.split_once('=')?.1,
-        None => arg,
-    };
-    let value = value.split("::").next().unwrap_or(value);
-    if let Ok(path) = normalise_path(value) {
-        if kind(&path).is_some() {
-            return Some(path);
+/// The repo paths one argument names (see [`named_files`]).
+fn named_file(arg: &str, roots: &[String], lookup: impl Fn(&str) -> Found) -> Vec<String> {
+    let mut values = vec![arg];
+    // `--file=x.py`, `VAR=x.py`: the value after `=` may be the path.
+    if let Some((_, v)) = arg.split_once('=') {
+        values.push(v);
+    }
+    for value in values {
+        let value = value.split("::").next().unwrap_or(value);
+        let relative = if value.starts_with('/') {
+            roots.iter().find_map(|r| {
+                value
+                    .strip_prefix(r.as_str())
+                    .and_then(|rest| rest.strip_prefix('/'))
+            })
+        } else {
+            Some(value)
+        };
+        if let Some((paths, _)) = relative.and_then(&lookup) {
+            return paths;
+        }
+        // A dotted Python name: the longest prefix that is a module file or a package.
+        if value.contains('.') && !value.contains('/') {
+            let parts: Vec<&str> = value.split('.').collect();
+            for n in (1..=parts.len()).rev() {
+                let base = parts[..n].join("/");
+                if base.split('/').any(|c| c.is_empty() || c == "..") {
+                    continue;
+                }
+                if let Some((paths, Kind::File)) = lookup(&format!("{base}.py")) {
+                    return paths;
+                }
+                if n < parts.len() {
+                    if let Some((paths, Kind::Folder)) = lookup(&base) {
+                        return paths;
+                    }
+                }
+            }
         }
     }
-    // A dotted Python name: the longest prefix that is a module file or a package.
-    if value.contains('.') && !value.contains('/') {
-        let parts: Vec<&str> = value.split('.').collect();
-        for n in (1..=parts.len()).rev() {
-            let base = parts[..n].join("/");
-            let module = format!("{base}.py");
-            if normalise_path(&module).is_ok() && kind(&module) == Some(Kind::File) {
-                return Some(module);
-            }
-            if n < parts.len() && normalise_path(&base).is_ok() && kind(&base) == Some(Kind::Folder)
-            {
-                return Some(base);
-            }
-        }
-    }
-    None
+    Vec::new()
 }
 
 /// git's wildmatch with `WM_PATHNAME` (what pathspec glob magic uses): `*` and `?` never
@@ -402,16 +554,32 @@ mod tests {
     fn commands_name_files_that_exist() {
         let files = ["tests/test_x.py", "check.sh", "pkg/mod.py", "data/in.txt"];
         let folders = ["tests", "pkg", "data"];
+        // A lexical stand-in for the tree walk: `..` and `.` folded, `link.py` -> `real.py`.
         let kind = |p: &str| {
-            if files.contains(&p) {
-                Some(Kind::File)
-            } else if folders.contains(&p) {
-                Some(Kind::Folder)
+            let mut parts: Vec<&str> = Vec::new();
+            for c in p.split('/') {
+                match c {
+                    "" | "." => {}
+                    ".." => {
+                        parts.pop()?;
+                    }
+                    c => parts.push(c),
+                }
+            }
+            let p = parts.join("/");
+            if p == "tests/link.py" {
+                return Some((vec![p, "tests/test_x.py".to_string()], Kind::File));
+            }
+            if files.contains(&p.as_str()) {
+                Some((vec![p], Kind::File))
+            } else if folders.contains(&p.as_str()) {
+                Some((vec![p], Kind::Folder))
             } else {
                 None
             }
         };
-        let named = |cmd: &str| named_files(&shlex::split(cmd).expect("splits"), kind);
+        let roots = ["/home/u/repo".to_string()];
+        let named = |cmd: &str| named_files(&shlex::split(cmd).expect("splits"), &roots, kind);
         assert_eq!(named("pytest tests/test_x.py::test_y"), ["tests/test_x.py"]);
         assert_eq!(
             named("pytest ./tests/test_x.py -k neg"),
@@ -437,5 +605,51 @@ mod tests {
             Vec::<String>::new(),
             "a program on PATH is not a file"
         );
+        assert_eq!(
+            named("python3 /home/u/repo/tests/test_x.py"),
+            ["tests/test_x.py"]
+        );
+        assert_eq!(
+            named("python3 /home/u/repox/tests/test_x.py"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            named("python3 tests/../tests/test_x.py"),
+            ["tests/test_x.py"]
+        );
+        assert_eq!(
+            named("sh -c 'python3 tests/test_x.py;'"),
+            ["tests/test_x.py"]
+        );
+        assert_eq!(
+            named("sh -c 'python3 <tests/test_x.py'"),
+            ["tests/test_x.py"]
+        );
+        assert_eq!(
+            named("sh -c 'python3<check.sh&&cat data/in.txt|wc'"),
+            ["check.sh", "data/in.txt"]
+        );
+        assert_eq!(
+            named("sh -c \"python3 'tests/test_x.py'>/dev/null\""),
+            ["tests/test_x.py"]
+        );
+        assert_eq!(
+            named("env T=data/in.txt ./check.sh"),
+            ["data/in.txt", "check.sh"]
+        );
+        assert_eq!(
+            named("python3 tests/link.py"),
+            ["tests/link.py", "tests/test_x.py"]
+        );
+    }
+
+    #[test]
+    fn shell_words_split_like_sh() {
+        assert_eq!(
+            shell_words("a 'b c'\"d\\\"e\" f\\ g;h&&i|j<k>l(m)`n`"),
+            ["a", "b cd\"e", "f g", "h", "i", "j", "k", "l", "m", "n"]
+        );
+        assert_eq!(shell_words("  "), Vec::<String>::new());
+        assert_eq!(shell_words("''"), [""]);
     }
 }

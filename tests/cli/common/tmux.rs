@@ -98,7 +98,8 @@ impl Pane {
 
     /// Waits (bounded) until the screen shows `text`; returns the screen either way.
     pub fn wait_for(&self, text: &str) -> String {
-        for _ in 0..200 {
+        // Up to 30 s: a loaded machine loads bash-completion slowly; a pass returns at once.
+        for _ in 0..600 {
             let s = self.screen();
             if s.contains(text) {
                 return s;
@@ -120,6 +121,14 @@ impl Pane {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         self.tmux(&["send-keys", "-t", "0", "-l", line]);
+        self.tmux(&["send-keys", "-t", "0", "Tab"]);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        self.tmux(&["send-keys", "-t", "0", "Tab"]);
+        let s = self.wait_for(expect);
+        if s.contains(expect) {
+            return s;
+        }
+        // The first TAB may have arrived while bash was still loading the completion code.
         self.tmux(&["send-keys", "-t", "0", "Tab"]);
         std::thread::sleep(std::time::Duration::from_millis(200));
         self.tmux(&["send-keys", "-t", "0", "Tab"]);
