@@ -31,6 +31,14 @@ fn run_git(mut cmd: Command, what: &str) -> Result<()> {
     Err(Error::new(format!("{what}: {}", stderr.trim())))
 }
 
+/// `git worktree add`/`remove` read every other worktree's administrative files, and fail
+/// when one is half-written: the candidates of a race (threads of one process) take turns.
+static ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn admin_turn() -> std::sync::MutexGuard<'static, ()> {
+    ADMIN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A detached worktree at `commit`; removed (with its `.git/worktrees/` entry) when dropped.
 pub struct TempWorktree {
     repo_dir: PathBuf,
@@ -40,6 +48,7 @@ pub struct TempWorktree {
 
 impl TempWorktree {
     pub fn add(repo: &Repository, name: &str, commit: &str) -> Result<Self> {
+        let _turn = admin_turn();
         let base = crate::git::factory_dir(repo).join("worktrees");
         std::fs::create_dir_all(&base)?;
         let path = base.join(name);
@@ -72,6 +81,7 @@ impl TempWorktree {
 }
 
 fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
+    let _turn = admin_turn();
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(git_dir)

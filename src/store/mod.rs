@@ -135,14 +135,23 @@ pub fn note_line(s: &RunSummary) -> String {
 /// The run commit's message: the note line as subject, then what `log` shows, so listing
 /// runs reads commit headers only, never artifact blobs.
 pub fn run_message(s: &RunSummary) -> String {
-    format!(
+    let mut message = format!(
         "{}\n\ntitle: {}\nbaseline: {}\nstarted: {}\nstage: {}\n",
         note_line(s),
         s.work_order_title.replace('\n', " "),
         s.repo_baseline_commit,
         s.started_utc,
         s.ended_stage
-    )
+    );
+    if !s.candidates.is_empty() {
+        let passed = s
+            .candidates
+            .iter()
+            .filter(|c| c.verdict == records::Verdict::Pass)
+            .count();
+        message.push_str(&format!("candidates: {passed}/{}\n", s.candidates.len()));
+    }
+    message
 }
 
 /// What `log` needs of a run, parsed from its run commit's message.
@@ -159,6 +168,9 @@ pub struct RunHeader {
     pub ended_stage: String,
     /// Seconds since the epoch of the run commit (its last update).
     pub time: i64,
+    /// A race's `passed/candidates` (SPEC §5.1); absent for a single run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<String>,
 }
 
 pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
@@ -187,6 +199,7 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
         started_utc: String::new(),
         ended_stage: String::new(),
         time,
+        candidates: None,
     };
     for line in lines {
         if let Some(v) = line.strip_prefix("title: ") {
@@ -197,6 +210,8 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
             h.started_utc = v.to_string();
         } else if let Some(v) = line.strip_prefix("stage: ") {
             h.ended_stage = v.to_string();
+        } else if let Some(v) = line.strip_prefix("candidates: ") {
+            h.candidates = Some(v.to_string());
         }
     }
     h
