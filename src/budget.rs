@@ -23,10 +23,11 @@ impl Budget {
     /// Counts an answer's reported tokens (input and output); true when the budget is now
     /// exceeded. An answer without usage costs nothing: the budget counts what is reported.
     pub fn spend(&self, usage: Option<&Usage>) -> bool {
-        let tokens = usage
-            .map(|u| u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0))
-            .unwrap_or(0);
-        let used = self.used.fetch_add(tokens, Ordering::SeqCst) + tokens;
+        let tokens = tokens_of(usage);
+        let used = self
+            .used
+            .fetch_add(tokens, Ordering::SeqCst)
+            .saturating_add(tokens);
         if self.limit.is_some_and(|limit| used > limit) {
             self.exceeded.store(true, Ordering::SeqCst);
         }
@@ -49,7 +50,11 @@ impl Budget {
 /// The tokens an attempt's answer reported.
 pub fn tokens_of(usage: Option<&Usage>) -> u64 {
     usage
-        .map(|u| u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0))
+        .map(|u| {
+            u.input_tokens
+                .unwrap_or(0)
+                .saturating_add(u.output_tokens.unwrap_or(0))
+        })
         .unwrap_or(0)
 }
 

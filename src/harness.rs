@@ -203,17 +203,17 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let mut model_settings = opts.model.clone();
     model_settings.memory = Some(factory_dir.join("providers.json"));
     let race = crate::race::Plan::of(&opts)?;
-    let (provider, mut model_identity) =
-        opts.provider
-            .open(&user_root, &model_settings, !opts.dry_run, agent_timeout)
-            .or_else(|e| match &race {
-                // A replay folder of per-candidate folders holds no proposal of its own.
-                Some(_) if matches!(opts.provider, ProviderSpec::Replay { .. }) => Ok((
-                    Box::new(crate::race::NoProposal) as Box<dyn Provider>,
-                    String::new(),
-                )),
-                _ => Err(e),
-            })?;
+    let (provider, mut model_identity) = opts
+        .provider
+        .open(&user_root, &model_settings, !opts.dry_run, agent_timeout)
+        .or_else(|e| match &race {
+            // A replay folder of per-candidate folders holds no proposal of its own.
+            Some(_) if matches!(opts.provider, ProviderSpec::Replay { .. }) => Ok((
+                Box::new(crate::race::NoProposal) as Box<dyn Provider>,
+                String::new(),
+            )),
+            _ => Err(e),
+        })?;
     if let Some(race) = &race {
         // Every candidate's provider is opened once up front: a missing key or replay file
         // is refused before anything changes.
@@ -1016,6 +1016,17 @@ impl Nodes for Session<'_> {
 }
 
 impl Session<'_> {
+    /// Where the running command's process group is noted for `recover`; a race's
+    /// candidates each have their own (SPEC §7).
+    fn pgid_file(&self) -> PathBuf {
+        match self.candidate {
+            Some(i) => self
+                .factory_dir
+                .join(format!("command.{}.{i}.pgid", self.summary.run_id)),
+            None => self.factory_dir.join("command.pgid"),
+        }
+    }
+
     /// Puts a race candidate's stage on its board line.
     fn show(&self, attempt: u32, stage: &str) {
         if let (Some(board), Some(i)) = (self.board, self.candidate) {
@@ -1048,7 +1059,7 @@ impl Session<'_> {
                 s.scratch.push(pycache.path().to_path_buf());
                 s
             }),
-            pgid_file: Some(self.factory_dir.join("command.pgid")),
+            pgid_file: Some(self.pgid_file()),
         };
         let contract = baseline::Contract {
             repo: self.repo,
@@ -1416,7 +1427,7 @@ impl Session<'_> {
                 s.scratch.push(pycache.path().to_path_buf());
                 s
             }),
-            pgid_file: Some(self.factory_dir.join("command.pgid")),
+            pgid_file: Some(self.pgid_file()),
         };
         let ui = self.ui;
         let checks = verify::Checks {
@@ -1544,13 +1555,11 @@ fn candidate_session(
 ) -> Result<()> {
     let repo = Repository::open(&shared.commondir)?;
     let name = format!("cand-{}-{index}", shared.run_id);
-    let worktree =
-        git::worktree::TempWorktree::add(&repo, &name, &shared.baseline.to_string())?;
+    let worktree = git::worktree::TempWorktree::add(&repo, &name, &shared.baseline.to_string())?;
     let wt_repo = Repository::open(&worktree.path)?;
     let mut settings = shared.settings.clone();
     settings.seed += u64::from(index);
-    let (provider, identity) =
-        spec.open(&worktree.path, &settings, true, shared.agent_timeout)?;
+    let (provider, identity) = spec.open(&worktree.path, &settings, true, shared.agent_timeout)?;
     run.model = identity.clone();
     let dir = shared.run_dir.join(format!("candidate_{index}"));
     std::fs::create_dir_all(&dir)?;
@@ -1687,7 +1696,9 @@ impl Session<'_> {
         }
         // One record: every candidate's attempt commits are parents of the run commit.
         for r in &runs {
-            self.writer.attempt_commits.extend(r.attempt_commits.iter().copied());
+            self.writer
+                .attempt_commits
+                .extend(r.attempt_commits.iter().copied());
         }
         let base_tree = self.baseline.tree_id();
         let records: Vec<_> = runs
@@ -1695,7 +1706,10 @@ impl Session<'_> {
             .map(|r| crate::race::record(self.repo, base_tree, r))
             .collect();
         let winner = crate::race::select(&records);
-        let passed = records.iter().filter(|c| c.verdict == Verdict::Pass).count();
+        let passed = records
+            .iter()
+            .filter(|c| c.verdict == Verdict::Pass)
+            .count();
         self.summary.candidates = records;
         self.summary.winner = winner;
         let ending = |verdict: Verdict, stage: &str| {

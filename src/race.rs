@@ -141,13 +141,45 @@ pub(crate) fn run_all(shared: &RaceShared<'_>, plan: &Plan, ui: &Ui) -> Vec<Cand
     runs
 }
 
+/// After a run was killed (`recover`): stops its candidates' commands and removes their
+/// worktrees (with git's records of them) and scratch files. Names are the run's own, so
+/// nothing of another run is touched.
+pub fn remove_leftovers(repo: &git2::Repository, run_id: &str) {
+    let factory_dir = crate::git::factory_dir(repo);
+    let ours = |name: &str, prefix: &str| name.starts_with(&format!("{prefix}{run_id}-"));
+    for entry in std::fs::read_dir(&factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("command.{run_id}.")) && name.ends_with(".pgid") {
+            crate::roles::po::exec::stop_noted_group(&entry.path());
+        } else if name.starts_with(&format!("index.{run_id}.")) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    for entry in std::fs::read_dir(factory_dir.join("worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ours(&name, "cand-") || ours(&name, "agent-") {
+            let _ = crate::git::worktree::remove_path(repo, &entry.path());
+        }
+    }
+}
+
 /// What the record keeps of a candidate.
 pub(crate) fn record(
     repo: &git2::Repository,
     base_tree: git2::Oid,
     run: &CandidateRun,
 ) -> CandidateRecord {
-    let changed_lines = run.tree.and_then(|tree| changed_lines(repo, base_tree, tree).ok());
+    let changed_lines = run
+        .tree
+        .and_then(|tree| changed_lines(repo, base_tree, tree).ok());
     CandidateRecord {
         index: run.index,
         model: run.model.clone(),

@@ -82,7 +82,10 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
         };
         // A race says how many of its candidates passed.
         let mark = match &r.candidates {
-            Some(c) => format!("{mark} {}", ui::dim(format!("({} passed)", ui::escape_line(c)))),
+            Some(c) => format!(
+                "{mark} {}",
+                ui::dim(format!("({} passed)", ui::escape_line(c)))
+            ),
             None => mark,
         };
         text.push_str(&format!(

@@ -28,6 +28,8 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     };
     crate::roles::po::exec::stop_noted_group(&factory_dir.join("command.pgid"));
+    // A race's candidates: their commands, worktrees and scratch files.
+    crate::race::remove_leftovers(&repo, &j.run_id);
     let baseline_id = git2::Oid::from_str(&j.baseline)?;
     let baseline = repo.find_commit(baseline_id).map_err(|_| {
         Error::new(format!(

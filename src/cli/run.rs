@@ -369,9 +369,8 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         .skip(1)
         .map(|m| {
             let base_url = match &provider {
-                ProviderSpec::OpenAi { base_url, .. } | ProviderSpec::Anthropic { base_url, .. } => {
-                    base_url.clone()
-                }
+                ProviderSpec::OpenAi { base_url, .. }
+                | ProviderSpec::Anthropic { base_url, .. } => base_url.clone(),
                 _ => None,
             };
             ProviderSpec::model(m, base_url)

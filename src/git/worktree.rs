@@ -80,6 +80,11 @@ impl TempWorktree {
     }
 }
 
+/// Removes a worktree of ours left by a killed process, with git's record of it.
+pub fn remove_path(repo: &Repository, path: &Path) -> Result<()> {
+    remove_worktree(repo.commondir(), path)
+}
+
 fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
     let _turn = admin_turn();
     let mut cmd = Command::new("git");

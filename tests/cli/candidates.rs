@@ -90,20 +90,29 @@ fn assert_nothing_left(r: &TestRepo) {
         })
         .unwrap_or_default();
     assert!(
-        !factory.iter().any(|f| f.starts_with("index.") || f == "journal"),
+        !factory
+            .iter()
+            .any(|f| f.starts_with("index.") || f == "journal"),
         "scratch files left: {factory:?}"
     );
 }
 
 fn candidates(summary: &Value) -> Vec<Value> {
-    summary["candidates"].as_array().cloned().unwrap_or_default()
+    summary["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[test]
 fn replay_folders_where_only_some_pass_deliver_the_winner_in_the_users_tree() {
     let r = TestRepo::simple();
     let dir = r.outside.join("replays");
-    for (i, diffs) in [(1, vec![bad(), bad()]), (2, vec![bad(), good()]), (3, vec![bad()])] {
+    for (i, diffs) in [
+        (1, vec![bad(), bad()]),
+        (2, vec![bad(), good()]),
+        (3, vec![bad()]),
+    ] {
         let sub = dir.join(i.to_string());
         std::fs::create_dir_all(&sub).expect("mkdir");
         for (n, d) in diffs.iter().enumerate() {
@@ -112,14 +121,24 @@ fn replay_folders_where_only_some_pass_deliver_the_winner_in_the_users_tree() {
     }
     let ran = run(
         &r,
-        &["--candidates", "3", "--jobs", "2", "--replay", dir.to_str().expect("utf-8")],
+        &[
+            "--candidates",
+            "3",
+            "--jobs",
+            "2",
+            "--replay",
+            dir.to_str().expect("utf-8"),
+        ],
     );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let s = &ran.summary;
     assert_eq!(s["verdict"], "PASS");
     assert_eq!(s["winner"], 2);
     let c = candidates(s);
-    let verdicts: Vec<&str> = c.iter().map(|c| c["verdict"].as_str().unwrap_or("")).collect();
+    let verdicts: Vec<&str> = c
+        .iter()
+        .map(|c| c["verdict"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(verdicts, ["FAIL", "PASS", "FAIL"]);
     assert_eq!(c[0]["attempts"], 2);
     assert_eq!(c[1]["attempts"], 2);
@@ -133,19 +152,39 @@ fn replay_folders_where_only_some_pass_deliver_the_winner_in_the_users_tree() {
     // One record: the run commit's parents are every candidate's attempt commits (the
     // delivery attempt's commit too).
     let id = s["run_id"].as_str().expect("id");
-    let parents = r.git(&["rev-list", "--parents", "-n1", &format!("refs/factory/{id}")]);
+    let parents = r.git(&[
+        "rev-list",
+        "--parents",
+        "-n1",
+        &format!("refs/factory/{id}"),
+    ]);
     assert_eq!(parents.split_whitespace().count() - 1, 2 + 2 + 1);
-    let stored = r.git(&["show", &format!("refs/factory/{id}:candidate_2/attempt_2/proposed_patch.diff")]);
+    let stored = r.git(&[
+        "show",
+        &format!("refs/factory/{id}:candidate_2/attempt_2/proposed_patch.diff"),
+    ]);
     assert!(stored.contains("+TWO"));
-    assert!(ran.stderr.contains("1/3 candidates passed; candidate 2 wins"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("1/3 candidates passed; candidate 2 wins"),
+        "{}",
+        ran.stderr
+    );
     r.git(&["checkout", "--", "app.txt"]);
     assert_nothing_left(&r);
     // log counts, show lists the candidates.
     let log = r.factory().args(["log"]).output().expect("log");
-    assert!(stdout_of(&log).contains("1/3 passed"), "{}", stdout_of(&log));
+    assert!(
+        stdout_of(&log).contains("1/3 passed"),
+        "{}",
+        stdout_of(&log)
+    );
     let show = r.factory().args(["show", id]).output().expect("show");
     let shown = stdout_of(&show);
-    assert!(shown.contains("candidates: 1/3 passed, winner 2"), "{shown}");
+    assert!(
+        shown.contains("candidates: 1/3 passed, winner 2"),
+        "{shown}"
+    );
     assert!(
         shown
             .lines()
@@ -164,7 +203,14 @@ fn consensus_beats_size_and_fewest_lines_break_the_rest() {
     );
     let ran = run(
         &r,
-        &["--candidates", "4", "--max-attempts", "1", "--agent-command", &agent],
+        &[
+            "--candidates",
+            "4",
+            "--max-attempts",
+            "1",
+            "--agent-command",
+            &agent,
+        ],
     );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(ran.summary["winner"], 2);
@@ -186,7 +232,14 @@ fn consensus_beats_size_and_fewest_lines_break_the_rest() {
     let agent = agent_by_candidate(&r, &[(1, good_long()), (2, good()), (3, bad())]);
     let ran = run(
         &r,
-        &["--candidates", "3", "--max-attempts", "1", "--agent-command", &agent],
+        &[
+            "--candidates",
+            "3",
+            "--max-attempts",
+            "1",
+            "--agent-command",
+            &agent,
+        ],
     );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(ran.summary["winner"], 2);
@@ -195,7 +248,13 @@ fn consensus_beats_size_and_fewest_lines_break_the_rest() {
 
 /// The record of a run without what depends on the clock.
 fn timeless(mut s: Value) -> Value {
-    for key in ["started_utc", "ended_utc", "duration_seconds", "repo_path", "work_order_path"] {
+    for key in [
+        "started_utc",
+        "ended_utc",
+        "duration_seconds",
+        "repo_path",
+        "work_order_path",
+    ] {
         s[key] = Value::Null;
     }
     for list in ["candidates", "attempts"] {
@@ -262,7 +321,14 @@ fn no_pass_is_fail_with_the_repo_byte_identical() {
     let agent = agent_by_candidate(&r, &[(1, bad()), (2, bad())]);
     let ran = run(
         &r,
-        &["--candidates", "2", "--max-attempts", "2", "--agent-command", &agent],
+        &[
+            "--candidates",
+            "2",
+            "--max-attempts",
+            "2",
+            "--agent-command",
+            &agent,
+        ],
     );
     assert_eq!(ran.code, 1, "{}", ran.stderr);
     assert_eq!(ran.summary["verdict"], "FAIL");
@@ -270,16 +336,29 @@ fn no_pass_is_fail_with_the_repo_byte_identical() {
     assert_eq!(ran.summary["attempts"].as_array().map(Vec::len), Some(0));
     let c = candidates(&ran.summary);
     assert_eq!(c.len(), 2);
-    assert!(c.iter().all(|c| c["verdict"] == "FAIL" && c["attempts"] == 2));
+    assert!(c
+        .iter()
+        .all(|c| c["verdict"] == "FAIL" && c["attempts"] == 2));
     assert_eq!(r.snapshot(), before);
     assert_nothing_left(&r);
     // Cached like any finished run.
     let again = run(
         &r,
-        &["--candidates", "2", "--max-attempts", "2", "--agent-command", &agent],
+        &[
+            "--candidates",
+            "2",
+            "--max-attempts",
+            "2",
+            "--agent-command",
+            &agent,
+        ],
     );
     assert_eq!(again.code, 1);
-    assert!(again.stderr.contains("already recorded"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("already recorded"),
+        "{}",
+        again.stderr
+    );
 }
 
 #[test]
@@ -321,13 +400,23 @@ fn one_candidate_is_a_plain_run_with_the_same_run_id() {
     r.git(&["checkout", "--", "app.txt"]);
     let one = run(
         &r,
-        &["--candidates", "1", "--replay", replay.to_str().expect("utf-8")],
+        &[
+            "--candidates",
+            "1",
+            "--replay",
+            replay.to_str().expect("utf-8"),
+        ],
     );
     assert_eq!(one.code, 0);
     assert!(one.stderr.contains("already recorded"), "{}", one.stderr);
     let two = run(
         &r,
-        &["--candidates", "2", "--replay", replay.to_str().expect("utf-8")],
+        &[
+            "--candidates",
+            "2",
+            "--replay",
+            replay.to_str().expect("utf-8"),
+        ],
     );
     assert_eq!(two.code, 0, "{}", two.stderr);
     assert_ne!(two.summary["run_id"], plain.summary["run_id"]);
@@ -349,7 +438,14 @@ fn refusals_name_the_fix() {
             "--jobs must be at least 1",
         ),
         (
-            vec!["--llm-model", "a", "--llm-model", "b", "--llm-base-url", "http://127.0.0.1:9"],
+            vec![
+                "--llm-model",
+                "a",
+                "--llm-model",
+                "b",
+                "--llm-base-url",
+                "http://127.0.0.1:9",
+            ],
             "2 models were given for 1 candidate(s)",
         ),
         (
@@ -416,7 +512,11 @@ fn answer_model(stream: std::net::TcpStream, log: &Mutex<Vec<Value>>) {
         return;
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let diff = if body["model"] == "good" { good() } else { bad() };
+    let diff = if body["model"] == "good" {
+        good()
+    } else {
+        bad()
+    };
     log.lock().expect("lock").push(body);
     let answer = json!({
         "id": "x", "object": "chat.completion",
@@ -454,7 +554,10 @@ fn several_models_race_with_a_seed_per_candidate() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(ran.summary["winner"], 2);
     let c = candidates(&ran.summary);
-    let models: Vec<&str> = c.iter().map(|c| c["model"].as_str().unwrap_or("")).collect();
+    let models: Vec<&str> = c
+        .iter()
+        .map(|c| c["model"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(
         models,
         [
@@ -592,5 +695,66 @@ fn ctrl_c_mid_race_stops_every_candidate_and_leaves_nothing() {
     let ids = r.run_ids();
     assert_eq!(ids.len(), 1);
     let show = r.factory().args(["show", &ids[0]]).output().expect("show");
-    assert!(stdout_of(&show).contains("INTERRUPTED"), "{}", stdout_of(&show));
+    assert!(
+        stdout_of(&show).contains("INTERRUPTED"),
+        "{}",
+        stdout_of(&show)
+    );
+}
+
+#[test]
+fn kill_9_mid_race_then_recover_leaves_nothing() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let agent = agent_by_candidate(&r, &[(1, good()), (2, good()), (3, good())]);
+    let marker = r.outside.join("checks");
+    std::fs::create_dir_all(&marker).expect("mkdir");
+    // Every candidate's check notes that it started, then hangs.
+    let hang = format!(
+        "sh -c 'mktemp -p {} started.XXXXXX >/dev/null; sleep 31'",
+        marker.display()
+    );
+    let wo = r.work_order(basic_order(&[&hang]));
+    let mut child = r
+        .spawn(&["run", "--candidates", "3", "--jobs", "3", "-w"])
+        .arg(&wo)
+        .arg("--agent-command")
+        .arg(&agent)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    for _ in 0..1000 {
+        if std::fs::read_dir(&marker).map(|d| d.count()).unwrap_or(0) == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_dir(&marker).map(|d| d.count()).unwrap_or(0),
+        3
+    );
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let out = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+    assert_nothing_left(&r);
+    // The checks' process groups were stopped by recover (the kernel may take a moment).
+    let mut left = processes_with(&marker.display().to_string());
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = processes_with(&marker.display().to_string());
+    }
+    assert!(left.is_empty(), "{left:?}");
+    let ids = r.run_ids();
+    let show = r.factory().args(["show", &ids[0]]).output().expect("show");
+    assert!(
+        stdout_of(&show).contains("INTERRUPTED"),
+        "{}",
+        stdout_of(&show)
+    );
 }
