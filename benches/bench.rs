@@ -1479,13 +1479,12 @@ fn bench_candidates(work: &Path, runs: usize) {
     let worktree = measure(runs, || {
         time(|| {
             pass(&["--worktree", "--candidates", "4", "--jobs", "4"]);
-            for branch in git(
+            let branches = git(
                 &root,
-                &["branch", "--list", "factory/*", "--format=%(refname:short)"],
-            )
-            .lines()
-            {
-                git(&root, &["branch", "-q", "-D", branch]);
+                &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
+            );
+            for branch in branches.lines() {
+                git(&root, &["update-ref", "-d", branch]);
             }
         })
     });

@@ -62,16 +62,33 @@ impl TempWorktree {
             prune.args(["worktree", "prune"]);
             let _ = prune.output();
         }
+        // Only the administrative part takes turns; the checkout, the costly part on a big
+        // repo, runs beside other candidates' (and runs none of the user's checkout hooks).
         let mut cmd = git_cmd(repo);
-        cmd.args(["worktree", "add", "--detach", "--quiet"])
+        cmd.args(["worktree", "add", "--detach", "--quiet", "--no-checkout"])
             .arg(&path)
             .arg(commit);
         run_git(cmd, "creating a temporary worktree")?;
-        Ok(TempWorktree {
+        drop(_turn);
+        let worktree = TempWorktree {
             repo_dir: repo.commondir().to_path_buf(),
             path,
             removed: false,
-        })
+        };
+        let mut checkout = Command::new("git");
+        checkout
+            .arg("-C")
+            .arg(&worktree.path)
+            .args(["reset", "--hard", "--quiet"])
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_OBJECT_DIRECTORY")
+            .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+            .stdin(std::process::Stdio::null());
+        // A failed checkout drops (and so removes) the half-made worktree.
+        run_git(checkout, "checking out a temporary worktree")?;
+        Ok(worktree)
     }
 
     pub fn remove(mut self) -> Result<()> {
