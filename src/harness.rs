@@ -1746,9 +1746,14 @@ impl Session<'_> {
             )));
         };
         self.ui.info(format!(
-            "  {passed}/{} candidates passed; candidate {index} wins ({})",
+            "  {passed}/{} candidates passed; candidate {index} wins ({}): verifying it {}",
             runs.len(),
-            won.model
+            won.model,
+            if opts.worktree {
+                "once more before it is committed"
+            } else {
+                "once more in your tree"
+            }
         ));
         self.provider = Box::new(crate::race::Chosen { text, format });
         self.runs_in_tree = false;

@@ -758,3 +758,33 @@ fn kill_9_mid_race_then_recover_leaves_nothing() {
         stdout_of(&show)
     );
 }
+
+#[test]
+fn coding_agents_edit_their_own_scratch_worktrees_side_by_side() {
+    let r = TestRepo::simple();
+    let script = r.outside.join("edit.sh");
+    // Candidate 2 writes the passing line; the others a failing one.
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nif [ \"$FACTORY_CANDIDATE\" = 2 ]; then w=TWO; else w=zwei; fi\nprintf 'one\\n%s\\nthree\\n' \"$w\" > app.txt\n",
+    )
+    .expect("write");
+    let ran = run(
+        &r,
+        &[
+            "--candidates",
+            "3",
+            "--jobs",
+            "3",
+            "--max-attempts",
+            "1",
+            "--agent-edits",
+            &format!("sh {}", script.display()),
+        ],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(ran.summary["winner"], 2);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    r.git(&["checkout", "--", "app.txt"]);
+    assert_nothing_left(&r);
+}
