@@ -1426,7 +1426,9 @@ fn bench_refusal_speed(work: &Path) {
 /// Best of N (SPEC §5.1): wall time of `--candidates 4 --jobs 4` against four sequential
 /// single runs, on the 10,000-file repo with a 1 s acceptance command (`sleep 1`). Every
 /// candidate passes with the same change; in-situ the winner is verified once more where it
-/// lands, so the race holds two acceptance runs end to end, the sequence four.
+/// lands, so the race holds two acceptance runs end to end, the sequence four. Each
+/// candidate checks out its own worktree: four sequential `--worktree` runs pay the same
+/// checkouts one after the other. The ratio column is to the four in-situ runs.
 fn bench_candidates(work: &Path, runs: usize) {
     let size = 10_000;
     let root = work.join(format!("repo-candidates-{size}"));
@@ -1476,6 +1478,20 @@ fn bench_candidates(work: &Path, runs: usize) {
             }
         })
     });
+    let sequential_worktrees = measure(runs, || {
+        time(|| {
+            for _ in 0..4 {
+                pass(&["--worktree"]);
+                let branches = git(
+                    &root,
+                    &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
+                );
+                for branch in branches.lines() {
+                    git(&root, &["update-ref", "-d", branch]);
+                }
+            }
+        })
+    });
     let worktree = measure(runs, || {
         time(|| {
             pass(&["--worktree", "--candidates", "4", "--jobs", "4"]);
@@ -1502,6 +1518,12 @@ fn bench_candidates(work: &Path, runs: usize) {
         Some(worktree.median.as_secs_f64() / sequential.median.as_secs_f64()),
     );
     row("4 sequential single runs", &size_s, &sequential, None);
+    row(
+        "4 sequential --worktree runs",
+        &size_s,
+        &sequential_worktrees,
+        Some(sequential_worktrees.median.as_secs_f64() / sequential.median.as_secs_f64()),
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
