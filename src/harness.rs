@@ -1685,7 +1685,12 @@ impl Session<'_> {
             summary: &self.summary,
             ui: self.ui,
         };
+        let owner = crate::race::owner_file(&self.factory_dir, &self.summary.run_id);
+        if self.journal.is_none() {
+            std::fs::write(&owner, std::process::id().to_string())?;
+        }
         let mut runs = crate::race::run_all(&shared, plan, self.ui);
+        let _ = std::fs::remove_file(&owner);
         if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
             self.refusal = Some(refusal);
             return Ok(Some(Ending {

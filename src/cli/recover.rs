@@ -23,6 +23,12 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let root = git::workdir(&repo)?;
     let factory_dir = git::factory_dir(&repo);
     let _lock = RepoLock::acquire(&factory_dir)?;
+    // `--worktree` races whose process is gone: their worktrees (they have no journal).
+    for run_id in crate::race::remove_orphaned_races(&repo) {
+        ui.info(format!(
+            "removed the worktrees of run {run_id}, a --worktree race that was killed"
+        ));
+    }
     let Some(j) = Journal::read(&factory_dir)? else {
         ui.info("nothing to recover: no run was interrupted in this repo");
         return Ok(Exit::Success);

@@ -760,6 +760,69 @@ fn kill_9_mid_race_then_recover_leaves_nothing() {
 }
 
 #[test]
+fn kill_9_mid_worktree_race_then_recover_leaves_nothing() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let agent = agent_by_candidate(&r, &[(1, good()), (2, good()), (3, good())]);
+    let marker = r.outside.join("checks");
+    std::fs::create_dir_all(&marker).expect("mkdir");
+    // Every candidate's check notes that it started, then hangs.
+    let hang = format!(
+        "sh -c 'mktemp -p {} started.XXXXXX >/dev/null; sleep 31'",
+        marker.display()
+    );
+    let wo = r.work_order(basic_order(&[&hang]));
+    let mut child = r
+        .spawn(&[
+            "run",
+            "--worktree",
+            "--candidates",
+            "3",
+            "--jobs",
+            "3",
+            "-w",
+        ])
+        .arg(&wo)
+        .arg("--agent-command")
+        .arg(&agent)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    for _ in 0..1000 {
+        if std::fs::read_dir(&marker).map(|d| d.count()).unwrap_or(0) == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_dir(&marker).map(|d| d.count()).unwrap_or(0),
+        3
+    );
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let out = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("a --worktree race that was killed"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.snapshot(), before);
+    assert_nothing_left(&r);
+    // The checks' process groups were stopped by recover (the kernel may take a moment).
+    let mut left = processes_with(&marker.display().to_string());
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = processes_with(&marker.display().to_string());
+    }
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
 fn coding_agents_edit_their_own_scratch_worktrees_side_by_side() {
     let r = TestRepo::simple();
     let script = r.outside.join("edit.sh");
