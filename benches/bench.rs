@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline, pycache. `--repos DIR` keeps the attempt repos in
+//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates. `--repos DIR` keeps the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
@@ -1835,6 +1835,110 @@ fn bench_refusal_speed(work: &Path) {
     }
 }
 
+/// Best of N (SPEC §5.1): wall time of `--candidates 4 --jobs 4` against four sequential
+/// single runs, on the 10,000-file repo with a 1 s acceptance command (`sleep 1`). Every
+/// candidate passes with the same change; in-situ the winner is verified once more where it
+/// lands, so the race holds two acceptance runs end to end, the sequence four. Each
+/// candidate checks out its own worktree: four sequential `--worktree` runs pay the same
+/// checkouts one after the other. The ratio column is to the four in-situ runs.
+fn bench_candidates(work: &Path, runs: usize) {
+    let size = 10_000;
+    let root = work.join(format!("repo-candidates-{size}"));
+    let first = generate(&root, size);
+    let replay = work.join("replay-candidates");
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    std::fs::write(replay.join("1.diff"), one_line_patch(&root, &first)).expect("write");
+    let replay_s = replay.to_string_lossy().into_owned();
+    let base = [
+        "run",
+        "-q",
+        "--id",
+        "bench",
+        "--title",
+        "bench",
+        "--intent",
+        "bench",
+        "--allow",
+        first.as_str(),
+        "--accept",
+        "sleep 1",
+        "--max-attempts",
+        "1",
+        "--force",
+        "--replay",
+        replay_s.as_str(),
+    ];
+    let pass = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let out = factory(&root, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(&root, &["checkout", "--", &first]);
+    };
+    let race = measure(runs, || {
+        time(|| pass(&["--candidates", "4", "--jobs", "4"]))
+    });
+    let sequential = measure(runs, || {
+        time(|| {
+            for _ in 0..4 {
+                pass(&[]);
+            }
+        })
+    });
+    let sequential_worktrees = measure(runs, || {
+        time(|| {
+            for _ in 0..4 {
+                pass(&["--worktree"]);
+                let branches = git(
+                    &root,
+                    &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
+                );
+                for branch in branches.lines() {
+                    git(&root, &["update-ref", "-d", branch]);
+                }
+            }
+        })
+    });
+    let worktree = measure(runs, || {
+        time(|| {
+            pass(&["--worktree", "--candidates", "4", "--jobs", "4"]);
+            let branches = git(
+                &root,
+                &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
+            );
+            for branch in branches.lines() {
+                git(&root, &["update-ref", "-d", branch]);
+            }
+        })
+    });
+    let size_s = size.to_string();
+    row(
+        "candidates 4, jobs 4 (in-situ)",
+        &size_s,
+        &race,
+        Some(race.median.as_secs_f64() / sequential.median.as_secs_f64()),
+    );
+    row(
+        "candidates 4, jobs 4 (--worktree)",
+        &size_s,
+        &worktree,
+        Some(worktree.median.as_secs_f64() / sequential.median.as_secs_f64()),
+    );
+    row("4 sequential single runs", &size_s, &sequential, None);
+    row(
+        "4 sequential --worktree runs",
+        &size_s,
+        &sequential_worktrees,
+        Some(sequential_worktrees.median.as_secs_f64() / sequential.median.as_secs_f64()),
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let opt = |name: &str| {
@@ -1885,6 +1989,10 @@ fn main() {
     }
     if only.contains("pycache") {
         bench_pycache(work.path(), runs);
+    }
+    // Opt-in: it runs for tens of seconds (1 s checks, on purpose).
+    if only.contains("candidates") {
+        bench_candidates(work.path(), runs);
     }
     let _: PathBuf = work.path().to_path_buf();
 }

@@ -50,7 +50,7 @@ complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "help" -d 'P
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s w -l work-order -d 'The work order JSON file (`-` reads stdin)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l repo -d 'The product repo (default: discovered from the current directory, like git)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l out -d 'Also write the file artifacts to DIR/<run_id>/ (must be outside the work tree)' -r -F
-complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-model -d 'The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-model -d 'The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]; repeatable with --candidates: candidate i uses the models in turn' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-base-url -d 'Base URL of an OpenAI-compatible server [env: OPENAI_BASE_URL] [config: factory.baseUrl]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-temperature -d 'Sampling temperature [default: 0] [config: factory.temperature]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-api -d 'Which OpenAI API to speak [default: responses on OpenAI\'s own URL, chat elsewhere] [config: factory.api]' -r -f -a "responses\t''
@@ -64,6 +64,9 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l replay -
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-attempts -d 'SE → TR → PO attempts [default: 2] [config: factory.maxAttempts]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l timeout-seconds -d 'Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l branch -d 'On PASS, deliver the change on branch NAME (in-situ: created at the baseline and checked out)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l candidates -d 'Best of N: N independent candidates in their own worktrees; the checks pick the winner' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l jobs -d 'Candidates run at once [default: min(N, CPUs)]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-tokens -d 'Token budget for the whole run (all attempts and candidates), from the providers\' reported usage; exceeded → the run stops with stage budget_exhausted (FAIL)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l id -d 'Inline work order: its id' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l title -d 'Inline work order: its title' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l intent -d 'Inline work order: what to change and why' -r

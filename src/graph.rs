@@ -35,6 +35,7 @@ fn ends_run(stage: Stage) -> Option<Verdict> {
     match stage {
         Stage::Preflight | Stage::Exception => Some(Verdict::Error),
         Stage::Interrupted => Some(Verdict::Interrupted),
+        Stage::BudgetExhausted => Some(Verdict::Fail),
         _ => None,
     }
 }

@@ -52,6 +52,13 @@ pub struct RunOptions {
     pub branch: Option<String>,
     /// Run the contract on the baseline before any model call (SPEC §3.8).
     pub baseline_check: bool,
+    /// Best of N (SPEC §5.1): how many candidates, how many at once, and the further
+    /// `--llm-model`s beyond `provider` (candidate i uses model (i−1) mod their count).
+    pub candidates: u32,
+    pub jobs: Option<u32>,
+    pub more_models: Vec<ProviderSpec>,
+    /// `--max-tokens`: the budget over all attempts and candidates.
+    pub max_tokens: Option<u64>,
 }
 
 /// How a run command ended, for the CLI to report.
@@ -211,9 +218,24 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let mut model_settings = opts.model.clone();
     model_settings.memory = Some(factory_dir.join("providers.json"));
-    let (provider, model_identity) =
-        opts.provider
-            .open(&user_root, &model_settings, !opts.dry_run, agent_timeout)?;
+    let race = crate::race::Plan::of(&opts)?;
+    let (provider, mut model_identity) = opts
+        .provider
+        .open(&user_root, &model_settings, !opts.dry_run, agent_timeout)
+        .or_else(|e| match &race {
+            // A replay folder of per-candidate folders holds no proposal of its own.
+            Some(_) if matches!(opts.provider, ProviderSpec::Replay { .. }) => Ok((
+                Box::new(crate::race::NoProposal) as Box<dyn Provider>,
+                String::new(),
+            )),
+            _ => Err(e),
+        })?;
+    if let Some(race) = &race {
+        // Every candidate's provider is opened once up front: a missing key or replay file
+        // is refused before anything changes.
+        model_identity =
+            race.identity(&user_root, &model_settings, !opts.dry_run, agent_timeout)?;
+    }
     crate::trace::mark("provider opened");
 
     // Identity (SPEC §4.3). In-situ the tree is clean, so the work tree's tree id is HEAD's;
@@ -233,6 +255,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         &identity::ConfigExtras {
             reasoning_effort: opts.model.reasoning_effort.as_deref(),
             max_output_tokens: opts.model.max_output_tokens,
+            candidates: race.as_ref().map(|r| r.candidates),
         },
     );
     let run_id = identity::run_id(
@@ -368,6 +391,8 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         work_order_title: opts.work_order.order.title.clone(),
         side_effects: Vec::new(),
         error: None,
+        candidates: Vec::new(),
+        winner: None,
         contract: (opts.work_order.order.has_contract()
             || !cfg.multi(crate::config::PROTECT).is_empty())
         .then(|| Contract {
@@ -411,7 +436,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     });
 
     let started = Instant::now();
+    let budget = crate::budget::Budget::new(opts.max_tokens);
     let mut session = Session {
+        record: true,
+        budget: &budget,
+        board: None,
+        candidate: None,
+        passed_answer: None,
         factory_dir: factory_dir.clone(),
         pycache: PyCache::in_factory_dir(&factory_dir),
         journal,
@@ -474,14 +505,31 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     crate::trace::mark("first checkpoint");
     crate::crash::point("after_preflight");
     ui.info(format!(
-        "{} run {run_id}: {} ({} attempts at most{})",
+        "{} run {run_id}: {} ({} attempts at most{}{})",
         ui::bold("factory"),
         opts.work_order.order.title,
         opts.max_attempts,
+        race.as_ref()
+            .map(|r| format!(" for each of {} candidates", r.candidates))
+            .unwrap_or_default(),
         if opts.worktree { ", in a worktree" } else { "" }
     ));
+    // Best of N: the candidates race in their own worktrees first; the winner's change is
+    // then what this run's single attempt applies and verifies where it lands.
+    let raced = match (&race, satisfied) {
+        (Some(race), false) => session.race(race, &opts, &model_settings, agent_timeout),
+        _ => Ok(None),
+    };
+    let (raced, max_attempts) = match raced {
+        Ok(Some(ending)) => (Some(Ok(ending)), opts.max_attempts),
+        Ok(None) if race.is_some() && !satisfied => (None, 1),
+        Ok(None) => (None, opts.max_attempts),
+        Err(e) => (Some(Err(e)), opts.max_attempts),
+    };
 
-    let driven = if satisfied {
+    let driven = if let Some(raced) = raced {
+        raced
+    } else if satisfied {
         ui.info(format!(
             "  {} every fail_to_pass command passes on the baseline: nothing to change",
             ui::dim("✓")
@@ -492,11 +540,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             attempts: 0,
         })
     } else {
-        graph::drive(
-            &mut session,
-            opts.max_attempts,
-            &crate::interrupt::requested,
-        )
+        graph::drive(&mut session, max_attempts, &crate::interrupt::requested)
     };
     let ending = match driven {
         Ok(ending) => ending,
@@ -613,9 +657,20 @@ struct Attempt {
     applied: bool,
     brief: Option<FailureBrief>,
     started: Instant,
+    /// The answer the parser judged, kept so a race's winning proposal can be delivered.
+    answer: Option<(Vec<u8>, proposal::OutputFormat)>,
 }
 
 struct Session<'a> {
+    /// Whether this session owns the run's record (a race's candidates do not: the race
+    /// writes one record for all of them).
+    record: bool,
+    budget: &'a crate::budget::Budget,
+    /// A race's candidate: its line on the race's board and its index.
+    board: Option<&'a ui::Board>,
+    candidate: Option<u32>,
+    /// The passing attempt's answer.
+    passed_answer: Option<(Vec<u8>, proposal::OutputFormat)>,
     factory_dir: PathBuf,
     /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are
     /// forgotten.
@@ -727,8 +782,10 @@ impl Session<'_> {
     /// Writes the summary and moves the run ref forward.
     fn save(&mut self) -> Result<()> {
         write_json(&self.run_dir.join("run_summary.json"), &self.summary)?;
-        let message = store::run_message(&self.summary);
-        self.writer.checkpoint(self.repo, &message)?;
+        if self.record {
+            let message = store::run_message(&self.summary);
+            self.writer.checkpoint(self.repo, &message)?;
+        }
         Ok(())
     }
 
@@ -1032,6 +1089,7 @@ impl Session<'_> {
             applied: false,
             brief: None,
             started: Instant::now(),
+            answer: None,
         });
         Ok((dir, rel))
     }
@@ -1056,20 +1114,32 @@ impl Nodes for Session<'_> {
             ui::bold("attempt"),
             self.summary.max_attempts
         ));
+        self.show(attempt, "SE");
         self.staged(|s| s.propose(attempt, &dir, &rel))
     }
 
     fn tr(&mut self, attempt: u32) -> Outcome {
+        self.show(attempt, "TR");
         self.staged(|s| s.apply(attempt))
     }
 
-    fn po(&mut self, _attempt: u32) -> Outcome {
+    fn po(&mut self, attempt: u32) -> Outcome {
+        self.show(attempt, "PO");
         self.staged(|s| s.verify())
     }
 
     fn interrupt(&mut self, attempt: u32) -> Outcome {
         if self.current.is_none() {
             let _ = self.se_start(attempt);
+        }
+        // Stopped because another candidate spent the last of the token budget.
+        if self.budget.exhausted() && !crate::interrupt::requested() {
+            let _ = self.fail(
+                Stage::BudgetExhausted,
+                None,
+                "the --max-tokens budget ran out",
+            );
+            return Outcome::Failed(Stage::BudgetExhausted);
         }
         let _ = self.fail(
             Stage::Interrupted,
@@ -1102,6 +1172,7 @@ impl Nodes for Session<'_> {
                 self.summary.side_effects = side;
                 let tree = current.tree.unwrap_or_else(|| self.baseline.tree_id());
                 self.passed = Some((plan, tree));
+                self.passed_answer = current.answer.take();
             }
         } else {
             self.current = Some(current);
@@ -1125,6 +1196,28 @@ impl Nodes for Session<'_> {
 }
 
 impl Session<'_> {
+    /// Where the running command's process group is noted for `recover`; a race's
+    /// candidates each have their own (SPEC §7).
+    fn pgid_file(&self) -> PathBuf {
+        match self.candidate {
+            Some(i) => self
+                .factory_dir
+                .join(format!("command.{}.{i}.pgid", self.summary.run_id)),
+            None => self.factory_dir.join("command.pgid"),
+        }
+    }
+
+    /// Puts a race candidate's stage on its board line.
+    fn show(&self, attempt: u32, stage: &str) {
+        if let (Some(board), Some(i)) = (self.board, self.candidate) {
+            board.set(
+                i,
+                &format!("attempt {attempt}/{} {stage}", self.summary.max_attempts),
+                false,
+            );
+        }
+    }
+
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
     /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
     /// tree as it was. What the commands leave behind is removed as after an attempt.
@@ -1144,7 +1237,7 @@ impl Session<'_> {
                 s.scratch.push(prefix.clone());
                 s
             }),
-            pgid_file: Some(self.factory_dir.join("command.pgid")),
+            pgid_file: Some(self.pgid_file()),
         };
         let contract = baseline::Contract {
             repo: self.repo,
@@ -1223,6 +1316,7 @@ impl Session<'_> {
             attempt_dir: dir,
             attempt_rel: rel,
             on_tokens: &on_tokens,
+            candidate: self.candidate,
         };
         let asked = Instant::now();
         let answer = self.provider.propose(&request);
@@ -1300,11 +1394,27 @@ impl Session<'_> {
             }
         };
         let _ = std::fs::write(dir.join("llm_output.txt"), &response.raw);
+        let over_budget = self.budget.spend(response.usage.as_ref());
         {
             let a = self.current();
+            a.answer = Some((response.text.clone(), response.format));
             a.record.usage = response.usage.clone();
             a.record.dropped_params = response.dropped_params.clone();
             a.record.api_switch = response.api_switch.clone();
+        }
+        if over_budget {
+            if let Some(board) = self.board {
+                board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+            }
+            let text = format!(
+                "the --max-tokens budget of {} tokens is spent ({} reported so far)",
+                self.budget.limit().unwrap_or(0),
+                self.budget.used()
+            );
+            // Every other candidate in flight stops too.
+            crate::interrupt::halt();
+            let _ = self.fail(Stage::BudgetExhausted, None, &text);
+            return Outcome::Exhausted(Stage::BudgetExhausted);
         }
         if let Some(switch) = &response.api_switch {
             self.ui.info(format!(
@@ -1515,7 +1625,7 @@ impl Session<'_> {
                 s.scratch.push(prefix.clone());
                 s
             }),
-            pgid_file: Some(self.factory_dir.join("command.pgid")),
+            pgid_file: Some(self.pgid_file()),
         };
         let ui = self.ui;
         let checks = verify::Checks {
@@ -1557,6 +1667,316 @@ impl Session<'_> {
             }
             _ => Outcome::Ok,
         }
+    }
+}
+
+/// What the candidates of a race share: the run's facts, read-only (SPEC §5.1).
+pub(crate) struct RaceShared<'a> {
+    pub commondir: PathBuf,
+    pub factory_dir: PathBuf,
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub baseline: git2::Oid,
+    pub wo: &'a LoadedWorkOrder,
+    pub verify_cmds: &'a [Vec<String>],
+    pub acceptance: &'a [Vec<String>],
+    pub pass_to_pass: &'a [Vec<String>],
+    pub fail_to_pass: &'a [Vec<String>],
+    pub protected: &'a Protected,
+    pub red: &'a [BaselineResult],
+    pub timeout: Duration,
+    pub env_remove: &'a [String],
+    pub context: &'a [ContextFile],
+    pub strict_apply: bool,
+    pub sandbox: bool,
+    pub max_attempts: u32,
+    pub settings: &'a crate::roles::se::provider::client::Settings,
+    pub agent_timeout: Duration,
+    pub budget: &'a crate::budget::Budget,
+    pub summary: &'a RunSummary,
+    pub ui: &'a Ui,
+}
+
+/// How one candidate ended.
+pub(crate) struct CandidateRun {
+    pub index: u32,
+    pub model: String,
+    pub verdict: Verdict,
+    pub stage: String,
+    pub attempts: Vec<AttemptRecord>,
+    /// On PASS: the tree its change made (baseline + change).
+    pub tree: Option<git2::Oid>,
+    /// On PASS: the answer that made it.
+    pub answer: Option<(Vec<u8>, proposal::OutputFormat)>,
+    pub attempt_commits: Vec<git2::Oid>,
+    pub error: Option<String>,
+    /// Its provider turned out misconfigured: the whole run is refused.
+    pub refusal: Option<Error>,
+    pub duration: Duration,
+}
+
+/// Runs one candidate: its own attempt loop in its own fresh worktree at the baseline, its
+/// artifacts under `candidate_<index>/`. It writes no ref and touches nothing of the user's:
+/// the race records all candidates at once. Its worktree is removed whatever happens.
+pub(crate) fn run_candidate(
+    shared: &RaceShared<'_>,
+    index: u32,
+    spec: &ProviderSpec,
+    board: &ui::Board,
+) -> CandidateRun {
+    let started = Instant::now();
+    let mut run = CandidateRun {
+        index,
+        model: spec.identity(),
+        verdict: Verdict::Error,
+        stage: Stage::Exception.as_str().to_string(),
+        attempts: Vec::new(),
+        tree: None,
+        answer: None,
+        attempt_commits: Vec::new(),
+        error: None,
+        refusal: None,
+        duration: Duration::ZERO,
+    };
+    if let Err(e) = candidate_session(shared, index, spec, board, &mut run) {
+        run.verdict = Verdict::Error;
+        run.stage = Stage::Exception.as_str().to_string();
+        run.error = Some(e.message);
+    }
+    run.duration = started.elapsed();
+    run
+}
+
+fn candidate_session(
+    shared: &RaceShared<'_>,
+    index: u32,
+    spec: &ProviderSpec,
+    board: &ui::Board,
+    run: &mut CandidateRun,
+) -> Result<()> {
+    let repo = Repository::open(&shared.commondir)?;
+    let name = format!("cand-{}-{index}", shared.run_id);
+    let worktree = git::worktree::TempWorktree::add(&repo, &name, &shared.baseline.to_string())?;
+    let wt_repo = Repository::open(&worktree.path)?;
+    let mut settings = shared.settings.clone();
+    settings.seed += u64::from(index);
+    let (provider, identity) = spec.open(&worktree.path, &settings, true, shared.agent_timeout)?;
+    run.model = identity.clone();
+    let dir = shared.run_dir.join(format!("candidate_{index}"));
+    std::fs::create_dir_all(&dir)?;
+    // The candidate's own worktree gets its HEAD and index back between attempts; the refs it
+    // shares with the user's repo are not its to put back.
+    let restore = git::restore::Restore::capture(
+        &wt_repo,
+        crate::journal::saved_dir(&shared.factory_dir, &format!("{}.{index}", shared.run_id)),
+        false,
+    )?;
+    let saved = restore.saved.clone();
+    let journal = Journal {
+        run_id: shared.run_id.clone(),
+        pid: std::process::id(),
+        stage: "preflight".to_string(),
+        restore,
+    };
+    let ui = shared.ui.silent();
+    let mut summary = shared.summary.clone();
+    summary.config.model = identity;
+    let sandbox = shared.sandbox.then(|| Sandbox {
+        writable: vec![worktree.path.clone()],
+        read_only: vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
+        scratch: Vec::new(),
+    });
+    {
+        let mut session = Session {
+            record: false,
+            budget: shared.budget,
+            board: Some(board),
+            candidate: Some(index),
+            passed_answer: None,
+            factory_dir: shared.factory_dir.clone(),
+            pycache: PyCache::in_factory_dir(&shared.factory_dir),
+            journal,
+            persist_journal: false,
+            unrestored: false,
+            preflight: None,
+            sandbox,
+            delivery: Delivery::Uncommitted,
+            repo: &wt_repo,
+            root: worktree.path.clone(),
+            ui: &ui,
+            wo: shared.wo,
+            baseline: wt_repo.find_commit(shared.baseline)?,
+            provider,
+            runs_in_tree: spec.runs_in_tree(),
+            strict_apply: shared.strict_apply,
+            run_dir: dir.clone(),
+            writer: RunWriter::new(&shared.run_id, &dir, None),
+            summary,
+            verify_cmds: shared.verify_cmds.to_vec(),
+            acceptance: shared.acceptance.to_vec(),
+            pass_to_pass: shared.pass_to_pass.to_vec(),
+            fail_to_pass: shared.fail_to_pass.to_vec(),
+            protected: shared.protected.clone(),
+            red: shared.red.to_vec(),
+            timeout: shared.timeout,
+            env_remove: shared.env_remove.to_vec(),
+            context: shared.context.to_vec(),
+            current: None,
+            brief: None,
+            seen: Vec::new(),
+            passed: None,
+            fatal: None,
+            refusal: None,
+        };
+        let budget = shared.budget;
+        let stop = || crate::interrupt::requested() || budget.exhausted();
+        let ending = match graph::drive(&mut session, shared.max_attempts, &stop) {
+            Ok(ending) => ending,
+            Err(e) => {
+                let _ = session.rollback();
+                session.fatal = Some(e.message.clone());
+                Ending {
+                    verdict: Verdict::Error,
+                    stage: Stage::Exception.as_str().to_string(),
+                    attempts: session.summary.attempts.len() as u32,
+                }
+            }
+        };
+        session.summary.verdict = ending.verdict;
+        session.summary.ended_stage = ending.stage.clone();
+        session.summary.error = session.fatal.clone();
+        session.summary.ended_utc = utc_now();
+        let _ = session.save();
+        run.verdict = ending.verdict;
+        run.stage = ending.stage;
+        run.attempts = session.summary.attempts.clone();
+        if ending.verdict == Verdict::Pass {
+            run.tree = session.passed.as_ref().map(|(_, tree)| *tree);
+            run.answer = session.passed_answer.take();
+        }
+        run.attempt_commits = session.writer.attempt_commits.clone();
+        run.error = session.fatal.clone();
+        run.refusal = session.refusal.take();
+    }
+    drop(wt_repo);
+    let _ = std::fs::remove_dir_all(&saved);
+    worktree.remove()
+}
+
+impl Session<'_> {
+    /// Races the candidates (SPEC §5.1) and records them in this run. `Ok(None)`: a winner was
+    /// chosen and this session's provider now proposes its change, for the one attempt that
+    /// applies and verifies it where it lands; `Ok(Some(ending))`: the run ends without it.
+    fn race(
+        &mut self,
+        plan: &crate::race::Plan,
+        opts: &RunOptions,
+        settings: &crate::roles::se::provider::client::Settings,
+        agent_timeout: Duration,
+    ) -> Result<Option<Ending>> {
+        let shared = RaceShared {
+            commondir: self.repo.commondir().to_path_buf(),
+            factory_dir: self.factory_dir.clone(),
+            run_id: self.summary.run_id.clone(),
+            run_dir: self.run_dir.clone(),
+            baseline: self.baseline.id(),
+            wo: self.wo,
+            verify_cmds: &self.verify_cmds,
+            acceptance: &self.acceptance,
+            pass_to_pass: &self.pass_to_pass,
+            fail_to_pass: &self.fail_to_pass,
+            protected: &self.protected,
+            red: &self.red,
+            timeout: self.timeout,
+            env_remove: &self.env_remove,
+            context: &self.context,
+            strict_apply: self.strict_apply,
+            sandbox: opts.sandbox,
+            max_attempts: opts.max_attempts,
+            settings,
+            agent_timeout,
+            budget: self.budget,
+            summary: &self.summary,
+            ui: self.ui,
+        };
+        let owner = crate::race::owner_file(&self.factory_dir, &self.summary.run_id);
+        if !self.persist_journal {
+            std::fs::write(&owner, std::process::id().to_string())?;
+        }
+        let mut runs = crate::race::run_all(&shared, plan, self.ui);
+        let _ = std::fs::remove_file(&owner);
+        if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
+            self.refusal = Some(refusal);
+            return Ok(Some(Ending {
+                verdict: Verdict::Error,
+                stage: Stage::Preflight.as_str().to_string(),
+                attempts: 0,
+            }));
+        }
+        // One record: every candidate's attempt commits are parents of the run commit.
+        for r in &runs {
+            self.writer
+                .attempt_commits
+                .extend(r.attempt_commits.iter().copied());
+        }
+        let base_tree = self.baseline.tree_id();
+        let records: Vec<_> = runs
+            .iter()
+            .map(|r| crate::race::record(self.repo, base_tree, r))
+            .collect();
+        let winner = crate::race::select(&records);
+        let passed = records
+            .iter()
+            .filter(|c| c.verdict == Verdict::Pass)
+            .count();
+        self.summary.candidates = records;
+        self.summary.winner = winner;
+        let ending = |verdict: Verdict, stage: &str| {
+            Ok(Some(Ending {
+                verdict,
+                stage: stage.to_string(),
+                attempts: 0,
+            }))
+        };
+        if crate::interrupt::requested() {
+            return ending(Verdict::Interrupted, Stage::Interrupted.as_str());
+        }
+        if self.budget.exhausted() {
+            self.summary.winner = None;
+            return ending(Verdict::Fail, Stage::BudgetExhausted.as_str());
+        }
+        let Some(index) = winner else {
+            let all_errors = runs.iter().all(|r| r.verdict == Verdict::Error);
+            self.fatal = all_errors
+                .then(|| runs.iter().find_map(|r| r.error.clone()))
+                .flatten();
+            let stage = runs.first().map(|r| r.stage.clone()).unwrap_or_default();
+            let verdict = if all_errors {
+                Verdict::Error
+            } else {
+                Verdict::Fail
+            };
+            return ending(verdict, &stage);
+        };
+        let won = &runs[index as usize - 1];
+        let Some((text, format)) = won.answer.clone() else {
+            return Err(Error::new(format!(
+                "candidate {index} passed but its answer was not kept"
+            )));
+        };
+        self.ui.info(format!(
+            "  {passed}/{} candidates passed; candidate {index} wins ({}): verifying it {}",
+            runs.len(),
+            won.model,
+            if opts.worktree {
+                "once more before it is committed"
+            } else {
+                "once more in your tree"
+            }
+        ));
+        self.provider = Box::new(crate::race::Chosen { text, format });
+        self.runs_in_tree = false;
+        Ok(None)
     }
 }
 

@@ -121,6 +121,8 @@ fn write_string(s: &str, out: &mut String) {
 pub struct ConfigExtras<'a> {
     pub reasoning_effort: Option<&'a str>,
     pub max_output_tokens: Option<u64>,
+    /// `--candidates N`; appended only when N > 1.
+    pub candidates: Option<u32>,
 }
 
 /// `config_hash` of SPEC §4.3.
@@ -157,6 +159,9 @@ pub fn config_hash_with(
     }
     if let Some(n) = extras.max_output_tokens {
         line.push_str(&format!("|max_output={n}"));
+    }
+    if let Some(n) = extras.candidates.filter(|n| *n > 1) {
+        line.push_str(&format!("|candidates={n}"));
     }
     sha256_hex(line.as_bytes())
 }
@@ -221,11 +226,29 @@ mod tests {
             &ConfigExtras {
                 reasoning_effort: Some("high"),
                 max_output_tokens: Some(8000),
+                candidates: None,
             },
         );
         assert_eq!(
             both,
             sha256_hex(b"openai:gpt-5|0|2|600|p1|ladder|effort=high|max_output=8000")
+        );
+        let one = ConfigExtras {
+            candidates: Some(1),
+            ..ConfigExtras::default()
+        };
+        assert_eq!(
+            config_hash_with("openai:gpt-5", 0.0, 2, 600, "ladder", &one),
+            plain,
+            "one candidate is a plain run"
+        );
+        let race = ConfigExtras {
+            candidates: Some(4),
+            ..ConfigExtras::default()
+        };
+        assert_eq!(
+            config_hash_with("openai:a,openai:b", 0.0, 2, 600, "ladder", &race),
+            sha256_hex(b"openai:a,openai:b|0|2|600|p1|ladder|candidates=4")
         );
     }
 }

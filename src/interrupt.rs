@@ -26,3 +26,16 @@ pub fn request() {
     FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
         .store(true, Ordering::SeqCst);
 }
+
+static HALT: AtomicBool = AtomicBool::new(false);
+
+/// Stops every running command and node without a signal: the token budget ran out while
+/// several candidates were in flight (SPEC §5.1). Unlike a signal it is not an interrupt of
+/// the run: the run still ends with its own verdict.
+pub fn halt() {
+    HALT.store(true, Ordering::SeqCst);
+}
+
+pub fn halted() -> bool {
+    HALT.load(Ordering::SeqCst)
+}

@@ -16,6 +16,7 @@
 //! The harness — never the model — decides retries, rollback and termination, and records
 //! every run in git (`refs/factory/<run_id>`, `refs/notes/factory`).
 
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod crash;
@@ -29,6 +30,7 @@ pub mod identity;
 pub mod interrupt;
 pub mod journal;
 pub mod preflight;
+pub mod race;
 pub mod roles;
 pub mod store;
 pub mod trace;

@@ -271,6 +271,137 @@ impl Ui {
     }
 }
 
+/// The live display of a race (SPEC §5.1): one line per candidate — its stage, attempt and
+/// elapsed time — redrawn in place on a terminal and cut to its width; elsewhere each change
+/// is printed once as a plain line.
+pub struct Board {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<BoardLine>>>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    ui: Ui,
+}
+
+#[derive(Clone)]
+struct BoardLine {
+    text: String,
+    started: Option<std::time::Instant>,
+    done: bool,
+}
+
+impl Board {
+    pub fn new(ui: &Ui, count: usize) -> Self {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(vec![
+            BoardLine {
+                text: "waiting".to_string(),
+                started: None,
+                done: false,
+            };
+            count
+        ]));
+        let mut board = Board {
+            lines: std::sync::Arc::clone(&lines),
+            stop: None,
+            handle: None,
+            ui: ui.clone(),
+        };
+        if ui.live {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            board.stop = Some(tx);
+            board.handle = Some(std::thread::spawn(move || {
+                let term = console::Term::stderr();
+                let mut drawn = 0usize;
+                loop {
+                    let width = usize::from(term.size().1).max(20);
+                    if drawn > 0 {
+                        let _ = term.clear_last_lines(drawn);
+                    }
+                    let shown = lines.lock().map(|l| l.clone()).unwrap_or_default();
+                    for (i, line) in shown.iter().enumerate() {
+                        let _ = term.write_line(&console::truncate_str(
+                            &board_text(i, line),
+                            width - 1,
+                            "…",
+                        ));
+                    }
+                    drawn = shown.len();
+                    match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                        _ => break,
+                    }
+                }
+            }));
+        }
+        board
+    }
+
+    /// Candidate `index` (1-based) is now at `text` (e.g. `attempt 1/2 PO`).
+    pub fn set(&self, index: u32, text: &str, done: bool) {
+        let text = escape_line(text);
+        let Ok(mut lines) = self.lines.lock() else {
+            return;
+        };
+        let Some(line) = lines.get_mut(index.saturating_sub(1) as usize) else {
+            return;
+        };
+        if line.done {
+            return;
+        }
+        let started = *line.started.get_or_insert_with(std::time::Instant::now);
+        line.text = text;
+        line.done = done;
+        if done {
+            // The time stops with the candidate.
+            line.text = format!(
+                "{} {}",
+                line.text,
+                dim(format!("({:.1}s)", started.elapsed().as_secs_f64()))
+            );
+            line.started = None;
+        }
+        if !self.ui.live {
+            self.ui.info(board_text(index as usize - 1, line));
+        }
+    }
+
+    /// Stops redrawing; the last state of every line stays on screen.
+    pub fn finish(mut self) {
+        drop(self.stop.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn board_text(i: usize, line: &BoardLine) -> String {
+    let elapsed = line
+        .started
+        .map(|s| dim(format!(" {:.1}s", s.elapsed().as_secs_f64())))
+        .unwrap_or_default();
+    format!("  candidate {}: {}{elapsed}", i + 1, line.text)
+}
+
+impl Ui {
+    /// The same settings with nothing printed but warnings: what a candidate of a race
+    /// reports goes to the race's board instead.
+    pub fn silent(&self) -> Ui {
+        Ui {
+            quiet: true,
+            verbose: false,
+            no_pager: self.no_pager,
+            live: false,
+        }
+    }
+}
+
 pub fn verdict(v: Verdict) -> String {
     let s = style(v.as_str()).bold();
     match v {

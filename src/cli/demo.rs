@@ -127,6 +127,10 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         commit: false,
         branch: None,
         baseline_check: false,
+        candidates: 1,
+        jobs: None,
+        more_models: Vec::new(),
+        max_tokens: None,
     };
     let summary = match harness::run(opts, ui)? {
         RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,

@@ -95,6 +95,14 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
         } else {
             String::new()
         };
+        // A race says how many of its candidates passed.
+        let mark = match &r.candidates {
+            Some(c) => format!(
+                "{mark} {}",
+                ui::dim(format!("({} passed)", ui::escape_line(c)))
+            ),
+            None => mark,
+        };
         text.push_str(&format!(
             "{} {verdict} {} {} {}{mark} {} {}\n",
             console::style(&r.run_id).yellow(),

@@ -23,6 +23,12 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let here = git::open(args.repo.as_deref())?;
     let factory_dir = git::factory_dir(&here);
     let _lock = RepoLock::acquire(&factory_dir)?;
+    // `--worktree` races whose process is gone: their worktrees (they have no journal).
+    for run_id in crate::race::remove_orphaned_races(&here) {
+        ui.info(format!(
+            "removed the worktrees of run {run_id}, a --worktree race that was killed"
+        ));
+    }
     let Some(j) = Journal::read(&factory_dir)? else {
         // Recover always starts Python's bytecode cache afresh (SPEC §3.7).
         crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
@@ -32,6 +38,8 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     crate::roles::po::exec::stop_noted_group(&factory_dir.join("command.pgid"));
     // The killed run's checks may have compiled versions of files that are gone now.
     crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
+    // A race's candidates: their commands, worktrees and scratch files.
+    crate::race::remove_leftovers(&here, &j.run_id);
     // The worktree the run changed, by its recorded path — never the one we were run from
     // unless that is it.
     let repo = if j.restore.belongs_to(&here) {

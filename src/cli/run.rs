@@ -23,9 +23,10 @@ pub struct RunArgs {
     /// Also write the file artifacts to DIR/<run_id>/ (must be outside the work tree)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]
+    /// The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model];
+    /// repeatable with --candidates: candidate i uses the models in turn
     #[arg(long = "llm-model", value_name = "[PROVIDER:]MODEL")]
-    pub llm_model: Option<String>,
+    pub llm_model: Vec<String>,
     /// Base URL of an OpenAI-compatible server [env: OPENAI_BASE_URL] [config: factory.baseUrl]
     #[arg(long = "llm-base-url", value_name = "URL")]
     pub llm_base_url: Option<String>,
@@ -92,6 +93,16 @@ pub struct RunArgs {
     /// Do not run the baseline check
     #[arg(long = "no-baseline-check", overrides_with = "baseline_check")]
     pub no_baseline_check: bool,
+    /// Best of N: N independent candidates in their own worktrees; the checks pick the winner
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub candidates: u32,
+    /// Candidates run at once [default: min(N, CPUs)]
+    #[arg(long, value_name = "J")]
+    pub jobs: Option<u32>,
+    /// Token budget for the whole run (all attempts and candidates), from the providers'
+    /// reported usage; exceeded → the run stops with stage budget_exhausted (FAIL)
+    #[arg(long = "max-tokens", value_name = "N")]
+    pub max_tokens: Option<u64>,
 
     /// Inline work order: its id
     #[arg(long, value_name = "ID", help_heading = "Inline work order")]
@@ -200,7 +211,7 @@ fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
         args.agent_command.is_some(),
         args.agent_edits.is_some(),
         args.replay.is_some(),
-        args.llm_model.is_some(),
+        !args.llm_model.is_empty(),
     ]
     .iter()
     .filter(|b| **b)
@@ -228,7 +239,7 @@ fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
     if let Some(dir) = &args.replay {
         return Ok(ProviderSpec::Replay { dir: dir.clone() });
     }
-    let model = args.llm_model.clone().or_else(|| cfg.string(config::MODEL)).ok_or_else(|| {
+    let model = args.llm_model.first().cloned().or_else(|| cfg.string(config::MODEL)).ok_or_else(|| {
         Error::new("no SE provider: no model given")
             .hint("pass --llm-model openai:gpt-4o (or set git config factory.model), --agent-command or --replay")
     })?;
@@ -334,6 +345,7 @@ fn model_settings(
         api,
         total_timeout: std::time::Duration::from_secs(llm_timeout),
         memory: None,
+        seed: 0,
     })
 }
 
@@ -351,7 +363,27 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             .unwrap_or_else(|| work_order.order.has_contract()),
     };
     let model = model_settings(&args, &cfg, &provider)?;
+    let more_models = args
+        .llm_model
+        .iter()
+        .skip(1)
+        .map(|m| {
+            let base_url = match &provider {
+                ProviderSpec::OpenAi { base_url, .. }
+                | ProviderSpec::Anthropic { base_url, .. } => base_url.clone(),
+                _ => None,
+            };
+            ProviderSpec::model(m, base_url)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if args.max_tokens == Some(0) {
+        return Err(Error::new("--max-tokens must be at least 1").hint("e.g. --max-tokens 200000"));
+    }
     let opts = RunOptions {
+        candidates: args.candidates,
+        jobs: args.jobs,
+        more_models,
+        max_tokens: args.max_tokens,
         model,
         repo_dir: args.repo.clone(),
         work_order,

@@ -92,6 +92,44 @@ fn contract_lines(out: &mut String, s: &RunSummary) {
     }
 }
 
+/// A race's candidates side by side (SPEC §5.1); the winner is marked `*`.
+fn candidate_lines(out: &mut String, s: &RunSummary) {
+    if s.candidates.is_empty() {
+        return;
+    }
+    let passed = s
+        .candidates
+        .iter()
+        .filter(|c| c.verdict == crate::store::records::Verdict::Pass)
+        .count();
+    out.push_str(&format!(
+        "candidates: {passed}/{} passed{}\n",
+        s.candidates.len(),
+        s.winner
+            .map(|w| format!(", winner {w}"))
+            .unwrap_or_default()
+    ));
+    out.push_str(&format!(
+        "  {:>4}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}\n",
+        "#", "verdict", "stage", "attempts", "lines", "tokens", "model"
+    ));
+    for c in &s.candidates {
+        let mark = if s.winner == Some(c.index) { "*" } else { " " };
+        out.push_str(&format!(
+            "  {mark}{:>3}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}\n",
+            c.index,
+            c.verdict.as_str(),
+            ui::escape_line(&c.ended_stage),
+            c.attempts,
+            c.changed_lines
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".to_string()),
+            c.tokens,
+            ui::escape_line(&c.model)
+        ));
+    }
+}
+
 pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
@@ -231,6 +269,7 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
         out.push_str(&format!("error: {}\n", e));
     }
     contract_lines(&mut out, s);
+    candidate_lines(&mut out, s);
     for a in &s.attempts {
         if args.attempt.is_some_and(|n| n != a.attempt_index) {
             continue;

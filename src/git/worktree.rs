@@ -33,7 +33,8 @@ fn run_git(mut cmd: Command, what: &str) -> Result<()> {
 
 /// Held while git adds or removes a worktree: git's own `worktree remove` and `prune` tidy
 /// `.git/worktrees/` and can pull it from under another process's `worktree add` (two
-/// `--worktree` runs at once, an agent's scratch worktree beside a run). Waits, briefly.
+/// `--worktree` runs at once, an agent's scratch worktree beside a run, the candidates of a
+/// race: a lock per open file, so threads of one process take turns too). Waits, briefly.
 struct AdminLock(std::fs::File);
 
 impl AdminLock {
@@ -68,7 +69,7 @@ impl TempWorktree {
     pub fn add(repo: &Repository, name: &str, commit: &str) -> Result<Self> {
         let base = crate::git::factory_dir(repo).join("worktrees");
         std::fs::create_dir_all(&base)?;
-        let _admin = AdminLock::take(repo.commondir());
+        let turn = AdminLock::take(repo.commondir());
         let path = base.join(name);
         if path.exists() {
             // A leftover of a killed process: git's own remove cleans its admin files too.
@@ -80,19 +81,37 @@ impl TempWorktree {
             prune.args(["worktree", "prune"]);
             let _ = prune.output();
         }
+        // Only the administrative part takes turns; the checkout, the costly part on a big
+        // repo, runs beside other candidates' (and runs none of the user's checkout hooks).
         let mut cmd = git_cmd(repo);
-        cmd.args(["worktree", "add", "--detach", "--quiet"])
+        cmd.args(["worktree", "add", "--detach", "--quiet", "--no-checkout"])
             .arg(&path)
             .arg(commit);
         run_git(cmd, "creating a temporary worktree")?;
+        drop(turn);
         // Bytecode entries an earlier worktree at this path left (a killed process) are not
         // this checkout's.
         forget_bytecode(repo.commondir(), &path);
-        Ok(TempWorktree {
+        let worktree = TempWorktree {
             repo_dir: repo.commondir().to_path_buf(),
             path,
             removed: false,
-        })
+        };
+        let mut checkout = Command::new("git");
+        // Parallel checkout (as many workers as cores): writing the files is what costs.
+        checkout
+            .arg("-C")
+            .arg(&worktree.path)
+            .args(["-c", "checkout.workers=0", "reset", "--hard", "--quiet"])
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_OBJECT_DIRECTORY")
+            .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+            .stdin(std::process::Stdio::null());
+        // A failed checkout drops (and so removes) the half-made worktree.
+        run_git(checkout, "checking out a temporary worktree")?;
+        Ok(worktree)
     }
 
     pub fn remove(mut self) -> Result<()> {
@@ -107,9 +126,26 @@ fn forget_bytecode(git_dir: &Path, path: &Path) {
     crate::roles::po::pycache::PyCache::in_factory_dir(&git_dir.join("factory")).forget_root(path);
 }
 
+/// Removes a worktree of ours left by a killed process, with git's record of it.
+pub fn remove_path(repo: &Repository, path: &Path) -> Result<()> {
+    remove_worktree(repo.commondir(), path)
+}
+
 fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
-    let _admin = AdminLock::take(git_dir);
+    // The files go first, outside the turn (on a big repo this is the costly part); git
+    // then removes what is left and its record of the worktree. Symlinks are removed, never
+    // followed; whatever cannot be removed here is left to git.
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        let _ = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(entry.path()),
+            _ => std::fs::remove_file(entry.path()),
+        };
+    }
     forget_bytecode(git_dir, path);
+    let _turn = AdminLock::take(git_dir);
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(git_dir)

@@ -147,6 +147,14 @@ pub fn run_message(s: &RunSummary) -> String {
     if let Some(ms) = s.started_unix_ms {
         m.push_str(&format!("started_ms: {ms}\n"));
     }
+    if !s.candidates.is_empty() {
+        let passed = s
+            .candidates
+            .iter()
+            .filter(|c| c.verdict == records::Verdict::Pass)
+            .count();
+        m.push_str(&format!("candidates: {passed}/{}\n", s.candidates.len()));
+    }
     m
 }
 
@@ -164,6 +172,9 @@ pub struct RunHeader {
     pub ended_stage: String,
     /// Seconds since the epoch of the run commit (its last update).
     pub time: i64,
+    /// A race's `passed/candidates` (SPEC §5.1); absent for a single run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<String>,
     /// When the run started, in milliseconds (runs recorded before it was kept: none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started_ms: Option<i64>,
@@ -203,6 +214,7 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
         ended_stage: String::new(),
         time,
         started_ms: None,
+        candidates: None,
     };
     for line in lines {
         if let Some(v) = line.strip_prefix("title: ") {
@@ -215,6 +227,8 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
             h.ended_stage = v.to_string();
         } else if let Some(v) = line.strip_prefix("started_ms: ") {
             h.started_ms = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("candidates: ") {
+            h.candidates = Some(v.to_string());
         }
     }
     h

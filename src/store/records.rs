@@ -19,6 +19,8 @@ pub enum Stage {
     Exception,
     /// The run needed no attempt: every `fail_to_pass` command already passes (SPEC §3.8).
     AlreadySatisfied,
+    /// The `--max-tokens` budget ran out (SPEC §1.1): the run stops with verdict FAIL.
+    BudgetExhausted,
 }
 
 impl Stage {
@@ -35,6 +37,7 @@ impl Stage {
             Stage::Interrupted => "interrupted",
             Stage::Exception => "exception",
             Stage::AlreadySatisfied => "already_satisfied",
+            Stage::BudgetExhausted => "budget_exhausted",
         }
     }
 }
@@ -209,6 +212,12 @@ pub struct RunSummary {
     pub side_effects: Vec<String>,
     /// Why the run could not finish (verdict ERROR), in one line.
     pub error: Option<String>,
+    /// Best of N (SPEC §5.1): every candidate, in index order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateRecord>,
+    /// The index of the candidate whose change the run delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winner: Option<u32>,
     /// The work order's red→green contract and the paths it protects (SPEC §3.5, §3.8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<Contract>,
@@ -219,6 +228,26 @@ pub struct RunSummary {
     /// the same second by it (absent in records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_unix_ms: Option<i64>,
+}
+
+/// One candidate of a race; its attempts' artifacts are under `candidate_<index>/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    /// 1-based.
+    pub index: u32,
+    pub model: String,
+    pub verdict: Verdict,
+    pub ended_stage: String,
+    pub attempts: u32,
+    /// The git tree id of baseline + the candidate's change: equal change sets, equal ids.
+    pub change_set: Option<String>,
+    /// Lines added plus lines removed by the change.
+    pub changed_lines: Option<u64>,
+    /// Input plus output tokens its answers reported.
+    pub tokens: u64,
+    pub duration_seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 mod common;
 
 mod agents;
+mod candidates;
 mod contracts;
 mod delivery;
 mod demo;

@@ -300,7 +300,7 @@ fn wait_with_timeout(
             Err(mpsc::RecvTimeoutError::Disconnected) => return (None, Ending::Exited),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        if crate::interrupt::requested() {
+        if crate::interrupt::requested() || crate::interrupt::halted() {
             break Ending::Interrupted;
         }
         if Instant::now() >= deadline {
@@ -401,13 +401,17 @@ fn sweep_orphans(settle: bool) {
     }
     for round in 0..20 {
         let me = rustix::process::getpid().as_raw_nonzero().get();
+        // Children in our own process group are helpers another thread started (`git
+        // worktree add` while a race's candidates run), never a command's leftovers: commands
+        // run in groups of their own, and killing our group would kill us.
+        let own_group = rustix::process::getpgrp().as_raw_nonzero().get();
         let mut found = false;
         let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         for pid in candidate_children() {
             let Some((ppid, pgrp)) = parent_and_group(pid) else {
                 continue;
             };
-            let spared = live.contains(&pid) || live.contains(&pgrp);
+            let spared = live.contains(&pid) || live.contains(&pgrp) || pgrp == own_group;
             if ppid == me && !spared {
                 found = true;
                 if let Some(p) = Pid::from_raw(pgrp) {

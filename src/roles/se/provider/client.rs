@@ -83,6 +83,9 @@ pub struct Settings {
     pub total_timeout: Duration,
     /// `.git/factory/providers.json`, where refused parameters are remembered.
     pub memory: Option<std::path::PathBuf>,
+    /// The `seed` sent to OpenAI-compatible servers: 0, plus the candidate's index in a race
+    /// (SPEC §5.1), so candidates sample differently yet reproducibly.
+    pub seed: u64,
 }
 
 impl Default for Settings {
@@ -95,6 +98,7 @@ impl Default for Settings {
             api: None,
             total_timeout: http::DEFAULT_TOTAL,
             memory: None,
+            seed: 0,
         }
     }
 }

@@ -25,7 +25,7 @@ impl Provider for AgentCommand {
             cwd: request.root.to_path_buf(),
             timeout: self.timeout,
             env_remove: Vec::new(),
-            env_set: Vec::new(),
+            env_set: request.candidate_env(),
             stdin: Some(input.to_string().into_bytes()),
             label: "agent",
             sandbox: None,

@@ -42,7 +42,11 @@ impl Provider for AgentEdits {
             .and_then(|c| c.tree())
             .map_err(|e| failed(e.message().to_string()))?
             .id();
-        let name = format!("agent-{}-{}", request.run_id, request.attempt);
+        // Candidates of one race run at once: each gets its own scratch worktree.
+        let name = match request.candidate {
+            Some(i) => format!("agent-{}-c{i}-{}", request.run_id, request.attempt),
+            None => format!("agent-{}-{}", request.run_id, request.attempt),
+        };
         let scratch =
             TempWorktree::add(&repo, &name, request.baseline).map_err(|e| failed(e.message))?;
         let prompt_file = request.attempt_dir.join("agent_prompt.txt");
@@ -53,12 +57,15 @@ impl Provider for AgentEdits {
             argv: self.argv_for(&prompt_path, request.attempt),
             cwd: scratch.path.clone(),
             timeout: self.timeout,
-            env_set: vec![
+            env_set: [
                 ("FACTORY_PROMPT_FILE".into(), prompt_path),
                 ("FACTORY_ATTEMPT".into(), request.attempt.to_string()),
                 ("FACTORY_RUN_ID".into(), request.run_id.to_string()),
                 ("FACTORY_ALLOWED_FILES".into(), request.allowed.join("\n")),
-            ],
+            ]
+            .into_iter()
+            .chain(request.candidate_env())
+            .collect(),
             stdin: Some(request.prompt.as_bytes().to_vec()),
             label: "agent",
             ..CommandSpec::default()

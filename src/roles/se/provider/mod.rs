@@ -35,6 +35,18 @@ pub struct Request<'a> {
     pub attempt_rel: &'a str,
     /// Hears the tokens received so far while a model streams its answer.
     pub on_tokens: &'a dyn Fn(u64),
+    /// The candidate's index in a best-of-N race (SPEC §5.1); agents get it as
+    /// `FACTORY_CANDIDATE`.
+    pub candidate: Option<u32>,
+}
+
+impl Request<'_> {
+    /// What an agent is told about the run besides its prompt.
+    pub fn candidate_env(&self) -> Vec<(String, String)> {
+        self.candidate
+            .map(|i| vec![("FACTORY_CANDIDATE".to_string(), i.to_string())])
+            .unwrap_or_default()
+    }
 }
 
 /// A provider's answer: `raw` is stored verbatim, `text` (the answer without its reasoning)

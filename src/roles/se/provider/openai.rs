@@ -54,7 +54,7 @@ impl Wire for Chat {
             b.insert("temperature".into(), json!(ask.settings.temperature));
         }
         if ask.has(Param::Seed) {
-            b.insert("seed".into(), json!(0));
+            b.insert("seed".into(), json!(ask.settings.seed));
         }
         if ask.has(Param::Schema) {
             b.insert(

@@ -1,0 +1,382 @@
+//! Best of N (SPEC §5.1): N candidates run the single-run loop independently, each in its own
+//! worktree at HEAD, at most `--jobs` at once; the gates' verdicts pick the winner, by rules
+//! that depend on nothing but the candidates' results. The race knows nothing of how an
+//! attempt works, and a candidate nothing of the others: `harness::run_candidate` runs one.
+
+use crate::error::{Error, Result};
+use crate::harness::{self, CandidateRun, RaceShared, RunOptions};
+use crate::roles::se::proposal::OutputFormat;
+use crate::roles::se::provider::client::Settings;
+use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request, Response};
+use crate::store::records::{CandidateRecord, Stage, Verdict};
+use crate::ui::{Board, Ui};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What a race was asked for, checked.
+pub struct Plan {
+    pub candidates: u32,
+    pub jobs: u32,
+    /// The models given, in order; candidate i uses `models[(i − 1) mod len]`.
+    pub models: Vec<ProviderSpec>,
+}
+
+impl Plan {
+    /// `None` for a single run (one candidate is a plain run, with the same run id).
+    pub fn of(opts: &RunOptions) -> Result<Option<Plan>> {
+        if opts.candidates == 0 {
+            return Err(Error::new("--candidates must be at least 1").hint("e.g. --candidates 4"));
+        }
+        if opts.jobs == Some(0) {
+            return Err(Error::new("--jobs must be at least 1").hint("e.g. --jobs 2"));
+        }
+        let mut models = vec![opts.provider.clone()];
+        models.extend(opts.more_models.iter().cloned());
+        if models.len() > 1 && opts.candidates < models.len() as u32 {
+            return Err(Error::new(format!(
+                "{} models were given for {} candidate(s): some would never run",
+                models.len(),
+                opts.candidates
+            ))
+            .hint(format!(
+                "add --candidates {} (or more) to race them",
+                models.len()
+            )));
+        }
+        if opts.candidates == 1 {
+            return Ok(None);
+        }
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        Ok(Some(Plan {
+            candidates: opts.candidates,
+            jobs: opts
+                .jobs
+                .unwrap_or_else(|| opts.candidates.min(cpus))
+                .min(opts.candidates),
+            models,
+        }))
+    }
+
+    /// Candidate `index`'s provider: its model, and with `--replay DIR` its own folder
+    /// `DIR/<index>/` when there is one (a flat DIR serves every candidate).
+    pub fn spec(&self, index: u32) -> ProviderSpec {
+        let spec = &self.models[(index as usize - 1) % self.models.len()];
+        match spec {
+            ProviderSpec::Replay { dir } if dir.join(index.to_string()).is_dir() => {
+                ProviderSpec::Replay {
+                    dir: dir.join(index.to_string()),
+                }
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// The `model` part of the config hash (SPEC §4.3): the models given joined by `,`; a
+    /// replay of per-candidate folders is named by the hash of every candidate's replay.
+    /// Opening every candidate's provider also refuses a missing key or proposal up front.
+    pub fn identity(
+        &self,
+        cwd: &Path,
+        settings: &Settings,
+        need_key: bool,
+        agent_timeout: Duration,
+    ) -> Result<String> {
+        let mut each = Vec::new();
+        for index in 1..=self.candidates {
+            let (_, id) = self
+                .spec(index)
+                .open(cwd, settings, need_key, agent_timeout)
+                .map_err(|e| {
+                    let message = format!("candidate {index}: {}", e.message);
+                    Error { message, ..e }
+                })?;
+            each.push(id);
+        }
+        if self.models.len() > 1 {
+            return Ok(each[..self.models.len()].join(","));
+        }
+        if each.iter().all(|id| *id == each[0]) {
+            return Ok(each[0].clone());
+        }
+        Ok(format!(
+            "replay:{}",
+            crate::identity::sha256_hex(each.join(",").as_bytes())
+        ))
+    }
+}
+
+/// Runs every candidate, at most `jobs` at once, and returns them in index order.
+pub(crate) fn run_all(shared: &RaceShared<'_>, plan: &Plan, ui: &Ui) -> Vec<CandidateRun> {
+    let board = Board::new(ui, plan.candidates as usize);
+    let next = AtomicU32::new(1);
+    let done: Mutex<Vec<CandidateRun>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..plan.jobs {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::SeqCst);
+                if index > plan.candidates {
+                    break;
+                }
+                let spec = plan.spec(index);
+                let run = if crate::interrupt::requested() || shared.budget.exhausted() {
+                    CandidateRun::not_started(index, &spec, shared.budget.exhausted())
+                } else {
+                    harness::run_candidate(shared, index, &spec, &board)
+                };
+                board.set(index, &run.line(), true);
+                if let Ok(mut done) = done.lock() {
+                    done.push(run);
+                }
+            });
+        }
+    });
+    board.finish();
+    let mut runs = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    runs.sort_by_key(|r| r.index);
+    runs
+}
+
+/// After a run was killed (`recover`): stops its candidates' commands and removes their
+/// worktrees (with git's records of them) and scratch files. Names are the run's own, so
+/// nothing of another run is touched.
+pub fn remove_leftovers(repo: &git2::Repository, run_id: &str) {
+    let factory_dir = crate::git::factory_dir(repo);
+    let ours = |name: &str, prefix: &str| name.starts_with(&format!("{prefix}{run_id}-"));
+    for entry in std::fs::read_dir(&factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("command.{run_id}.")) && name.ends_with(".pgid") {
+            crate::roles::po::exec::stop_noted_group(&entry.path());
+        } else if name.starts_with(&format!("index.{run_id}.")) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    for entry in std::fs::read_dir(factory_dir.join("worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ours(&name, "cand-") || ours(&name, "agent-") {
+            let _ = crate::git::worktree::remove_path(repo, &entry.path());
+        }
+    }
+}
+
+/// A `--worktree` race takes no lock and writes no journal: this file names the process
+/// that runs it, so `recover` can tell a killed race's worktrees from a live one's.
+pub(crate) fn owner_file(factory_dir: &Path, run_id: &str) -> std::path::PathBuf {
+    factory_dir.join(format!("race.{run_id}.pid"))
+}
+
+/// After `--worktree` races were killed: removes the worktrees of every race whose process is
+/// gone (a live race is left alone). Returns the run ids cleaned.
+pub fn remove_orphaned_races(repo: &git2::Repository) -> Vec<String> {
+    let factory_dir = crate::git::factory_dir(repo);
+    let mut cleaned = Vec::new();
+    for entry in std::fs::read_dir(&factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(run_id) = name
+            .strip_prefix("race.")
+            .and_then(|n| n.strip_suffix(".pid"))
+        else {
+            continue;
+        };
+        let alive = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+            .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok());
+        if alive {
+            continue;
+        }
+        remove_leftovers(repo, run_id);
+        let own = factory_dir.join("worktrees").join(format!("run-{run_id}"));
+        if own.exists() {
+            let _ = crate::git::worktree::remove_path(repo, &own);
+        }
+        let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
+        let _ = std::fs::remove_dir_all(factory_dir.join("runs").join(run_id));
+        let _ = std::fs::remove_file(entry.path());
+        cleaned.push(run_id.to_string());
+    }
+    cleaned.sort();
+    cleaned
+}
+
+/// What the record keeps of a candidate.
+pub(crate) fn record(
+    repo: &git2::Repository,
+    base_tree: git2::Oid,
+    run: &CandidateRun,
+) -> CandidateRecord {
+    let changed_lines = run
+        .tree
+        .and_then(|tree| changed_lines(repo, base_tree, tree).ok());
+    CandidateRecord {
+        index: run.index,
+        model: run.model.clone(),
+        verdict: run.verdict,
+        ended_stage: run.stage.clone(),
+        attempts: run.attempts.len() as u32,
+        change_set: run.tree.map(|t| t.to_string()),
+        changed_lines,
+        tokens: run
+            .attempts
+            .iter()
+            .map(|a| crate::budget::tokens_of(a.usage.as_ref()))
+            .sum(),
+        duration_seconds: run.duration.as_secs_f64(),
+        error: run.error.clone(),
+    }
+}
+
+fn changed_lines(repo: &git2::Repository, old: git2::Oid, new: git2::Oid) -> Result<u64> {
+    let old = repo.find_tree(old)?;
+    let new = repo.find_tree(new)?;
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let stats = diff.stats()?;
+    Ok((stats.insertions() + stats.deletions()) as u64)
+}
+
+/// The winner among the candidates that passed: the change set most of them produced, then
+/// the one with the fewest changed lines, then the lowest index. Pure, so the same results
+/// always pick the same winner, whatever order the candidates finished in.
+pub fn select(candidates: &[CandidateRecord]) -> Option<u32> {
+    // change set → (how many produced it, its changed lines, the lowest index that did)
+    let mut groups: BTreeMap<&str, (u32, u64, u32)> = BTreeMap::new();
+    for c in candidates {
+        let (Verdict::Pass, Some(set)) = (c.verdict, c.change_set.as_deref()) else {
+            continue;
+        };
+        let entry = groups
+            .entry(set)
+            .or_insert((0, c.changed_lines.unwrap_or(u64::MAX), c.index));
+        entry.0 += 1;
+        entry.2 = entry.2.min(c.index);
+    }
+    groups
+        .values()
+        .min_by_key(|(count, lines, index)| (std::cmp::Reverse(*count), *lines, *index))
+        .map(|(_, _, index)| *index)
+}
+
+/// The winner's proposal, handed to the run's own single attempt, which applies and verifies
+/// it where it lands (the user's tree in-situ).
+pub struct Chosen {
+    pub text: Vec<u8>,
+    pub format: OutputFormat,
+}
+
+impl Provider for Chosen {
+    fn propose(&mut self, _request: &Request<'_>) -> std::result::Result<Response, ProviderError> {
+        Ok(Response::plain(self.text.clone(), self.format))
+    }
+}
+
+/// Stands in for a replay folder that only holds per-candidate folders: the run's own
+/// attempt is only ever given the winner's proposal.
+pub struct NoProposal;
+
+impl Provider for NoProposal {
+    fn propose(&mut self, request: &Request<'_>) -> std::result::Result<Response, ProviderError> {
+        Err(ProviderError::Exhausted(format!(
+            "replay has no proposal {}",
+            request.attempt
+        )))
+    }
+}
+
+impl CandidateRun {
+    /// A candidate the race stopped before it began (Ctrl-C, or the budget ran out).
+    pub(crate) fn not_started(index: u32, spec: &ProviderSpec, budget: bool) -> Self {
+        let (verdict, stage) = if budget {
+            (Verdict::Fail, Stage::BudgetExhausted)
+        } else {
+            (Verdict::Interrupted, Stage::Interrupted)
+        };
+        CandidateRun {
+            index,
+            model: spec.identity(),
+            verdict,
+            stage: stage.as_str().to_string(),
+            attempts: Vec::new(),
+            tree: None,
+            answer: None,
+            attempt_commits: Vec::new(),
+            error: None,
+            refusal: None,
+            duration: Duration::ZERO,
+        }
+    }
+
+    /// Its final board line.
+    fn line(&self) -> String {
+        let n = self.attempts.len();
+        let mut line = format!(
+            "{} after {n} attempt{} ({}) {}",
+            self.verdict.as_str(),
+            if n == 1 { "" } else { "s" },
+            self.stage,
+            self.model
+        );
+        if let (Verdict::Error, Some(e)) = (self.verdict, &self.error) {
+            line.push_str(&format!(": {}", e.lines().next().unwrap_or("")));
+        }
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(index: u32, verdict: Verdict, set: Option<&str>, lines: u64) -> CandidateRecord {
+        CandidateRecord {
+            index,
+            model: "m".into(),
+            verdict,
+            ended_stage: String::new(),
+            attempts: 1,
+            change_set: set.map(str::to_string),
+            changed_lines: set.map(|_| lines),
+            tokens: 0,
+            duration_seconds: 0.0,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn consensus_then_fewest_lines_then_lowest_index() {
+        use Verdict::*;
+        // Two candidates agree on the longer change: consensus wins over size.
+        let c = [
+            cand(1, Pass, Some("small"), 2),
+            cand(2, Pass, Some("big"), 9),
+            cand(3, Fail, Some("small"), 2),
+            cand(4, Pass, Some("big"), 9),
+        ];
+        assert_eq!(select(&c), Some(2));
+        // No consensus: the fewest lines.
+        let c = [cand(1, Pass, Some("a"), 5), cand(2, Pass, Some("b"), 3)];
+        assert_eq!(select(&c), Some(2));
+        // A full tie: the lowest index.
+        let c = [cand(2, Pass, Some("b"), 3), cand(1, Pass, Some("a"), 3)];
+        assert_eq!(select(&c), Some(1));
+        // Nothing passed.
+        let c = [cand(1, Fail, Some("a"), 1), cand(2, Error, None, 0)];
+        assert_eq!(select(&c), None);
+    }
+}
