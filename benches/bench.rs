@@ -1806,6 +1806,19 @@ fn bench_refusal_speed(work: &Path) {
         }
         d
     };
+    // An envelope hunk after an `@@ anchor`, in a file of one repeated line: the anchor may
+    // narrow the search, never make it slower than the search without it.
+    let repeated = format!("def foo():\n{}", "    x\n".repeat(100_000));
+    std::fs::write(dir.join("rep.py"), &repeated).expect("write");
+    let anchored = |absent: bool| {
+        let mut d = String::from("*** Begin Patch\n*** Update File: rep.py\n@@ def foo():\n");
+        d.push_str(&"     x\n".repeat(n));
+        if absent {
+            d.push_str("-    nope\n");
+        }
+        d.push_str("+y\n*** End Patch\n");
+        d
+    };
     for (name, diff, code) in [
         (
             "refuse unmatched 2,000-line hunk",
@@ -1814,6 +1827,8 @@ fn bench_refusal_speed(work: &Path) {
         ),
         ("place 2,000-line hunk, wrong numbers", body(None, false), 0),
         ("place 2,000-line hunk, whitespace", body(None, true), 0),
+        ("refuse anchored hunk, 1000s of places", anchored(false), 1),
+        ("refuse anchored hunk, absent line", anchored(true), 1),
     ] {
         std::fs::write(dir.join("hunk.diff"), &diff).expect("write");
         let s = measure(5, || {
