@@ -1066,7 +1066,7 @@ fn unique(lines: &[String], old: &[&str]) -> bool {
 const GIT_HDR: &str = "diff --git a/f.rs b/f.rs\n--- a/f.rs\n+++ b/f.rs\n";
 
 /// The damage kinds, recoverable ones first; `trap:` kinds must be refused.
-const KINDS: [&str; 25] = [
+const KINDS: [&str; 28] = [
     "wrong line numbers",
     "wrong counts",
     "over-counted, next file without diff --git",
@@ -1091,6 +1091,9 @@ const KINDS: [&str; 25] = [
     "trap: blank invented beside change",
     "trap: context lost its space",
     "trap: deletion without content",
+    "trap: prose after a blank line",
+    "trap: blocks in two dialects",
+    "trap: no-newline marker mid-hunk",
     "trap: real upgrade hunk, other file",
 ];
 
@@ -1464,6 +1467,36 @@ fn make_case(kind: &'static str, lines: &[String], rng: &mut Rng) -> Option<Case
                 .to_string(),
             None,
         ),
+        // A complete hunk, a blank line, then prose that starts with `+`: never file content.
+        "trap: prose after a blank line" => one_file(
+            kind,
+            text,
+            format!(
+                "{}\n+ Note: this changes one line\n",
+                git_diff(&exact, &body)
+            ),
+            None,
+        ),
+        // A diff, then a SEARCH/REPLACE block: never the first block alone.
+        "trap: blocks in two dialects" => one_file(
+            kind,
+            text,
+            format!(
+                "{}\nAlso:\n\nf.rs\n<<<<<<< SEARCH\n{}\n=======\n{} // also\n>>>>>>> REPLACE\n",
+                git_diff(&exact, &body),
+                lines[0],
+                lines[0]
+            ),
+            None,
+        ),
+        // `\ No newline` after the added line, context after it: the file keeps its newline.
+        "trap: no-newline marker mid-hunk" => {
+            let mut diff = git_diff(&exact, &body);
+            let added = format!("\n+{changed}\n");
+            let at = diff.find(&added)? + added.len();
+            diff.insert_str(at, "\\ No newline at end of file\n");
+            one_file(kind, text, diff, None)
+        }
         _ => return None,
     };
     Some(case)
