@@ -1066,7 +1066,7 @@ fn unique(lines: &[String], old: &[&str]) -> bool {
 const GIT_HDR: &str = "diff --git a/f.rs b/f.rs\n--- a/f.rs\n+++ b/f.rs\n";
 
 /// The damage kinds, recoverable ones first; `trap:` kinds must be refused.
-const KINDS: [&str; 25] = [
+const KINDS: [&str; 28] = [
     "wrong line numbers",
     "wrong counts",
     "over-counted, next file without diff --git",
@@ -1091,6 +1091,9 @@ const KINDS: [&str; 25] = [
     "trap: blank invented beside change",
     "trap: context lost its space",
     "trap: deletion without content",
+    "trap: prose after a blank line",
+    "trap: blocks in two dialects",
+    "trap: no-newline marker mid-hunk",
     "trap: real upgrade hunk, other file",
 ];
 
@@ -1464,6 +1467,36 @@ fn make_case(kind: &'static str, lines: &[String], rng: &mut Rng) -> Option<Case
                 .to_string(),
             None,
         ),
+        // A complete hunk, a blank line, then prose that starts with `+`: never file content.
+        "trap: prose after a blank line" => one_file(
+            kind,
+            text,
+            format!(
+                "{}\n+ Note: this changes one line\n",
+                git_diff(&exact, &body)
+            ),
+            None,
+        ),
+        // A diff, then a SEARCH/REPLACE block: never the first block alone.
+        "trap: blocks in two dialects" => one_file(
+            kind,
+            text,
+            format!(
+                "{}\nAlso:\n\nf.rs\n<<<<<<< SEARCH\n{}\n=======\n{} // also\n>>>>>>> REPLACE\n",
+                git_diff(&exact, &body),
+                lines[0],
+                lines[0]
+            ),
+            None,
+        ),
+        // `\ No newline` after the added line, context after it: the file keeps its newline.
+        "trap: no-newline marker mid-hunk" => {
+            let mut diff = git_diff(&exact, &body);
+            let added = format!("\n+{changed}\n");
+            let at = diff.find(&added)? + added.len();
+            diff.insert_str(at, "\\ No newline at end of file\n");
+            one_file(kind, text, diff, None)
+        }
         _ => return None,
     };
     Some(case)
@@ -1806,6 +1839,19 @@ fn bench_refusal_speed(work: &Path) {
         }
         d
     };
+    // An envelope hunk after an `@@ anchor`, in a file of one repeated line: the anchor may
+    // narrow the search, never make it slower than the search without it.
+    let repeated = format!("def foo():\n{}", "    x\n".repeat(100_000));
+    std::fs::write(dir.join("rep.py"), &repeated).expect("write");
+    let anchored = |absent: bool| {
+        let mut d = String::from("*** Begin Patch\n*** Update File: rep.py\n@@ def foo():\n");
+        d.push_str(&"     x\n".repeat(n));
+        if absent {
+            d.push_str("-    nope\n");
+        }
+        d.push_str("+y\n*** End Patch\n");
+        d
+    };
     for (name, diff, code) in [
         (
             "refuse unmatched 2,000-line hunk",
@@ -1814,6 +1860,8 @@ fn bench_refusal_speed(work: &Path) {
         ),
         ("place 2,000-line hunk, wrong numbers", body(None, false), 0),
         ("place 2,000-line hunk, whitespace", body(None, true), 0),
+        ("refuse anchored hunk, 1000s of places", anchored(false), 1),
+        ("refuse anchored hunk, absent line", anchored(true), 1),
     ] {
         std::fs::write(dir.join("hunk.diff"), &diff).expect("write");
         let s = measure(5, || {

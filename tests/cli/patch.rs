@@ -210,7 +210,7 @@ fn begin_patch_envelope_adds_updates_moves_and_deletes() {
         ("old.txt", "bye\n"),
         ("move_me.txt", "one\ntwo\n"),
     ]);
-    let envelope = "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n+text\n*** Update File: mod.py\n@@ def parse(text):\n         if not line:\n             continue\n-        items.append(line)\n+        items.append(line.lower())\n*** Update File: move_me.txt\n*** Move to: moved.txt\n@@\n one\n-two\n+TWO\n*** Delete File: old.txt\n*** End Patch\n";
+    let envelope = "*** Begin Patch\n*** Add File: docs/new.md\n+# New\n+text\n*** Update File: mod.py\n@@ def parse(text):\n         if not line:\n             continue\n-        items.append(line)\n+        items.append(line.lower())\n*** Update File: move_me.txt\n*** Move to: moved.txt\n@@\n one\n-two\n+TWO\n*** Delete File: old.txt\n-bye\n*** End Patch\n";
     let out = run_patch(&r, envelope, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.read("mod.py"), Some(expected()));
@@ -818,4 +818,133 @@ fn recounted_git_diffs_of_random_texts_are_right_or_refused() {
         }
     }
     assert!(applied > 10, "only {applied} applied");
+}
+
+#[test]
+fn every_change_block_is_applied_or_the_proposal_is_refused() {
+    // Two envelopes: both are applied, never the first alone.
+    let r = TestRepo::with_files(&[("f", "a\nb\n")]);
+    let two = "*** Begin Patch\n*** Update File: f\n@@\n-a\n+A\n*** End Patch\n\n*** Begin Patch\n*** Update File: f\n@@\n-b\n+BB\n*** End Patch\n";
+    let out = run_patch(&r, two, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("f").as_deref(), Some("A\nBB\n"));
+    // Blocks of two dialects: which reading is meant is not said; refused, nothing written.
+    let r = TestRepo::with_files(&[("f", "a\nb\n")]);
+    let mixed = [
+        "f\n<<<<<<< SEARCH\na\n=======\nA\n>>>>>>> REPLACE\n\n*** Begin Patch\n*** Update File: f\n@@\n-b\n+BB\n*** End Patch\n",
+        "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+A\n b\n\nAlso:\n\nf\n<<<<<<< SEARCH\nb\n=======\nB\n>>>>>>> REPLACE\n",
+        "*** Begin Patch\n*** Update File: f\n@@\n-a\n+A\n*** End Patch\n--- a/f\n+++ b/f\n@@ -2 +2 @@\n-b\n+B\n",
+        "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+A\n b\n\n*** Begin Patch\n*** Update File: f\n@@\n-b\n+BB\n*** End Patch\n",
+    ];
+    for text in mixed {
+        assert_refused(&r, text, "more than one dialect");
+    }
+}
+
+#[test]
+fn prose_after_a_blank_line_that_follows_a_complete_hunk_is_never_written() {
+    // The hunk's counts are met; after a blank line, `+ Note: …` could be prose or an
+    // under-counted hunk: ambiguous, refused — never ` Note: …` in the file.
+    let r = TestRepo::with_files(&[("f", "l1\nl2\na\nb\nc\n\nd\ne\n")]);
+    let diff =
+        "--- a/f\n+++ b/f\n@@ -3,3 +3,4 @@\n a\n+new\n b\n c\n\n+ Note: this adds new after a\n";
+    assert_refused(&r, diff, "after the blank line");
+    // Context lines after the blank line cannot write anything: read as context, they only
+    // narrow where the hunk may go.
+    let diff = "--- a/f\n+++ b/f\n@@ -3,3 +3,4 @@\n a\n+new\n b\n c\n\n d\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        r.read("f").as_deref(),
+        Some("l1\nl2\na\nnew\nb\nc\n\nd\ne\n")
+    );
+}
+
+#[test]
+fn context_free_hunks_are_placed_only_by_self_consistent_numbers() {
+    let src = "def f():\n    return 1\n";
+    // `-1,0` means after line 1, `+1,1` says the new line is line 1: the header contradicts
+    // itself (git refuses it too).
+    let r = TestRepo::with_files(&[("g.py", src)]);
+    assert_refused(
+        &r,
+        "--- a/g.py\n+++ b/g.py\n@@ -1,0 +1,1 @@\n+import os\n",
+        "contradict",
+    );
+    // The same insertion given twice must not insert twice.
+    assert_refused(
+        &r,
+        "--- a/g.py\n+++ b/g.py\n@@ -1,0 +2 @@\n+X\n@@ -1,0 +2 @@\n+X\n",
+        "hunk 2",
+    );
+    // Consistent numbers: inserted at the top (before line 1), as git --unidiff-zero does.
+    let out = run_patch(
+        &r,
+        "--- a/g.py\n+++ b/g.py\n@@ -0,0 +1,1 @@\n+import os\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("g.py"), Some(format!("import os\n{src}")));
+}
+
+#[test]
+fn an_anchor_narrows_the_search_but_never_hides_an_ambiguity() {
+    let r = TestRepo::with_files(&[("f.py", "def foo():\n    x = 1\n    y = 2\n    x = 1\n")]);
+    let d = "*** Begin Patch\n*** Update File: f.py\n@@ def foo():\n-    x = 1\n+    x = 99\n*** End Patch\n";
+    assert_refused(&r, d, "2 places");
+    // The anchor picks the one after it; stacked anchors are honoured in order.
+    let src = "class A:\n    def run(self):\n        return 1\n\nclass B:\n    def run(self):\n        return 1\n";
+    let r = TestRepo::with_files(&[("c.py", src)]);
+    let d = "*** Begin Patch\n*** Update File: c.py\n@@ class B:\n@@     def run(self):\n-        return 1\n+        return 2\n*** End Patch\n";
+    let out = run_patch(&r, d, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        r.read("c.py"),
+        Some("class A:\n    def run(self):\n        return 1\n\nclass B:\n    def run(self):\n        return 2\n".to_string())
+    );
+    // `*** End of File`: the hunk goes at the end, where it alone matches.
+    let src = "x\ny\nx\n";
+    let r = TestRepo::with_files(&[("e.txt", src)]);
+    let d = "*** Begin Patch\n*** Update File: e.txt\n@@\n-x\n+X\n*** End of File\n*** End Patch\n";
+    let out = run_patch(&r, d, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("e.txt").as_deref(), Some("x\ny\nX\n"));
+}
+
+#[test]
+fn a_no_newline_marker_in_the_middle_of_a_hunk_is_malformed() {
+    let r = TestRepo::with_files(&[("f", "a\nb\nc\n")]);
+    let diff = "--- a/f\n+++ b/f\n@@ -1,3 +1,4 @@\n a\n+X\n\\ No newline at end of file\n b\n c\n";
+    assert_refused(&r, diff, "No newline");
+}
+
+#[test]
+fn a_crlf_file_without_a_final_newline_stays_crlf_when_lines_follow_its_last() {
+    let r = TestRepo::with_files(&[("w.txt", "")]);
+    commit_bytes(&r, "w.txt", b"a\r\nb");
+    let diff = "--- a/w.txt\n+++ b/w.txt\n@@ -1,2 +1,3 @@\n a\r\n-b\n\\ No newline at end of file\n+b\r\n+c\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(read_bytes(&r, "w.txt"), Some(b"a\r\nb\r\nc\r\n".to_vec()));
+    // A model's diff that keeps the last line as context (no marker, so only the recount
+    // pass places it): that line gains the file's own ending; the file still ends without one.
+    commit_bytes(&r, "v.txt", b"a\r\nb");
+    let diff = "--- a/v.txt\n+++ b/v.txt\n@@ -2 +2,2 @@\n b\n+c\n";
+    let out = run_patch(&r, diff, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stdout_of(&out), "recount  v.txt\n");
+    assert_eq!(read_bytes(&r, "v.txt"), Some(b"a\r\nb\r\nc".to_vec()));
+}
+
+#[test]
+fn an_envelope_deletion_carries_the_files_content() {
+    let r = TestRepo::with_files(&[("old.txt", "bye\nnow\n"), ("empty.txt", "")]);
+    let bare = "*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n";
+    assert_refused(&r, bare, "whole content");
+    let partial = "*** Begin Patch\n*** Delete File: old.txt\n-bye\n*** End Patch\n";
+    assert_refused(&r, partial, "whole content");
+    let whole = "*** Begin Patch\n*** Delete File: old.txt\n-bye\n-now\n*** Delete File: empty.txt\n*** End Patch\n";
+    let out = run_patch(&r, whole, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(r.read("old.txt").is_none() && r.read("empty.txt").is_none());
 }

@@ -231,7 +231,11 @@ impl<'a> Assembly<'a> {
     pub fn finish(self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.parts.iter().map(|(l, _, _)| l.len() + 2).sum());
         for (line, added, newline) in self.parts {
-            if added && newline {
+            // In a CRLF file every terminated line of the file ends with `\r`, so a file line
+            // without one that gets a newline is the old last line, which had none: it takes
+            // the file's ending like an added line.
+            let fits = added || self.endings == Endings::Crlf;
+            if fits && newline {
                 out.extend_from_slice(&self.endings.fit(line));
             } else {
                 out.extend_from_slice(line);
@@ -254,6 +258,10 @@ pub fn apply_strict(file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, 
     let eol = text.eol;
     let mut out = Assembly::new(text.endings(hunks), last + 16);
     let mut cursor = 0usize;
+    // How many lines the hunks before this one added (less removed): where the new side of a
+    // hunk must start if its header agrees with itself.
+    let mut shift: isize = 0;
+    let mut last_insertion: Option<(usize, usize)> = None;
     for (k, hunk) in hunks.iter().enumerate() {
         let name = hunk_name(file, k, hunk);
         if !hunk.counts_match() {
@@ -289,6 +297,36 @@ pub fn apply_strict(file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, 
                 pos.saturating_add(hunk.old_count)
             ));
         }
+        // A hunk without context lines is placed by its numbers alone (`git apply` refuses
+        // it unless told `--unidiff-zero`): both sides of its header must name the same place,
+        // and two of them may not insert at the same place.
+        if !hunk.lines.iter().any(|l| matches!(l, Line::Context(_))) {
+            if hunk.new_count > 0 && hunk.new_start == 0 {
+                return Err(format!("{name}: line 0 cannot hold new lines"));
+            }
+            let new_pos = if hunk.new_count == 0 {
+                hunk.new_start
+            } else {
+                hunk.new_start - 1
+            };
+            let said = pos as isize + shift;
+            if new_pos as isize != said {
+                return Err(format!(
+                    "{name}: the header contradicts itself: its old side puts the change after line {pos}, its new side after line {new_pos} (its new side should start at {}); a hunk without context lines is placed by its numbers alone, so they must agree",
+                    said + 1
+                ));
+            }
+            if hunk.old_count == 0 {
+                if let Some((other, _)) = last_insertion.filter(|(_, at)| *at == pos) {
+                    return Err(format!(
+                        "{name}: inserts at the same place as hunk {}: two context-free insertions at one place are a repeated change, not an order",
+                        other + 1
+                    ));
+                }
+                last_insertion = Some((k, pos));
+            }
+        }
+        shift += hunk.new_count as isize - hunk.old_count as isize;
         for (i, want) in hunk.old_lines().enumerate() {
             let got = text.line(pos + i);
             if got != want {
@@ -405,12 +443,18 @@ pub fn plan_patches(
             None => None,
         };
         if patch.is_deleted && patch.hunks.is_empty() {
-            // `*** Delete File:` names the file only; a unified diff's deletion must carry the
-            // whole content as removed lines (git's diff of an empty file has none to carry).
+            // A deletion must carry the file's whole content as removed lines, in every dialect
+            // (SPEC §3.6): deleting a file the model never saw is not a change it can propose.
+            // git's diff of an empty file has none to carry.
             let empty = source.as_ref().is_none_or(|s| s.bytes.is_empty());
-            if !patch.delete_by_name && !empty {
+            if !empty {
+                let how = if patch.delete_by_name {
+                    "after '*** Delete File:', one '-' line per line of the file"
+                } else {
+                    "'-' lines, as git diff writes them"
+                };
                 return Err(PlanError::file(format!(
-                    "{target}: the deletion carries none of the file's content: a deletion must remove its whole content as '-' lines (git diff writes them)"
+                    "{target}: the deletion carries none of the file's content: a deletion must remove its whole content ({how})"
                 )));
             }
             outcomes.push(FileOutcome {

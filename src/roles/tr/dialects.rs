@@ -3,6 +3,7 @@
 //! the `*** Begin Patch … *** End Patch` envelope and SEARCH/REPLACE blocks.
 
 use super::diff::{err, show, split_text, FilePatch, Hunk, Line, ParseError};
+use crate::roles::se::proposal::Dialect;
 use bstr::ByteSlice;
 
 fn hunk(at_line: usize, header: &str) -> Hunk {
@@ -17,7 +18,8 @@ fn hunk(at_line: usize, header: &str) -> Hunk {
         new_no_eol: false,
         at_line,
         header: header.to_string(),
-        anchor: None,
+        anchors: Vec::new(),
+        at_end: false,
     }
 }
 
@@ -61,24 +63,90 @@ fn marker_path(rest: &[u8], n: usize) -> Result<String, ParseError> {
         .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
 }
 
-/// Parses a `*** Begin Patch` envelope: Add File, Update File (optionally Move to), Delete File.
-/// Content lines keep their bytes (and any `\r`): the file's own line endings decide how added
-/// lines end.
+/// A line that starts a change block of some dialect: `*** Begin Patch`, `<<<<<<< SEARCH`, or a
+/// unified diff's `diff --git`, `--- `/`+++ ` pair or `@@ -` hunk header. Markers count at
+/// column 0 only (a quoted, indented marker is text).
+fn block_at(lines: &[&[u8]], i: usize) -> Option<Dialect> {
+    let l = lines[i].trim_end_with(|c| c == '\r' || c == ' ' || c == '\t');
+    if l == b"*** Begin Patch" {
+        Some(Dialect::Envelope)
+    } else if l == b"<<<<<<< SEARCH" {
+        Some(Dialect::SearchReplace)
+    } else if l.starts_with(b"diff --git ")
+        || l.starts_with(b"@@ -")
+        || (l.starts_with(b"--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with(b"+++ ")))
+    {
+        Some(Dialect::Unified)
+    } else {
+        None
+    }
+}
+
+/// A change block of another dialect than `own` starting at line `i` of text that `own`'s
+/// parser reads as prose. Dropping it would apply part of a proposal (SPEC §3.6: never
+/// partial), and reading both dialects in one proposal would guess at what was meant.
+pub(crate) fn foreign_block(lines: &[&[u8]], i: usize, own: Dialect) -> Option<Dialect> {
+    block_at(lines, i).filter(|d| *d != own)
+}
+
+fn dialect_name(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Unified => "unified diff",
+        Dialect::Envelope => "'*** Begin Patch' envelope",
+        Dialect::SearchReplace => "SEARCH/REPLACE block",
+    }
+}
+
+/// The refusal of a proposal that mixes dialects.
+pub(crate) fn mixed(line: usize, own: Dialect, other: Dialect) -> ParseError {
+    err(
+        line,
+        format!(
+            "a {} starts here in a proposal read as a {}: the proposal mixes more than one dialect, so which of its changes are meant is not said; send every change in one dialect",
+            dialect_name(other),
+            dialect_name(own)
+        ),
+    )
+}
+
+/// Parses every `*** Begin Patch` envelope of the text: Add File, Update File (optionally
+/// Move to), Delete File. Text between envelopes is prose, unless it starts a change block of
+/// another dialect (refused: never partly applied). Content lines keep their bytes (and any
+/// `\r`): the file's own line endings decide how added lines end.
 pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
     let lines = split_text(text);
-    let begin = lines
-        .iter()
-        .position(|l| marker(l) == b"*** Begin Patch")
-        .ok_or_else(|| err(1, "no '*** Begin Patch' line"))?;
     let mut patches: Vec<FilePatch> = Vec::new();
-    let mut i = begin + 1;
-    let mut ended = false;
+    let mut envelopes = 0;
+    let mut i = 0;
+    while i < lines.len() {
+        if marker(lines[i]) == b"*** Begin Patch" {
+            i = parse_one_envelope(&lines, i + 1, &mut patches)?;
+            envelopes += 1;
+        } else if let Some(other) = foreign_block(&lines, i, Dialect::Envelope) {
+            return Err(mixed(i + 1, Dialect::Envelope, other));
+        } else {
+            i += 1;
+        }
+    }
+    if envelopes == 0 {
+        return Err(err(1, "no '*** Begin Patch' line"));
+    }
+    Ok(patches)
+}
+
+/// One envelope's body from line `i` (after `*** Begin Patch`); returns the line after its
+/// `*** End Patch`. An update of a file an earlier envelope already updates adds its hunks
+/// to that section, so both are placed (and checked for overlap) against the same file.
+fn parse_one_envelope(
+    lines: &[&[u8]],
+    mut i: usize,
+    patches: &mut Vec<FilePatch>,
+) -> Result<usize, ParseError> {
     while i < lines.len() {
         let l = lines[i].strip_suffix(b"\r").unwrap_or(lines[i]);
         let n = i + 1;
         if marker(l) == b"*** End Patch" {
-            ended = true;
-            break;
+            return Ok(i + 1);
         }
         if let Some(path) = l.strip_prefix(b"*** Add File: ") {
             let mut p = FilePatch {
@@ -101,14 +169,36 @@ pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
             continue;
         }
         if let Some(path) = l.strip_prefix(b"*** Delete File: ") {
+            // SPEC §3.6: a deletion carries the file's whole content as removed lines. The
+            // envelope as Codex writes it names the file only; here its content may follow
+            // as '-' lines, and a non-empty file deleted without them is refused when planned.
+            let mut h = hunk(n, "*** Delete File");
+            i += 1;
+            while i < lines.len() && !lines[i].starts_with(b"*** ") {
+                match lines[i].strip_prefix(b"-") {
+                    Some(text) => h.lines.push(Line::Remove(text.to_vec())),
+                    None if marker(lines[i]).is_empty() => {}
+                    None => {
+                        return Err(err(
+                            i + 1,
+                            "a line of a deleted file's content must start with '-'",
+                        ))
+                    }
+                }
+                i += 1;
+            }
             patches.push(FilePatch {
                 old_path: Some(marker_path(path, n)?),
                 is_deleted: true,
                 delete_by_name: true,
                 at_line: n,
+                hunks: if h.lines.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![h]
+                },
                 ..FilePatch::default()
             });
-            i += 1;
             continue;
         }
         if let Some(path) = l.strip_prefix(b"*** Update File: ") {
@@ -129,8 +219,9 @@ pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
             while i < lines.len() {
                 let l = lines[i];
                 if marker(l) == b"*** End of File" {
-                    if let Some(h) = current.as_mut() {
-                        h.old_no_eol = false;
+                    match current.as_mut().filter(|h| !h.lines.is_empty()) {
+                        Some(h) => h.at_end = true,
+                        None => return Err(err(i + 1, "'*** End of File' before any change line")),
                     }
                     i += 1;
                     continue;
@@ -139,15 +230,21 @@ pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
                     break;
                 }
                 if let Some(anchor) = l.strip_prefix(b"@@") {
-                    if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
-                        p.hunks.push(h);
-                    }
-                    let mut h = hunk(i + 1, &l.to_str_lossy());
                     let anchor = marker(anchor);
-                    if !anchor.is_empty() {
-                        h.anchor = Some(anchor.to_vec());
+                    // `@@ class B:` then `@@ def run`: anchors stack until the hunk's lines.
+                    let stacking = current.as_ref().is_some_and(|h| h.lines.is_empty());
+                    if !stacking {
+                        if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
+                            p.hunks.push(h);
+                        }
+                        current = Some(hunk(i + 1, &l.to_str_lossy()));
                     }
-                    current = Some(h);
+                    if let Some(h) = current.as_mut().filter(|_| !anchor.is_empty()) {
+                        h.anchors.push(anchor.to_vec());
+                        if stacking {
+                            h.header = format!("{} {}", h.header, l.to_str_lossy());
+                        }
+                    }
                     i += 1;
                     continue;
                 }
@@ -173,7 +270,18 @@ pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
             if p.hunks.is_empty() && !p.is_rename {
                 return Err(err(n, "an Update File section with no change"));
             }
-            patches.push(p);
+            let earlier = patches.iter_mut().find(|e| {
+                !p.is_rename
+                    && !e.is_rename
+                    && !e.is_new
+                    && !e.is_deleted
+                    && e.old_path == p.old_path
+                    && e.new_path == p.new_path
+            });
+            match earlier {
+                Some(e) => e.hunks.append(&mut p.hunks),
+                None => patches.push(p),
+            }
             continue;
         }
         if marker(l).is_empty() {
@@ -185,10 +293,7 @@ pub fn parse_envelope(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
             format!("unexpected line in the patch envelope: {}", show(l)),
         ));
     }
-    if !ended {
-        return Err(err(lines.len(), "no '*** End Patch' line"));
-    }
-    Ok(patches)
+    Err(err(lines.len(), "no '*** End Patch' line"))
 }
 
 fn path_line(line: &[u8]) -> Option<String> {
@@ -213,6 +318,9 @@ pub fn parse_search_replace(text: &[u8]) -> Result<Vec<FilePatch>, ParseError> {
     let mut i = 0;
     while i < lines.len() {
         if !is(lines[i], "<<<<<<< SEARCH") {
+            if let Some(other) = foreign_block(&lines, i, Dialect::SearchReplace) {
+                return Err(mixed(i + 1, Dialect::SearchReplace, other));
+            }
             i += 1;
             continue;
         }
@@ -289,9 +397,33 @@ mod tests {
         assert_eq!(p.len(), 3);
         assert!(p[0].is_new);
         assert!(p[1].is_rename);
-        assert_eq!(p[1].hunks[0].anchor.as_deref(), Some(&b"def f():"[..]));
+        assert_eq!(p[1].hunks[0].anchors, vec![b"def f():".to_vec()]);
         assert!(p[2].is_deleted);
         assert!(parse_envelope(b"*** Begin Patch\n*** Update File: a\n-x\n").is_err());
+    }
+
+    #[test]
+    fn every_envelope_is_read_and_anchors_stack() {
+        let t = "*** Begin Patch\n*** Update File: a\n@@ class B:\n@@ def run\n-x\n+y\n*** End of File\n*** End Patch\nprose\n*** Begin Patch\n*** Update File: a\n@@\n-z\n+w\n*** Delete File: b\n-gone\n*** End Patch\n";
+        let p = parse_envelope(t.as_bytes()).expect("parses");
+        assert_eq!(p.len(), 2);
+        let h = &p[0].hunks;
+        assert_eq!(h.len(), 2);
+        assert_eq!(
+            h[0].anchors,
+            vec![b"class B:".to_vec(), b"def run".to_vec()]
+        );
+        assert!(h[0].at_end && !h[1].at_end);
+        assert_eq!(p[1].hunks[0].lines, vec![Line::Remove(b"gone".to_vec())]);
+        let mixed =
+            "*** Begin Patch\n*** Update File: a\n@@\n-z\n+w\n*** End Patch\na\n<<<<<<< SEARCH\n";
+        let e = parse_envelope(mixed.as_bytes()).expect_err("mixed");
+        assert!(e.message.contains("more than one dialect"), "{e}");
+        let e = parse_search_replace(
+            b"a\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n--- a/a\n+++ b/a\n",
+        )
+        .expect_err("mixed");
+        assert_eq!(e.line, 7);
     }
 
     #[test]

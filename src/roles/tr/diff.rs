@@ -2,6 +2,7 @@
 //! always come from the diff's headers — never from the model's words, and never from a tool
 //! that silently reinterprets them (`git apply` turns `+++ /tmp/x` into `tmp/x`).
 
+use crate::roles::se::proposal::Dialect;
 use bstr::ByteSlice;
 use std::fmt;
 
@@ -39,8 +40,11 @@ pub struct Hunk {
     pub at_line: usize,
     /// The header as text, for messages only.
     pub header: String,
-    /// A line the hunk must come after (the `@@ anchor` of the Begin Patch dialect).
-    pub anchor: Option<Vec<u8>>,
+    /// Lines the hunk must come after, in order (the `@@ anchor` lines of the Begin Patch
+    /// dialect, stacked as `@@ class B:` then `@@ def run`).
+    pub anchors: Vec<Vec<u8>>,
+    /// The hunk's old side ends at the end of the file (`*** End of File`).
+    pub at_end: bool,
 }
 
 impl Hunk {
@@ -93,8 +97,8 @@ pub struct FilePatch {
     pub is_copy: bool,
     pub is_new: bool,
     pub is_deleted: bool,
-    /// A deletion by name alone (`*** Delete File:`): that dialect never carries the content.
-    /// A unified diff's deletion must remove the file's whole content as `-` lines.
+    /// A deletion of the envelope dialect (`*** Delete File:`), whose content, when given,
+    /// follows as `-` lines; only the hint of a refusal differs.
     pub delete_by_name: bool,
     pub binary: bool,
     pub hunks: Vec<Hunk>,
@@ -227,6 +231,8 @@ pub fn parse(text: &[u8], strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
             ));
         } else if line.starts_with(b"GIT binary patch") || line.starts_with(b"Binary files ") {
             return Err(err(i + 1, "binary patch outside a file section"));
+        } else if let Some(other) = super::dialects::foreign_block(&lines, i, Dialect::Unified) {
+            return Err(super::dialects::mixed(i + 1, Dialect::Unified, other));
         } else {
             // Preamble or prose between sections (commit messages, `Index:` lines): ignored.
             i += 1;
@@ -597,8 +603,9 @@ const GIT_HEADER_WORDS: [&[u8]; 4] = [b"rename from ", b"rename to ", b"copy fro
 /// Reads the hunks that follow a file header; returns the index of the first line after them.
 fn parse_hunks(lines: &[&[u8]], mut i: usize, patch: &mut FilePatch) -> Result<usize, ParseError> {
     while i < lines.len() && lines[i].starts_with(b"@@") {
-        let (mut hunk, bare_tail, next) = parse_hunk(lines, i)?;
+        let (mut hunk, bare_tail, next, markers) = parse_hunk(lines, i)?;
         trim_trailing_blank(&mut hunk, bare_tail);
+        check_no_newline_markers(&hunk, markers)?;
         patch.hunks.push(hunk);
         i = next;
     }
@@ -656,7 +663,7 @@ fn malformed(lines: &[&[u8]], at: usize, hunk_line: usize, why: &str) -> ParseEr
 /// header's counts are reached (followed at most by blank lines or a `-- ` signature) and no
 /// change follows before the next file section: anywhere else the diff is malformed, never a
 /// silently shorter hunk.
-fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), ParseError> {
+fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Markers), ParseError> {
     let header = lines[start].to_str_lossy();
     let header = header.trim_end_matches('\r');
     let (old_start, old_count, new_start, new_count, placeholder) = match parse_hunk_header(header)
@@ -683,12 +690,14 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
         new_no_eol: false,
         at_line: start + 1,
         header: header.to_string(),
-        anchor: None,
+        anchors: Vec::new(),
+        at_end: false,
     };
     let (mut old_n, mut new_n) = (0usize, 0usize);
     // Where the header's counts were first met exactly: (body length, next diff line).
     let mut reached: Option<(usize, usize)> = None;
     let mut prose: Option<usize> = None;
+    let mut markers = Markers::default();
     let mut i = start + 1;
     while i < lines.len() {
         let l = lines[i];
@@ -703,15 +712,29 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
             Some(b' ') => hunk.lines.push(Line::Context(l[1..].to_vec())),
             Some(b'-') => hunk.lines.push(Line::Remove(l[1..].to_vec())),
             Some(b'+') => hunk.lines.push(Line::Add(l[1..].to_vec())),
-            Some(b'\\') => match hunk.lines.last() {
-                Some(Line::Remove(_)) => hunk.old_no_eol = true,
-                Some(Line::Add(_)) => hunk.new_no_eol = true,
-                Some(Line::Context(_)) => {
-                    hunk.old_no_eol = true;
-                    hunk.new_no_eol = true;
+            Some(b'\\') => {
+                let mark = Some(Marker {
+                    after: hunk.lines.len(),
+                    at: i + 1,
+                });
+                match hunk.lines.last() {
+                    Some(Line::Remove(_)) => {
+                        hunk.old_no_eol = true;
+                        markers.old = mark;
+                    }
+                    Some(Line::Add(_)) => {
+                        hunk.new_no_eol = true;
+                        markers.new = mark;
+                    }
+                    Some(Line::Context(_)) => {
+                        hunk.old_no_eol = true;
+                        hunk.new_no_eol = true;
+                        markers.old = mark;
+                        markers.new = mark;
+                    }
+                    None => return Err(err(i + 1, "'\\ No newline' marker before any line")),
                 }
-                None => return Err(err(i + 1, "'\\ No newline' marker before any line")),
-            },
+            }
             // A blank context line whose leading space was lost.
             _ if is_bare(l) => hunk.lines.push(Line::Context(l.to_vec())),
             _ => {
@@ -746,7 +769,11 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
         // Prose after a complete hunk: it must hold no change before the next file section,
         // or the damaged line really was inside the hunk.
         for (j, l) in lines.iter().enumerate().skip(at) {
-            if l.starts_with(b"diff --git ") || is_file_header_pair(lines, j) || starts_mail(l) {
+            if l.starts_with(b"diff --git ")
+                || is_file_header_pair(lines, j)
+                || starts_mail(l)
+                || super::dialects::foreign_block(lines, j, Dialect::Unified).is_some()
+            {
                 break;
             }
             let change = (l.starts_with(b"+") && !l.starts_with(b"+++"))
@@ -762,12 +789,32 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
             }
         }
         hunk.lines.truncate(keep);
-        return Ok((hunk, 0, at));
+        return Ok((hunk, 0, at, markers));
     }
     if let Some((keep, from)) = reached {
         if from < end && trailer(from) && lines[from..end].iter().any(|l| is_signature(l)) {
             hunk.lines.truncate(keep);
-            return Ok((hunk, 0, end));
+            return Ok((hunk, 0, end, markers));
+        }
+        // The header's counts were met, then a blank line, then changes. Either the blank line
+        // ends the hunk and the rest is prose that happens to start with `+` or `-` (`git
+        // apply` reads it so), or the header is under-counted and the blank line is context
+        // that lost its space (the recount pass would read it so). Which one is not said, and
+        // the wrong reading writes prose into the file or drops a change: refused. Context
+        // lines after the blank line are kept as context: they write nothing, they only narrow
+        // where the hunk may go.
+        let blank = (from..end).find(|&j| is_bare(lines[j]));
+        let change = blank.and_then(|b| (b + 1..end).find(|&j| is_change_line(lines[j])));
+        if let (Some(b), Some(c)) = (blank, change) {
+            return Err(err(
+                c + 1,
+                format!(
+                    "the hunk at line {} has every line its header counts before the blank line at line {}; {} after the blank line may be prose or more of the hunk, so which is meant is not said; give the header the hunk's true counts, or keep prose apart from the diff",
+                    start + 1,
+                    b + 1,
+                    show(lines[c])
+                ),
+            ));
         }
     }
     let bare_tail = lines[start + 1..end]
@@ -776,7 +823,55 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize), Par
         .filter(|l| !l.starts_with(b"\\"))
         .take_while(|l| is_bare(l))
         .count();
-    Ok((hunk, bare_tail, end))
+    Ok((hunk, bare_tail, end, markers))
+}
+
+/// A hunk line that changes the file.
+fn is_change_line(line: &[u8]) -> bool {
+    matches!(line.first(), Some(b'+' | b'-')) && !is_signature(line)
+}
+
+/// Where a hunk's `\ No newline at end of file` markers stood.
+#[derive(Debug, Clone, Copy, Default)]
+struct Markers {
+    old: Option<Marker>,
+    new: Option<Marker>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Marker {
+    /// How many hunk lines came before it.
+    after: usize,
+    /// Its line in the diff.
+    at: usize,
+}
+
+/// The marker says the line before it is the last of its side and has no newline; a line of
+/// that side after it contradicts it (the file would lose a newline that a later line shows
+/// it has). Such a diff is malformed, whatever the header's counts say.
+fn check_no_newline_markers(hunk: &Hunk, markers: Markers) -> Result<(), ParseError> {
+    /// Whether a hunk line belongs to the side (old or new) of a marker.
+    type OnSide = fn(&Line) -> bool;
+    let sides: [(Option<Marker>, &str, OnSide); 2] = [
+        (markers.old, "old", |l| !matches!(l, Line::Add(_))),
+        (markers.new, "new", |l| !matches!(l, Line::Remove(_))),
+    ];
+    for (mark, side, on_side) in sides {
+        let Some(Marker { after, at }) = mark else {
+            continue;
+        };
+        let later = hunk.lines.get(after..).unwrap_or(&[]);
+        if later.iter().any(on_side) {
+            return Err(err(
+                at,
+                format!(
+                    "'\\ No newline at end of file' in the hunk at line {} follows a line that is not the last {side} line of the hunk; the marker may only follow the last line of its side",
+                    hunk.at_line
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Drops bare empty lines at a hunk's end that its header does not account for: they are the
@@ -965,6 +1060,39 @@ mod tests {
             "--- a/q.sql\n+++ b/q.sql\n@@ -1,3 +1,3 @@\n--- old\n+++ new\n@@ -9 +9 @@\n-x\n+y\n";
         let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
         assert_eq!(p[0].hunks.len(), 2);
+    }
+
+    #[test]
+    fn changes_after_a_blank_line_past_the_counts_are_ambiguous() {
+        let d = "--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n a\n+n\n b\n\n+ Note: done\n";
+        let e = parse(d.as_bytes(), Strip::Auto).expect_err("ambiguous");
+        assert_eq!(e.line, 8);
+        assert!(e.message.contains("blank line at line 7"), "{e}");
+        // Context after the blank line writes nothing: kept, for the recount pass to match.
+        let d = "--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n a\n+n\n b\n\n c\n";
+        let p = parse(d.as_bytes(), Strip::Auto).expect("parses");
+        assert_eq!(p[0].hunks[0].lines.len(), 5);
+        // No blank line: an under-counted hunk, kept whole (the recount pass reads it).
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n+B\n";
+        assert!(parse(d.as_bytes(), Strip::Auto).is_ok());
+    }
+
+    #[test]
+    fn a_no_newline_marker_must_follow_the_last_line_of_its_side() {
+        let d = "--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n a\n+X\n\\ No newline at end of file\n b\n";
+        let e = parse(d.as_bytes(), Strip::Auto).expect_err("malformed");
+        assert_eq!(e.line, 6);
+        // After the last removed line, with added lines following: well formed.
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n\n";
+        assert!(parse(d.as_bytes(), Strip::Auto).is_ok());
+    }
+
+    #[test]
+    fn a_block_of_another_dialect_is_refused_not_dropped() {
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+A\n\nx\n<<<<<<< SEARCH\nb\n=======\nB\n>>>>>>> REPLACE\n";
+        let e = parse(d.as_bytes(), Strip::Auto).expect_err("mixed");
+        assert!(e.message.contains("more than one dialect"), "{e}");
+        assert_eq!(e.line, 8);
     }
 
     #[test]

@@ -242,11 +242,56 @@ impl<'h> OldSide<'h> {
     }
 }
 
-/// The recount pass's candidates: the old side exactly (a CRLF ending aside), anywhere.
-fn exact_places(text: &Text, old: &OldSide<'_>, limit: usize) -> Vec<Result<Placement, Ambiguous>> {
+/// Where in the file a hunk may go: from a line on (after its anchors), and whether its old
+/// side must end the file (`*** End of File`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Scope {
+    from: usize,
+    at_end: bool,
+}
+
+impl Scope {
+    /// The scope an envelope hunk's anchors give: each anchor is the first line matching it
+    /// after the previous one, and the hunk comes after the last. `Err` names an anchor found
+    /// nowhere after its predecessor. Linear in the file per anchor.
+    fn of(text: &Text, hunk: &Hunk) -> Result<(Self, Option<usize>), Vec<u8>> {
+        let mut from = 0;
+        let mut last_anchor = None;
+        for anchor in &hunk.anchors {
+            let at = (from..text.len())
+                .find(|&i| anchor_eq(text.line(i), anchor))
+                .ok_or_else(|| anchor.clone())?;
+            last_anchor = Some(at);
+            from = at + 1;
+        }
+        Ok((
+            Scope {
+                from,
+                at_end: hunk.at_end,
+            },
+            last_anchor,
+        ))
+    }
+}
+
+/// The recount pass's candidates: the old side exactly (a CRLF ending aside), anywhere in the
+/// scope.
+fn exact_places(
+    text: &Text,
+    old: &OldSide<'_>,
+    scope: Scope,
+    limit: usize,
+) -> Vec<Result<Placement, Ambiguous>> {
     let pattern: Vec<u64> = old.lines.iter().map(|l| exact_hash(l)).collect();
-    occurrences(text.index.exact(text), &pattern)
+    let hay = text.index.exact(text);
+    let from = if scope.at_end {
+        scope.from.max(hay.len().saturating_sub(pattern.len()))
+    } else {
+        scope.from
+    };
+    occurrences(hay.get(from..).unwrap_or(&[]), &pattern)
         .into_iter()
+        .map(|s| s + from)
         .filter(|&s| {
             old.lines
                 .iter()
@@ -272,17 +317,24 @@ fn fuzzy_places(
     text: &Text,
     hunk: &Hunk,
     old: &OldSide<'_>,
+    scope: Scope,
     limit: usize,
 ) -> Vec<Result<Placement, Ambiguous>> {
     let blanks: Vec<bool> = old.lines.iter().map(|l| is_blank(l)).collect();
     let marks: Vec<usize> = (0..old.lines.len()).filter(|&k| !blanks[k]).collect();
     if marks.is_empty() {
-        return blank_only_places(text, old.lines.len(), limit);
+        return blank_only_places(text, old.lines.len(), scope, limit);
     }
     let (nb, nb_hash) = text.index.nonblank(text);
     let pattern: Vec<u64> = marks.iter().map(|&k| token_hash(old.lines[k])).collect();
+    // The non-blank lines in scope; at the end of the file, only the last ones can match.
+    let mut first = nb.partition_point(|&i| i < scope.from);
+    if scope.at_end {
+        first = first.max(nb.len().saturating_sub(marks.len()));
+    }
     let mut out = Vec::new();
-    for p in occurrences(nb_hash, &pattern) {
+    let hay = nb_hash.get(first..).unwrap_or(&[]);
+    for p in occurrences(hay, &pattern).into_iter().map(|p| p + first) {
         if out.len() == limit {
             break;
         }
@@ -368,12 +420,18 @@ fn place_between_marks(
 }
 
 /// A hunk whose old side is only blank lines: runs of at least that many blank lines.
-fn blank_only_places(text: &Text, n: usize, limit: usize) -> Vec<Result<Placement, Ambiguous>> {
+fn blank_only_places(
+    text: &Text,
+    n: usize,
+    scope: Scope,
+    limit: usize,
+) -> Vec<Result<Placement, Ambiguous>> {
     let mut out = Vec::new();
     let mut run = 0usize;
-    for i in 0..text.len() {
+    for i in scope.from..text.len() {
         run = if is_blank(text.line(i)) { run + 1 } else { 0 };
-        if run >= n && out.len() < limit {
+        let ends = !scope.at_end || i + 1 == text.len();
+        if run >= n && ends && out.len() < limit {
             let s = i + 1 - n;
             out.push(Ok(Placement {
                 start: s,
@@ -525,43 +583,32 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
             }
             return Err(format!("{name}: it has no context or removed lines, so its place in the file cannot be found"));
         }
-        // Uniqueness needs two places at most; the brief names a few. An anchor chooses among
-        // all of them.
-        let limit = if hunk.anchor.is_some() {
-            usize::MAX
-        } else {
-            MANY
+        // An envelope hunk's anchors narrow where it may go, never which of several places
+        // inside that scope it takes: the place must be unique after the last anchor, as it
+        // must be in the whole file without one. Uniqueness needs two places at most; the
+        // brief names a few.
+        let (scope, anchor_line) = match Scope::of(text, hunk) {
+            Ok(s) => s,
+            Err(anchor) => {
+                return Err(format!(
+                "{name}: its anchor {} does not occur in the file (after the anchors before it)",
+                show(&anchor)
+            ))
+            }
         };
         let mut found = match pass {
-            Pass::Recount => exact_places(text, &old, limit),
-            Pass::Fuzzy => fuzzy_places(text, hunk, &old, limit),
+            Pass::Recount => exact_places(text, &old, scope, MANY),
+            Pass::Fuzzy => fuzzy_places(text, hunk, &old, scope, MANY),
         };
-        if let Some(anchor) = &hunk.anchor {
-            let anchors: Vec<usize> = (0..last)
-                .filter(|&i| anchor_eq(text.line(i), anchor))
-                .collect();
-            let Some(&first) = anchors.first() else {
-                return Err(format!(
-                    "{name}: its anchor {} does not occur in the file",
-                    show(anchor)
-                ));
-            };
-            // The chunk is the first match after the nearest anchor before it.
-            found.retain(|c| start_of(c) >= first);
-            let mut by_anchor: Vec<Result<Placement, Ambiguous>> = Vec::new();
-            for (ai, &a) in anchors.iter().enumerate() {
-                let next = anchors.get(ai + 1).copied().unwrap_or(usize::MAX);
-                if let Some(c) = found
-                    .iter()
-                    .find(|c| start_of(c) >= a && start_of(c) < next)
-                {
-                    if !by_anchor.contains(c) {
-                        by_anchor.push(c.clone());
-                    }
-                }
-            }
-            found = by_anchor;
-        }
+        let after = match anchor_line {
+            Some(a) => format!(" after its anchor at line {}", a + 1),
+            None => String::new(),
+        };
+        let after = if scope.at_end {
+            format!("{after} at the end of the file")
+        } else {
+            after
+        };
         match found.len() {
             1 => match found.remove(0) {
                 Ok(p) => placements.push((k, p)),
@@ -574,7 +621,7 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
             },
             0 => {
                 return Err(format!(
-                    "{name}: its lines do not occur in the file; {}",
+                    "{name}: its lines do not occur in the file{after}; {}",
                     brief(text, &old.lines)
                 ))
             }
@@ -590,7 +637,7 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
                     n.to_string()
                 };
                 return Err(format!(
-                    "{name}: its lines match at {n} places (lines {}); add context lines so it matches only one",
+                    "{name}: its lines match at {n} places{after} (lines {}); add context lines so it matches only one",
                     at.join(", ")
                 ));
             }
