@@ -30,6 +30,7 @@ pub mod interrupt;
 pub mod journal;
 pub mod preflight;
 pub mod roles;
+pub mod secrets;
 pub mod store;
 pub mod trace;
 pub mod ui;
