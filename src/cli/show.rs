@@ -164,12 +164,14 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             if let Some(bytes) =
                 store::read_artifact(&repo, run.commit, &format!("attempt_{n}/{name}"))?
             {
-                let text = String::from_utf8_lossy(&bytes);
-                if name.ends_with(".diff") && console::colors_enabled() {
-                    ui.page(coloured_diff(&text), core_pager);
-                } else {
-                    ui.page(text, core_pager);
-                }
+                let diff = name.ends_with(".diff");
+                ui.page_bytes(&bytes, core_pager, |text| {
+                    if diff && console::colors_enabled() {
+                        coloured_diff(text)
+                    } else {
+                        text.to_string()
+                    }
+                });
                 return Ok(Exit::Success);
             }
         }

@@ -351,12 +351,31 @@ pub fn find_run(repo: &Repository, run_id: &str) -> Result<Option<StoredRun>> {
         Ok(r) => r,
         Err(_) => return Ok(None),
     };
-    let commit = reference.peel_to_commit()?.id();
+    let Some(commit) = reference.target() else {
+        return Ok(None);
+    };
+    check_run_commit(repo, run_id, commit)?;
     Ok(read_summary(repo, commit)?.map(|summary| StoredRun {
         run_id: run_id.to_string(),
         commit,
         summary,
     }))
+}
+
+/// A run ref must point at a run commit; one that points at anything else (a blob, tree or
+/// tag someone pushed there) is named with the way to remove it.
+fn check_run_commit(repo: &Repository, run_id: &str, oid: Oid) -> Result<()> {
+    let kind = match repo.find_object(oid, None) {
+        Ok(o) if o.kind() == Some(git2::ObjectType::Commit) => return Ok(()),
+        Ok(o) => o.kind().map_or("unknown object", |k| k.str()).to_string(),
+        Err(_) => "missing object".to_string(),
+    };
+    let name = run_ref(run_id);
+    Err(
+        Error::new(format!("{name} points at a {kind}, not a run record")).hint(format!(
+        "it was damaged or fetched from an untrusted place; delete it with git update-ref -d {name}"
+    )),
+    )
 }
 
 /// Every run id under `refs/factory/`, with its run commit, sorted by id.
@@ -398,6 +417,7 @@ pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
             "list runs with git factory log (fetch shared runs with git factory fetch <remote>)",
         )),
         [(id, commit)] => {
+            check_run_commit(repo, id, *commit)?;
             let summary = read_summary(repo, *commit)?
                 .ok_or_else(|| Error::new(format!("run {id} has no run_summary.json")))?;
             Ok(StoredRun {

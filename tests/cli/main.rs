@@ -18,4 +18,5 @@ mod run;
 mod safety;
 mod sharing;
 mod status;
+mod terminal;
 mod trust;
