@@ -224,6 +224,13 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
 /// each is kept in `.git/factory/log-cache` keyed by commit id: a listing reads only the refs
 /// and the commits it has not seen (new runs, fetched runs), however many runs there are.
 pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
+    list_runs_naming_damaged(repo).map(|(runs, _)| runs)
+}
+
+/// [`list_runs`], and the refusal for each run ref that is not a commit (skipped in the
+/// listing), for `log` to name.
+pub fn list_runs_naming_damaged(repo: &Repository) -> Result<(Vec<RunHeader>, Vec<Error>)> {
+    let mut damaged = Vec::new();
     let cache_path = crate::git::factory_dir(repo).join("log-cache");
     let cached: HashMap<String, (i64, String)> = std::fs::read(&cache_path)
         .ok()
@@ -239,6 +246,9 @@ pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
             Some((t, m)) => (*t, m.clone()),
             None => {
                 let Ok(commit) = repo.find_commit(oid) else {
+                    if let Err(e) = check_run_commit(repo, &id, oid) {
+                        damaged.push(e);
+                    }
                     continue;
                 };
                 missed = true;
@@ -269,7 +279,7 @@ pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
             .cmp(&a.order_key())
             .then_with(|| a.run_id.cmp(&b.run_id))
     });
-    Ok(out)
+    Ok((out, damaged))
 }
 
 /// Appends a line to the `refs/notes/factory` note on `target`, never clobbering what is there.

@@ -297,6 +297,14 @@ fn fetched_run_refs_that_are_not_commits_are_skipped_and_named() {
         .output()
         .expect("log");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains(&good), "{}", stdout_of(&out));
+    assert!(
+        stderr_of(&out).contains(&format!(
+            "warning: refs/factory/{bad} points at a blob, not a run record (not listed); it was damaged or fetched from an untrusted place; delete it with git update-ref -d refs/factory/{bad}"
+        )),
+        "{}",
+        stderr_of(&out)
+    );
     r.git(&["update-ref", "-d", &format!("refs/factory/{bad}")]);
 
     // A remote whose notes ref is a blob: explained, nothing changed here.
