@@ -1444,6 +1444,10 @@ impl Session<'_> {
                 let text = format!("the model refused to answer: {why}");
                 return self.fail(Stage::LlmOutputInvalid, None, &text);
             }
+            Stop::TooLarge(why) => {
+                let text = format!("{why}: propose a smaller change (fewer files, a diff of only the hunks that change)");
+                return self.fail(Stage::LlmOutputInvalid, None, &text);
+            }
         }
         match proposal::parse(&response.text, response.format) {
             Ok(p) => {

@@ -16,8 +16,40 @@ pub fn install() {
     }
 }
 
+/// Whether the run should stop: a signal came, or stdout or stderr is a pipe whose reader
+/// has gone. The pipe is probed here, not only when a write fails: a quiet run (`-q`,
+/// `--json`) or a long check writes nothing for a while, and must not go on to deliver a
+/// change nobody is listening for.
 pub fn requested() -> bool {
-    FLAG.get().is_some_and(|f| f.load(Ordering::SeqCst))
+    if FLAG.get().is_some_and(|f| f.load(Ordering::SeqCst)) {
+        return true;
+    }
+    if outputs_closed() {
+        request();
+        return true;
+    }
+    false
+}
+
+/// A zero-timeout poll of stdout and stderr: the write end of a pipe whose read end is
+/// closed reports an error (POLLERR), a hung-up terminal or socket POLLHUP. Terminals,
+/// files and `/dev/null` report neither.
+fn outputs_closed() -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    let mut fds = [
+        PollFd::new(&stdout, PollFlags::empty()),
+        PollFd::new(&stderr, PollFlags::empty()),
+    ];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    if poll(&mut fds, Some(&now)).unwrap_or(0) == 0 {
+        return false;
+    }
+    fds.iter()
+        .any(|fd| fd.revents().intersects(PollFlags::ERR | PollFlags::HUP))
 }
 
 /// Raises the flag from inside the process: a closed stdout or stderr (`git factory run … |

@@ -32,6 +32,7 @@ pub mod journal;
 pub mod preflight;
 pub mod race;
 pub mod roles;
+pub mod secrets;
 pub mod store;
 pub mod trace;
 pub mod ui;

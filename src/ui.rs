@@ -39,7 +39,7 @@ impl Progress {
     /// Changes what the live line shows after its label (nothing when not a terminal).
     pub fn set_detail(&self, detail: String) {
         if let Ok(mut d) = self.detail.lock() {
-            *d = detail;
+            *d = escape_line(&detail);
         }
     }
 
@@ -90,7 +90,7 @@ impl Ui {
 
     /// Starts a status line for a stage that takes a while.
     pub fn progress(&self, label: String) -> Progress {
-        let label = escape_controls(&label);
+        let label = escape_line(&label);
         if !self.live {
             self.info(&label);
             return Progress {
@@ -258,6 +258,30 @@ impl Ui {
         std::io::IsTerminal::is_terminal(&std::io::stdout())
     }
 
+    /// Writes stored bytes (a patch) as `git diff` would: to a pipe or file exactly as they
+    /// are; to a terminal decoded for display with control characters escaped (a patch is
+    /// model output, SPEC §7), then styled by `style` (so our colours survive), then paged.
+    pub fn page_bytes(
+        &self,
+        bytes: &[u8],
+        core_pager: Option<String>,
+        style: impl FnOnce(&str) -> String,
+    ) {
+        if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(bytes)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                crate::interrupt::request();
+            }
+            return;
+        }
+        let text = escape_controls(&String::from_utf8_lossy(bytes));
+        self.page(style(&text), core_pager);
+    }
+
     /// Writes a result to stdout; a closed pipe (`| head`) is not an error, but a run under
     /// way stops as on SIGINT.
     pub fn out(&self, text: impl AsRef<str>) {
@@ -417,6 +441,7 @@ pub fn verdict(v: Verdict) -> String {
 /// stderr (`git factory run … 2>&1 | head`) stops a run under way as SIGINT does, and the
 /// rollback and record go on without it.
 fn err_line(line: &str) {
+    let line = escape_keeping_styles(line, console::colors_enabled_stderr());
     let mut stderr = std::io::stderr().lock();
     if writeln!(stderr, "{line}").is_err() {
         crate::interrupt::request();
@@ -496,6 +521,54 @@ pub fn for_terminal<T: serde::Serialize + serde::de::DeserializeOwned>(
     serde_json::from_value(json).ok()
 }
 
+/// What every line [`Ui`] prints to stderr goes through, so no caller can forget it: text
+/// with control characters escaped as [`escape_controls`] does, except the colour and
+/// weight sequences our own styling adds (`ESC [ … m` with only the parameters `console`
+/// emits for them), kept when colour is on. A model could still colour its text with them,
+/// but nothing else: no cursor moves, cleared screens, titles, clipboard writes, and no
+/// concealed (8) or black-on-black (30, 40…) text.
+pub fn escape_keeping_styles(text: &str, colour: bool) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(i) = rest.find('\x1b') {
+        out.push_str(&escape_controls(&rest[..i]));
+        let after = &rest[i..];
+        match our_style(after).filter(|_| colour) {
+            Some(len) => {
+                out.push_str(&after[..len]);
+                rest = &after[len..];
+            }
+            None => {
+                out.push_str("\\e");
+                rest = &after[1..];
+            }
+        }
+    }
+    out.push_str(&escape_controls(rest));
+    out
+}
+
+/// The length of an SGR sequence at the start of `text` made only of the parameters our
+/// styles use (reset, bold, dim, normal weight, and the foreground colours red to white).
+fn our_style(text: &str) -> Option<usize> {
+    let body = text.strip_prefix("\x1b[")?;
+    let end = body.find('m')?;
+    let params = &body[..end];
+    let allowed = |p: &str| {
+        matches!(p, "" | "0" | "1" | "2" | "22" | "39")
+            || (p.len() == 2
+                && (p.starts_with('3') || p.starts_with('9'))
+                && matches!(p.as_bytes()[1], b'1'..=b'7'))
+    };
+    (params.len() <= 16 && params.split(';').all(allowed)).then_some(2 + end + 1)
+}
+
 /// [`escape_controls`] for one-line fields (ids, titles): newlines become `^J` too.
 pub fn escape_line(text: &str) -> String {
     escape(text, false)
@@ -535,6 +608,20 @@ mod tests {
         );
         assert_eq!(escape_line("id\nforged"), "id^Jforged");
         assert_eq!(escape_controls("caf\u{e9} plain"), "caf\u{e9} plain");
+    }
+
+    #[test]
+    fn our_styles_are_kept_everything_else_escaped() {
+        let ours = "\x1b[31m\x1b[1mFAIL\x1b[0m \x1b[2m(1.0s)\x1b[0m";
+        assert_eq!(escape_keeping_styles(ours, true), ours);
+        assert_eq!(
+            escape_keeping_styles(ours, false),
+            "\\e[31m\\e[1mFAIL\\e[0m \\e[2m(1.0s)\\e[0m"
+        );
+        assert_eq!(
+            escape_keeping_styles("g\x1b]0;PWNED\x07\x1b[2J\x1b[8mhid\x1b[30m\0.txt", true),
+            "g\\e]0;PWNED\\a\\e[2J\\e[8mhid\\e[30m^@.txt"
+        );
     }
 
     #[test]

@@ -289,15 +289,15 @@ fn commands(obj: &Map<String, Value>, field: &str, required: bool) -> Result<Vec
 }
 
 /// Commands are run as an argv, never by a shell: `grep -q x f && true` hands `&&` to grep,
-/// which then checks the wrong thing and may pass. An operator that stands as a word of its
-/// own (unquoted in the text) is a refusal naming the shell to use.
+/// which then checks the wrong thing and may pass; `pytest 2>&1` hands `2>&1` to pytest. A
+/// word (after the program) that holds shell syntax outside quotes in the text is a refusal
+/// naming the shell to use. Judged on the raw text's shell words, so operators quoted as
+/// data (`grep -c '|' f`, `python -c "a; b"`) still pass.
 fn refuse_shell_operator(field: &str, cmd: &str, argv: &[String]) -> Result<()> {
-    const OPERATORS: [&str; 8] = ["&&", "||", "|", ";", ">", ">>", "<", "&"];
-    let bare: Vec<&str> = cmd.split_ascii_whitespace().collect();
-    let Some(op) = argv
-        .iter()
+    let Some(word) = shell_words(cmd)
+        .into_iter()
         .skip(1)
-        .find(|a| OPERATORS.contains(&a.as_str()) && bare.contains(&a.as_str()))
+        .find_map(|(word, shell)| shell.then_some(word))
     else {
         return Ok(());
     };
@@ -305,10 +305,83 @@ fn refuse_shell_operator(field: &str, cmd: &str, argv: &[String]) -> Result<()> 
         .map(|q| q.into_owned())
         .unwrap_or_default();
     Err(Error::new(format!(
-        "invalid work order: {field}: {cmd:?} passes {op:?} to {} as an argument; commands are not run by a shell",
+        "invalid work order: {field}: {cmd:?} passes {word:?} to {} as an argument; commands are not run by a shell",
         argv[0]
     ))
     .hint(format!("to use shell syntax, run it through a shell: sh -c {quoted}")))
+}
+
+/// The raw text's words as a POSIX shell splits them, each with whether it holds shell
+/// syntax: outside quotes a control or redirection operator (`|`, `&`, `;`, `<`, `>`: so
+/// `&&`, `|&`, `2>&1`, `>file`, `&>`, a trailing `&`), or, outside single quotes, a command
+/// substitution (`$(…)`, backticks), which a shell would run.
+fn shell_words(text: &str) -> Vec<(String, bool)> {
+    #[derive(PartialEq)]
+    enum Quote {
+        None,
+        Single,
+        Double,
+    }
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut shell = false;
+    let mut quote = Quote::None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Quote::Single => {
+                if c == '\'' {
+                    quote = Quote::None;
+                }
+                word.push(c);
+                continue;
+            }
+            Quote::Double => {
+                match c {
+                    '"' => quote = Quote::None,
+                    '\\' => {
+                        word.push(c);
+                        if let Some(n) = chars.next() {
+                            word.push(n);
+                        }
+                        continue;
+                    }
+                    '`' => shell = true,
+                    '$' if chars.peek() == Some(&'(') => shell = true,
+                    _ => {}
+                }
+                word.push(c);
+                continue;
+            }
+            Quote::None => {}
+        }
+        match c {
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push((std::mem::take(&mut word), shell));
+                }
+                shell = false;
+                continue;
+            }
+            '\\' => {
+                word.push(c);
+                if let Some(n) = chars.next() {
+                    word.push(n);
+                }
+                continue;
+            }
+            '\'' => quote = Quote::Single,
+            '"' => quote = Quote::Double,
+            '|' | '&' | ';' | '<' | '>' | '`' => shell = true,
+            '$' if chars.peek() == Some(&'(') => shell = true,
+            _ => {}
+        }
+        word.push(c);
+    }
+    if !word.is_empty() {
+        words.push((word, shell));
+    }
+    words
 }
 
 fn required_text(obj: &Map<String, Value>, field: &str) -> Result<String> {
@@ -473,5 +546,33 @@ mod tests {
             wo.hash,
             sha256_hex(br#"{"acceptance_commands":["true"],"allowed_files":["./src//a.py"],"id":"wo-1","intent":"i","title":"t"}"#)
         );
+    }
+
+    #[test]
+    fn shell_syntax_is_found_outside_quotes_only() {
+        let shell = |t: &str| -> Vec<String> {
+            shell_words(t)
+                .into_iter()
+                .filter(|(_, s)| *s)
+                .map(|(w, _)| w)
+                .collect()
+        };
+        for (text, found) in [
+            ("true 2>&1", vec!["2>&1"]),
+            ("true 2>/dev/null", vec!["2>/dev/null"]),
+            ("true >out", vec![">out"]),
+            ("true |& cat", vec!["|&"]),
+            ("true &>log", vec!["&>log"]),
+            ("sleep 1 &", vec!["&"]),
+            ("echo $(id) `id`", vec!["$(id)", "`id`"]),
+            ("echo \"$(id)\"", vec!["\"$(id)\""]),
+            ("grep -c '|' f", vec![]),
+            ("grep -c \"a|b;c>d\" f", vec![]),
+            ("grep -c '$(x)' f", vec![]),
+            ("grep -c \\| f", vec![]),
+            ("python3 -c 'import sys; sys.exit(0)'", vec![]),
+        ] {
+            assert_eq!(shell(text), found, "{text}");
+        }
     }
 }

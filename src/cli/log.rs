@@ -51,7 +51,14 @@ pub fn age(now: i64, then: i64) -> String {
 
 pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    let mut runs = store::list_runs(&repo)?;
+    let (mut runs, damaged) = store::list_runs_naming_damaged(&repo)?;
+    for e in damaged {
+        ui.warn(format!(
+            "{} (not listed); {}",
+            e.message,
+            e.hint.as_deref().unwrap_or_default()
+        ));
+    }
     if let Some(filter) = args.verdict {
         let want = format!("{filter:?}").to_ascii_uppercase();
         runs.retain(|r| r.verdict == want);

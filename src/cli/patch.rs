@@ -71,7 +71,11 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
     };
     let mut report = String::new();
     for (path, method) in &plan.methods {
-        report.push_str(&format!("{:<8} {path}\n", method.as_str()));
+        report.push_str(&format!(
+            "{:<8} {}\n",
+            method.as_str(),
+            crate::ui::escape_line(path)
+        ));
     }
     if !args.check {
         apply::write_outcomes(&root, &plan.outcomes).map_err(|e| {

@@ -31,6 +31,11 @@ pub(super) fn report(ui: &Ui, shared: &Shared, moved: &str, remote: &str) {
         line.push_str(&format!(" ({remote})"));
     }
     ui.always(line);
+    for (name, kind) in &shared.not_runs {
+        ui.warn(format!(
+            "skipped {remote}'s {name}: it points at a {kind}, not a run record"
+        ));
+    }
     for id in &shared.diverged {
         ui.warn(format!(
             "run {id} has a different record on each side; each keeps its own (see it with git factory show {id})"

@@ -476,6 +476,13 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
                 print_json(ui, &summary);
             }
             final_line(ui, &summary, out.as_deref());
+            // Output that closed only now, after the record was final (rolled back or
+            // delivered, and written): the record stays the truth (`git factory show` has
+            // it) and is not rewritten; the exit status is all the caller can still get,
+            // and says its output was lost, as SIGINT would.
+            if crate::interrupt::requested() {
+                return Ok(Exit::Interrupted);
+            }
             // A PASS whose asked-for commit a hook refused did not finish what was asked.
             if summary.verdict == Verdict::Pass && summary.error.is_some() {
                 return Ok(Exit::Refused);

@@ -210,17 +210,14 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
             if let Some(bytes) =
                 store::read_artifact(&repo, run.commit, &format!("attempt_{n}/{name}"))?
             {
-                // To a pipe the patch is the stored bytes exactly (it feeds `git apply`).
-                if !ui.stdout_is_terminal() {
-                    ui.out_record_bytes(&bytes);
-                    return Ok(Exit::Success);
-                }
-                let text = String::from_utf8_lossy(&bytes);
-                if name.ends_with(".diff") && console::colors_enabled() {
-                    ui.page(coloured_diff(&text), core_pager);
-                } else {
-                    ui.page(text, core_pager);
-                }
+                let diff = name.ends_with(".diff");
+                ui.page_bytes(&bytes, core_pager, |text| {
+                    if diff && console::colors_enabled() {
+                        coloured_diff(text)
+                    } else {
+                        text.to_string()
+                    }
+                });
                 return Ok(Exit::Success);
             }
         }

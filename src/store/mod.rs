@@ -238,6 +238,13 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
 /// each is kept in `.git/factory/log-cache` keyed by commit id: a listing reads only the refs
 /// and the commits it has not seen (new runs, fetched runs), however many runs there are.
 pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
+    list_runs_naming_damaged(repo).map(|(runs, _)| runs)
+}
+
+/// [`list_runs`], and the refusal for each run ref that is not a commit (skipped in the
+/// listing), for `log` to name.
+pub fn list_runs_naming_damaged(repo: &Repository) -> Result<(Vec<RunHeader>, Vec<Error>)> {
+    let mut damaged = Vec::new();
     let cache_path = crate::git::factory_dir(repo).join("log-cache");
     let cached: HashMap<String, (i64, String)> = std::fs::read(&cache_path)
         .ok()
@@ -253,6 +260,9 @@ pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
             Some((t, m)) => (*t, m.clone()),
             None => {
                 let Ok(commit) = repo.find_commit(oid) else {
+                    if let Err(e) = check_run_commit(repo, &id, oid) {
+                        damaged.push(e);
+                    }
                     continue;
                 };
                 missed = true;
@@ -283,7 +293,7 @@ pub fn list_runs(repo: &Repository) -> Result<Vec<RunHeader>> {
             .cmp(&a.order_key())
             .then_with(|| a.run_id.cmp(&b.run_id))
     });
-    Ok(out)
+    Ok((out, damaged))
 }
 
 /// Appends a line to the `refs/notes/factory` note on `target`, never clobbering what is there.
@@ -365,12 +375,31 @@ pub fn find_run(repo: &Repository, run_id: &str) -> Result<Option<StoredRun>> {
         Ok(r) => r,
         Err(_) => return Ok(None),
     };
-    let commit = reference.peel_to_commit()?.id();
+    let Some(commit) = reference.target() else {
+        return Ok(None);
+    };
+    check_run_commit(repo, run_id, commit)?;
     Ok(read_summary(repo, commit)?.map(|summary| StoredRun {
         run_id: run_id.to_string(),
         commit,
         summary,
     }))
+}
+
+/// A run ref must point at a run commit; one that points at anything else (a blob, tree or
+/// tag someone pushed there) is named with the way to remove it.
+fn check_run_commit(repo: &Repository, run_id: &str, oid: Oid) -> Result<()> {
+    let kind = match repo.find_object(oid, None) {
+        Ok(o) if o.kind() == Some(git2::ObjectType::Commit) => return Ok(()),
+        Ok(o) => o.kind().map_or("unknown object", |k| k.str()).to_string(),
+        Err(_) => "missing object".to_string(),
+    };
+    let name = run_ref(run_id);
+    Err(
+        Error::new(format!("{name} points at a {kind}, not a run record")).hint(format!(
+        "it was damaged or fetched from an untrusted place; delete it with git update-ref -d {name}"
+    )),
+    )
 }
 
 /// Every run id under `refs/factory/`, with its run commit, sorted by id.
@@ -412,6 +441,7 @@ pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
             "list runs with git factory log (fetch shared runs with git factory fetch <remote>)",
         )),
         [(id, commit)] => {
+            check_run_commit(repo, id, *commit)?;
             let summary = read_summary(repo, *commit)?
                 .ok_or_else(|| Error::new(format!("run {id} has no run_summary.json")))?;
             Ok(StoredRun {

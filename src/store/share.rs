@@ -23,6 +23,9 @@ pub struct Shared {
     pub diverged: Vec<String>,
     /// Whether the notes changed (merged here, or sent).
     pub notes: bool,
+    /// Incoming run refs that do not point at a commit (`refs/factory/<id>`, what it is):
+    /// skipped, never taken in.
+    pub not_runs: Vec<(String, String)>,
 }
 
 fn git(repo: &Repository) -> Result<Command> {
@@ -103,6 +106,17 @@ fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<boo
     ]);
     output(fetch, what, remote)?;
     let theirs = repo.refname_to_id(INCOMING_NOTES)?;
+    if let Some(kind) = not_a_commit(repo, theirs) {
+        if let Ok(mut r) = repo.find_reference(INCOMING_NOTES) {
+            let _ = r.delete();
+        }
+        return Err(Error::new(format!(
+            "{remote}'s {NOTES_REF} points at a {kind}, not a notes commit: its notes cannot be merged (your runs and notes are unchanged)"
+        ))
+        .hint(format!(
+            "ask the remote's owner to repair it, or delete it there: git push {remote} :{NOTES_REF}"
+        )));
+    }
     let ours = repo.refname_to_id(NOTES_REF).ok();
     let changed = match ours {
         Some(o) if o == theirs || repo.graph_descendant_of(o, theirs)? => false,
@@ -130,6 +144,15 @@ fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<boo
         let _ = r.delete();
     }
     Ok(changed)
+}
+
+/// What `oid` is when it is not a commit (`blob`, `tree`, `tag`, or `missing object`).
+fn not_a_commit(repo: &Repository, oid: Oid) -> Option<String> {
+    match repo.find_object(oid, None) {
+        Ok(o) if o.kind() == Some(git2::ObjectType::Commit) => None,
+        Ok(o) => Some(o.kind().map_or("unknown object", |k| k.str()).to_string()),
+        Err(_) => Some("missing object".to_string()),
+    }
 }
 
 /// `git factory fetch <remote>`: takes in the remote's runs (new ones, and records that
@@ -162,6 +185,12 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
         incoming.sort();
         for (id, oid) in &incoming {
             if !is_run_id(id) {
+                continue;
+            }
+            // A run record is a commit; anything else (a blob, a tree, a tag) is not taken
+            // in: every later command would trip over it.
+            if let Some(kind) = not_a_commit(repo, *oid) {
+                shared.not_runs.push((super::run_ref(id), kind));
                 continue;
             }
             match ours.get(id) {

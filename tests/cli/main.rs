@@ -19,4 +19,5 @@ mod run;
 mod safety;
 mod sharing;
 mod status;
+mod terminal;
 mod trust;

@@ -129,13 +129,27 @@ fn a_shell_operator_in_an_acceptance_command_is_refused_naming_sh_c() {
         "true ; false",
         "echo x > f",
         "a || b",
+        // Redirections and operators glued to a word, backgrounding, substitutions.
+        "true 2>&1",
+        "true 2>/dev/null",
+        "true >out",
+        "true |& cat",
+        "true &>log",
+        "sleep 1 &",
+        "echo $(id)",
+        "echo `id`",
     ] {
         let wo = r.work_order(basic_order(&[cmd]));
         let out = r.run_replay(&wo, &one_pass(&r, "p"), &[]);
         assert_refused_up_front(&r, &out, "commands are not run by a shell", "sh -c '");
     }
     // Quoted, the operator is an argument on purpose; inside sh -c it is the shell's.
-    for cmd in ["grep -c '|' app.txt", "sh -c 'grep -q TWO app.txt && true'"] {
+    for cmd in [
+        "grep -c '|' app.txt",
+        "sh -c 'grep -q TWO app.txt && true'",
+        "grep -c \"a|b;c>d\" app.txt",
+        "grep -c '2>&1' app.txt",
+    ] {
         let wo = r.work_order(basic_order(&[cmd]));
         let out = r.run_replay(&wo, &one_pass(&r, &format!("q{}", cmd.len())), &[]);
         assert_ne!(out.status.code(), Some(2), "{cmd}: {}", stderr_of(&out));

@@ -19,6 +19,8 @@ struct Recorded {
 enum Reply {
     /// A status and a JSON body, whole.
     Json(u16, String),
+    /// `200` with this content type and body, whole.
+    Typed(&'static str, Vec<u8>),
     /// `200 text/event-stream`, written in these pieces with a pause between them (a piece
     /// may end inside a line, an event or a UTF-8 character).
     Sse(Vec<Vec<u8>>),
@@ -128,6 +130,14 @@ fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Recorded>>)
                         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     );
+            }
+            Reply::Typed(content_type, body) => {
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(&body);
             }
             Reply::Sse(pieces) => {
                 let _ = write!(
@@ -1749,4 +1759,227 @@ fn an_error_event_mid_stream_is_transient() {
     let seen = seen.lock().expect("lock");
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].body, seen[1].body, "the same request, sent again");
+}
+
+// Hardening: what a hostile or broken server sends must not leak the key, exhaust memory
+// or be misread.
+
+const SECRET_OPENAI: &str = "sk-proj-LOOPSECRET0123456789";
+const SECRET_ANTHROPIC: &str = "sk-ant-LOOPSECRET9876543210";
+
+/// `git factory run --json` with long, recognisable keys in the environment.
+fn run_with_keys(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[&str]) -> (Ran, String) {
+    let out = r
+        .factory()
+        .env("OPENAI_API_KEY", SECRET_OPENAI)
+        .env("ANTHROPIC_API_KEY", SECRET_ANTHROPIC)
+        .args(["run", "--json", "--llm-base-url", url])
+        .args(flags)
+        .arg("-w")
+        .arg(wo)
+        .output()
+        .expect("runs");
+    let stdout = stdout_of(&out);
+    (
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            stderr: stderr_of(&out),
+            summary: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        },
+        stdout,
+    )
+}
+
+/// Whether any file of any stored run holds `needle`.
+fn stored_anywhere(r: &TestRepo, needle: &str) -> bool {
+    r.run_ids().iter().any(|id| {
+        r.git_code(&["grep", "-l", "-F", needle, &format!("refs/factory/{id}")])
+            .0
+            == 0
+    })
+}
+
+#[test]
+fn a_server_that_echoes_the_key_never_gets_it_printed_or_stored() {
+    let r = TestRepo::simple();
+    let echo = |key: &str| {
+        json_reply(
+            400,
+            json!({"error": {"message": format!("invalid key Bearer {key}")}}),
+        )
+    };
+    let (url, _seen, server) = serve_replies(vec![echo(SECRET_OPENAI)]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let (ran, stdout) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("invalid key Bearer [redacted]"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("LOOPSECRET") && !stdout.contains("LOOPSECRET"));
+    assert!(!stored_anywhere(&r, "LOOPSECRET"));
+
+    // Anthropic: a mid-stream error event naming the key, then a good answer; the key is
+    // neither stored nor sent back to the model in the next attempt's prompt.
+    let r = TestRepo::simple();
+    let partial = sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 3, "output_tokens": 0}}}),
+        ),
+        (
+            Some("error"),
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": format!("bad key {SECRET_ANTHROPIC}")}}),
+        ),
+    ]);
+    let mut replies: Vec<Reply> = (0..4).map(|_| Reply::Sse(vec![partial.clone()])).collect();
+    replies.push(Reply::Sse(vec![anthropic_stream(&good(), "end_turn")]));
+    let (url, seen, server) = serve_replies(replies);
+    let wo = r.work_order(basic_order(&["grep -q TWO app.txt"]));
+    let (ran, stdout) = run_with_keys(&r, &wo, &url, &["--llm-model", "anthropic:c"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("LOOPSECRET") && !stdout.contains("LOOPSECRET"));
+    assert!(!stored_anywhere(&r, "LOOPSECRET"));
+    let brief = artifact(&r, &ran.summary, "attempt_1/failure_brief.json");
+    assert!(brief.contains("bad key [redacted]"), "{brief}");
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 5);
+    assert!(!seen[4].body.to_string().contains("LOOPSECRET"));
+    assert!(seen[4].body.to_string().contains("bad key [redacted]"));
+}
+
+#[test]
+fn an_answer_too_large_to_be_a_proposal_fails_the_attempt_and_is_not_stored() {
+    let r = TestRepo::simple();
+    // Attempt 1: a 40 MB body (reading stops at 32 MiB); attempt 2: a 5 MB streamed answer
+    // (over the 4 MiB answer limit).
+    let huge_body = format!("{{\"pad\": \"{}\"}}", "x".repeat(40 << 20)).into_bytes();
+    let (url, _seen, server) = serve_replies(vec![
+        Reply::Typed("application/json", huge_body),
+        Reply::Sse(vec![chat_stream(&"y".repeat(5 << 20), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let (ran, _) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.summary["ended_stage"], "llm_output_invalid");
+    for n in [1, 2] {
+        let brief = artifact(&r, &ran.summary, &format!("attempt_{n}/failure_brief.json"));
+        assert!(brief.contains("the answer was larger than"), "{brief}");
+        assert!(brief.contains("propose a smaller change"), "{brief}");
+    }
+    let id = ran.summary["run_id"].as_str().expect("id");
+    let sizes = r.git(&["ls-tree", "-r", "-l", &format!("refs/factory/{id}")]);
+    for line in sizes.lines() {
+        let size: u64 = line
+            .split_whitespace()
+            .nth(3)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        assert!(size < 1 << 20, "stored whole: {line}");
+    }
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn a_web_page_at_the_base_url_is_refused_before_any_attempt() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![Reply::Typed(
+        "text/html",
+        b"<html><body>Welcome to nginx</body></html>".to_vec(),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let (ran, _) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert!(
+        ran.stderr
+            .contains("answered 200 but the answer is a web page, not JSON"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .contains("hint: the base URL points at something that is not the API"),
+        "{}",
+        ran.stderr
+    );
+    assert!(r.run_ids().is_empty());
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn odd_streams_json_labelled_as_events_and_a_cut_stream() {
+    // A whole answer under a text/event-stream label is read as the answer it is.
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![Reply::Typed(
+        "text/event-stream",
+        openai_answer(&good()).into_bytes(),
+    )]);
+    let wo = r.work_order(basic_order(&["grep -q TWO app.txt"]));
+    let (ran, _) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+
+    // A stream that ends with neither finish_reason nor [DONE] is a transient failure,
+    // retried in the same attempt, never parsed as a cut proposal.
+    let r = TestRepo::simple();
+    let cut = sse(&[(None, chat_chunk(json!({"content": &good()[..40]}), None))]);
+    let (url, seen, server) = serve_replies(vec![
+        Reply::Sse(vec![cut]),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -q TWO app.txt"]));
+    let (ran, _) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+    assert_eq!(ran.summary["attempts"].as_array().map(Vec::len), Some(1));
+
+    // Cut on every request: the attempt fails as a call failure naming the cut, with the
+    // provider named once.
+    let r = TestRepo::simple();
+    let cut = sse(&[(None, chat_chunk(json!({"content": "{"}), None))]);
+    let (url, _seen, server) =
+        serve_replies((0..4).map(|_| Reply::Sse(vec![cut.clone()])).collect());
+    let (ran, _) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+    let brief = artifact(&r, &ran.summary, "attempt_1/failure_brief.json");
+    assert!(
+        brief.contains("openai: the stream ended before the answer was complete"),
+        "{brief}"
+    );
+    assert!(!brief.contains("openai: openai:"), "{brief}");
+}
+
+#[test]
+fn a_parameter_dropped_in_a_run_that_ended_in_error_is_not_remembered() {
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![
+        json_reply(
+            400,
+            json!({"error": {"message": "Unsupported parameter: 'seed' is not supported with this model.", "param": "seed"}}),
+        ),
+        json_reply(
+            401,
+            json!({"error": {"message": "Incorrect API key provided"}}),
+        ),
+    ]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let (ran, _) = run_with_keys(&r, &wo, &url, &["--llm-model", "m1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        !providers_json(&r).to_string().contains("seed"),
+        "{}",
+        providers_json(&r)
+    );
 }

@@ -242,3 +242,84 @@ fn the_pre_push_hook_leaves_run_records_alone() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(!stderr_of(&out).contains("verified"), "{}", stderr_of(&out));
 }
+
+#[test]
+fn fetched_run_refs_that_are_not_commits_are_skipped_and_named() {
+    let r = TestRepo::simple();
+    let (bare, _other) = two_clones(&r);
+    let git_in = |dir: &Path, args: &[&str]| {
+        let out = in_dir(&r, dir, "git", args);
+        assert!(out.status.success(), "{args:?}: {}", stderr_of(&out));
+        stdout_of(&out).trim().to_string()
+    };
+    // The remote holds a run ref pointing at a blob, and a good run.
+    let good = a_run(&r, &r.root, "good");
+    r.git(&["push", "-q", "origin", &format!("refs/factory/{good}")]);
+    r.git(&["update-ref", "-d", &format!("refs/factory/{good}")]);
+    let blob = git_in(&bare, &["hash-object", "-w", "--stdin"]);
+    let bad = "abcdef012345";
+    git_in(
+        &bare,
+        &["update-ref", &format!("refs/factory/{bad}"), &blob],
+    );
+
+    let out = r.factory().args(["fetch"]).output().expect("fetch");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(&format!(
+            "warning: skipped origin's refs/factory/{bad}: it points at a blob, not a run record"
+        )),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.run_ids(), vec![good.clone()]);
+
+    // One that got in another way is named, with the way to remove it.
+    r.git(&["update-ref", &format!("refs/factory/{bad}"), &blob]);
+    for args in [vec!["show", bad], vec!["apply", bad]] {
+        let out = r.factory().args(&args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr_of(&out);
+        assert!(
+            err.contains(&format!(
+                "error: refs/factory/{bad} points at a blob, not a run record"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("git update-ref -d refs/factory/{bad}")),
+            "{args:?}: {err}"
+        );
+    }
+    let out = r
+        .factory()
+        .args(["log", "--no-pager"])
+        .output()
+        .expect("log");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains(&good), "{}", stdout_of(&out));
+    assert!(
+        stderr_of(&out).contains(&format!(
+            "warning: refs/factory/{bad} points at a blob, not a run record (not listed); it was damaged or fetched from an untrusted place; delete it with git update-ref -d refs/factory/{bad}"
+        )),
+        "{}",
+        stderr_of(&out)
+    );
+    r.git(&["update-ref", "-d", &format!("refs/factory/{bad}")]);
+
+    // A remote whose notes ref is a blob: explained, nothing changed here.
+    git_in(&bare, &["update-ref", "refs/notes/factory", &blob]);
+    let notes_before = r.git_code(&["rev-parse", "-q", "--verify", "refs/notes/factory"]);
+    let out = r.factory().args(["fetch"]).output().expect("fetch");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out)
+            .contains("origin's refs/notes/factory points at a blob, not a notes commit"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(
+        r.git_code(&["rev-parse", "-q", "--verify", "refs/notes/factory"]),
+        notes_before
+    );
+}

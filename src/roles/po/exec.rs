@@ -488,7 +488,9 @@ pub fn excerpt_of_file(path: &Path) -> String {
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(window)));
     let mut buf = Vec::new();
     let _ = f.read_to_end(&mut buf);
-    excerpt(&String::from_utf8_lossy(&buf))
+    // The keys are scrubbed from the commands' environment; redacted here too, in case a
+    // command found one elsewhere.
+    excerpt(&crate::secrets::redact(&String::from_utf8_lossy(&buf)))
 }
 
 pub fn excerpt(text: &str) -> String {

@@ -61,6 +61,8 @@ pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {
         .map(|s| s.to_string())
         .collect();
     names.extend(cfg.multi(crate::config::SCRUB_ENV));
+    // Their values are also what the redactor hides in provider and command output.
+    crate::secrets::register_names(&names);
     names
 }
 

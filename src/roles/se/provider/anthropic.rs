@@ -157,8 +157,8 @@ fn start_text(block: &Value) -> (String, String) {
 
 impl Sink for MessagesReader {
     fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
-        let v: Value = serde_json::from_str(&ev.data)
-            .map_err(|e| format!("anthropic: an event is not JSON: {e}"))?;
+        let v: Value =
+            serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "message_start" => self.usage(v.pointer("/message/usage")),
@@ -191,10 +191,7 @@ impl Sink for MessagesReader {
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .unwrap_or("error");
-                return Err(format!(
-                    "anthropic: the stream reported an error: {}",
-                    one_line(msg)
-                ));
+                return Err(format!("the stream reported an error: {}", one_line(msg)));
             }
             _ => {} // ping, content_block_stop
         }
@@ -207,15 +204,12 @@ impl Sink for MessagesReader {
                 .pointer("/error/message")
                 .and_then(Value::as_str)
                 .unwrap_or("error");
-            return Err(format!(
-                "anthropic: the answer is an error: {}",
-                one_line(msg)
-            ));
+            return Err(format!("the answer is an error: {}", one_line(msg)));
         }
         let parts = v
             .get("content")
             .and_then(Value::as_array)
-            .ok_or("anthropic: the response has no content")?;
+            .ok_or("the response has no content")?;
         self.blocks = parts.iter().map(start_text).collect();
         self.stop_reason = v
             .get("stop_reason")
@@ -234,7 +228,9 @@ impl Sink for MessagesReader {
 impl Reader for MessagesReader {
     fn finish(self: Box<Self>) -> Result<Answer, String> {
         if !self.stopped && self.stop_reason.is_none() {
-            return Err("anthropic: the stream ended before message_stop".to_string());
+            return Err(
+                "the stream ended before the answer was complete (no message_stop)".to_string(),
+            );
         }
         let mut text = String::new();
         let mut reasoning = String::new();

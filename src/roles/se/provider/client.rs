@@ -127,6 +127,9 @@ pub enum Stop {
     Cut(String),
     /// The model refused; its words.
     Refused(String),
+    /// The answer was larger than any proposal can be (`http::MAX_ANSWER`); nothing of it
+    /// is kept.
+    TooLarge(String),
 }
 
 pub struct Answer {
@@ -260,15 +263,23 @@ impl ModelClient {
         send
     }
 
-    fn remember_drop(&mut self, api: Api, p: Param, name: &str) {
-        self.dropped.push((api, p));
-        if let Some(memory) = self.memory() {
-            memory.add_dropped(&self.base_url, &self.model, api, name);
+    /// Writes what this request learnt (refused parameters, the API switch) to
+    /// `providers.json`: only once the server answered, so a run that ended in ERROR
+    /// teaches later runs nothing.
+    fn remember(&self, dropped: &[(Api, String)], switched_to: Option<Api>) {
+        let Some(memory) = self.memory() else { return };
+        for (api, name) in dropped {
+            memory.add_dropped(&self.base_url, &self.model, *api, name);
+        }
+        if let Some(api) = switched_to {
+            memory.set_api(&self.base_url, &self.model, api);
         }
     }
 
     fn call(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         let mut dropped_now: Vec<String> = Vec::new();
+        let mut learnt: Vec<(Api, String)> = Vec::new();
+        let mut switched_to = None;
         let mut api_switch = None;
         let mut transient = 0u32;
         let mut backoff = FIRST_BACKOFF;
@@ -298,7 +309,20 @@ impl ModelClient {
             let failure = match result {
                 Ok(()) => {
                     self.answered = true;
+                    self.remember(&learnt, switched_to);
                     match reader.finish() {
+                        Ok(answer)
+                            if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER =>
+                        {
+                            return Ok(too_large(
+                                format!(
+                                    "the answer was larger than {} MiB",
+                                    http::MAX_ANSWER >> 20
+                                ),
+                                dropped_now,
+                                api_switch,
+                            ));
+                        }
                         Ok(answer) => {
                             return Ok(self.response(answer, dropped_now, api_switch));
                         }
@@ -308,6 +332,7 @@ impl ModelClient {
                 Err(f) => f,
             };
             let error = match failure {
+                Failure::TooLarge(why) => return Ok(too_large(why, dropped_now, api_switch)),
                 Failure::Interrupted => {
                     return Err(ProviderError::Failed(
                         "interrupted while waiting for the model".to_string(),
@@ -321,6 +346,12 @@ impl ModelClient {
                                 .to_string(),
                     })
                 }
+                Failure::NotApi(why) if !self.answered => {
+                    return Err(ProviderError::Unreachable {
+                        message: format!("{}: {} answered 200 but {why}", self.provider, ex.url),
+                        hint: "the base URL points at something that is not the API: check --llm-base-url (git config factory.baseUrl), e.g. a missing /v1".to_string(),
+                    })
+                }
                 Failure::TimedOut(why) => {
                     self.wait(
                         &mut transient,
@@ -330,7 +361,7 @@ impl ModelClient {
                     )?;
                     continue;
                 }
-                Failure::Unreachable(why) | Failure::Transient(why) => {
+                Failure::Unreachable(why) | Failure::Transient(why) | Failure::NotApi(why) => {
                     self.answered = true;
                     self.wait(
                         &mut transient,
@@ -349,9 +380,7 @@ impl ModelClient {
                 api_switch = Some(format!("{} -> {}", self.api.as_str(), other.as_str()));
                 self.api = other;
                 self.switched = true;
-                if let Some(memory) = self.memory() {
-                    memory.set_api(&self.base_url, &self.model, other);
-                }
+                switched_to = Some(other);
                 continue;
             }
             // 2. Optional parameters the server refused by name.
@@ -369,7 +398,8 @@ impl ModelClient {
                 for p in droppable {
                     let name = w.names(p).map(|n| n.0).unwrap_or("?");
                     dropped_now.push(name.to_string());
-                    self.remember_drop(w.api(), p, name);
+                    self.dropped.push((w.api(), p));
+                    learnt.push((w.api(), name.to_string()));
                 }
                 continue;
             }
@@ -482,6 +512,16 @@ impl ModelClient {
             dropped_params: dropped,
             api_switch,
         }
+    }
+}
+
+/// An answer too large to be a proposal: nothing of it is kept.
+fn too_large(why: String, dropped: Vec<String>, api_switch: Option<String>) -> Response {
+    Response {
+        stop: Stop::TooLarge(why),
+        dropped_params: dropped,
+        api_switch,
+        ..Response::plain(Vec::new(), OutputFormat::StrictJson)
     }
 }
 

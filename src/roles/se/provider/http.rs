@@ -16,6 +16,15 @@ pub const DEFAULT_TOTAL: Duration = Duration::from_secs(900);
 const CONNECT: Duration = Duration::from_secs(30);
 /// An error body is read up to this size (it is only ever shown as one line).
 const MAX_ERROR_BODY: usize = 1 << 20;
+/// The largest answer (text and reasoning) we accept: 4 MiB. A proposal's writes are
+/// limited to 500 KB; written as a diff plus JSON-escaped whole files that is at most about
+/// 1 MB, and even the largest output limit (32,768 tokens) is far below 1 MB of text, so
+/// anything above is a broken or hostile server, not a proposal.
+pub const MAX_ANSWER: usize = 4 << 20;
+/// The most bytes of a 2xx body read from the wire: a streamed answer pays about a hundred
+/// bytes of event framing per token, so a legitimate stream stays far below this; reading
+/// stops here, which bounds memory whatever the server sends.
+pub const MAX_BODY: usize = 32 << 20;
 
 pub struct Exchange {
     pub url: String,
@@ -50,6 +59,11 @@ pub enum Failure {
     TimedOut(String),
     /// A broken connection, a stream that stalled or ended early, a limit of ours.
     Transient(String),
+    /// A 2xx answer that is neither JSON nor events: on the first request, the base URL
+    /// points at something that is not the API (a web UI); later, a transient failure.
+    NotApi(String),
+    /// A 2xx body larger than `MAX_BODY`: reading stopped there.
+    TooLarge(String),
     Status(ServerError),
     Interrupted,
 }
@@ -101,6 +115,8 @@ pub fn exchange<S: Sink + ?Sized>(
     let mut head = None;
     let mut parser = SseParser::default();
     let mut buffer = Vec::new();
+    let mut received = 0usize;
+    let mut events = 0usize;
     loop {
         // Checked on every turn: a server that trickles bytes never lets the wait time out.
         if crate::interrupt::requested() {
@@ -138,9 +154,23 @@ pub fn exchange<S: Sink + ?Sized>(
                 retry_after,
             } => head = Some((status, event_stream, retry_after)),
             Msg::Bytes(bytes) => {
+                received += bytes.len();
+                if matches!(head, Some((200..=299, ..))) && received > MAX_BODY {
+                    return Err(Failure::TooLarge(format!(
+                        "the answer was larger than {} MiB (reading stopped there)",
+                        MAX_BODY >> 20
+                    )));
+                }
                 match head {
                     Some((200..=299, true, _)) => {
+                        // Kept until the first event: a server may label a plain JSON
+                        // answer as an event stream.
+                        if events == 0 {
+                            buffer.extend_from_slice(&bytes);
+                        }
                         for event in parser.push(&bytes).map_err(Failure::Transient)? {
+                            events += 1;
+                            buffer = Vec::new();
                             sink.event(&event).map_err(Failure::Transient)?;
                         }
                     }
@@ -162,12 +192,20 @@ pub fn exchange<S: Sink + ?Sized>(
                 }
                 if event_stream {
                     if let Some(event) = parser.finish().map_err(Failure::Transient)? {
+                        events += 1;
                         sink.event(&event).map_err(Failure::Transient)?;
+                    }
+                    if events > 0 {
+                        return Ok(());
+                    }
+                    // No event at all: a whole answer under the wrong label is read as one.
+                    if let Ok(value) = serde_json::from_slice::<Value>(&buffer) {
+                        return sink.whole(value).map_err(Failure::Transient);
                     }
                     return Ok(());
                 }
                 let text = String::from_utf8(buffer)
-                    .map_err(|_| Failure::Transient("the response is not UTF-8".to_string()))?;
+                    .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
                 // A server that ignored `stream` but still framed its answer as events.
                 if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:")
                 {
@@ -179,8 +217,14 @@ pub fn exchange<S: Sink + ?Sized>(
                     }
                     return Ok(());
                 }
-                let value: Value = serde_json::from_str(&text)
-                    .map_err(|_| Failure::Transient("the response is not JSON".to_string()))?;
+                let value: Value = serde_json::from_str(&text).map_err(|_| {
+                    let page = text.trim_start().starts_with('<');
+                    Failure::NotApi(if page {
+                        "the answer is a web page, not JSON".to_string()
+                    } else {
+                        "the answer is not JSON".to_string()
+                    })
+                })?;
                 return sink.whole(value).map_err(Failure::Transient);
             }
         }

@@ -102,6 +102,38 @@ pub trait Provider {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError>;
 }
 
+/// The one door every provider's words come through: answers and error messages are
+/// redacted (`secrets::redact`) before the harness stores, prints or re-prompts with them,
+/// so a server that echoes the API key cannot leak it.
+struct Redacted(Box<dyn Provider>);
+
+impl Provider for Redacted {
+    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
+        use crate::secrets::{redact, redact_bytes};
+        match self.0.propose(request) {
+            Ok(r) => Ok(Response {
+                raw: redact_bytes(&r.raw),
+                text: redact_bytes(&r.text),
+                reasoning: r.reasoning.as_deref().map(redact),
+                stop: match r.stop {
+                    client::Stop::Complete => client::Stop::Complete,
+                    client::Stop::Cut(why) => client::Stop::Cut(redact(&why)),
+                    client::Stop::Refused(why) => client::Stop::Refused(redact(&why)),
+                    client::Stop::TooLarge(why) => client::Stop::TooLarge(redact(&why)),
+                },
+                ..r
+            }),
+            Err(ProviderError::Failed(m)) => Err(ProviderError::Failed(redact(&m))),
+            Err(ProviderError::Exhausted(m)) => Err(ProviderError::Exhausted(redact(&m))),
+            Err(ProviderError::Fatal(m)) => Err(ProviderError::Fatal(redact(&m))),
+            Err(ProviderError::Unreachable { message, hint }) => Err(ProviderError::Unreachable {
+                message: redact(&message),
+                hint: redact(&hint),
+            }),
+        }
+    }
+}
+
 /// Which provider a run uses, as given on the command line; its `identity()` enters the
 /// config hash, so it never holds a path or a key.
 #[derive(Debug, Clone)]
@@ -163,6 +195,17 @@ impl ProviderSpec {
     /// Opens the provider, checking what it needs (keys, folders) before anything runs;
     /// `need_key` is false for a dry run, which calls nothing.
     pub fn open(
+        &self,
+        cwd: &Path,
+        model: &client::Settings,
+        need_key: bool,
+        agent_timeout: std::time::Duration,
+    ) -> crate::error::Result<(Box<dyn Provider>, String)> {
+        let (provider, identity) = self.open_unredacted(cwd, model, need_key, agent_timeout)?;
+        Ok((Box::new(Redacted(provider)), identity))
+    }
+
+    fn open_unredacted(
         &self,
         cwd: &Path,
         model: &client::Settings,

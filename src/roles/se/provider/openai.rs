@@ -93,6 +93,9 @@ struct ChatReader {
     usage: Option<crate::store::records::Usage>,
     chunks: u64,
     got_choice: bool,
+    /// Read as a stream: it must end with a `finish_reason` or `[DONE]`, else it was cut.
+    streamed: bool,
+    ended: bool,
 }
 
 /// `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (OpenRouter, Ollama).
@@ -113,13 +116,15 @@ fn stream_error(v: &Value) -> Option<String> {
 
 impl Sink for ChatReader {
     fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+        self.streamed = true;
         if ev.data.trim() == "[DONE]" {
+            self.ended = true;
             return Ok(());
         }
-        let v: Value = serde_json::from_str(&ev.data)
-            .map_err(|e| format!("openai: an event is not JSON: {e}"))?;
+        let v: Value =
+            serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
         if let Some(e) = stream_error(&v) {
-            return Err(format!("openai: the stream reported an error: {e}"));
+            return Err(format!("the stream reported an error: {e}"));
         }
         if let Some(u) = usage(v.get("usage"), "prompt_tokens", "completion_tokens") {
             self.usage = Some(u);
@@ -140,6 +145,7 @@ impl Sink for ChatReader {
             }
             if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
                 self.finish = Some(f.to_string());
+                self.ended = true;
             }
         }
         Ok(())
@@ -147,12 +153,12 @@ impl Sink for ChatReader {
 
     fn whole(&mut self, v: Value) -> Result<(), String> {
         if let Some(e) = stream_error(&v) {
-            return Err(format!("openai: the answer is an error: {e}"));
+            return Err(format!("the answer is an error: {e}"));
         }
         self.usage = usage(v.get("usage"), "prompt_tokens", "completion_tokens");
         let choice = v
             .pointer("/choices/0")
-            .ok_or("openai: the response has no choices")?;
+            .ok_or("the response has no choices")?;
         self.got_choice = true;
         let m = &choice["message"];
         self.text = m
@@ -184,7 +190,13 @@ impl Sink for ChatReader {
 impl Reader for ChatReader {
     fn finish(self: Box<Self>) -> Result<Answer, String> {
         if !self.got_choice {
-            return Err("openai: the response has no choices".to_string());
+            return Err("the response has no choices".to_string());
+        }
+        if self.streamed && !self.ended {
+            return Err(
+                "the stream ended before the answer was complete (no finish_reason, no [DONE])"
+                    .to_string(),
+            );
         }
         let stop = if !self.refusal.is_empty() {
             Stop::Refused(self.refusal.clone())

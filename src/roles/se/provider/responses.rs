@@ -157,8 +157,8 @@ impl Sink for ResponsesReader {
         if ev.data.trim() == "[DONE]" {
             return Ok(());
         }
-        let v: Value = serde_json::from_str(&ev.data)
-            .map_err(|e| format!("openai: an event is not JSON: {e}"))?;
+        let v: Value =
+            serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
         let kind = v
             .get("type")
             .and_then(Value::as_str)
@@ -178,7 +178,7 @@ impl Sink for ResponsesReader {
             "response.completed" | "response.incomplete" | "response.failed" => {
                 let r = v.get("response").cloned().unwrap_or(Value::Null);
                 if let Some(e) = failed(&r) {
-                    return Err(format!("openai: {e}"));
+                    return Err(e);
                 }
                 self.take_final(&r);
             }
@@ -188,10 +188,7 @@ impl Sink for ResponsesReader {
                     .or_else(|| v.pointer("/error/message"))
                     .and_then(Value::as_str)
                     .unwrap_or("error");
-                return Err(format!(
-                    "openai: the stream reported an error: {}",
-                    one_line(msg)
-                ));
+                return Err(format!("the stream reported an error: {}", one_line(msg)));
             }
             _ => {}
         }
@@ -200,10 +197,10 @@ impl Sink for ResponsesReader {
 
     fn whole(&mut self, v: Value) -> Result<(), String> {
         if let Some(e) = failed(&v) {
-            return Err(format!("openai: {e}"));
+            return Err(e);
         }
         if v.get("output").is_none() {
-            return Err("openai: the response has no output".to_string());
+            return Err("the response has no output".to_string());
         }
         self.take_final(&v);
         Ok(())
@@ -221,7 +218,10 @@ impl Sink for ResponsesReader {
 impl Reader for ResponsesReader {
     fn finish(self: Box<Self>) -> Result<Answer, String> {
         let Some(r) = &self.done else {
-            return Err("openai: the stream ended before response.completed".to_string());
+            return Err(
+                "the stream ended before the answer was complete (no response.completed)"
+                    .to_string(),
+            );
         };
         let stop = if !self.refusal.is_empty() {
             Stop::Refused(self.refusal.clone())
