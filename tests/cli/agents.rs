@@ -238,3 +238,59 @@ fn replaying_an_agent_edits_run_needs_no_agent() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(a.r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
 }
+
+/// `touched_files` of a refused attempt, from the summary and from `apply_result.json`.
+fn refused_touched(r: &TestRepo, s: &Value) -> (Vec<String>, Vec<String>) {
+    let attempt = &s["attempts"][0];
+    assert_eq!(attempt["failure_brief"]["stage"], "patch_scope_violation");
+    let listed = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let id = s["run_id"].as_str().expect("id");
+    let stored = r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/apply_result.json"),
+    ]);
+    let stored: Value = serde_json::from_str(&stored).expect("json");
+    (
+        listed(&attempt["touched_files"]),
+        listed(&stored["touched_files"]),
+    )
+}
+
+#[test]
+fn a_refused_agent_proposal_records_every_path_it_touched() {
+    let a = agent("printf '.aider*\\n' > .gitignore\necho hello > hello.txt");
+    let before = a.r.snapshot();
+    let (out, s) = a.run(&["hello.txt"], "true", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let (summary, stored) = refused_touched(&a.r, &s);
+    assert_eq!(summary, [".gitignore", "hello.txt"]);
+    assert_eq!(stored, summary);
+    assert_eq!(a.r.snapshot(), before);
+}
+
+#[test]
+fn a_refused_replayed_diff_records_every_path_it_touched() {
+    let r = TestRepo::simple();
+    let diff = format!(
+        "{}diff --git a/notes.md b/notes.md\nnew file mode 100644\n--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1 @@\n+notes\n",
+        diff_replace("app.txt", &["one", "two", "three"], "two", "TWO")
+    );
+    let replay = r.replay("rp", &[("1.diff", diff)]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("summary");
+    let (summary, stored) = refused_touched(&r, &s);
+    assert_eq!(summary, ["app.txt", "notes.md"]);
+    assert_eq!(stored, summary);
+    assert_eq!(r.snapshot(), before);
+}
