@@ -403,6 +403,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             run_repo.path().to_path_buf(),
         ],
         scratch: Vec::new(),
+        network: false,
     });
 
     let started = Instant::now();
@@ -1076,6 +1077,7 @@ impl Session<'_> {
             failure_brief: self.brief.as_ref(),
             attempt_dir: dir,
             attempt_rel: rel,
+            sandbox: self.sandbox.is_some(),
             on_tokens: &on_tokens,
         };
         let asked = Instant::now();

@@ -294,3 +294,75 @@ fn a_refused_replayed_diff_records_every_path_it_touched() {
     assert_eq!(stored, summary);
     assert_eq!(r.snapshot(), before);
 }
+
+/// What aider does in a repo that does not ignore its files yet: asks git whether `.aider` is
+/// ignored and, if not, appends `.aider*` to `.gitignore`; keeps its chat history, input
+/// history and tags cache beside the code; edits the file; with auto-commits, commits it.
+const AIDER_LIKE: &str = "git check-ignore -q .aider || printf '.aider*\\n' >> .gitignore
+printf '# aider chat started\\n%s\\n' \"$(head -c 200 \"$FACTORY_PROMPT_FILE\")\" > .aider.chat.history.md
+echo '+fix it' > .aider.input.history
+mkdir -p .aider.tags.cache.v4 && printf 'SQLite format 3\\000\\001' > .aider.tags.cache.v4/cache.db
+sed -i 's/^two$/TWO/' app.txt";
+
+#[test]
+fn aider_finds_its_files_ignored_and_they_stay_out_of_the_proposal() {
+    let a = agent(AIDER_LIKE);
+    let before = a.r.snapshot();
+    let exclude = std::fs::read(a.r.root.join(".git/info/exclude")).unwrap_or_default();
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
+    let mut expected = before;
+    expected.files.insert(
+        "app.txt".into(),
+        (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
+    );
+    let after = a.r.snapshot();
+    assert_eq!(after.files, expected.files, "only the fix reached the user's tree");
+    assert!(a.r.read(".gitignore").is_none());
+    assert_eq!(
+        std::fs::read(a.r.root.join(".git/info/exclude")).unwrap_or_default(),
+        exclude
+    );
+    let id = s["run_id"].as_str().expect("id");
+    let stored = a.r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
+    ]);
+    assert!(!stored.contains(".aider") && !stored.contains(".gitignore"), "{stored}");
+}
+
+#[test]
+fn an_auto_committing_aider_keeps_the_users_own_ignores_and_branch() {
+    // The user ignores build output in a global excludes file: the agent's git still does.
+    let a = agent(&format!(
+        "{AIDER_LIKE}\nmkdir -p build && echo obj > build/out.o\ngit add -A && git -c user.name=aider -c user.email=a@a.invalid commit -qm 'feat: TWO'\ngit status --porcelain --ignored > \"$FACTORY_PROMPT_FILE.status\" 2>&1; test -z \"$(git status --porcelain)\""
+    ));
+    std::fs::create_dir_all(a.r.home.join(".config/git")).expect("mkdir");
+    std::fs::write(a.r.home.join(".config/git/ignore"), "build/\n").expect("write");
+    let head = a.r.git(&["rev-parse", "HEAD"]);
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
+    assert_eq!(a.r.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(a.r.git(&["status", "--porcelain"]), " M app.txt\n");
+    assert!(a.r.read("build/out.o").is_none());
+}
+
+#[test]
+fn agent_ignore_globs_come_from_git_config() {
+    // A repo that tracks .claude/settings.json: edits to it are the agent's proposal like any
+    // other file's; its new files under a configured glob are not.
+    let a = agent("mkdir -p .state && echo x > .state/log\necho '{\"a\":1}' > .claude/settings.json\necho notes > .aider.notes");
+    a.r.write(".claude/settings.json", "{}\n");
+    a.r.git(&["add", "-A"]);
+    a.r.git(&["commit", "-qm", "claude settings"]);
+    a.r.git(&["config", "--add", "factory.agentIgnore", ".state/"]);
+    let (out, s) = a.run(&[".claude/settings.json"], "true", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    // .aider* is no longer ignored once the list is configured: the defaults are replaced.
+    assert_eq!(
+        s["attempts"][0]["touched_files"],
+        json!([".aider.notes", ".claude/settings.json"])
+    );
+}

@@ -47,6 +47,8 @@ pub struct Sandbox {
     pub read_only: Vec<PathBuf>,
     /// Writable folders inside read-only ones (the attempt's bytecode folder under `.git`).
     pub scratch: Vec<PathBuf>,
+    /// Keep the network: coding agents talk to their model; checks never get it.
+    pub network: bool,
 }
 
 impl Sandbox {
@@ -56,25 +58,30 @@ impl Sandbox {
     }
 
     fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
-        let mut out: Vec<String> = [
-            "bwrap",
-            "--die-with-parent",
-            "--unshare-net",
-            "--unshare-pid",
-            "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        // bwrap keeps the network unless told otherwise.
+        let net: &[&str] = if self.network {
+            &[]
+        } else {
+            &["--unshare-net"]
+        };
+        let mut out: Vec<String> = ["bwrap", "--die-with-parent"]
+            .iter()
+            .chain(net)
+            .chain(&[
+                "--unshare-pid",
+                "--new-session",
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+            ])
+            .map(|s| s.to_string())
+            .collect();
         for (flag, dirs) in [
             ("--bind", &self.writable),
             ("--ro-bind", &self.read_only),
