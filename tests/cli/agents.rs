@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// A repo with an executable-to-be script, and an agent script doing `action`. Before the
 /// action, the agent records the user's tree, index and HEAD, so the test can check they
@@ -309,7 +310,11 @@ fn aider_finds_its_files_ignored_and_they_stay_out_of_the_proposal() {
     let a = agent(AIDER_LIKE);
     let before = a.r.snapshot();
     let exclude = std::fs::read(a.r.root.join(".git/info/exclude")).unwrap_or_default();
-    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &["--max-attempts", "1"]);
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--max-attempts", "1"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
     let mut expected = before;
@@ -318,7 +323,10 @@ fn aider_finds_its_files_ignored_and_they_stay_out_of_the_proposal() {
         (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
     );
     let after = a.r.snapshot();
-    assert_eq!(after.files, expected.files, "only the fix reached the user's tree");
+    assert_eq!(
+        after.files, expected.files,
+        "only the fix reached the user's tree"
+    );
     assert!(a.r.read(".gitignore").is_none());
     assert_eq!(
         std::fs::read(a.r.root.join(".git/info/exclude")).unwrap_or_default(),
@@ -329,7 +337,10 @@ fn aider_finds_its_files_ignored_and_they_stay_out_of_the_proposal() {
         "show",
         &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
     ]);
-    assert!(!stored.contains(".aider") && !stored.contains(".gitignore"), "{stored}");
+    assert!(
+        !stored.contains(".aider") && !stored.contains(".gitignore"),
+        "{stored}"
+    );
 }
 
 #[test]
@@ -341,7 +352,11 @@ fn an_auto_committing_aider_keeps_the_users_own_ignores_and_branch() {
     std::fs::create_dir_all(a.r.home.join(".config/git")).expect("mkdir");
     std::fs::write(a.r.home.join(".config/git/ignore"), "build/\n").expect("write");
     let head = a.r.git(&["rev-parse", "HEAD"]);
-    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &["--max-attempts", "1"]);
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--max-attempts", "1"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
     assert_eq!(a.r.git(&["rev-parse", "HEAD"]), head);
@@ -365,4 +380,177 @@ fn agent_ignore_globs_come_from_git_config() {
         s["attempts"][0]["touched_files"],
         json!([".aider.notes", ".claude/settings.json"])
     );
+}
+
+fn have_bwrap() -> bool {
+    let ok = std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !ok {
+        // CI installs bubblewrap (.ci/run), so there the sandbox is always tested for real.
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
+    }
+    ok
+}
+
+/// A folder outside /tmp (which the sandbox replaces by a private one), so that a write the
+/// sandbox refuses fails as it would in a user's home.
+fn home_outside_tmp(name: &str) -> tempfile::TempDir {
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(base).expect("mkdir");
+    tempfile::Builder::new()
+        .prefix(name)
+        .tempdir_in(base)
+        .expect("tempdir")
+}
+
+/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'` on a fresh simple repo.
+fn sandboxed(
+    r: &TestRepo,
+    home: &Path,
+    script: &str,
+    extra: &[&str],
+) -> (std::process::Output, Value) {
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let argv = format!("sh -c {}", shlex::try_quote(script).expect("quotable"));
+    let out = r
+        .factory()
+        .env("HOME", home)
+        .env("USER_ROOT", &r.root)
+        .args(["run", "--json", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(argv)
+        .args(extra)
+        .output()
+        .expect("runs");
+    let summary = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    (out, summary)
+}
+
+/// What Codex CLI does first: it refuses to start unless its state folder is writable.
+const CODEX_LIKE_START: &str =
+    "mkdir -p \"$HOME/.codexlike/sessions\" && echo started > \"$HOME/.codexlike/sessions/1\" || { echo 'cannot write CODEX_HOME' >&2; exit 3; }";
+
+#[test]
+fn a_sandboxed_agent_needs_its_state_folder_named_writable() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = home_outside_tmp("home");
+    let script = format!("{CODEX_LIKE_START}\nsed -i 's/^two$/TWO/' app.txt");
+    let before = r.snapshot();
+    let (out, s) = sandboxed(&r, home.path(), &script, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "llm_call_failed");
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("cannot write CODEX_HOME"));
+    assert!(!home.path().join(".codexlike").exists());
+    assert_eq!(r.snapshot(), before);
+
+    r.git(&["config", "--add", "factory.agentWritable", "~/.codexlike"]);
+    let (out, _) = sandboxed(
+        &r,
+        home.path(),
+        &script,
+        &["--max-attempts", "1", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".codexlike/sessions/1"))
+            .ok()
+            .as_deref(),
+        Some("started\n")
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
+
+#[test]
+fn a_sandboxed_agent_writes_only_its_worktree_and_commits_there() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = home_outside_tmp("home");
+    let outside = home_outside_tmp("outside");
+    let log = home.path().join(".agent/log");
+    // Every write outside the scratch worktree is tried and must fail; the agent notes what
+    // happened in its (writable) state folder, then fixes the file and commits as aider does.
+    let script = format!(
+        "mkdir -p \"$HOME/.agent\"; log=\"$HOME/.agent/log\"
+try() {{ if sh -c \"$1\" 2>/dev/null; then echo \"wrote: $1\" >> \"$log\"; else echo \"refused: $1\" >> \"$log\"; fi; }}
+try 'echo x >> \"$USER_ROOT/other.txt\"'
+try 'echo x > \"$USER_ROOT/new.txt\"'
+try 'echo \"[core]\" >> \"$USER_ROOT/.git/config\"'
+try 'echo evil > \"$USER_ROOT/.git/hooks/pre-commit\"'
+try 'echo 0000000000000000000000000000000000000000 > \"$USER_ROOT/.git/refs/heads/evil\"'
+try 'echo x > {outside}/escaped'
+try 'echo x > \"$HOME/escaped\"'
+ls -A /tmp >> \"$log\"
+sed -i 's/^two$/TWO/' app.txt
+git -c user.name=a -c user.email=a@a.invalid commit -qam 'fix: TWO' && echo committed >> \"$log\"",
+        outside = outside.path().display()
+    );
+    r.git(&["config", "--add", "factory.agentWritable", "~/.agent"]);
+    let before = r.snapshot();
+    let config = std::fs::read(r.root.join(".git/config")).expect("config");
+    let (out, s) = sandboxed(&r, home.path(), &script, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let log = std::fs::read_to_string(&log).expect("the agent's log");
+    assert!(!log.contains("wrote:"), "{log}");
+    assert_eq!(log.matches("refused:").count(), 7, "{log}");
+    assert!(log.ends_with("committed\n"), "{log}");
+    // /tmp is private: it holds only the way to the test's own repo (which lives under /tmp).
+    assert!(
+        log.lines()
+            .filter(|l| !l.starts_with("refused: ") && *l != "committed")
+            .all(|l| l.starts_with(".tmp")),
+        "{log}"
+    );
+    assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
+    let mut expected = before;
+    expected.files.insert(
+        "app.txt".into(),
+        (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
+    );
+    assert_eq!(r.snapshot(), expected);
+    assert_eq!(
+        std::fs::read(r.root.join(".git/config")).expect("config"),
+        config
+    );
+    assert!(!r.root.join(".git/hooks/pre-commit").exists());
+    assert!(std::fs::read_dir(outside.path())
+        .expect("dir")
+        .next()
+        .is_none());
+    assert!(!home.path().join("escaped").exists());
+}
+
+#[test]
+fn a_relative_agent_writable_folder_is_refused_before_any_attempt() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    r.git(&["config", "--add", "factory.agentWritable", "state"]);
+    let before = r.snapshot();
+    let (out, _) = sandboxed(&r, &r.home, "true", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("error: git config factory.agentWritable \"state\": not an absolute folder"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: name an absolute folder or one under ~/"),
+        "{err}"
+    );
+    assert!(r.run_ids().is_empty(), "a refusal is not recorded");
+    assert_eq!(r.snapshot(), before);
 }

@@ -112,26 +112,30 @@ impl AgentIgnore {
 }
 
 /// The folders of `factory.agentWritable`, `~/` expanded; each is made if missing (the agent
-/// would make it), so it can be bound writable into the sandbox.
+/// would make it), so it can be bound writable into the sandbox. A value that names no usable
+/// folder is a misconfiguration: the run is refused before its first attempt counts.
 fn agent_writable(cfg: &Config) -> Result<Vec<PathBuf>, ProviderError> {
+    let refuse = |raw: &str, why: String| {
+        ProviderError::Unreachable {
+        message: format!("git config {AGENT_WRITABLE} {raw:?}: {why}"),
+        hint: format!(
+            "name an absolute folder or one under ~/, e.g. git config --replace-all {AGENT_WRITABLE} ~/.codex"
+        ),
+    }
+    };
     let mut out = Vec::new();
     for raw in cfg.multi(AGENT_WRITABLE) {
-        let path = match raw.strip_prefix("~/") {
-            Some(rest) => match crate::env::home() {
-                Some(home) => home.join(rest),
-                None => return Err(failed(format!("{AGENT_WRITABLE} {raw:?}: HOME is not set"))),
+        let path = match raw.strip_prefix('~') {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => match crate::env::home() {
+                Some(home) => home.join(rest.trim_start_matches('/')),
+                None => return Err(refuse(&raw, "HOME is not set".into())),
             },
-            None if raw == "~" => crate::env::home()
-                .ok_or_else(|| failed(format!("{AGENT_WRITABLE} {raw:?}: HOME is not set")))?,
-            None => PathBuf::from(&raw),
+            _ => PathBuf::from(&raw),
         };
         if !path.is_absolute() {
-            return Err(failed(format!(
-                "{AGENT_WRITABLE} {raw:?} is not an absolute folder (e.g. ~/.codex)"
-            )));
+            return Err(refuse(&raw, "not an absolute folder".into()));
         }
-        std::fs::create_dir_all(&path)
-            .map_err(|e| failed(format!("{AGENT_WRITABLE} {}: {e}", path.display())))?;
+        std::fs::create_dir_all(&path).map_err(|e| refuse(&raw, e.to_string()))?;
         out.push(path);
     }
     Ok(out)
