@@ -42,7 +42,7 @@ pub enum HookAction {
     },
 }
 
-fn hooks_dir(repo: &Repository) -> Result<PathBuf> {
+pub fn hooks_dir(repo: &Repository) -> Result<PathBuf> {
     let cfg = Config::of(repo);
     match cfg.string("core.hooksPath") {
         Some(p) => {
