@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline. `--repos DIR` keeps the attempt repos in
+//! names from: attempt, log, startup, worktree, apply, baseline, pycache. `--repos DIR` keeps the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
@@ -634,6 +634,245 @@ fn bench_worktree(work: &Path, runs: usize) {
         Some(ours.median.as_secs_f64() / git_time.median.as_secs_f64()),
     );
     row("git worktree add + remove", "20000", &git_time, None);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+// ---- pycache: the checks' own time inside a run against the same checks in a warm shell ----
+
+/// A Python repo of `modules` modules in 40 packages (with `__pycache__/` ignored, as Python
+/// repos do), committed. Returns the modules' paths.
+fn generate_python(root: &Path, modules: usize) -> Vec<String> {
+    std::fs::create_dir_all(root).expect("mkdir");
+    git(root, &["init", "-q", "-b", "main"]);
+    let mut rng = Rng(0x5EED_0000_0000_0021 ^ modules as u64);
+    let mut paths = Vec::new();
+    for p in 0..40 {
+        let dir = root.join(format!("pkg{p:02}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("__init__.py"), "").expect("write");
+    }
+    for i in 0..modules {
+        let rel = format!("pkg{:02}/mod{i:05}.py", i % 40);
+        let mut text = format!(
+            "\"\"\"Module {i}.\"\"\"\nimport os\n\nLIMIT = {}\n\n",
+            rng.next() % 1000
+        );
+        for f in 0..(4 + rng.next() % 6) {
+            text.push_str(&format!(
+                "def f{f}(items, key={k}):\n    out = []\n    for n, item in enumerate(items):\n        if n % {m} == key:\n            out.append((item, os.sep, n * {k}))\n    return out\n\n",
+                k = rng.next() % 97,
+                m = 2 + rng.next() % 7
+            ));
+        }
+        text.push_str(&format!(
+            "class C{i}:\n    def __init__(self):\n        self.v = [x * x for x in range(LIMIT)]\n"
+        ));
+        std::fs::write(root.join(&rel), text).expect("write");
+        paths.push(rel);
+    }
+    let imports: String = paths
+        .iter()
+        .map(|p| format!("import {}\n", p.trim_end_matches(".py").replace('/', ".")))
+        .collect();
+    std::fs::write(root.join("import_all.py"), imports).expect("write");
+    std::fs::write(root.join(".gitignore"), "__pycache__/\n").expect("write");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "python"]);
+    paths
+}
+
+/// Runs a command the way a user's shell would (bytecode written), returning its time.
+fn python_time(root: &Path, argv: &[&str], prefix: Option<&Path>) -> Duration {
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(root)
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env_remove("PYTHONPYCACHEPREFIX")
+        .stdout(Stdio::null());
+    if let Some(p) = prefix {
+        cmd.env("PYTHONPYCACHEPREFIX", p);
+    }
+    let t = Instant::now();
+    let status = cmd.status().expect("python runs");
+    let d = t.elapsed();
+    assert!(status.success(), "{argv:?} failed");
+    d
+}
+
+fn median(mut v: Vec<Duration>) -> Stat {
+    v.sort();
+    Stat {
+        median: v[v.len() / 2],
+        min: v[0],
+        max: v[v.len() - 1],
+    }
+}
+
+/// One run of `attempts` failing attempts (each edits a different module); returns each
+/// attempt's verification time as the run recorded it.
+fn run_python_attempts(
+    root: &Path,
+    replay: &Path,
+    edited: &[String],
+    sandbox: bool,
+) -> Vec<Duration> {
+    let max = edited.len().to_string();
+    let replay_s = replay.to_string_lossy().into_owned();
+    let mut args = vec![
+        "run",
+        "--json",
+        "--id",
+        "bench-py",
+        "--title",
+        "bench",
+        "--intent",
+        "bench",
+        "--accept",
+        "false",
+        "--max-attempts",
+        &max,
+        "--force",
+        "--replay",
+        &replay_s,
+    ];
+    for path in edited {
+        args.extend(["--allow", path.as_str()]);
+    }
+    if sandbox {
+        args.push("--sandbox");
+    }
+    let out = Command::new(BIN)
+        .current_dir(root)
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("git-factory runs");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
+    for a in summary["attempts"].as_array().expect("attempts") {
+        let stage = &a["failure_brief"]["stage"];
+        assert_eq!(stage, "acceptance_failed", "verification must pass: {a}");
+    }
+    summary["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| {
+            let secs: f64 = a["verify"]
+                .as_array()
+                .expect("verify")
+                .iter()
+                .map(|c| c["duration_seconds"].as_f64().unwrap_or(0.0))
+                .sum();
+            Duration::from_secs_f64(secs)
+        })
+        .collect()
+}
+
+/// The checks' own time inside runs (as the runs record it) against the same check run
+/// directly in the same checkout by a warm shell (bytecode beside the sources, as a user has
+/// it), sampled in turns so both see the same load. Attempt 1 of the first run starts from an
+/// empty cache; every later attempt should be as warm as the shell.
+fn bench_pycache(work: &Path, runs: usize) {
+    let modules = 1200;
+    let root = work.join("repo-py");
+    let paths = generate_python(&root, modules);
+    git(
+        &root,
+        &["config", "factory.verify", "python3 -m compileall -q ."],
+    );
+    git(
+        &root,
+        &["config", "--add", "factory.verify", "python3 import_all.py"],
+    );
+    let attempts = 4;
+    let replay = work.join("replay-py");
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    let edited: Vec<String> = (1..=attempts)
+        .map(|k| paths[k * 7 % paths.len()].clone())
+        .collect();
+    for (k, path) in edited.iter().enumerate() {
+        // A valid edit (the checks must pass verification to be measured whole).
+        let text = std::fs::read_to_string(root.join(path)).expect("read");
+        let first = text.lines().next().expect("a line");
+        let edited = first.replace(".\"\"\"", ", edited.\"\"\"");
+        let patch = format!(
+            "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{first}\n+{edited}\n"
+        );
+        std::fs::write(replay.join(format!("{}.diff", k + 1)), patch).expect("write");
+    }
+    let checks: [&[&str]; 2] = [
+        &["python3", "-m", "compileall", "-q", "."],
+        &["python3", "import_all.py"],
+    ];
+    let check = |prefix: Option<&Path>| -> Duration {
+        checks
+            .iter()
+            .map(|argv| python_time(&root, argv, prefix))
+            .sum()
+    };
+    check(None);
+    // What each attempt paid before the cache was kept: a fresh, empty PYTHONPYCACHEPREFIX.
+    let fresh = median(
+        (0..runs)
+            .map(|i| check(Some(&work.join(format!("fresh-prefix-{i}")))))
+            .collect(),
+    );
+    let size = modules.to_string();
+    let sandboxes: &[bool] = if Command::new("bwrap").arg("--version").output().is_ok() {
+        &[false, true]
+    } else {
+        println!("(bwrap is not installed: --sandbox not measured)");
+        &[false]
+    };
+    for &sandbox in sandboxes {
+        let tag = if sandbox { ", sandbox" } else { "" };
+        let _ = std::fs::remove_dir_all(root.join(".git/factory/pycache"));
+        let mut shell = Vec::new();
+        let mut cold = Vec::new();
+        let mut warm = Vec::new();
+        for run in 0..runs.max(2) {
+            shell.push(check(None));
+            let times = run_python_attempts(&root, &replay, &edited, sandbox);
+            shell.push(check(None));
+            let skip = if run == 0 { 1 } else { 0 };
+            cold.extend(times.iter().take(skip));
+            warm.extend(times.into_iter().skip(skip));
+        }
+        let shell = median(shell);
+        let warm = median(warm);
+        let ratio = |s: &Stat| Some(s.median.as_secs_f64() / shell.median.as_secs_f64());
+        row(&format!("checks, warm shell{tag}"), &size, &shell, None);
+        row("  fresh prefix (before)", &size, &fresh, ratio(&fresh));
+        let cold = median(cold);
+        row(
+            &format!("  run: attempt 1, cold{tag}"),
+            &size,
+            &cold,
+            ratio(&cold),
+        );
+        row(
+            &format!("  run: later attempts{tag}"),
+            &size,
+            &warm,
+            ratio(&warm),
+        );
+        println!(
+            "{:<34} {size:>8} {:>10} {:>18} {:.2}× by min",
+            format!("  saved per attempt{tag}"),
+            ms(fresh.median.saturating_sub(warm.median)),
+            "",
+            warm.min.as_secs_f64() / shell.min.as_secs_f64()
+        );
+    }
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -1613,8 +1852,8 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let only =
-        opt("--only").unwrap_or_else(|| "apply,attempt,log,startup,worktree,baseline".to_string());
+    let only = opt("--only")
+        .unwrap_or_else(|| "apply,attempt,log,startup,worktree,baseline,pycache".to_string());
     let work = tempfile::tempdir().expect("tempdir");
     println!(
         "{:<34} {:>8} {:>10} {:>18} ratio to git",
@@ -1643,6 +1882,9 @@ fn main() {
         for size in &sizes {
             bench_baseline(work.path(), *size, runs);
         }
+    }
+    if only.contains("pycache") {
+        bench_pycache(work.path(), runs);
     }
     let _: PathBuf = work.path().to_path_buf();
 }

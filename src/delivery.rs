@@ -398,13 +398,16 @@ pub fn deliver(
     let commit = match delivery {
         Delivery::Uncommitted => return Ok(Delivered::default()),
         Delivery::CurrentBranch => {
-            repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &[baseline])?
+            let c = repo.commit(Some("HEAD"), &sig, &sig, &message, &tree, &[baseline])?;
+            crate::crash::point("during_delivery");
+            c
         }
         Delivery::NewBranchCheckedOut(name) => {
             let c = repo.commit(None, &sig, &sig, &message, &tree, &[baseline])?;
             let full = format!("refs/heads/{name}");
             repo.reference(&full, c, true, "git factory: deliver a passing run")?;
             repo.set_head(&full)?;
+            crate::crash::point("during_delivery");
             c
         }
         Delivery::Branch(name) => {

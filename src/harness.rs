@@ -4,12 +4,13 @@
 use crate::config::Config;
 use crate::delivery::Delivery;
 use crate::error::{Error, Exit, Result};
-use crate::git::{self, lock::RepoLock};
+use crate::git::{self, lock::RepoLock, restore::Purpose};
 use crate::graph::{self, Ending, Nodes, Outcome};
 use crate::identity;
 use crate::journal::Journal;
 use crate::roles::po::baseline;
 use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
+use crate::roles::po::pycache::{self, PyCache};
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
@@ -291,6 +292,9 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     if let Some(lock) = lock.as_mut() {
         lock.describe(&run_id)?;
     }
+    // Two runs of the same run_id (two --worktree runs of one order) would share the staging
+    // folder and the worktree: the second refuses, naming the first.
+    let _run_lock = RepoLock::acquire_run(&factory_dir, &run_id)?;
     let run_dir = factory_dir.join("runs").join(&run_id);
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir)?;
@@ -375,27 +379,26 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     write_json(&run_dir.join("work_order.json"), &opts.work_order.raw)?;
     crate::trace::mark("staging folder");
 
-    // In-situ, from here on the user's tree may change: journal first, durably.
-    let (journal, refs) = if opts.worktree {
-        // The run's own worktree: its index and HEAD are given back between attempts too.
-        let copy = factory_dir.join(format!("index.{run_id}"));
-        (None, Some(git::BaselineRefs::capture(run_repo, copy)?))
-    } else {
-        let refs = git::BaselineRefs::capture(&repo, crate::journal::index_copy(&factory_dir))?;
-        let journal = Journal {
-            run_id: run_id.clone(),
-            pid: std::process::id(),
-            baseline: baseline.id().to_string(),
-            head_ref: refs.head_ref.clone(),
-            stage: "preflight".to_string(),
-            preimages: Vec::new(),
-        };
+    // From here on the tree may change: what putting it back needs is recorded first (the
+    // run's own worktree gets its HEAD and index back between attempts too, but the refs it
+    // shares with the user's ongoing work are not its to put back).
+    let restore = git::restore::Restore::capture(
+        run_repo,
+        crate::journal::saved_dir(&factory_dir, &run_id),
+        !opts.worktree,
+    )?;
+    let journal = Journal {
+        run_id: run_id.clone(),
+        pid: std::process::id(),
+        stage: "preflight".to_string(),
+        restore,
+    };
+    if !opts.worktree {
         // Nothing is changed yet, so the write need not survive a power cut (a killed
         // process leaves it in place); the apply stage, which has pre-images, is fsynced.
         journal.write(&factory_dir, false)?;
-        crate::trace::mark("journal + index copy");
-        (Some(journal), Some(refs))
-    };
+    }
+    crate::trace::mark("journal + saved index");
     let sandbox = opts.sandbox.then(|| Sandbox {
         writable: vec![root.clone()],
         read_only: vec![
@@ -409,9 +412,11 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     let started = Instant::now();
     let mut session = Session {
         factory_dir: factory_dir.clone(),
+        pycache: PyCache::in_factory_dir(&factory_dir),
         journal,
-        refs,
         preflight,
+        persist_journal: !opts.worktree,
+        unrestored: false,
         sandbox,
         delivery,
         repo: run_repo,
@@ -442,22 +447,21 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         refusal: None,
     };
     crate::trace::mark("session ready");
+    // Sandboxed checks see the bytecode cache read-only: it is filled from the baseline first.
+    session.warm_pycache(None);
     // The baseline check runs before the first record: a refusal leaves no trace at all.
     let satisfied = if opts.baseline_check {
         match session.baseline_check() {
             Ok(satisfied) => satisfied,
             Err(e) => {
+                let journal = session.journal.clone();
                 drop(session);
                 drop(run_repo_owned);
                 if let Some(wt) = worktree {
                     wt.remove()?;
                 }
                 let _ = std::fs::remove_dir_all(&run_dir);
-                if opts.worktree {
-                    let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
-                } else {
-                    Journal::clear(&factory_dir);
-                }
+                discard_journal(&journal, opts.worktree, &factory_dir);
                 return Err(e);
             }
         }
@@ -497,8 +501,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         Ok(ending) => ending,
         Err(e) => {
             // The run could not finish: roll back whatever is in the tree, record ERROR.
-            let _ = session.rollback();
-            session.fatal = Some(e.message.clone());
+            let mut text = e.message.clone();
+            if let Err(r) = session.rollback() {
+                if r.message != e.message {
+                    text = format!("{text}; {}", r.message);
+                }
+            }
+            session.fatal = Some(text);
             Ending {
                 verdict: Verdict::Error,
                 stage: Stage::Exception.as_str().to_string(),
@@ -511,6 +520,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         // The provider is misconfigured (SPEC §1.1): nothing was applied; the record written
         // so far is taken back, so the refusal leaves refs as they were.
         let _ = session.rollback();
+        let journal = session.journal.clone();
         drop(session);
         drop(run_repo_owned);
         if let Some(wt) = worktree {
@@ -528,15 +538,13 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             }
         }
         let _ = std::fs::remove_dir_all(&run_dir);
-        if opts.worktree {
-            let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
-        } else {
-            Journal::clear(&factory_dir);
-        }
+        discard_journal(&journal, opts.worktree, &factory_dir);
         return Err(refusal);
     }
     let finished = session.finish(&ending, started.elapsed());
     crate::trace::mark("finish (record, notes)");
+    let journal = session.journal.clone();
+    let unrestored = session.unrestored;
     drop(session);
     drop(run_repo_owned);
     if let Some(wt) = worktree {
@@ -554,15 +562,25 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     let _ = std::fs::remove_dir_all(&run_dir);
     crate::trace::mark("cleanup");
-    if opts.worktree {
-        let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
-    } else {
-        Journal::clear(&factory_dir);
+    if opts.worktree || !unrestored {
+        discard_journal(&journal, opts.worktree, &factory_dir);
     }
+    // Otherwise paths the last restore could not put back are named in the record and the
+    // journal stays, so every command points at recover, which tries again once they are fixed.
     Ok(RunReport::Finished {
         summary: Box::new(summary),
         out,
     })
+}
+
+/// A finished (or refused) run's journal: a worktree run has none on disk (the shared one
+/// belongs to in-situ runs), only its saved bytes.
+fn discard_journal(journal: &Journal, worktree: bool, factory_dir: &Path) {
+    if worktree {
+        let _ = std::fs::remove_dir_all(&journal.restore.saved);
+    } else {
+        journal.clear(factory_dir);
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -598,9 +616,15 @@ struct Attempt {
 
 struct Session<'a> {
     factory_dir: PathBuf,
-    /// In-situ only: the journal and what besides the tree must be given back.
-    journal: Option<Journal>,
-    refs: Option<git::BaselineRefs>,
+    /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are
+    /// forgotten.
+    pycache: PyCache,
+    /// The journal and the restore it carries; written to disk in-situ only (a worktree
+    /// run's tree is removed whatever happens).
+    journal: Journal,
+    persist_journal: bool,
+    /// The last restore left paths it could not put back (named in the record).
+    unrestored: bool,
     /// In-situ only: the preflight status walk, which later checks of the tree build on.
     preflight: Option<git::status::Snapshot>,
     sandbox: Option<Sandbox>,
@@ -729,83 +753,166 @@ impl Session<'_> {
         }
     }
 
-    fn rollback(&mut self) -> Result<()> {
-        if let Some(j) = self.journal.as_mut() {
-            j.stage(&self.factory_dir, self.repo, "rollback", None)?;
-        }
-        if let Some(plan) = self
-            .current
+    /// The bytecode cache as the next checks see it, with the entries of `changed` forgotten
+    /// first: the shared cache itself, or under `--sandbox` a per-attempt view of it (dropped
+    /// with the attempt) whose shared entries are read-only.
+    fn check_cache(&self, changed: &[&str]) -> std::io::Result<(Option<pycache::View>, PathBuf)> {
+        self.pycache.forget(&self.root, changed.iter().copied());
+        let _ = self.pycache.create();
+        let view = match &self.sandbox {
+            Some(_) => Some(self.pycache.view(
+                &self.factory_dir.join("tmp"),
+                &self.root,
+                changed,
+            )?),
+            None => None,
+        };
+        let prefix = view
             .as_ref()
-            .and_then(|a| a.applied.then_some(a.plan.as_ref()).flatten())
-        {
-            apply::restore_outcomes(&self.root, &plan.outcomes)
-                .map_err(|e| Error::new(format!("rollback: {e}")))?;
+            .map_or(self.pycache.dir(), pycache::View::path)
+            .to_path_buf();
+        Ok((view, prefix))
+    }
+
+    /// `--sandbox` only, since sandboxed checks cannot write the bytecode cache (SPEC §3.7):
+    /// fills it from the baseline's own files before any change is applied (`after: None`),
+    /// and after an attempt's checks compiles the interpreter's modules they needed but the
+    /// cache lacked (`after: Some(view)`).
+    fn warm_pycache(&self, after: Option<&pycache::View>) {
+        let Some(sandbox) = &self.sandbox else {
+            return;
+        };
+        let scratch = self.factory_dir.join("tmp");
+        let (Ok(tree), Ok(()), Ok(logs)) = (
+            self.baseline.tree(),
+            std::fs::create_dir_all(&scratch),
+            tempfile::Builder::new()
+                .prefix("pycache-logs-")
+                .tempdir_in(&scratch),
+        ) else {
+            return;
+        };
+        let interpreter = pycache::interpreter_of(&[
+            &self.verify_cmds,
+            &self.pass_to_pass,
+            &self.fail_to_pass,
+            &self.acceptance,
+        ]);
+        let (root, env, timeout) = (&self.root, &self.env_remove, self.timeout);
+        let Some(view) = after else {
+            let progress = self
+                .ui
+                .progress("  PO filling the bytecode cache".to_string());
+            let filled = (self.pycache).prefill(
+                &tree,
+                root,
+                &interpreter,
+                sandbox,
+                env,
+                timeout,
+                logs.path(),
+            );
+            progress.finish(self.ui, None);
+            if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
+                self.ui.detail(
+                    "    compileall reported errors in the baseline; the cache is partly cold",
+                );
+            }
+            return;
+        };
+        let _ = (self.pycache).learn(view, root, &interpreter, sandbox, env, timeout, logs.path());
+    }
+
+    /// Records the stage in the journal (in-situ), with the pre-images before an apply.
+    fn journal_stage(
+        &mut self,
+        stage: &str,
+        outcomes: Option<&[apply::FileOutcome]>,
+    ) -> Result<()> {
+        if self.persist_journal {
+            self.journal
+                .stage(&self.factory_dir, self.repo, stage, outcomes)
+        } else {
+            self.journal.stage = stage.to_string();
+            match outcomes {
+                Some(o) => self.journal.restore.set_images(self.repo, o),
+                None => Ok(()),
+            }
         }
-        crate::trace::mark("  rollback: touched paths restored");
-        crate::crash::point("during_rollback");
-        // The index first: a command that staged something would otherwise keep the tree dirty.
-        self.restore_refs()?;
-        git::restore_baseline(
+    }
+
+    /// Puts the repo back at the baseline: refs, index, then the tree (SPEC §7).
+    fn rollback(&mut self) -> Result<()> {
+        self.journal_stage("rollback", None)?;
+        let images = self.journal.restore.images.clone();
+        let report = self.journal.restore.apply_walked(
             self.repo,
-            &self.root,
-            &self.baseline,
+            &images,
+            Purpose::Rollback,
             self.preflight.as_ref(),
         )?;
-        crate::trace::mark("  rollback: status walk clean");
+        self.warn_git(&report);
+        let restored = report.changed();
         if let Some(a) = self.current.as_mut() {
+            let changed = a.plan.iter().flat_map(|p| p.outcomes.iter());
+            self.pycache.forget(
+                &self.root,
+                changed
+                    .map(|o| o.path.as_str())
+                    .chain(restored.iter().map(String::as_str)),
+            );
             a.applied = false;
         }
-        Ok(())
+        self.unrestored = !report.failed.is_empty();
+        match report.error("rollback") {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn warn_git(&self, report: &git::restore::Report) {
+        if !report.git.is_empty() {
+            self.ui.warn(format!(
+                "a command changed {}; restored",
+                report.git.join(", ")
+            ));
+        }
     }
 
     /// After PASS the tree must hold exactly baseline + change: anything the commands changed
-    /// outside the change is restored and listed.
+    /// outside it (files, refs, the index, .git/config) is put back and listed.
     fn restore_side_effects(&mut self, plan: &Plan) -> Result<Vec<String>> {
-        let changed: Vec<&str> = plan.outcomes.iter().map(|o| o.path.as_str()).collect();
-        let now = match &self.preflight {
-            Some(snapshot) => snapshot.changes_since(self.repo)?,
-            None => git::dirty_paths(self.repo, true)?,
-        };
-        let outside: Vec<git::Dirty> = now
-            .into_iter()
-            .filter(|d| !changed.contains(&d.path.as_str()))
-            .collect();
-        git::restore_paths(self.repo, &self.root, &self.baseline, &outside)?;
-        let mut side: Vec<String> = outside.into_iter().map(|d| d.path).collect();
-        for o in &plan.outcomes {
-            let now = apply::read_state(&self.root, &o.path).ok().flatten();
-            if now != o.after {
-                apply::write_state(&self.root, &o.path, o.after.as_ref())?;
-                side.push(o.path.clone());
-            }
+        self.journal_stage("side_effects", None)?;
+        let images = self
+            .journal
+            .restore
+            .change_images(self.repo, &plan.outcomes)?;
+        let report = self.journal.restore.apply_walked(
+            self.repo,
+            &images,
+            Purpose::SideEffects,
+            self.preflight.as_ref(),
+        )?;
+        if let Some(e) = report.error("restoring what the checks changed") {
+            return Err(e);
         }
+        let mut side = report.changed();
         side.sort();
         side.dedup();
         Ok(side)
     }
 
-    /// Puts back HEAD, its branch and the index if a command changed them (in-situ).
-    fn restore_refs(&mut self) -> Result<()> {
-        if let Some(refs) = &self.refs {
-            let fixed = refs.restore(self.repo)?;
-            if !fixed.is_empty() {
-                self.ui
-                    .warn(format!("a command changed {}; restored", fixed.join(", ")));
-            }
-        }
-        Ok(())
-    }
-
     /// Records the verdict, delivers a PASS as asked, and writes the final record and notes.
     fn finish(&mut self, ending: &Ending, elapsed: Duration) -> Result<RunSummary> {
         let mut result_commit = None;
-        let tree_after = match (&ending.verdict, &self.passed) {
+        let mut verdict = ending.verdict;
+        let mut ended_stage = ending.stage.clone();
+        let passed = self.passed.take();
+        let tree_after = match (&ending.verdict, &passed) {
             (Verdict::Pass, Some((plan, tree))) => {
-                let tree = *tree;
+                let mut tree = *tree;
                 if self.delivery != Delivery::Uncommitted {
-                    if let Some(j) = self.journal.as_mut() {
-                        j.stage(&self.factory_dir, self.repo, "commit", None)?;
-                    }
+                    self.journal_stage("commit", None)?;
                     let summary = self
                         .summary
                         .attempts
@@ -820,19 +927,31 @@ impl Session<'_> {
                         &self.baseline,
                         &message,
                         &plan.outcomes,
-                    )?;
-                    result_commit = delivered.commit;
-                    if let Some(why) = delivered.refused {
-                        let left = match self.delivery {
-                            Delivery::Branch(_) => format!(
-                                "bring it into your tree with git factory apply {}",
-                                self.summary.run_id
-                            ),
-                            _ => "it is in the work tree, uncommitted".to_string(),
-                        };
-                        self.fatal = Some(format!(
-                            "{why}; the change passed but was not committed ({left})"
-                        ));
+                    );
+                    match delivered {
+                        Ok(delivered) => {
+                            result_commit = delivered.commit;
+                            if let Some(why) = delivered.refused {
+                                let left = match self.delivery {
+                                    Delivery::Branch(_) => format!(
+                                        "bring it into your tree with git factory apply {}",
+                                        self.summary.run_id
+                                    ),
+                                    _ => "it is in the work tree, uncommitted".to_string(),
+                                };
+                                self.fatal = Some(format!(
+                                    "{why}; the change passed but was not committed ({left})"
+                                ));
+                            }
+                        }
+                        Err(e) => {
+                            // Undone through the same restore as any rollback: the run could
+                            // not finish, so the repo goes back to the baseline.
+                            self.undo_delivery(&e)?;
+                            verdict = Verdict::Error;
+                            ended_stage = Stage::Exception.as_str().to_string();
+                            tree = self.baseline.tree_id();
+                        }
                     }
                 }
                 tree
@@ -840,8 +959,8 @@ impl Session<'_> {
             _ => self.baseline.tree_id(),
         };
         let s = &mut self.summary;
-        s.verdict = ending.verdict;
-        s.ended_stage = ending.stage.clone();
+        s.verdict = verdict;
+        s.ended_stage = ended_stage;
         s.repo_tree_hash_after = tree_after.to_string();
         s.result_commit = result_commit.map(|c| c.to_string());
         s.ended_utc = utc_now();
@@ -854,6 +973,27 @@ impl Session<'_> {
             store::append_note(self.repo, c, &line)?;
         }
         Ok(self.summary.clone())
+    }
+
+    /// A delivery that failed half-way (a held `index.lock`, a refused ref) is undone: refs,
+    /// index and tree back to the baseline, and the error named in the record.
+    fn undo_delivery(&mut self, cause: &Error) -> Result<()> {
+        self.journal_stage("delivery_undo", None)?;
+        let images = self.journal.restore.images.clone();
+        let report = self
+            .journal
+            .restore
+            .apply_with(self.repo, &images, Purpose::Delivery)?;
+        let mut text = format!(
+            "delivering the change failed: {}; the repo is back at the baseline",
+            cause.message
+        );
+        if let Some(e) = report.error("undoing the delivery") {
+            text.push_str(&format!("; {}: {}", e.message, e.details.join("; ")));
+            self.unrestored = true;
+        }
+        self.fatal = Some(text);
+        Ok(())
     }
 
     /// Opens an attempt's record and artifact folder.
@@ -944,8 +1084,14 @@ impl Nodes for Session<'_> {
         };
         if passed {
             if let Some(plan) = current.plan.take() {
-                self.restore_refs()?;
                 let side = self.restore_side_effects(&plan)?;
+                self.pycache.forget(
+                    &self.root,
+                    plan.outcomes
+                        .iter()
+                        .map(|o| o.path.as_str())
+                        .chain(side.iter().map(String::as_str)),
+                );
                 if !side.is_empty() {
                     self.ui.warn(format!(
                         "restored files the checks changed: {}",
@@ -982,21 +1128,19 @@ impl Session<'_> {
     /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
     /// tree as it was. What the commands leave behind is removed as after an attempt.
     fn baseline_check(&mut self) -> Result<bool> {
-        if let Some(j) = self.journal.as_mut() {
-            j.stage(&self.factory_dir, self.repo, "baseline_check", None)?;
-        }
-        let pycache = verify::CacheIsolation::new(&self.factory_dir.join("tmp"))?;
+        self.journal_stage("baseline_check", None)?;
+        let (view, prefix) = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
         let po = PoRun {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: pycache.env(),
+            env_set: PyCache::env(&prefix),
             log_dir,
             log_rel: "baseline".to_string(),
             sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(pycache.path().to_path_buf());
+                s.scratch.push(prefix.clone());
                 s
             }),
             pgid_file: Some(self.factory_dir.join("command.pgid")),
@@ -1013,7 +1157,7 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  baseline {kind}: {shown}"))
         });
-        drop(pycache);
+        drop(view);
         // Logs are kept only for commands that ran (a cached check leaves no folder).
         let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
         if checked.as_ref().map_or(true, |r| r.ran) {
@@ -1105,18 +1249,29 @@ impl Session<'_> {
             }),
         );
         if self.runs_in_tree {
-            // An agent that prints its proposal must not also edit the tree.
-            match git::restore_baseline(
+            // An agent that prints its proposal must not also change the repo (aider stages
+            // and commits by default): whatever it did is put back and the run goes on.
+            match self.journal.restore.apply_walked(
                 self.repo,
-                &self.root,
-                &self.baseline,
+                &[],
+                Purpose::AgentAudit,
                 self.preflight.as_ref(),
             ) {
-                Ok(touched) if !touched.is_empty() => self.ui.warn(format!(
-                    "the agent changed the work tree; restored: {}",
-                    touched.join(", ")
-                )),
-                Ok(_) => {}
+                Ok(report) if report.failed.is_empty() => {
+                    if !report.is_clean() {
+                        self.pycache
+                            .forget(&self.root, report.paths.iter().map(String::as_str));
+                        self.ui.warn(format!(
+                            "the agent changed the repo; restored: {}",
+                            report.changed().join(", ")
+                        ));
+                    }
+                }
+                Ok(report) => {
+                    let e = report.error("restoring what the agent changed");
+                    self.fatal = e.map(|e| format!("{}: {}", e.message, e.details.join("; ")));
+                    return Outcome::Fatal(Stage::Exception);
+                }
                 Err(e) => {
                     self.fatal = Some(e.message);
                     return Outcome::Fatal(Stage::Exception);
@@ -1268,11 +1423,9 @@ impl Session<'_> {
             return self.fail(stage, None, &text);
         }
         self.seen.push((fingerprint, attempt));
-        if let Some(j) = self.journal.as_mut() {
-            if let Err(e) = j.stage(&self.factory_dir, self.repo, "apply", Some(&plan.outcomes)) {
-                self.fatal = Some(e.message);
-                return Outcome::Fatal(Stage::Exception);
-            }
+        if let Err(e) = self.journal_stage("apply", Some(&plan.outcomes)) {
+            self.fatal = Some(e.message);
+            return Outcome::Fatal(Stage::Exception);
         }
         if let Err(e) = apply::write_outcomes(&self.root, &plan.outcomes) {
             return self.fail(
@@ -1338,8 +1491,14 @@ impl Session<'_> {
             let a = self.current();
             (a.dir.clone(), a.rel.clone())
         };
-        let pycache = match verify::CacheIsolation::new(&self.factory_dir.join("tmp")) {
-            Ok(d) => d,
+        // No check may run bytecode of another version of a changed file; sandboxed checks
+        // see the cache through a view of it that is dropped with the attempt.
+        let changed: Vec<String> = (self.current().plan.iter())
+            .flat_map(|p| p.outcomes.iter().map(|o| o.path.clone()))
+            .collect();
+        let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
+        let (view, prefix) = match self.check_cache(&changed) {
+            Ok(cache) => cache,
             Err(e) => {
                 self.fatal = Some(format!("cannot create a scratch folder: {e}"));
                 return Outcome::Fatal(Stage::Exception);
@@ -1349,11 +1508,11 @@ impl Session<'_> {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: pycache.env(),
+            env_set: PyCache::env(&prefix),
             log_dir: dir.clone(),
             log_rel: rel,
             sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(pycache.path().to_path_buf());
+                s.scratch.push(prefix.clone());
                 s
             }),
             pgid_file: Some(self.factory_dir.join("command.pgid")),
@@ -1369,7 +1528,10 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
-        drop(pycache);
+        if view.is_some() {
+            self.warm_pycache(view.as_ref());
+        }
+        drop(view);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
         for (name, results) in [
             ("pass_to_pass_result.json", &outcome.pass_to_pass),

@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM during a run only raise a flag: the running command's group is stopped,
 //! the tree rolled back and the record written, then the process exits 130. A second signal
-//! while rolling back just raises the flag again; it cannot abandon the rollback.
+//! while rolling back just raises the flag again; it cannot abandon the rollback. A closed
+//! output pipe raises the same flag (see `ui`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -1,11 +1,11 @@
 //! The in-situ journal: written to `.git/factory/journal.json` (temp file and rename) before
 //! every mutation of the user's tree — durably (fsync of the file and the folder) before an
-//! apply, the stage whose pre-images a power cut must not lose — with what `recover`
-//! needs to put the baseline back after a crash: the baseline, the branch HEAD was on, and the
-//! bytes of every path about to be written (as blobs). The running command's process group is
-//! noted beside it, in `command.pgid`.
+//! apply, the stage whose pre-images a power cut must not lose — with the [`Restore`] that
+//! `recover` applies after a crash. The running command's process group is noted beside it,
+//! in `command.pgid`.
 
 use crate::error::{Error, Result};
+use crate::git::restore::Restore;
 use crate::roles::tr::apply::FileOutcome;
 use git2::Repository;
 use serde::{Deserialize, Serialize};
@@ -13,31 +13,22 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Preimage {
-    pub path: String,
-    /// The blob of the path's bytes before the change; `None` when it did not exist.
-    pub blob: Option<String>,
-    pub executable: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Journal {
     pub run_id: String,
     pub pid: u32,
-    pub baseline: String,
-    /// The ref HEAD pointed at (`refs/heads/main`), or `None` when detached.
-    pub head_ref: Option<String>,
     pub stage: String,
-    pub preimages: Vec<Preimage>,
+    /// What putting the repo back needs, recorded before the first change: the worktree
+    /// (root and git dir), baseline, HEAD and refs, saved index, pre-images with modes.
+    pub restore: Restore,
 }
 
 pub fn path(factory_dir: &Path) -> PathBuf {
     factory_dir.join("journal.json")
 }
 
-/// The copy of the index taken before the run, restored if a command rewrote the index.
-pub fn index_copy(factory_dir: &Path) -> PathBuf {
-    factory_dir.join("index.baseline")
+/// The folder holding a run's saved index and config bytes.
+pub fn saved_dir(factory_dir: &Path, run_id: &str) -> PathBuf {
+    factory_dir.join(format!("saved-{run_id}"))
 }
 
 impl Journal {
@@ -74,9 +65,9 @@ impl Journal {
         Ok(())
     }
 
-    /// Records the stage and, before an apply, the bytes of every path it will write. Only what
-    /// recovery cannot do without (the journal itself, the pre-images) is fsynced; later stage
-    /// names are for the record.
+    /// Records the stage and, before an apply, the pre-images of every path it will write.
+    /// Only what recovery cannot do without (the journal itself, the pre-images) is fsynced;
+    /// later stage names are for the record.
     pub fn stage(
         &mut self,
         factory_dir: &Path,
@@ -86,36 +77,32 @@ impl Journal {
     ) -> Result<()> {
         self.stage = stage.to_string();
         if let Some(outcomes) = outcomes {
-            self.preimages = outcomes
-                .iter()
-                .map(|o| {
-                    Ok(Preimage {
-                        path: o.path.clone(),
-                        blob: match &o.before {
-                            Some(s) => Some(repo.blob(&s.bytes)?.to_string()),
-                            None => None,
-                        },
-                        executable: o.before.as_ref().is_some_and(|s| s.executable),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            self.restore.set_images(repo, outcomes)?;
         }
         self.write(factory_dir, outcomes.is_some())
     }
 
-    pub fn clear(factory_dir: &Path) {
+    /// Removes the journal and the bytes it kept.
+    pub fn clear(&self, factory_dir: &Path) {
         let _ = std::fs::remove_file(path(factory_dir));
-        let _ = std::fs::remove_file(index_copy(factory_dir));
+        let _ = std::fs::remove_dir_all(&self.restore.saved);
     }
 }
 
-/// The refusal for a journal left by a run whose process is gone.
+/// The refusal for a journal left by a run whose process is gone; it names the worktree
+/// the run changed, which is the one `recover` puts back.
 pub fn interrupted_error(j: &Journal) -> Error {
     Error::new(format!(
-        "git factory run {} was interrupted at stage {} (pid {} is gone); the repo may hold part of its change",
-        j.run_id, j.stage, j.pid
+        "git factory run {} was interrupted at stage {} (pid {} is gone); the worktree at {} may hold part of its change",
+        j.run_id,
+        j.stage,
+        j.pid,
+        j.restore.root.display()
     ))
-    .hint("run git factory recover to restore the baseline and finish its record")
+    .hint(format!(
+        "run git factory recover to restore the baseline of {} and finish its record",
+        j.restore.root.display()
+    ))
 }
 
 /// Whether a command may go on beside an in-situ run that is under way.

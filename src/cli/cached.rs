@@ -2,8 +2,9 @@
 //! `--commit`/`--branch` delivers a cached PASS's change as a new run would.
 
 use crate::error::{Error, Result};
+use crate::git::restore::{Purpose, Restore};
 use crate::git::{self, lock::RepoLock};
-use crate::roles::tr::apply::{restore_outcomes, write_outcomes, FileOutcome};
+use crate::roles::tr::apply::{write_outcomes, FileOutcome};
 use crate::store::{self, records::RunSummary, records::Verdict};
 use git2::{Oid, Repository};
 use std::path::Path;
@@ -144,17 +145,33 @@ pub fn deliver(
         store::append_note(&repo, commit, &store::note_line(s))?;
         return Ok(commit);
     }
+    // What putting the repo back needs is recorded first: a failed delivery is undone through
+    // the one restore (refs, index, then the tree), as a new run's would be.
+    let factory_dir = git::factory_dir(&repo);
+    let mut restore = Restore::capture(
+        &repo,
+        crate::journal::saved_dir(&factory_dir, &format!("cached-{}", s.run_id)),
+        true,
+    )?;
+    restore.set_images(&repo, &outcomes)?;
     let root = git::workdir(&repo)?;
-    write_outcomes(&root, &outcomes)
-        .map_err(|e| Error::new(format!("writing the change failed: {e}")))?;
-    let delivered = crate::delivery::deliver(&repo, &delivery, &head, &message, &outcomes)
+    let delivered = write_outcomes(&root, &outcomes)
+        .map_err(|e| Error::new(format!("writing the change failed: {e}")))
+        .and_then(|()| crate::delivery::deliver(&repo, &delivery, &head, &message, &outcomes))
         .and_then(|d| delivered_commit(s, d));
-    let commit = match delivered {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = restore_outcomes(&root, &outcomes);
-            return Err(e);
-        }
+    let undone = match &delivered {
+        Ok(_) => None,
+        Err(_) => Some(restore.apply_with(&repo, &restore.images, Purpose::Delivery)),
+    };
+    let _ = std::fs::remove_dir_all(&restore.saved);
+    let commit = match (delivered, undone) {
+        (Ok(c), _) => c,
+        (Err(e), Some(Ok(report))) => match report.error("undoing the delivery") {
+            Some(u) => return Err(u.detail(e.message)),
+            None => return Err(e),
+        },
+        (Err(e), Some(Err(u))) => return Err(u.detail(e.message)),
+        (Err(e), None) => return Err(e),
     };
     store::append_note(&repo, commit, &store::note_line(s))?;
     Ok(commit)

@@ -1,12 +1,13 @@
 //! `git factory recover`: finishes a run whose process was killed. Stops its command if it
-//! still runs, restores the baseline exactly (work tree, index, HEAD), records the run as
-//! INTERRUPTED and clears the journal.
+//! still runs, puts the worktree the run changed back exactly through the journal's
+//! [`Restore`](crate::git::restore::Restore) (refs, index, then the tree), records the run
+//! as INTERRUPTED and clears the journal.
 
 use crate::error::{Error, Exit, Result};
+use crate::git::restore::Purpose;
 use crate::git::{self, lock::RepoLock};
 use crate::harness::utc_now;
-use crate::journal::{self, Journal};
-use crate::roles::tr::apply::{self, FileState};
+use crate::journal::Journal;
 use crate::store::{self, records::Verdict, RunWriter};
 use crate::ui::Ui;
 use clap::Args;
@@ -19,43 +20,37 @@ pub struct RecoverArgs {
 }
 
 pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
-    let repo = git::open(args.repo.as_deref())?;
-    let root = git::workdir(&repo)?;
-    let factory_dir = git::factory_dir(&repo);
+    let here = git::open(args.repo.as_deref())?;
+    let factory_dir = git::factory_dir(&here);
     let _lock = RepoLock::acquire(&factory_dir)?;
     let Some(j) = Journal::read(&factory_dir)? else {
+        // Recover always starts Python's bytecode cache afresh (SPEC §3.7).
+        crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
         ui.info("nothing to recover: no run was interrupted in this repo");
         return Ok(Exit::Success);
     };
     crate::roles::po::exec::stop_noted_group(&factory_dir.join("command.pgid"));
-    let baseline_id = git2::Oid::from_str(&j.baseline)?;
-    let baseline = repo.find_commit(baseline_id).map_err(|_| {
+    // The killed run's checks may have compiled versions of files that are gone now.
+    crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
+    // The worktree the run changed, by its recorded path — never the one we were run from
+    // unless that is it.
+    let repo = if j.restore.belongs_to(&here) {
+        here
+    } else {
+        j.restore.open_worktree()?
+    };
+    let baseline_id = git2::Oid::from_str(&j.restore.baseline)?;
+    repo.find_commit(baseline_id).map_err(|_| {
         Error::new(format!(
             "the journal's baseline {} is not in this repository",
-            j.baseline
+            j.restore.baseline
         ))
     })?;
-    // The bytes every touched path had before the change (ignored files included).
-    for p in &j.preimages {
-        let state = match &p.blob {
-            Some(id) => Some(FileState {
-                bytes: repo.find_blob(git2::Oid::from_str(id)?)?.content().to_vec(),
-                executable: p.executable,
-            }),
-            None => None,
-        };
-        apply::write_state(&root, &p.path, state.as_ref())
-            .map_err(|e| Error::new(format!("restoring {}: {e}", p.path)))?;
+    let report = j.restore.apply(&j.restore.images, Purpose::Recover)?;
+    if let Some(e) = report.error("recover") {
+        return Err(e);
     }
-    let restored = git::restore_baseline(&repo, &root, &baseline, None)?;
-    let copy = journal::index_copy(&factory_dir);
-    let index = repo.path().join("index");
-    if let Ok(saved) = std::fs::read(&copy) {
-        if std::fs::read(&index).ok().as_deref() != Some(saved.as_slice()) {
-            std::fs::write(&index, saved)?;
-        }
-    }
-    git::restore_head(&repo, j.head_ref.as_deref(), baseline_id)?;
+    let restored = report.changed();
 
     // Finish the run's record from what it left.
     let run_dir = factory_dir.join("runs").join(&j.run_id);
@@ -94,11 +89,12 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         }
     }
     let _ = std::fs::remove_dir_all(&run_dir);
-    Journal::clear(&factory_dir);
+    j.clear(&factory_dir);
     ui.info(format!(
-        "recovered run {}: the baseline {} is restored{}; the run is recorded as INTERRUPTED",
+        "recovered run {}: the baseline {} of {} is restored{}; the run is recorded as INTERRUPTED",
         j.run_id,
-        git::short(&j.baseline),
+        git::short(&j.restore.baseline),
+        j.restore.root.display(),
         if restored.is_empty() {
             String::new()
         } else {

@@ -52,6 +52,40 @@ impl RepoLock {
 }
 
 impl RepoLock {
+    /// Takes the lock of one run_id (`runs/<run_id>.lock`), held while the run uses its
+    /// staging folder and worktree; refuses, naming the holder's pid, while another process
+    /// runs the same run_id (two `--worktree` runs of one order), so neither ever removes
+    /// the other's worktree.
+    pub fn acquire_run(factory_dir: &Path, run_id: &str) -> Result<Self> {
+        let dir = factory_dir.join("locks");
+        std::fs::create_dir_all(&dir)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(format!("run-{run_id}")))?;
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() {
+                "another process".to_string()
+            } else {
+                holder.to_string()
+            };
+            return Err(Error::new(format!(
+                "git factory run {run_id} is already under way ({who})"
+            ))
+            .hint(
+                "wait for it to finish; it records this same run (git factory show then shows it)",
+            ));
+        }
+        let mut lock = RepoLock { file };
+        lock.describe(run_id)?;
+        Ok(lock)
+    }
+
     /// Whether a live process holds the lock now (probes without keeping it).
     pub fn is_held(factory_dir: &Path) -> bool {
         let Ok(file) = File::open(factory_dir.join("lock")) else {

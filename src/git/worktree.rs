@@ -31,6 +31,32 @@ fn run_git(mut cmd: Command, what: &str) -> Result<()> {
     Err(Error::new(format!("{what}: {}", stderr.trim())))
 }
 
+/// Held while git adds or removes a worktree: git's own `worktree remove` and `prune` tidy
+/// `.git/worktrees/` and can pull it from under another process's `worktree add` (two
+/// `--worktree` runs at once, an agent's scratch worktree beside a run). Waits, briefly.
+struct AdminLock(std::fs::File);
+
+impl AdminLock {
+    fn take(git_dir: &Path) -> Option<Self> {
+        let dir = git_dir.join("factory").join("locks");
+        std::fs::create_dir_all(&dir).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("worktrees"))
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        Some(AdminLock(file))
+    }
+}
+
+impl Drop for AdminLock {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
 /// A detached worktree at `commit`; removed (with its `.git/worktrees/` entry) when dropped.
 pub struct TempWorktree {
     repo_dir: PathBuf,
@@ -42,6 +68,7 @@ impl TempWorktree {
     pub fn add(repo: &Repository, name: &str, commit: &str) -> Result<Self> {
         let base = crate::git::factory_dir(repo).join("worktrees");
         std::fs::create_dir_all(&base)?;
+        let _admin = AdminLock::take(repo.commondir());
         let path = base.join(name);
         if path.exists() {
             // A leftover of a killed process: git's own remove cleans its admin files too.
@@ -58,6 +85,9 @@ impl TempWorktree {
             .arg(&path)
             .arg(commit);
         run_git(cmd, "creating a temporary worktree")?;
+        // Bytecode entries an earlier worktree at this path left (a killed process) are not
+        // this checkout's.
+        forget_bytecode(repo.commondir(), &path);
         Ok(TempWorktree {
             repo_dir: repo.commondir().to_path_buf(),
             path,
@@ -71,7 +101,15 @@ impl TempWorktree {
     }
 }
 
+/// Drops the bytecode cache's entries of a worktree's files (SPEC §3.7): its path may be
+/// used again by another checkout.
+fn forget_bytecode(git_dir: &Path, path: &Path) {
+    crate::roles::po::pycache::PyCache::in_factory_dir(&git_dir.join("factory")).forget_root(path);
+}
+
 fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
+    let _admin = AdminLock::take(git_dir);
+    forget_bytecode(git_dir, path);
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(git_dir)

@@ -24,18 +24,35 @@ fn order(verify_and_accept: &[&str]) -> Value {
 #[cfg(feature = "test-hooks")]
 #[test]
 fn every_kill_point_is_recovered_byte_for_byte() {
-    let points: [(&str, &[&str]); 6] = [
-        ("after_preflight", &["true"]),
-        ("mid_apply", &["true"]),
-        ("during_verify", &["true"]),
+    // (kill point, acceptance commands, extra flags)
+    let points: [(&str, &[&str], &[&str]); 10] = [
+        ("after_preflight", &["true"], &[]),
+        ("mid_apply", &["true"], &[]),
+        ("during_verify", &["true"], &[]),
         (
             "during_acceptance",
             &["sh -c 'sleep 1; echo late > late.txt'"],
+            &[],
         ),
-        ("during_rollback", &["false"]),
-        ("during_ref_update", &["true"]),
+        ("during_rollback", &["false"], &[]),
+        ("during_ref_update", &["true"], &[]),
+        // A PASS whose check left a file and a tag: killed while they are being put back.
+        (
+            "during_side_effect_restore",
+            &["sh -c 'echo junk > stray.txt; git tag stray'"],
+            &[],
+        ),
+        // Killed after the delivery's commit moved the branch, before the index followed.
+        ("during_delivery", &["true"], &["--commit"]),
+        ("during_delivery", &["true"], &["--branch", "feature"]),
+        // A delivery refused (an editor holds the index lock), killed while it is undone.
+        (
+            "during_delivery_undo",
+            &["sh -c 'touch .git/index.lock'"],
+            &["--commit"],
+        ),
     ];
-    for (point, accept) in points {
+    for (point, accept, flags) in points {
         let r = TestRepo::simple();
         r.write(".env", "SECRET=1\n");
         if point == "during_verify" {
@@ -54,7 +71,9 @@ fn every_kill_point_is_recovered_byte_for_byte() {
         let out = r
             .factory()
             .env("GIT_FACTORY_TEST_CRASH_AT", point)
-            .args(["run", "--max-attempts", "1", "-w"])
+            .args(["run", "--max-attempts", "1"])
+            .args(flags)
+            .arg("-w")
             .arg(&wo)
             .arg("--replay")
             .arg(&replay)
@@ -62,6 +81,8 @@ fn every_kill_point_is_recovered_byte_for_byte() {
             .expect("runs");
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr_of(&out));
+        // The editor of the last case lets go of the index (its lock is not ours to remove).
+        let _ = std::fs::remove_file(r.root.join(".git/index.lock"));
 
         // Every command that could change the repo refuses, pointing at recover.
         let again = r.run_replay(&wo, &replay, &[]);
@@ -290,4 +311,79 @@ fn model_output_cannot_choose_commands_or_flags() {
         "llm_output_invalid"
     );
     assert_eq!(s["attempts"][0]["acceptance"], json!([]));
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_recover_killed_half_way_is_finished_by_the_next_recover() {
+    use std::os::unix::process::ExitStatusExt;
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let wo = r.work_order(order(&["sh -c 'git tag stray; echo x > stray.txt'"]));
+    let replay = r.replay(
+        "rp",
+        &[("1.json", proposal(&two_file_change(), "two files"))],
+    );
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.signal(), Some(9));
+    std::thread::sleep(Duration::from_millis(300)); // the orphaned check finishes its work
+    let rec = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_recover")
+        .arg("recover")
+        .output()
+        .expect("recover");
+    assert_eq!(rec.status.signal(), Some(9), "{}", stderr_of(&rec));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+    let s: Value = serde_json::from_str(&stdout_of(
+        &r.factory()
+            .args(["show", &r.run_ids()[0], "--json"])
+            .output()
+            .expect("show"),
+    ))
+    .expect("json");
+    assert_eq!(s["verdict"], "INTERRUPTED");
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_kill_while_an_agents_commit_is_put_back_is_recovered() {
+    use std::os::unix::process::ExitStatusExt;
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let diff = r.outside.join("answer.diff");
+    std::fs::write(&diff, diff_replace("app.txt", &APP, "two", "TWO")).expect("write");
+    let script = r.outside.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho note > notes.txt\ngit add notes.txt\ngit commit -qm bookkeeping\ncat {}\n",
+            diff.display()
+        ),
+    )
+    .expect("write");
+    let wo = r.work_order(basic_order(&["true"]));
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_agent_audit")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--agent-command")
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
 }

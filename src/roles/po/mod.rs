@@ -5,4 +5,5 @@
 pub mod baseline;
 pub mod cache;
 pub mod exec;
+pub mod pycache;
 pub mod verify;

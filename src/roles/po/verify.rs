@@ -64,45 +64,9 @@ pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {
     names
 }
 
-/// A fresh bytecode cache folder for one attempt, and the variables that keep Python's and
-/// pytest's caches out of the tree (removed with the folder when dropped).
-pub struct CacheIsolation {
-    dir: tempfile::TempDir,
-}
-
-impl CacheIsolation {
-    /// A fresh folder under `scratch` (`.git/factory/tmp`: git factory writes nowhere else).
-    pub fn new(scratch: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(scratch)?;
-        Ok(CacheIsolation {
-            dir: tempfile::Builder::new()
-                .prefix("pycache-")
-                .tempdir_in(scratch)?,
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    pub fn env(&self) -> Vec<(String, String)> {
-        let addopts = match crate::env::pytest_addopts() {
-            Some(v) => format!("{v} -p no:cacheprovider"),
-            None => "-p no:cacheprovider".to_string(),
-        };
-        vec![
-            (
-                "PYTHONPYCACHEPREFIX".into(),
-                self.dir.path().display().to_string(),
-            ),
-            ("PYTEST_ADDOPTS".into(), addopts),
-        ]
-    }
-}
-
 /// Runs PO on a committed tree in a temporary worktree (verify, reverify, the pre-push hook):
 /// the user's tree is never used, scratch folders live under `.git/factory/tmp`, and the
-/// worktree is removed afterwards.
+/// worktree (with its bytecode entries) is removed afterwards.
 pub fn run_in_temporary_worktree<G>(
     repo: &git2::Repository,
     name: &str,
@@ -117,14 +81,16 @@ pub fn run_in_temporary_worktree<G>(
     let logs = tempfile::Builder::new()
         .prefix("logs-")
         .tempdir_in(&scratch)?;
-    let cache = CacheIsolation::new(&scratch)?;
+    // The repo's bytecode cache: warm for the interpreter's own modules; the worktree's
+    // entries are dropped with it (its files get new mtimes in any later checkout anyway).
+    let cache = super::pycache::PyCache::of(repo);
     let scrub = scrub_list(&cfg);
     let wt = crate::git::worktree::TempWorktree::add(repo, name, commit)?;
     let po = PoRun {
         root: &wt.path,
         timeout,
         env_remove: &scrub,
-        env_set: cache.env(),
+        env_set: super::pycache::PyCache::env(cache.dir()),
         log_dir: logs.path().to_path_buf(),
         log_rel: String::new(),
         sandbox: None,

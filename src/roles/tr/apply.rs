@@ -509,17 +509,6 @@ pub fn write_outcomes(root: &Path, outcomes: &[FileOutcome]) -> io::Result<()> {
     Ok(())
 }
 
-/// Puts every outcome's `before` state back.
-pub fn restore_outcomes(root: &Path, outcomes: &[FileOutcome]) -> io::Result<()> {
-    let mut first_error = None;
-    for outcome in outcomes.iter().rev() {
-        if let Err(e) = write_state(root, &outcome.path, outcome.before.as_ref()) {
-            first_error.get_or_insert(io::Error::new(e.kind(), format!("{}: {e}", outcome.path)));
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
 /// Makes one path hold exactly `state` (absent when `None`), atomically per file.
 pub fn write_state(root: &Path, path: &str, state: Option<&FileState>) -> io::Result<()> {
     let full = root.join(path);
@@ -542,7 +531,13 @@ pub fn write_state(root: &Path, path: &str, state: Option<&FileState>) -> io::Re
                 .unwrap_or_default();
             let tmp = parent.join(format!(".{name}.factory-tmp"));
             fs::write(&tmp, &state.bytes)?;
-            let mode = if state.executable { 0o755 } else { 0o644 };
+            // A file keeps its own permission bits (a 0600 secret stays unreadable to others);
+            // only the executable bit is the change's to set.
+            let existing = fs::symlink_metadata(&full)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.permissions().mode() & 0o7777);
+            let mode = crate::git::restore::with_exec(existing.unwrap_or(0o644), state.executable);
             fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
             fs::rename(&tmp, &full).inspect_err(|_| {
                 let _ = fs::remove_file(&tmp);

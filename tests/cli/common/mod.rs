@@ -194,15 +194,25 @@ impl TestRepo {
     /// Everything a failed run must leave as it was: HEAD, the index file's bytes, every ref
     /// outside git-factory's namespaces, and every file of the work tree (ignored ones too).
     pub fn snapshot(&self) -> Snapshot {
-        let git_dir = self.root.join(".git");
-        let refs = self
-            .git(&["for-each-ref", "--format=%(refname) %(objectname)"])
+        self.snapshot_of(&self.root)
+    }
+
+    /// The same for any worktree of this repo (its own HEAD and index, the shared refs).
+    pub fn snapshot_of(&self, root: &Path) -> Snapshot {
+        let git = |args: &[&str]| -> String {
+            let mut cmd = Command::new("git");
+            hermetic(&mut cmd, &self.home);
+            let out = cmd.current_dir(root).args(args).output().expect("git runs");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let refs = git(&["for-each-ref", "--format=%(refname) %(objectname)"])
             .lines()
             .filter(|l| !l.starts_with("refs/factory/") && !l.starts_with("refs/notes/factory"))
             .map(str::to_string)
             .collect();
+        let git_dir = root.join(git(&["rev-parse", "--git-dir"]).trim());
         let mut files = BTreeMap::new();
-        walk(&self.root, &self.root, &mut files);
+        walk(root, root, &mut files);
         Snapshot {
             head: std::fs::read_to_string(git_dir.join("HEAD")).expect("HEAD"),
             index: std::fs::read(git_dir.join("index")).unwrap_or_default(),
@@ -220,35 +230,45 @@ pub struct Snapshot {
     pub files: BTreeMap<String, (u32, Vec<u8>)>,
 }
 
+/// Every entry below `dir` with its mode and bytes (directories with their mode, links with
+/// their target); names that are not UTF-8 are kept as escaped bytes, an unreadable folder
+/// is recorded as such rather than ending the test.
 fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, Vec<u8>)>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("readdir").flatten().collect();
+    let Ok(read) = std::fs::read_dir(dir) else {
+        out.insert(format!("{}<unreadable>", dir.display()), (0, Vec::new()));
+        return;
+    };
+    let mut entries: Vec<_> = read.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let path = e.path();
-        let rel = path
-            .strip_prefix(root)
-            .expect("inside")
-            .to_string_lossy()
-            .into_owned();
+        let rel = path.strip_prefix(root).expect("inside");
+        let rel = String::from_utf8_lossy(
+            &rel.as_os_str()
+                .as_encoded_bytes()
+                .escape_ascii()
+                .collect::<Vec<u8>>(),
+        )
+        .into_owned();
         if rel == ".git" {
             continue;
         }
         let meta = std::fs::symlink_metadata(&path).expect("meta");
         if meta.is_dir() {
-            out.insert(format!("{rel}/"), (0, Vec::new()));
+            out.insert(format!("{rel}/"), (meta.permissions().mode(), Vec::new()));
             walk(root, &path, out);
         } else if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&path).expect("link");
             out.insert(
                 rel,
-                (0o120000, target.to_string_lossy().into_owned().into_bytes()),
+                (0o120000, target.as_os_str().as_encoded_bytes().to_vec()),
             );
         } else {
             out.insert(
                 rel,
                 (
                     meta.permissions().mode(),
-                    std::fs::read(&path).expect("read"),
+                    std::fs::read(&path).unwrap_or_else(|_| b"<unreadable>".to_vec()),
                 ),
             );
         }

@@ -1,0 +1,664 @@
+//! The repo's one Python bytecode cache (SPEC §3.7): `.git/factory/pycache` of the common git
+//! dir, given to every check as `PYTHONPYCACHEPREFIX` and kept between attempts and runs, so a
+//! check runs as warm as in the user's own shell.
+//!
+//! Python maps a source `/abs/dir/m.py` to `<prefix>/abs/dir/m.<tag>.pyc` (no `__pycache__`
+//! level; pytest's assertion rewriter uses the same folder, as `m.<tag>-pytest-<v>.pyc`), and
+//! trusts an entry whose header matches the source's size and mtime second. So whenever the
+//! harness writes a file (applies a change, rolls one back, restores a side effect) the entries
+//! of that path are forgotten: a same-size edit within the same second would otherwise run the
+//! bytecode of the other version.
+//!
+//! Under `--sandbox` the checks run model-written code, so they never write the shared folder:
+//! they get a per-attempt [`View`] whose entries are symlinks into it (read-only inside the
+//! sandbox) and whose writes are thrown away with the attempt. The harness fills the shared
+//! folder itself, compiling real sources only: the baseline's files before any change
+//! ([`PyCache::prefill`]), and after an attempt the interpreter's modules its checks needed
+//! ([`PyCache::learn`]).
+//!
+//! Temporary worktrees share the folder too: their checkouts give every file a new mtime, so
+//! what they reuse is the interpreter's modules, and their own entries go with them.
+
+use super::exec::{self, CommandSpec, LogFiles, Sandbox};
+use crate::store::records::CmdResult;
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The shared bytecode folder of one repository.
+#[derive(Debug)]
+pub struct PyCache {
+    dir: PathBuf,
+    /// Paths forgotten by this process: their entries are missing until a prefill, so a
+    /// sandboxed check must be able to compile them in its view.
+    forgotten: Mutex<BTreeSet<String>>,
+    /// Whether an attempt's checks were learnt from already: later views link the folders
+    /// outside the work tree whole (one symlink each, not one per entry).
+    learnt: AtomicBool,
+}
+
+impl PyCache {
+    /// The cache of the repository whose common git dir holds `factory_dir` (`.git/factory`):
+    /// linked worktrees share it.
+    pub fn in_factory_dir(factory_dir: &Path) -> Self {
+        PyCache {
+            dir: factory_dir.join("pycache"),
+            forgotten: Mutex::new(BTreeSet::new()),
+            learnt: AtomicBool::new(false),
+        }
+    }
+
+    pub fn of(repo: &git2::Repository) -> Self {
+        Self::in_factory_dir(&crate::git::factory_dir(repo))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The variables for a check whose bytecode goes to `prefix` (the shared folder, or an
+    /// attempt's view of it). A prefix that is not UTF-8 cannot be passed faithfully, so
+    /// Python is then told not to write bytecode at all (slow but never stale).
+    pub fn env(prefix: &Path) -> Vec<(String, String)> {
+        let addopts = match crate::env::pytest_addopts() {
+            Some(v) => format!("{v} -p no:cacheprovider"),
+            None => "-p no:cacheprovider".to_string(),
+        };
+        let bytecode = match prefix.to_str() {
+            Some(p) => ("PYTHONPYCACHEPREFIX".to_string(), p.to_string()),
+            None => ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
+        };
+        vec![bytecode, ("PYTEST_ADDOPTS".to_string(), addopts)]
+    }
+
+    /// Makes sure the folder exists (the sandbox binds views' symlinks into it).
+    pub fn create(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)
+    }
+
+    /// Removes the entries of the given paths of the work tree at `root` (repo-relative, as
+    /// the change, rollback and status walks name them): `<stem>.*.pyc` beside where the
+    /// source's mirror is, and the whole mirror of a path that is a folder. Best effort: a
+    /// missing entry is already forgotten.
+    pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p str>) {
+        let mirrors = self.mirrors_of(root);
+        let mut forgotten = self.forgotten.lock().unwrap_or_else(|e| e.into_inner());
+        for path in paths {
+            forgotten.insert(path.to_string());
+            let rel = path.trim_end_matches('/');
+            let Some(parts) = relative_parts(rel) else {
+                continue;
+            };
+            for mirror in &mirrors {
+                forget_in(&self.dir, mirror, &parts);
+            }
+        }
+    }
+
+    /// Removes every entry of the work tree at `root` (a temporary worktree being removed:
+    /// its path may be used again by a different checkout).
+    pub fn forget_root(&self, root: &Path) {
+        for mirror in self.mirrors_of(root) {
+            if let Some(dir) = real_dir_inside(&self.dir, &mirror) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    /// Empties the cache (`recover`: nothing is known about what a killed run left in it).
+    pub fn clear(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// Where the entries of the tree at `root` live: under its absolute path as the checks'
+    /// Python sees it (`getcwd()` resolves symlinks), and as given when that differs.
+    fn mirrors_of(&self, root: &Path) -> Vec<PathBuf> {
+        let mut roots = vec![root.to_path_buf()];
+        if let Ok(real) = root.canonicalize() {
+            if real != root {
+                roots.insert(0, real);
+            }
+        }
+        roots
+            .iter()
+            .filter(|r| r.is_absolute())
+            .map(|r| self.dir.join(strip_root(r)))
+            .collect()
+    }
+
+    /// Fills the cache from the baseline's own files before any change is applied (`--sandbox`
+    /// only: its checks cannot write the cache). Runs `python -m compileall -q` over the tree
+    /// in the same sandbox, with only the cache made writable; `-I` keeps the tree off
+    /// `sys.path` and the environment out, `-X pycache_prefix` names the cache. Returns `None`
+    /// when there is nothing to fill: no Python file in `baseline`, or no usable paths.
+    /// A failure (no interpreter, a baseline file that does not compile) only leaves the
+    /// cache colder; the checks report such problems themselves.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prefill(
+        &self,
+        baseline: &git2::Tree<'_>,
+        root: &Path,
+        interpreter: &str,
+        sandbox: &Sandbox,
+        env_remove: &[String],
+        timeout: Duration,
+        log_dir: &Path,
+    ) -> Option<CmdResult> {
+        if !has_python_file(baseline) {
+            return None;
+        }
+        let real_root = root.canonicalize().ok()?;
+        let mut argv = self.compile_argv(interpreter)?;
+        argv.push(real_root.to_str()?.to_string());
+        self.compile(
+            argv,
+            root,
+            sandbox,
+            env_remove,
+            timeout,
+            log_dir,
+            "pycache_prefill",
+        )
+    }
+
+    /// `python -I -X pycache_prefix=<cache> -m compileall -q`: isolated (no tree on
+    /// `sys.path`, no `PYTHON*` variables), writing into the shared folder.
+    fn compile_argv(&self, interpreter: &str) -> Option<Vec<String>> {
+        let prefix = self.dir.to_str()?;
+        Some(
+            [
+                interpreter,
+                "-I",
+                "-X",
+                &format!("pycache_prefix={prefix}"),
+                "-m",
+                "compileall",
+                "-q",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        )
+    }
+
+    /// Runs a harness compile in the sandbox with only the shared folder made writable.
+    #[allow(clippy::too_many_arguments)]
+    fn compile(
+        &self,
+        argv: Vec<String>,
+        root: &Path,
+        sandbox: &Sandbox,
+        env_remove: &[String],
+        timeout: Duration,
+        log_dir: &Path,
+        label: &'static str,
+    ) -> Option<CmdResult> {
+        self.create().ok()?;
+        let mut sandbox = sandbox.clone();
+        sandbox.scratch.push(self.dir.clone());
+        let spec = CommandSpec {
+            argv,
+            cwd: root.to_path_buf(),
+            timeout,
+            env_remove: env_remove.to_vec(),
+            env_set: Vec::new(),
+            stdin: None,
+            label,
+            sandbox: Some(sandbox),
+            pgid_file: None,
+        };
+        std::fs::create_dir_all(log_dir).ok()?;
+        let logs = LogFiles::in_dir(log_dir, "", label);
+        Some(exec::run(&spec, &logs))
+    }
+
+    /// A per-attempt view of the cache for sandboxed checks, in a fresh folder under
+    /// `scratch`: its folders are real and its entries are symlinks into the shared folder
+    /// (which the sandbox binds read-only, so writing through a symlink fails). Python writes
+    /// bytecode by renaming a new file into place, which replaces a symlink in the view and
+    /// never touches the shared folder. The work tree's own mirror is linked whole (the
+    /// prefill filled it), except along the folders of the attempt's changed files and of the
+    /// files forgotten earlier (put back by a rollback): their entries are missing, and
+    /// `compileall` fails on a file whose bytecode it cannot write.
+    pub fn view(&self, scratch: &Path, root: &Path, changed: &[&str]) -> std::io::Result<View> {
+        self.create()?;
+        std::fs::create_dir_all(scratch)?;
+        let dir = tempfile::Builder::new()
+            .prefix("pycache-view-")
+            .tempdir_in(scratch)?;
+        let trees: Vec<PathBuf> = self
+            .mirrors_of(root)
+            .iter()
+            .map(|m| m.strip_prefix(&self.dir).unwrap_or(m).to_path_buf())
+            .collect();
+        let whole = self.learnt.load(Ordering::Relaxed);
+        mirror_folders(dir.path(), &self.dir, Path::new(""), &trees, whole)?;
+        let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut missing: BTreeSet<String> = (self.forgotten.lock())
+            .map(|f| f.clone())
+            .unwrap_or_default();
+        missing.extend(changed.iter().map(|p| p.to_string()));
+        for inside in &trees {
+            for path in &missing {
+                let Some(parts) = relative_parts(path) else {
+                    continue;
+                };
+                if let Some((_, dirs)) = parts.split_last() {
+                    let mut folder = inside.clone();
+                    folder.extend(dirs);
+                    folders.insert(folder);
+                }
+            }
+        }
+        for folder in folders {
+            let mut rel = PathBuf::new();
+            for part in folder.components() {
+                rel.push(part);
+                let here = dir.path().join(&rel);
+                match std::fs::symlink_metadata(&here) {
+                    Ok(m) if m.is_dir() => continue,
+                    Ok(_) => std::fs::remove_file(&here)?,
+                    Err(_) => {}
+                }
+                std::fs::create_dir(&here)?;
+                populate(&here, &self.dir.join(&rel))?;
+            }
+        }
+        Ok(View { dir, trees })
+    }
+
+    /// After sandboxed checks: the interpreter's own modules (outside the work tree) that they
+    /// had to compile, because the cache did not have them yet, are compiled into the shared
+    /// folder by the harness itself, from the real sources: what the checks wrote is only a
+    /// hint of which files, never used. Compiling runs no code of those files, and nothing
+    /// outside the work tree is writable to a sandboxed check, so the result is faithful.
+    /// Runs nothing when there is nothing new.
+    #[allow(clippy::too_many_arguments)]
+    pub fn learn(
+        &self,
+        view: &View,
+        root: &Path,
+        interpreter: &str,
+        sandbox: &Sandbox,
+        env_remove: &[String],
+        timeout: Duration,
+        log_dir: &Path,
+    ) -> Option<CmdResult> {
+        self.learnt.store(true, Ordering::Relaxed);
+        let mut sources = BTreeSet::new();
+        view.written(view.path(), Path::new(""), &mut sources);
+        let real_root = root.canonicalize().ok();
+        let sources: Vec<String> = sources
+            .into_iter()
+            .filter(|s| {
+                !s.starts_with(root)
+                    && !real_root.as_ref().is_some_and(|r| s.starts_with(r))
+                    && !s.starts_with(&self.dir)
+                    && std::fs::metadata(s).is_ok_and(|m| m.is_file())
+            })
+            .filter_map(|s| s.to_str().map(str::to_string))
+            .take(LEARN_LIMIT)
+            .collect();
+        if sources.is_empty() {
+            return None;
+        }
+        let mut argv = self.compile_argv(interpreter)?;
+        argv.extend(sources);
+        self.compile(
+            argv,
+            root,
+            sandbox,
+            env_remove,
+            timeout,
+            log_dir,
+            "pycache_learn",
+        )
+    }
+}
+
+/// An attempt's private view of the cache (see [`PyCache::view`]); removed when dropped.
+pub struct View {
+    dir: tempfile::TempDir,
+    /// The work tree's mirrors, relative to the cache.
+    trees: Vec<PathBuf>,
+}
+
+impl View {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The sources of the bytecode files the checks wrote into the view (regular files, not
+    /// the links it was made of), outside the work tree's mirror.
+    fn written(&self, dir: &Path, rel: &Path, out: &mut BTreeSet<PathBuf>) {
+        if self.trees.iter().any(|t| rel.starts_with(t)) || out.len() >= LEARN_LIMIT {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            if kind.is_dir() {
+                self.written(&entry.path(), &rel.join(&name), out);
+            } else if kind.is_file() {
+                let bytes = name.as_bytes();
+                let Some(stem) = bytes.split(|b| *b == b'.').next() else {
+                    continue;
+                };
+                // `<stem>.<tag>.pyc` as the import system and compileall name them; pytest's
+                // rewritten tests (`-pytest-`) are not the interpreter's own modules.
+                if !bytes.ends_with(b".pyc") || bytes.windows(8).any(|w| w == b"-pytest-") {
+                    continue;
+                }
+                let mut source = Path::new("/").join(rel);
+                let mut file = stem.to_vec();
+                file.extend_from_slice(b".py");
+                source.push(OsStr::from_bytes(&file));
+                out.insert(source);
+            }
+        }
+    }
+}
+
+/// At most this many sources are learnt after one attempt (a bound on one compile command).
+const LEARN_LIMIT: usize = 20_000;
+
+/// Makes `view/rel` a real folder for every folder of `shared/rel`, with a symlink for each
+/// file, except the work tree's mirrors (`trees`), which are linked whole; with `whole`, every
+/// folder not on the way to a mirror is linked whole too (nothing to learn from it).
+fn mirror_folders(
+    view: &Path,
+    shared: &Path,
+    rel: &Path,
+    trees: &[PathBuf],
+    whole: bool,
+) -> std::io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(shared.join(rel)) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name();
+        let inner = rel.join(&name);
+        let here = view.join(&inner);
+        let on_the_way = trees.iter().any(|t| t.starts_with(&inner) && *t != inner);
+        if kind.is_dir() && !trees.contains(&inner) && (on_the_way || !whole) {
+            std::fs::create_dir(&here)?;
+            mirror_folders(view, shared, &inner, trees, whole)?;
+        } else {
+            std::os::unix::fs::symlink(entry.path(), &here)?;
+        }
+    }
+    Ok(())
+}
+
+/// Links every entry of `shared` (when it is a real folder) into the empty folder `view`.
+fn populate(view: &Path, shared: &Path) -> std::io::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(shared) else {
+        return Ok(());
+    };
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(shared)?.flatten() {
+        let target = entry.path();
+        let link = view.join(entry.file_name());
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(&target, &link)?;
+        }
+    }
+    Ok(())
+}
+
+/// `/a/b` as `a/b`, to join under the cache folder.
+fn strip_root(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect()
+}
+
+/// The components of a repo-relative path, or `None` for one that is empty or leaves the
+/// tree (a path from a status walk or a change never does; this is the door anyway).
+fn relative_parts(path: &str) -> Option<Vec<&OsStr>> {
+    let mut parts = Vec::new();
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(p) => parts.push(p),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then_some(parts)
+}
+
+/// What lies on the way from `cache` down to `path` (a path inside it).
+enum Way {
+    /// Every step is a real folder.
+    Folders(PathBuf),
+    /// This step is a symlink (the cache is written by checks: a planted one).
+    Symlink(PathBuf),
+    /// Something on the way is missing or not a folder.
+    Missing,
+}
+
+fn way_down(cache: &Path, path: &Path) -> Way {
+    let Ok(rel) = path.strip_prefix(cache) else {
+        return Way::Missing;
+    };
+    let mut here = cache.to_path_buf();
+    let mut steps = vec![here.clone()];
+    for part in rel.components() {
+        here.push(part);
+        steps.push(here.clone());
+    }
+    for step in steps {
+        match std::fs::symlink_metadata(&step) {
+            Ok(m) if m.file_type().is_symlink() => return Way::Symlink(step),
+            Ok(m) if m.is_dir() => {}
+            _ => return Way::Missing,
+        }
+    }
+    Way::Folders(here)
+}
+
+/// `path` (inside `cache`) if every folder from `cache` down to it is a real folder, so a
+/// removal never follows a planted symlink elsewhere.
+fn real_dir_inside(cache: &Path, path: &Path) -> Option<PathBuf> {
+    match way_down(cache, path) {
+        Way::Folders(p) => Some(p),
+        Way::Symlink(_) | Way::Missing => None,
+    }
+}
+
+/// Forgets one path under one mirror root: its folder's mirror if the path was a folder, and
+/// the `<stem>.*.pyc` entries of a `.py` file. A symlink met on the way is removed (Python
+/// never makes one), never followed.
+fn forget_in(cache: &Path, mirror: &Path, parts: &[&OsStr]) {
+    let mut full = mirror.to_path_buf();
+    full.extend(parts);
+    let Some(parent) = full.parent() else {
+        return;
+    };
+    let parent = match way_down(cache, parent) {
+        Way::Folders(p) => p,
+        Way::Symlink(link) => {
+            if link != cache {
+                let _ = std::fs::remove_file(link);
+            }
+            return;
+        }
+        Way::Missing => return,
+    };
+    match std::fs::symlink_metadata(&full) {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(&full);
+        }
+        Ok(m) if m.file_type().is_symlink() => {
+            let _ = std::fs::remove_file(&full);
+        }
+        _ => {}
+    }
+    let Some((name, _)) = parts.split_last() else {
+        return;
+    };
+    let Some(stem) = name.as_bytes().strip_suffix(b".py") else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return;
+    };
+    let mut prefix = stem.to_vec();
+    prefix.push(b'.');
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let bytes = name.as_bytes();
+        if bytes.starts_with(&prefix) && bytes.ends_with(b".pyc") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a tree has a `.py` file anywhere (a repo without one never pays for a prefill).
+fn has_python_file(tree: &git2::Tree<'_>) -> bool {
+    let mut found = false;
+    let _ = tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+        if entry.kind() == Some(git2::ObjectType::Blob) && entry.name_bytes().ends_with(b".py") {
+            found = true;
+            return git2::TreeWalkResult::Abort;
+        }
+        git2::TreeWalkResult::Ok
+    });
+    found
+}
+
+/// The interpreter a prefill uses: the first command run as `python…` (so the bytecode's tag
+/// matches the checks'), else `python3`.
+pub fn interpreter_of(commands: &[&[Vec<String>]]) -> String {
+    commands
+        .iter()
+        .flat_map(|list| list.iter())
+        .filter_map(|argv| argv.first())
+        .find(|program| {
+            Path::new(program.as_str())
+                .file_name()
+                .and_then(OsStr::to_str)
+                .is_some_and(|n| n.starts_with("python"))
+        })
+        .cloned()
+        .unwrap_or_else(|| "python3".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, b"x").expect("write");
+    }
+
+    #[test]
+    fn forget_removes_every_tag_of_a_source_and_nothing_else() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let mirror = cache
+            .dir()
+            .join(strip_root(&root.canonicalize().expect("real")));
+        let keep = [
+            "pkg/mod.cpython-311.pyc",
+            "pkg/model.cpython-311.pyc",
+            "pkg/mod.txt",
+            "other.cpython-311.pyc",
+        ];
+        let gone = [
+            "pkg/mod.cpython-311.pyc.tmp.pyc",
+            "pkg/m.cpython-311.pyc",
+            "pkg/m.cpython-311.opt-1.pyc",
+            "pkg/m.cpython-311-pytest-8.3.4.pyc",
+            "sub/deep/x.cpython-311.pyc",
+        ];
+        for f in keep.iter().chain(&gone) {
+            touch(&mirror.join(f));
+        }
+        cache.forget(&root, ["pkg/m.py", "sub/", "missing/x.py", "../escape.py"]);
+        cache.forget(&root, ["pkg/mod.cpython-311.pyc.tmp.py"]);
+        for f in keep {
+            assert!(mirror.join(f).exists(), "{f} kept");
+        }
+        for f in gone {
+            assert!(!mirror.join(f).exists(), "{f} forgotten");
+        }
+        cache.forget_root(&root);
+        assert!(!mirror.exists());
+        assert!(cache.dir().exists(), "only the tree's mirror goes");
+    }
+
+    #[test]
+    fn forget_never_follows_a_planted_symlink() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        touch(&elsewhere.join("m.cpython-311.pyc"));
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let mirror = cache
+            .dir()
+            .join(strip_root(&root.canonicalize().expect("real")));
+        std::fs::create_dir_all(&mirror).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, mirror.join("pkg")).expect("symlink");
+        cache.forget(&root, ["pkg/m.py"]);
+        assert!(elsewhere.join("m.cpython-311.pyc").exists());
+        assert!(std::fs::symlink_metadata(mirror.join("pkg")).is_err());
+    }
+
+    #[test]
+    fn a_view_links_entries_and_opens_only_the_changed_folders() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let inside = strip_root(&root.canonicalize().expect("real"));
+        let mirror = cache.dir().join(&inside);
+        touch(&mirror.join("pkg/a.cpython-311.pyc"));
+        touch(&mirror.join("lib/b.cpython-311.pyc"));
+        let view = cache
+            .view(
+                &tmp.path().join("scratch"),
+                &root,
+                &["pkg/a.py", "new/dir/c.py"],
+            )
+            .expect("view");
+        let seen = view.path().join(&inside);
+        let pkg = std::fs::symlink_metadata(seen.join("pkg")).expect("pkg");
+        assert!(pkg.is_dir(), "a changed file's folder is a real folder");
+        let a = std::fs::symlink_metadata(seen.join("pkg/a.cpython-311.pyc")).expect("a");
+        assert!(a.file_type().is_symlink());
+        let lib = std::fs::symlink_metadata(seen.join("lib")).expect("lib");
+        assert!(lib.file_type().is_symlink(), "untouched folders stay links");
+        assert!(seen.join("new/dir").is_dir());
+        assert_eq!(
+            std::fs::read(seen.join("lib/b.cpython-311.pyc")).expect("read"),
+            b"x"
+        );
+    }
+
+    #[test]
+    fn the_interpreter_follows_the_commands() {
+        let v = vec![vec!["bash".to_string(), "x.sh".to_string()]];
+        let a = vec![vec!["/usr/bin/python3.12".to_string(), "-c".to_string()]];
+        assert_eq!(interpreter_of(&[&v, &a]), "/usr/bin/python3.12");
+        assert_eq!(interpreter_of(&[&v]), "python3");
+    }
+}

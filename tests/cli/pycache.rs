@@ -1,0 +1,477 @@
+//! Python's bytecode cache (SPEC §3.7): one folder per repo, warm between attempts and runs,
+//! never stale (Python trusts an entry by the source's size and mtime second), never poisoned
+//! by a sandboxed check. Real python3, real runs.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// A fixed mtime every check gives the file it imports: the worst case Python's check cannot
+/// tell apart (same size, same second), made certain instead of likely.
+const SAME_SECOND: &str = "1700000000";
+
+fn python_repo(files: &[(&str, &str)]) -> TestRepo {
+    let r = TestRepo::with_files(files);
+    r.git(&["config", "factory.verify", "true"]);
+    r
+}
+
+fn order(allowed: &[&str], accept: &[&str]) -> Value {
+    json!({
+        "id": "wo-py", "title": "python", "intent": "i",
+        "allowed_files": allowed,
+        "acceptance_commands": accept,
+    })
+}
+
+/// A whole-file replacement of a one-line module, as a diff.
+fn set_line(path: &str, old: &str, new: &str) -> String {
+    proposal(&diff_replace(path, &[old], old, new), "edit")
+}
+
+/// `git factory run` with Python allowed to write bytecode (the test machine may forbid it).
+fn run(r: &TestRepo, wo: &Path, replay: &Path, flags: &[&str]) -> std::process::Output {
+    r.factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .arg("run")
+        .args(flags)
+        .arg("-w")
+        .arg(wo)
+        .arg("--replay")
+        .arg(replay)
+        .output()
+        .expect("git factory runs")
+}
+
+fn summary(out: &std::process::Output) -> Value {
+    serde_json::from_str(&stdout_of(out))
+        .unwrap_or_else(|_| panic!("a JSON summary\n{}\n{}", stdout_of(out), stderr_of(out)))
+}
+
+/// Every file in the repo's bytecode cache, as paths relative to it.
+fn cache_files(r: &TestRepo) -> Vec<PathBuf> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else {
+                out.push(p.strip_prefix(base).expect("inside").to_path_buf());
+            }
+        }
+    }
+    let base = r.root.join(".git/factory/pycache");
+    let mut out = Vec::new();
+    walk(&base, &base, &mut out);
+    out.sort();
+    out
+}
+
+fn entries_of(r: &TestRepo, stem: &str) -> Vec<PathBuf> {
+    let root = r.root.canonicalize().expect("real path");
+    let prefix = format!("{stem}.");
+    cache_files(r)
+        .into_iter()
+        .filter(|p| {
+            p.parent() == root.strip_prefix("/").ok()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .collect()
+}
+
+/// `compileall` (without -q) names each file it had to compile.
+fn compiled(cmd: &Value) -> Vec<String> {
+    cmd["stdout_trunc"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.strip_prefix("Compiling '"))
+        .map(|l| l.trim_end_matches("'...").to_string())
+        .collect()
+}
+
+fn bwrap_or_skip() -> bool {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+    eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
+    false
+}
+
+#[test]
+fn a_same_size_edit_in_the_same_second_is_never_run_stale() {
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    let check = format!(
+        "sh -c 'touch -d @{SAME_SECOND} m.py && python3 -c \"import m; assert m.X == 2, m.X\"'"
+    );
+    let wo = r.work_order(order(&["m.py"], &[&check]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "X = 1", "X = 3")),
+            ("2.json", set_line("m.py", "X = 1", "X = 2")),
+        ],
+    );
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
+        "attempt 1 ran X = 3"
+    );
+    assert_eq!(
+        s["verdict"], "PASS",
+        "attempt 2 must run its own X = 2: {s}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        entries_of(&r, "m").is_empty(),
+        "the change's entries are forgotten when the attempt ends"
+    );
+}
+
+#[test]
+fn a_file_a_check_changed_is_forgotten_when_rollback_puts_it_back() {
+    let r = python_repo(&[("m.py", "Y = 1\n"), ("u.py", "X = 1\n")]);
+    // Attempt 1's check rewrites u.py (same size) and imports it; attempt 2's does not.
+    let check = format!(
+        "sh -c 'if grep -q \"Y = 3\" m.py; then printf \"X = 9\\n\" > u.py; fi; touch -d @{SAME_SECOND} u.py; python3 -c \"import u; assert u.X == 1, u.X\"'"
+    );
+    let wo = r.work_order(order(&["m.py"], &[&check]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
+            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
+        ],
+    );
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    let first = s["attempts"][0]["acceptance"][0]["stderr_trunc"]
+        .as_str()
+        .unwrap_or("");
+    assert!(first.contains("AssertionError: 9"), "{first}");
+    assert_eq!(s["verdict"], "PASS", "u.py put back must run as X = 1: {s}");
+    assert_eq!(r.read("u.py").as_deref(), Some("X = 1\n"));
+}
+
+#[test]
+fn a_second_run_on_the_same_baseline_compiles_only_the_change() {
+    let mut files: Vec<(String, String)> = (0..5)
+        .map(|i| (format!("lib/mod{i}.py"), format!("V = {i}\n")))
+        .collect();
+    files.push(("m.py".into(), "X = 1\n".into()));
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let r = TestRepo::with_files(&files);
+    r.git(&["config", "factory.verify", "python3 -m compileall ."]);
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "X = 1", "X = 2")),
+            ("2.json", set_line("m.py", "X = 1", "X = 3")),
+        ],
+    );
+    // Run 1 fails (the tree is the baseline again), so run 2 starts from the same baseline.
+    let wo1 = r.work_order(order(&["m.py"], &["false"]));
+    let s1 = summary(&run(&r, &wo1, &replay, &["--json", "--max-attempts", "2"]));
+    let first = compiled(&s1["attempts"][0]["verify"][0]);
+    assert_eq!(
+        first.len(),
+        6,
+        "a cold cache compiles everything: {first:?}"
+    );
+    assert_eq!(
+        compiled(&s1["attempts"][1]["verify"][0]),
+        vec!["./m.py"],
+        "attempt 2 compiles only its change"
+    );
+
+    let wo2 = r.work_order(order(&["m.py"], &["true"]));
+    let out = run(&r, &wo2, &replay, &["--json"]);
+    let s2 = summary(&out);
+    assert_eq!(s2["verdict"], "PASS", "{}", stderr_of(&out));
+    assert_eq!(
+        compiled(&s2["attempts"][0]["verify"][0]),
+        vec!["./m.py"],
+        "run 2 finds the baseline warm"
+    );
+    // The cache is under the common git dir, never in the tree.
+    r.git(&["checkout", "--", "m.py"]);
+    assert_eq!(r.git(&["status", "--porcelain", "--ignored"]), "");
+}
+
+#[test]
+fn a_sandboxed_check_cannot_plant_bytecode_for_a_later_attempt() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // The check (model-written code, as far as the harness knows) forges u.py's bytecode with
+    // u.py's own size and mtime, in place and by rename, in its cache folder and in the
+    // repo's; attempt 2 must still run the real u.py.
+    let check = r#"import importlib.util, marshal, os, struct, sys
+import m
+src = os.path.abspath("u.py")
+if m.Y == 3:
+    st = os.stat(src)
+    code = compile("X = 7\n", src, "exec")
+    data = importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) + marshal.dumps(code)
+    ours = importlib.util.cache_from_source(src)
+    shared = os.path.join(os.path.abspath(".git/factory/pycache"), os.path.dirname(ours)[len(sys.pycache_prefix) + 1:], os.path.basename(ours))
+    for target in (ours, shared):
+        for how in ("in place", "by rename"):
+            try:
+                if how == "in place":
+                    with open(target, "wb") as f:
+                        f.write(data)
+                else:
+                    with open(target + ".new", "wb") as f:
+                        f.write(data)
+                    os.replace(target + ".new", target)
+                print("forged", how, target)
+            except OSError as e:
+                print("blocked", how, target, e)
+    import u
+    print("this attempt sees X =", u.X)
+    sys.exit(1)
+import u
+assert u.X == 1, u.X
+"#;
+    let r = python_repo(&[
+        ("m.py", "Y = 1\n"),
+        ("u.py", "X = 1\n"),
+        ("check.py", check),
+    ]);
+    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
+            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
+        ],
+    );
+    let out = run(
+        &r,
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "2"],
+    );
+    let s = summary(&out);
+    let told = s["attempts"][0]["acceptance"][0]["stdout_trunc"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(told.contains("blocked in place"), "{told}");
+    assert!(
+        told.contains("this attempt sees X = 7"),
+        "the forgery works within its own attempt, so the test can fail: {told}"
+    );
+    assert_eq!(s["verdict"], "PASS", "attempt 2 runs the real u.py: {s}");
+    // The harness filled the cache from the baseline (u.py's entry is there, compiled by it).
+    assert_eq!(entries_of(&r, "u").len(), 1, "{:?}", cache_files(&r));
+    assert!(entries_of(&r, "m").is_empty());
+}
+
+#[test]
+fn sandboxed_checks_run_warm_from_the_baselines_prefill() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = TestRepo::with_files(&[
+        ("a.py", "A = 1\n"),
+        ("pkg/__init__.py", ""),
+        ("pkg/b.py", "B = 1\n"),
+        ("m.py", "X = 1\n"),
+    ]);
+    r.git(&["config", "factory.verify", "python3 -m compileall ."]);
+    let wo = r.work_order(order(&["m.py"], &["python3 -c 'import m, a, pkg.b'"]));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let out = run(&r, &wo, &replay, &["--json", "--sandbox"]);
+    let s = summary(&out);
+    assert_eq!(s["verdict"], "PASS", "{}", stderr_of(&out));
+    assert_eq!(compiled(&s["attempts"][0]["verify"][0]), vec!["./m.py"]);
+    // What the sandboxed check compiled went to its own view, gone with the attempt.
+    let views: Vec<_> = std::fs::read_dir(r.root.join(".git/factory/tmp"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(views.is_empty(), "{views:?}");
+}
+
+#[test]
+fn worktree_runs_leave_no_entries_of_their_worktree() {
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    r.git(&["config", "factory.verify", "python3 -m compileall -q ."]);
+    let wo = r.work_order(order(
+        &["m.py"],
+        &["python3 -c 'import m; assert m.X == 2'"],
+    ));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let out = run(&r, &wo, &replay, &["--json", "--worktree"]);
+    assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+    let worktrees = r.root.join(".git/factory/worktrees");
+    let stale: Vec<_> = cache_files(&r)
+        .into_iter()
+        .filter(|p| Path::new("/").join(p).starts_with(&worktrees))
+        .collect();
+    assert!(stale.is_empty(), "{stale:?}");
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn recover_after_a_kill_mid_check_leaves_no_entry_of_the_edit() {
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    r.git(&["config", "factory.verify", "python3 -m compileall -q ."]);
+    let wo = r.work_order(order(&["m.py"], &["sh -c 'sleep 1'"]));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let out = r
+        .factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    assert_eq!(
+        entries_of(&r, "m").len(),
+        1,
+        "verification compiled the edit before the kill"
+    );
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert!(entries_of(&r, "m").is_empty(), "{:?}", cache_files(&r));
+    assert_eq!(r.read("m.py").as_deref(), Some("X = 1\n"));
+}
+
+#[test]
+fn sandboxed_checks_warm_the_interpreters_modules_from_their_real_sources() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // colorsys is not imported by compileall (the prefill): attempt 1 compiles it into its
+    // view, then forges it; the harness compiles the real colorsys.py into the cache, so
+    // attempt 2 (and later runs) find it warm and genuine.
+    let check = r#"import importlib.util, marshal, os, struct, sys
+import m
+import colorsys
+src = colorsys.__file__
+if m.Y == 3:
+    st = os.stat(src)
+    code = compile("X = 7\n", src, "exec")
+    data = importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) + marshal.dumps(code)
+    target = importlib.util.cache_from_source(src)
+    with open(target + ".new", "wb") as f:
+        f.write(data)
+    os.replace(target + ".new", target)
+    sys.exit(1)
+assert hasattr(colorsys, "rgb_to_hsv"), "forged colorsys"
+entry = os.path.realpath(importlib.util.cache_from_source(src))
+print("from the cache:", os.path.isfile(entry) and entry.startswith(os.path.realpath(".git/factory/pycache")))
+"#;
+    let r = python_repo(&[("m.py", "Y = 1\n"), ("check.py", check)]);
+    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
+            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
+        ],
+    );
+    let out = run(
+        &r,
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "2"],
+    );
+    let s = summary(&out);
+    assert_eq!(
+        s["verdict"], "PASS",
+        "attempt 2 imports the real colorsys: {s}"
+    );
+    let told = s["attempts"][1]["acceptance"][0]["stdout_trunc"]
+        .as_str()
+        .unwrap_or("");
+    assert!(told.contains("from the cache: True"), "{told}");
+    let learnt = cache_files(&r)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("colorsys."))
+        })
+        .count();
+    assert_eq!(learnt, 1, "{:?}", cache_files(&r));
+}
+
+#[test]
+fn verify_shares_the_cache_and_drops_its_worktrees_entries() {
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    r.git(&[
+        "config",
+        "factory.verify",
+        "python3 -c 'import m, colorsys'",
+    ]);
+    let out = r
+        .factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .arg("verify")
+        .output()
+        .expect("verify runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let files = cache_files(&r);
+    assert!(
+        files.iter().any(|p| p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("colorsys."))),
+        "the interpreter's modules stay warm for the next check: {files:?}"
+    );
+    let worktrees = r.root.join(".git/factory/worktrees");
+    assert!(
+        !files
+            .iter()
+            .any(|p| Path::new("/").join(p).starts_with(&worktrees)),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn sandboxed_compileall_can_write_what_a_rollback_made_it_forget() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // Attempt 1's file is put back by the rollback and its entry forgotten; attempt 2 changes
+    // another folder, and its compileall must still be able to compile attempt 1's file.
+    let r = TestRepo::with_files(&[("one/a.py", "A = 1\n"), ("two/b.py", "B = 1\n")]);
+    r.git(&["config", "factory.verify", "python3 -m compileall -q ."]);
+    let wo = r.work_order(order(
+        &["one/a.py", "two/b.py"],
+        &["python3 -c 'import two.b; assert two.b.B == 2'"],
+    ));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("one/a.py", "A = 1", "A = 2")),
+            ("2.json", set_line("two/b.py", "B = 1", "B = 2")),
+        ],
+    );
+    let out = run(
+        &r,
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "2"],
+    );
+    let s = summary(&out);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+}

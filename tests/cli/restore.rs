@@ -1,0 +1,643 @@
+//! Putting the repo back (SPEC §7): rollback, the PASS side-effect restore, `recover` and a
+//! failed delivery, against hostile checks — each compared byte for byte with the repo before
+//! (work tree with ignored files and modes, index bytes, HEAD, every ref) and, where a check
+//! aims outside, with a sentinel folder that must not change.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+fn good() -> String {
+    proposal(
+        &diff_replace("app.txt", &APP, "two", "TWO"),
+        "uppercase two",
+    )
+}
+
+/// One attempt with the good change and `check` as the acceptance command.
+fn run_check(r: &TestRepo, check: &str, flags: &[&str]) -> std::process::Output {
+    let wo = r.work_order(basic_order(&[check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut all = vec!["--max-attempts", "1"];
+    all.extend_from_slice(flags);
+    r.run_replay(&wo, &replay, &all)
+}
+
+fn summary_of(r: &TestRepo, id: &str) -> Value {
+    serde_json::from_str(&r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]))
+        .expect("a readable record")
+}
+
+/// Every file below `dir` with its bytes and mode.
+fn folder(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("dir").flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let meta = std::fs::symlink_metadata(e.path()).expect("meta");
+        let name = e.file_name().to_string_lossy().into_owned();
+        if meta.is_dir() {
+            out.push((format!("{name}/"), meta.permissions().mode(), Vec::new()));
+            for (n, m, b) in folder(&e.path()) {
+                out.push((format!("{name}/{n}"), m, b));
+            }
+        } else {
+            out.push((
+                name,
+                meta.permissions().mode(),
+                std::fs::read(e.path()).expect("read"),
+            ));
+        }
+    }
+    out
+}
+
+fn sentinel(r: &TestRepo) -> std::path::PathBuf {
+    let s = r.outside.join("sentinel");
+    std::fs::create_dir_all(&s).expect("mkdir");
+    std::fs::write(s.join("app.txt"), "outside\n").expect("write");
+    std::fs::write(s.join("new.txt"), "outside new\n").expect("write");
+    // A folder named like one of the repo's, with another mode: not to be "put back".
+    std::fs::create_dir_all(s.join("deep")).expect("mkdir");
+    std::fs::set_permissions(s.join("deep"), std::fs::Permissions::from_mode(0o500))
+        .expect("chmod");
+    s
+}
+
+/// A repo whose change touches `src/app.txt` and creates `src/new.txt`.
+fn nested() -> (TestRepo, std::path::PathBuf, std::path::PathBuf) {
+    let r = TestRepo::with_files(&[
+        ("src/app.txt", "one\ntwo\nthree\n"),
+        ("src/deep/x.txt", "x\n"),
+        ("keep.txt", "k\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    let diff = format!(
+        "{}diff --git a/src/new.txt b/src/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/src/new.txt\n@@ -0,0 +1 @@\n+created\n",
+        diff_replace("src/app.txt", &APP, "two", "TWO")
+    );
+    let wo = r.work_order(json!({
+        "id": "wo-n", "title": "nested", "intent": "i",
+        "allowed_files": ["src/app.txt", "src/new.txt"],
+        "acceptance_commands": ["false"],
+    }));
+    let replay = r.replay("rp-n", &[("1.json", proposal(&diff, "s"))]);
+    (r, wo, replay)
+}
+
+fn nested_run(
+    r: &TestRepo,
+    wo: &Path,
+    replay: &Path,
+    check: &str,
+    flags: &[&str],
+) -> std::process::Output {
+    let mut order: Value = serde_json::from_slice(&std::fs::read(wo).expect("wo")).expect("json");
+    order["acceptance_commands"] = json!([check]);
+    std::fs::write(wo, order.to_string()).expect("write");
+    let mut all = vec!["--max-attempts", "1"];
+    all.extend_from_slice(flags);
+    r.run_replay(wo, replay, &all)
+}
+
+#[test]
+fn rollback_never_writes_through_a_symlink_a_check_planted() {
+    for flags in [&[][..], &["--sandbox"][..]] {
+        if flags.contains(&"--sandbox")
+            && std::process::Command::new("bwrap")
+                .arg("--version")
+                .output()
+                .is_err()
+        {
+            continue;
+        }
+        let (r, wo, replay) = nested();
+        let s = sentinel(&r);
+        let outside_before = folder(&s);
+        let before = r.snapshot();
+        let check = format!("sh -c 'rm -rf src && ln -s {} src; false'", s.display());
+        let out = nested_run(&r, &wo, &replay, &check, flags);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {}", stderr_of(&out));
+        assert_eq!(
+            folder(&s),
+            outside_before,
+            "{flags:?}: nothing outside the repo changed"
+        );
+        assert_eq!(r.snapshot(), before, "{flags:?}");
+    }
+}
+
+#[test]
+fn rollback_never_writes_under_a_file_symlink_either() {
+    let (r, wo, replay) = nested();
+    let s = sentinel(&r);
+    let outside_before = folder(&s);
+    let before = r.snapshot();
+    let check = format!(
+        "sh -c 'rm -f src/app.txt && ln -s {}/app.txt src/app.txt; false'",
+        s.display()
+    );
+    let out = nested_run(&r, &wo, &replay, &check, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(folder(&s), outside_before);
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn kill_9_while_a_check_had_staged_and_committed_is_recovered() {
+    let r = TestRepo::simple();
+    r.write(".env", "SECRET=1\n");
+    let before = r.snapshot();
+    let marker = r.outside.join("committed");
+    let check = format!(
+        "sh -c 'echo x > new.txt && git add new.txt && git -c user.name=a -c user.email=a@a.invalid commit -qm sneaky && git tag sneaky && echo y > other.txt && git add other.txt && touch {} && sleep 30'",
+        marker.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut child = r
+        .spawn(&["run", "-q", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    wait_for(&marker);
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before, "refs, index and tree are back");
+    let ids = r.run_ids();
+    assert_eq!(summary_of(&r, &ids[0])["verdict"], "INTERRUPTED");
+    let again = r.run_replay(&wo, &replay, &["--force", "--max-attempts", "1"]);
+    assert_ne!(again.status.code(), Some(2), "{}", stderr_of(&again));
+}
+
+#[test]
+fn the_index_is_saved_as_bytes_not_a_link_to_itself() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    // Rewrites .git/index in place (same inode), as some tools do.
+    let out = run_check(&r, "sh -c 'printf junk > .git/index; false'", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn restored_files_keep_their_exact_mode() {
+    let r = TestRepo::simple();
+    std::fs::set_permissions(
+        r.root.join("app.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    let before = r.snapshot();
+    let out = run_check(&r, "false", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before, "0600 stays 0600 after a rollback");
+    let out = run_check(&r, "true", &["--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let mode = std::fs::metadata(r.root.join("app.txt"))
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the change keeps the file's mode too");
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn recover_restores_exact_modes() {
+    let r = TestRepo::simple();
+    std::fs::set_permissions(
+        r.root.join("app.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    let before = r.snapshot();
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn recover_run_in_another_worktree_restores_the_run_worktree_only() {
+    let r = TestRepo::simple();
+    let other = r.tmp.path().join("other-wt");
+    r.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "side",
+        other.to_str().expect("utf8"),
+    ]);
+    std::fs::write(other.join("app.txt"), "my uncommitted edit\n").expect("write");
+    std::fs::write(other.join("mine.txt"), "untracked of mine\n").expect("write");
+    let before_main = r.snapshot();
+    let before_other = r.snapshot_of(&other);
+    let marker = r.outside.join("started");
+    let check = format!("sh -c 'touch {}; sleep 30'", marker.display());
+    let wo = r.work_order(basic_order(&[&check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut child = r
+        .spawn(&["run", "-q", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    wait_for(&marker);
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    // Every changing command in the other worktree names the worktree to recover.
+    let wo2 = r.work_order(basic_order(&["true"]));
+    let refused = r
+        .factory()
+        .current_dir(&other)
+        .args(["run", "-w"])
+        .arg(&wo2)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr_of(&refused).contains(&r.root.display().to_string()),
+        "{}",
+        stderr_of(&refused)
+    );
+    let rec = r
+        .factory()
+        .current_dir(&other)
+        .arg("recover")
+        .output()
+        .expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(
+        r.snapshot_of(&other),
+        before_other,
+        "the worktree recover ran in is untouched"
+    );
+    assert_eq!(r.snapshot(), before_main, "the run's worktree is restored");
+    assert_eq!(summary_of(&r, &r.run_ids()[0])["verdict"], "INTERRUPTED");
+}
+
+#[test]
+fn recover_refuses_naming_a_worktree_that_is_gone() {
+    let r = TestRepo::simple();
+    let wt = r.tmp.path().join("run-wt");
+    r.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "side",
+        wt.to_str().expect("utf8"),
+    ]);
+    let marker = r.outside.join("started");
+    let check = format!("sh -c 'touch {}; sleep 30'", marker.display());
+    let wo = r.work_order(basic_order(&[&check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut child = r
+        .spawn(&["run", "-q", "-w"])
+        .current_dir(&wt)
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    wait_for(&marker);
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    std::fs::rename(&wt, r.tmp.path().join("moved-away")).expect("mv");
+    let before = r.snapshot();
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(2), "{}", stderr_of(&rec));
+    assert!(
+        stderr_of(&rec).contains(&wt.display().to_string()),
+        "{}",
+        stderr_of(&rec)
+    );
+    assert_eq!(
+        r.snapshot(),
+        before,
+        "the worktree recover ran in is untouched"
+    );
+}
+
+#[test]
+fn a_held_index_lock_at_delivery_undoes_the_delivery_and_finishes_the_record() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    // An editor holds the index lock from the moment the checks ran.
+    let check = "sh -c 'touch .git/index.lock'";
+    let out = run_check(&r, check, &["--commit"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("index.lock"),
+        "{}",
+        stderr_of(&out)
+    );
+    std::fs::remove_file(r.root.join(".git/index.lock"))
+        .expect("the lock is the editor's, left alone");
+    assert_eq!(r.snapshot(), before, "the delivery is undone");
+    let ids = r.run_ids();
+    assert_eq!(summary_of(&r, &ids[0])["verdict"], "ERROR");
+    assert!(!r.root.join(".git/factory/journal.json").exists());
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert!(
+        stderr_of(&rec).contains("nothing to recover"),
+        "{}",
+        stderr_of(&rec)
+    );
+    let again = run_check(&r, "true", &["--commit"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+}
+
+#[test]
+fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let diff = r.outside.join("answer.diff");
+    std::fs::write(&diff, diff_replace("app.txt", &APP, "two", "TWO")).expect("write");
+    let script = r.outside.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho note > notes.txt\ngit add notes.txt\ngit commit -qm 'agent bookkeeping'\necho staged > other.txt\ngit add other.txt\ncat {}\n",
+            diff.display()
+        ),
+    )
+    .expect("write");
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--agent-command")
+        .arg(format!("sh {}", script.display()))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("restored"), "{}", stderr_of(&out));
+    let after = r.snapshot();
+    assert_eq!(
+        (&after.head, &after.refs, &after.index),
+        (&before.head, &before.refs, &before.index)
+    );
+    assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["verdict"], "PASS");
+}
+
+#[test]
+fn two_worktree_runs_with_the_same_run_id_never_share_a_worktree() {
+    let r = TestRepo::simple();
+    let marker = r.outside.join("started");
+    let check = format!(
+        "sh -c 'touch {}; sleep 2; grep -qx TWO app.txt'",
+        marker.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut first = r
+        .spawn(&["run", "-q", "--worktree", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    wait_for(&marker);
+    let second = r.run_replay(&wo, &replay, &["--worktree"]);
+    assert_eq!(second.status.code(), Some(2), "{}", stderr_of(&second));
+    assert!(
+        stderr_of(&second).contains(&format!("pid {}", first.id())),
+        "{}",
+        stderr_of(&second)
+    );
+    assert_eq!(
+        first.wait().expect("ends").code(),
+        Some(0),
+        "the first run is not disturbed"
+    );
+    assert_eq!(
+        r.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn an_untracked_file_in_a_submodule_is_rolled_back() {
+    let r = TestRepo::simple();
+    let sub = r.tmp.path().join("subsrc");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    let mut git = assert_cmd::Command::new("git");
+    hermetic(&mut git, &r.home);
+    git.current_dir(&sub)
+        .args(["init", "-q", "-b", "main"])
+        .assert()
+        .success();
+    std::fs::write(sub.join("lib.txt"), "lib\n").expect("write");
+    for args in [&["add", "-A"][..], &["commit", "-qm", "lib"][..]] {
+        let mut git = assert_cmd::Command::new("git");
+        hermetic(&mut git, &r.home);
+        git.current_dir(&sub).args(args).assert().success();
+    }
+    r.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        sub.to_str().expect("utf8"),
+        "sub",
+    ]);
+    r.git(&["commit", "-qm", "submodule"]);
+    let before = r.snapshot();
+    let out = run_check(
+        &r,
+        "sh -c 'echo x > sub/stray.txt; echo y > sub/lib.txt; false'",
+        &["--json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn a_file_name_that_is_not_utf8_is_rolled_back() {
+    use std::os::unix::ffi::OsStrExt;
+    let r = TestRepo::simple();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(r.root.join(name), "latin-1 name\n").expect("write");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "latin-1"]);
+    let before = r.snapshot();
+    let out = run_check(&r, "sh -c 'echo changed > \"$(printf \"caf\\351.txt\")\"; echo new > \"$(printf \"n\\351w.txt\")\"; false'", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn a_directory_chmodded_000_is_rolled_back() {
+    let r = TestRepo::simple();
+    r.write("d/f.txt", "in d\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "d"]);
+    let before = r.snapshot();
+    let out = run_check(
+        &r,
+        "sh -c 'mkdir -p made && echo x > made/y && chmod 000 made d; false'",
+        &[],
+    );
+    let after = r.snapshot();
+    // Readable again, so the temporary folder can be removed whatever the outcome.
+    let _ = std::fs::set_permissions(r.root.join("d"), std::fs::Permissions::from_mode(0o755));
+    let _ = std::fs::set_permissions(r.root.join("made"), std::fs::Permissions::from_mode(0o755));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(after, before);
+}
+
+#[test]
+fn empty_directories_that_existed_are_kept_and_new_ones_removed() {
+    let r = TestRepo::simple();
+    std::fs::create_dir_all(r.root.join("keep/inner")).expect("mkdir");
+    let before = r.snapshot();
+    let out = run_check(
+        &r,
+        "sh -c 'echo x > keep/inner/stray.txt; mkdir -p made/deeper; false'",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn refs_a_check_created_or_moved_are_put_back() {
+    let r = TestRepo::simple();
+    r.git(&["branch", "old"]);
+    r.write("second.txt", "2\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "second"]);
+    r.git(&["tag", "-a", "-m", "v1", "v1"]);
+    let before = r.snapshot();
+    let check = "sh -c 'git branch newb && git tag t1 && git branch -f old HEAD && git tag -d v1 && echo x > other.txt && git stash -q && git update-ref refs/custom/x HEAD; false'";
+    let out = run_check(&r, check, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn git_config_changes_are_reported_as_side_effects_and_undone() {
+    let r = TestRepo::simple();
+    let config_before = std::fs::read(r.root.join(".git/config")).expect("config");
+    let out = run_check(
+        &r,
+        "sh -c 'git config core.hooksPath /tmp/elsewhere && grep -qx TWO app.txt'",
+        &["--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert!(
+        s["side_effects"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .any(|p| p == ".git/config"),
+        "{s}"
+    );
+    assert_eq!(
+        std::fs::read(r.root.join(".git/config")).expect("config"),
+        config_before
+    );
+}
+
+#[test]
+fn a_closed_output_pipe_is_an_interrupt() {
+    use std::io::BufRead;
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let wo = r.work_order(basic_order(&["sh -c 'sleep 1; true'"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut child = r
+        .spawn(&["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    {
+        let mut first = String::new();
+        let mut err = std::io::BufReader::new(child.stderr.take().expect("pipe"));
+        err.read_line(&mut first).expect("a first line");
+        assert!(first.contains("factory"), "{first}");
+    } // `| head -1`: the reader is gone
+    let status = child.wait().expect("ends");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(summary_of(&r, &r.run_ids()[0])["verdict"], "INTERRUPTED");
+    assert!(!r.root.join(".git/factory/journal.json").exists());
+    let again = r.run_replay(&wo, &replay, &[]);
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "the lock was released: {}",
+        stderr_of(&again)
+    );
+    std::thread::sleep(Duration::from_millis(10));
+}
+
+#[test]
+fn a_path_that_cannot_be_put_back_is_named_and_recover_finishes_later() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    // The check stages a change, then an editor takes the index lock: the index cannot be
+    // put back until it lets go.
+    let check = "sh -c 'echo y > other.txt && git add other.txt && touch .git/index.lock; false'";
+    let out = run_check(&r, check, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains(".git/index") && err.contains("index.lock"),
+        "{err}"
+    );
+    let ids = r.run_ids();
+    assert_eq!(summary_of(&r, &ids[0])["verdict"], "ERROR");
+    // Until recover has put it back, changing commands point at it.
+    let again = run_check(&r, "true", &["--force"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr_of(&again).contains("git factory recover"),
+        "{}",
+        stderr_of(&again)
+    );
+    std::fs::remove_file(r.root.join(".git/index.lock")).expect("the editor lets go");
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+}
