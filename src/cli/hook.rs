@@ -42,19 +42,8 @@ pub enum HookAction {
     },
 }
 
-pub fn hooks_dir(repo: &Repository) -> Result<PathBuf> {
-    let cfg = Config::of(repo);
-    match cfg.string("core.hooksPath") {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            Ok(if p.is_absolute() {
-                p
-            } else {
-                git::workdir(repo)?.join(p)
-            })
-        }
-        None => Ok(repo.commondir().join("hooks")),
-    }
+fn hooks_dir(repo: &Repository) -> Result<PathBuf> {
+    git::hooks_dir(repo)
 }
 
 fn block() -> String {

@@ -554,3 +554,121 @@ fn a_relative_agent_writable_folder_is_refused_before_any_attempt() {
     assert!(r.run_ids().is_empty(), "a refusal is not recorded");
     assert_eq!(r.snapshot(), before);
 }
+
+/// What an agent that escapes its worktree does on attempt 1 (attempt 2 behaves): it edits
+/// the user's `.git/config`, plants a hook, makes a branch and moves `main`, writes and
+/// stages in the user's tree.
+const ESCAPES_ON_ATTEMPT_1: &str = "if [ \"$FACTORY_ATTEMPT\" = 1 ]; then
+  git -C \"$USER_ROOT\" config core.fsmonitor 'touch pwned'
+  printf '#!/bin/sh\\ntouch pwned\\n' > \"$USER_ROOT/.git/hooks/pre-commit\"; chmod +x \"$USER_ROOT/.git/hooks/pre-commit\"
+  git -C \"$USER_ROOT\" branch evil
+  echo escaped >> \"$USER_ROOT/other.txt\"
+  echo planted > \"$USER_ROOT/planted.txt\"; git -C \"$USER_ROOT\" add planted.txt
+  git -C \"$USER_ROOT\" -c user.name=a -c user.email=a@a.invalid commit -qm planted
+fi
+sed -i 's/^two$/TWO/' app.txt";
+
+/// The user's `.git/config` and hooks folder, byte for byte.
+fn git_files(r: &TestRepo) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    let mut hooks: Vec<(String, Vec<u8>)> = std::fs::read_dir(r.root.join(".git/hooks"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    hooks.sort();
+    (
+        std::fs::read(r.root.join(".git/config")).expect("config"),
+        hooks,
+    )
+}
+
+#[test]
+fn an_agent_that_escapes_its_worktree_is_put_back_and_its_attempt_fails() {
+    let a = agent(ESCAPES_ON_ATTEMPT_1);
+    let before = a.r.snapshot();
+    let git_before = git_files(&a.r);
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "FAIL");
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "agent_escaped");
+    let text = brief["primary_error_excerpt"].as_str().unwrap_or("");
+    for named in [
+        "other.txt",
+        "planted.txt",
+        "refs/heads/main",
+        "refs/heads/evil",
+        ".git/index",
+        ".git/config",
+        "pre-commit",
+    ] {
+        assert!(text.contains(named), "{named} is named: {text}");
+    }
+    assert_eq!(s["attempts"][0]["apply_ok"], false);
+    assert_eq!(s["ended_stage"], "agent_escaped");
+    assert_eq!(a.r.snapshot(), before);
+    assert_eq!(git_files(&a.r), git_before);
+    assert!(!a.r.root.join("pwned").exists());
+    let shown = a.r.factory().args(["show"]).output().expect("show");
+    assert_eq!(shown.status.code(), Some(0));
+    assert!(
+        stdout_of(&shown).contains("agent_escaped"),
+        "{}",
+        stdout_of(&shown)
+    );
+}
+
+#[test]
+fn after_an_escape_the_next_attempt_is_told_what_it_changed_and_can_pass() {
+    let a = agent(ESCAPES_ON_ATTEMPT_1);
+    let before = a.r.snapshot();
+    let git_before = git_files(&a.r);
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "agent_escaped");
+    let id = s["run_id"].as_str().expect("id");
+    let prompt =
+        a.r.git(&["show", &format!("refs/factory/{id}:attempt_2/prompt.txt")]);
+    assert!(prompt.contains("agent_escaped"), "{prompt}");
+    assert!(prompt.contains("outside your own worktree"), "{prompt}");
+    let mut expected = before;
+    expected.files.insert(
+        "app.txt".into(),
+        (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
+    );
+    assert_eq!(a.r.snapshot(), expected);
+    assert_eq!(git_files(&a.r), git_before);
+}
+
+#[test]
+fn in_a_worktree_run_shared_refs_an_agent_made_are_named_not_removed() {
+    // A --worktree run shares refs with the user's ongoing work: what changed there is
+    // reported (the attempt fails), never undone behind the user's back.
+    let a = agent("git -C \"$USER_ROOT\" branch agent-branch\nsed -i 's/^two$/TWO/' app.txt");
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--worktree", "--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "agent_escaped");
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains(
+            "left as found (shared with the user's own work): refs/heads/agent-branch (added)"
+        ));
+    assert_eq!(a.r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}

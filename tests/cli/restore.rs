@@ -377,7 +377,9 @@ fn a_held_index_lock_at_delivery_undoes_the_delivery_and_finishes_the_record() {
 }
 
 #[test]
-fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
+fn an_agent_command_that_stages_and_commits_is_restored_and_its_attempt_fails() {
+    // SPEC §7: an --agent-command agent that changes the repo is audited like an
+    // --agent-edits one: put back, and the attempt fails with agent_escaped.
     let r = TestRepo::simple();
     let before = r.snapshot();
     let diff = r.outside.join("answer.diff");
@@ -386,7 +388,7 @@ fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncat > /dev/null\necho note > notes.txt\ngit add notes.txt\ngit commit -qm 'agent bookkeeping'\necho staged > other.txt\ngit add other.txt\ncat {}\n",
+            "#!/bin/sh\ncase \"$(cat)\" in *'\"attempt\":1'*)\necho note > notes.txt\ngit add notes.txt\ngit commit -qm 'agent bookkeeping'\necho staged > other.txt\ngit add other.txt;;\nesac\ncat {}\n",
             diff.display()
         ),
     )
@@ -401,14 +403,21 @@ fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("restored"), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "agent_escaped");
+    let text = brief["primary_error_excerpt"].as_str().unwrap_or("");
+    assert!(
+        text.contains("put back: notes.txt, other.txt, refs/heads/main, .git/index"),
+        "{text}"
+    );
+    assert_eq!(s["attempts"][0]["apply_ok"], false);
     let after = r.snapshot();
     assert_eq!(
         (&after.head, &after.refs, &after.index),
         (&before.head, &before.refs, &before.index)
     );
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
-    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["verdict"], "PASS");
 }
 

@@ -1,9 +1,10 @@
 //! The agent audit (SPEC §7). A coding agent runs with the user's privileges and shares `.git`
-//! with the user's repo: its scratch worktree is its own, nothing else is. Before it runs, the
-//! facts it could change behind the harness's back are recorded — `.git/config`, the hooks
-//! folder, every ref outside git-factory's namespaces, the HEAD of every worktree — and after
-//! it exits they are compared, naming each difference. Putting things back is not done here:
-//! that is the one restore's job (`git::restore`); this module only says what escaped.
+//! with the user's repo: its scratch worktree is its own, nothing else is. The run's restore
+//! (`git::restore`) already knows the run's tree, index, HEAD, `.git/config`, hooks and — when
+//! the run holds the repo — every ref, and puts them back. What it does not own is recorded
+//! here before the agent runs and compared after it exits: every ref outside git-factory's
+//! namespaces (also in a `--worktree` run, whose refs are shared with the user's own work) and
+//! the HEAD of every other worktree. This module only names what escaped; it writes nothing.
 
 use crate::error::Result;
 use git2::Repository;
@@ -44,9 +45,6 @@ fn file_fact(path: &Path) -> Option<FileFact> {
 #[derive(Debug, Clone)]
 pub struct Audit {
     common: PathBuf,
-    config: Option<FileFact>,
-    hooks_dir: PathBuf,
-    hooks: BTreeMap<Vec<u8>, FileFact>,
     refs: BTreeMap<String, String>,
     /// `HEAD` of the main worktree and of every linked one, by admin folder name (`""` for
     /// the main one).
@@ -76,18 +74,6 @@ fn list_refs(repo: &Repository) -> Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-fn list_hooks(dir: &Path) -> BTreeMap<Vec<u8>, FileFact> {
-    let mut out = BTreeMap::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if let Some(fact) = file_fact(&e.path()) {
-                out.insert(e.file_name().as_bytes().to_vec(), fact);
-            }
-        }
-    }
-    out
-}
-
 fn list_heads(common: &Path) -> BTreeMap<Vec<u8>, Option<FileFact>> {
     let mut out = BTreeMap::new();
     out.insert(Vec::new(), file_fact(&common.join("HEAD")));
@@ -108,39 +94,26 @@ fn shown(name: &[u8]) -> String {
 
 impl Audit {
     /// Records the facts of the repository `repo` belongs to, before the agent runs.
-    pub fn capture(repo: &Repository, hooks_dir: PathBuf) -> Result<Self> {
+    pub fn capture(repo: &Repository) -> Result<Self> {
         let common = repo.commondir().to_path_buf();
         Ok(Audit {
-            config: file_fact(&common.join("config")),
-            hooks: list_hooks(&hooks_dir),
-            hooks_dir,
             refs: list_refs(repo)?,
             heads: list_heads(&common),
             common,
         })
     }
 
-    /// What differs now, one line each (`.git/config`, `hook pre-commit (added)`,
-    /// `refs/heads/x (moved)`, …). `scratch` names the agent's own worktree (its admin
-    /// folder under `.git/worktrees/`), whose HEAD is the agent's to move.
-    pub fn changes(&self, repo: &Repository, scratch: Option<&[u8]>) -> Result<Vec<String>> {
+    /// What differs now, one line each (`refs/heads/x (moved)`, `HEAD of worktree w
+    /// (changed)`). The agent's scratch worktree is gone by the time this is asked; one that
+    /// is still there would be named as added.
+    pub fn changes(&self, repo: &Repository) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        if file_fact(&self.common.join("config")) != self.config {
-            out.push(".git/config".to_string());
-        }
-        let hooks = list_hooks(&self.hooks_dir);
-        diff_maps(&self.hooks, &hooks, |name, how| {
-            out.push(format!("hook {} ({how})", shown(name)))
-        });
         let refs = list_refs(repo)?;
         diff_maps(&self.refs, &refs, |name, how| {
             let how = if how == "changed" { "moved" } else { how };
             out.push(format!("{name} ({how})"))
         });
-        let mut heads = list_heads(&self.common);
-        if let Some(name) = scratch {
-            heads.remove(name);
-        }
+        let heads = list_heads(&self.common);
         diff_maps(&self.heads, &heads, |name, how| {
             out.push(if name.is_empty() {
                 format!("HEAD ({how})")
@@ -192,34 +165,32 @@ mod tests {
     }
 
     #[test]
-    fn names_what_changed_outside_the_agents_worktree() {
+    fn names_refs_and_heads_that_changed() {
         let (_dir, repo) = repo();
-        let hooks = repo.path().join("hooks");
-        std::fs::create_dir_all(&hooks).expect("hooks");
-        std::fs::write(hooks.join("pre-push"), "#!/bin/sh\n").expect("hook");
-        let audit = Audit::capture(&repo, hooks.clone()).expect("capture");
-        assert!(audit.changes(&repo, None).expect("changes").is_empty());
-
         let head = repo.head().expect("head").target().expect("oid");
+        repo.reference("refs/heads/gone", head, false, "t")
+            .expect("ref");
+        let audit = Audit::capture(&repo).expect("capture");
+        assert!(audit.changes(&repo).expect("changes").is_empty());
+
         repo.reference("refs/heads/evil", head, false, "t")
             .expect("ref");
-        std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\nevil\n").expect("hook");
-        std::fs::set_permissions(
-            hooks.join("pre-push"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .expect("chmod");
-        let mut cfg = repo.config().expect("config");
-        cfg.set_str("core.fsmonitor", "evil").expect("set");
+        repo.reference("refs/factory/abc", head, false, "t")
+            .expect("ours");
+        repo.find_reference("refs/heads/gone")
+            .and_then(|mut r| r.delete())
+            .expect("delete");
         repo.set_head_detached(head).expect("detach");
+        let wt = repo.path().join("worktrees/other");
+        std::fs::create_dir_all(&wt).expect("mkdir");
+        std::fs::write(wt.join("HEAD"), format!("{head}\n")).expect("head");
         assert_eq!(
-            audit.changes(&repo, None).expect("changes"),
+            audit.changes(&repo).expect("changes"),
             [
-                ".git/config",
-                "hook pre-commit (added)",
-                "hook pre-push (changed)",
                 "refs/heads/evil (added)",
+                "refs/heads/gone (removed)",
                 "HEAD (changed)",
+                "HEAD of worktree other (worktree added)",
             ]
         );
     }

@@ -291,8 +291,12 @@ impl ProviderSpec {
         )
     }
 
-    /// Whether the provider runs code in the repo root (so the tree is checked after it).
-    pub fn runs_in_tree(&self) -> bool {
-        matches!(self, ProviderSpec::AgentCommand { .. })
+    /// Whether the provider is an agent program, run with the user's privileges: the repo is
+    /// audited after it (SPEC §7).
+    pub fn is_agent(&self) -> bool {
+        matches!(
+            self,
+            ProviderSpec::AgentCommand { .. } | ProviderSpec::AgentEdits { .. }
+        )
     }
 }
