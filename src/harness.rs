@@ -408,6 +408,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         ],
         scratch: Vec::new(),
         network: false,
+        remap: None,
     });
 
     let started = Instant::now();

@@ -493,6 +493,7 @@ try 'echo 0000000000000000000000000000000000000000 > \"$USER_ROOT/.git/refs/head
 try 'echo x > {outside}/escaped'
 try 'echo x > \"$HOME/escaped\"'
 ls -A /tmp >> \"$log\"
+echo \"pwd: $(pwd)\" >> \"$log\"
 sed -i 's/^two$/TWO/' app.txt
 git -c user.name=a -c user.email=a@a.invalid commit -qam 'fix: TWO' && echo committed >> \"$log\"",
         outside = outside.path().display()
@@ -506,11 +507,13 @@ git -c user.name=a -c user.email=a@a.invalid commit -qam 'fix: TWO' && echo comm
     assert!(!log.contains("wrote:"), "{log}");
     assert_eq!(log.matches("refused:").count(), 7, "{log}");
     assert!(log.ends_with("committed\n"), "{log}");
-    // /tmp is private: it holds only the way to the test's own repo (which lives under /tmp).
+    // It works in its worktree shown outside any `.git` folder (some agents refuse to edit
+    // there); /tmp is private: it holds only that and the way to the test's own repo.
+    assert!(log.contains("pwd: /tmp/git-factory/repo\n"), "{log}");
     assert!(
         log.lines()
-            .filter(|l| !l.starts_with("refused: ") && *l != "committed")
-            .all(|l| l.starts_with(".tmp")),
+            .filter(|l| !l.starts_with("refused: ") && !l.starts_with("pwd: ") && *l != "committed")
+            .all(|l| l.starts_with(".tmp") || l == "git-factory"),
         "{log}"
     );
     assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));

@@ -49,6 +49,9 @@ pub struct Sandbox {
     pub scratch: Vec<PathBuf>,
     /// Keep the network: coding agents talk to their model; checks never get it.
     pub network: bool,
+    /// A writable folder shown at another path, where the command then starts: an agent's
+    /// scratch worktree lives under `.git/`, where some agents refuse to edit anything.
+    pub remap: Option<(PathBuf, PathBuf)>,
 }
 
 impl Sandbox {
@@ -92,11 +95,16 @@ impl Sandbox {
                 out.extend([flag.to_string(), d.clone(), d]);
             }
         }
-        out.extend([
-            "--chdir".to_string(),
-            cwd.display().to_string(),
-            "--".to_string(),
-        ]);
+        let mut cwd = cwd.display().to_string();
+        if let Some((from, to)) = &self.remap {
+            cwd = to.display().to_string();
+            out.extend([
+                "--bind".to_string(),
+                from.display().to_string(),
+                cwd.clone(),
+            ]);
+        }
+        out.extend(["--chdir".to_string(), cwd, "--".to_string()]);
         out.extend(argv.iter().cloned());
         out
     }

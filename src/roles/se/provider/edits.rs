@@ -111,8 +111,8 @@ impl AgentIgnore {
     }
 }
 
-/// The folders of `factory.agentWritable`, `~/` expanded; each is made if missing (the agent
-/// would make it), so it can be bound writable into the sandbox. A value that names no usable
+/// The folders (or files) of `factory.agentWritable`, `~/` expanded; a missing one is made as
+/// a folder (the agent would make it), so it can be bound writable into the sandbox. A value that names no usable
 /// folder is a misconfiguration: the run is refused before its first attempt counts.
 fn agent_writable(cfg: &Config) -> Result<Vec<PathBuf>, ProviderError> {
     let refuse = |raw: &str, why: String| {
@@ -135,7 +135,10 @@ fn agent_writable(cfg: &Config) -> Result<Vec<PathBuf>, ProviderError> {
         if !path.is_absolute() {
             return Err(refuse(&raw, "not an absolute folder".into()));
         }
-        std::fs::create_dir_all(&path).map_err(|e| refuse(&raw, e.to_string()))?;
+        // A file is bound as it is (Claude Code keeps ~/.claude.json beside ~/.claude/).
+        if std::fs::symlink_metadata(&path).is_err() {
+            std::fs::create_dir_all(&path).map_err(|e| refuse(&raw, e.to_string()))?;
+        }
         out.push(path);
     }
     Ok(out)
@@ -171,9 +174,14 @@ fn exclude_env(file: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// The sandbox of a coding agent: network on, everything read-only but its scratch worktree,
-/// the worktree's own metadata (`.git/worktrees/<name>`: HEAD, index, logs), the object
-/// store its commits are written to, and the `factory.agentWritable` folders.
+/// Where a sandboxed agent sees its scratch worktree: a folder named like the user's repo,
+/// outside any `.git` (Claude Code refuses to edit files under a `.git` folder).
+const SANDBOX_WORKTREE: &str = "/tmp/git-factory";
+
+/// The sandbox of a coding agent: network on, everything read-only but its scratch worktree
+/// (shown at `/tmp/git-factory/<repo>`), the worktree's own metadata (`.git/worktrees/<name>`:
+/// HEAD, index, logs), the object store its commits are written to, and the
+/// `factory.agentWritable` folders.
 fn agent_sandbox(
     repo: &Repository,
     user_root: &Path,
@@ -183,18 +191,22 @@ fn agent_sandbox(
     let admin = Repository::open(scratch)
         .map(|r| r.path().to_path_buf())
         .map_err(|e| failed(format!("opening the scratch worktree: {}", e.message())))?;
-    let mut inner = vec![
-        scratch.to_path_buf(),
-        admin,
-        repo.commondir().join("objects"),
-    ];
+    let mut inner = vec![admin, repo.commondir().join("objects")];
     inner.extend(writable);
+    let name = user_root
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "repo".into());
     Ok(Sandbox {
         writable: Vec::new(),
         // Visible (also where they live under /tmp, which the sandbox replaces), not writable.
         read_only: vec![user_root.to_path_buf(), repo.commondir().to_path_buf()],
         scratch: inner,
         network: true,
+        remap: Some((
+            scratch.to_path_buf(),
+            Path::new(SANDBOX_WORKTREE).join(name),
+        )),
     })
 }
 
