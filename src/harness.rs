@@ -1350,6 +1350,7 @@ impl Session<'_> {
         dir: &Path,
         answer: &Result<Response, ProviderError>,
     ) -> Option<Outcome> {
+        crate::trace::mark("  agent audit: start");
         let report = match self.journal.restore.apply_walked(
             self.repo,
             &[],
@@ -1386,6 +1387,7 @@ impl Session<'_> {
             }
             None => Vec::new(),
         };
+        crate::trace::mark("  agent audit: done");
         if restored.is_empty() && left.is_empty() {
             return None;
         }

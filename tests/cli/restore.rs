@@ -650,3 +650,43 @@ fn a_path_that_cannot_be_put_back_is_named_and_recover_finishes_later() {
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     assert_eq!(r.snapshot(), before);
 }
+
+#[test]
+fn hooks_a_check_plants_or_changes_are_put_back_with_their_modes() {
+    // A planted hook would run on the user's next commit: hooks are put back like
+    // .git/config, on a failed attempt and after a PASS (named in side_effects).
+    let r = TestRepo::simple();
+    let hooks = r.root.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).expect("hooks");
+    std::fs::write(hooks.join("pre-push"), "#!/bin/sh\nexit 0\n").expect("hook");
+    std::fs::set_permissions(
+        hooks.join("pre-push"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .expect("chmod");
+    let before = folder(&hooks);
+    let plant = "sh -c 'printf \"#!/bin/sh\\ntouch pwned\\n\" > .git/hooks/pre-commit; chmod 755 .git/hooks/pre-commit; echo evil >> .git/hooks/pre-push; chmod 777 .git/hooks/pre-push; exit 1'";
+    let out = run_check(&r, plant, &["--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(folder(&hooks), before);
+
+    let plant_and_pass = "sh -c 'echo evil >> .git/hooks/pre-push; touch .git/hooks/post-checkout; grep -qx TWO app.txt'";
+    let out = run_check(&r, plant_and_pass, &["--json", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(folder(&hooks), before);
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let side: Vec<String> = s["side_effects"]
+        .as_array()
+        .expect("side_effects")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    assert!(
+        side.iter().any(|p| p.ends_with(".git/hooks/post-checkout")),
+        "{side:?}"
+    );
+    assert!(
+        side.iter().any(|p| p.ends_with(".git/hooks/pre-push")),
+        "{side:?}"
+    );
+}

@@ -272,6 +272,7 @@ impl Provider for AgentEdits {
         let name = format!("agent-{}-{}", request.run_id, request.attempt);
         let scratch =
             TempWorktree::add(&repo, &name, request.baseline).map_err(|e| failed(e.message))?;
+        crate::trace::mark("  agent: scratch worktree added");
         let prompt_file = request.attempt_dir.join("agent_prompt.txt");
         std::fs::write(&prompt_file, request.prompt)
             .map_err(|e| failed(format!("cannot write the prompt file: {e}")))?;
@@ -308,6 +309,7 @@ impl Provider for AgentEdits {
         };
         let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
         let result = exec::run(&spec, &logs);
+        crate::trace::mark("  agent: ran");
         let _ = std::fs::remove_file(&exclude);
         if !result.succeeded() {
             drop(scratch);
@@ -325,7 +327,9 @@ impl Provider for AgentEdits {
             .map_err(crate::error::Error::from)
             .and_then(|tree| git::diff_trees(&repo, base_tree, tree))
             .map_err(|e| failed(format!("reading the agent's changes: {}", e.message)));
+        crate::trace::mark("  agent: its changes read");
         scratch.remove().map_err(|e| failed(e.message))?;
+        crate::trace::mark("  agent: scratch worktree removed");
         let diff = diff?;
         let raw = if diff.iter().all(u8::is_ascii_whitespace) {
             serde_json::json!({"unified_diff": "", "summary": "the agent changed nothing"})
