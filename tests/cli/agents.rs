@@ -675,3 +675,32 @@ fn in_a_worktree_run_shared_refs_an_agent_made_are_named_not_removed() {
         ));
     assert_eq!(a.r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
 }
+
+#[test]
+fn a_sandboxed_agent_in_a_worktree_run_sees_its_worktree_named_after_the_repo() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = home_outside_tmp("home");
+    let before = r.snapshot();
+    let script = "test \"$(pwd)\" = /tmp/git-factory/repo || { pwd >&2; exit 7; }\nsed -i 's/^two$/TWO/' app.txt\ngit -c user.name=a -c user.email=a@a.invalid commit -qam fix";
+    let (out, s) = sandboxed(
+        &r,
+        home.path(),
+        script,
+        &["--worktree", "--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = s["run_id"].as_str().expect("id");
+    assert_eq!(
+        r.git(&["show", &format!("heads/factory/{id}:app.txt")]),
+        "one\nTWO\nthree\n"
+    );
+    let after = r.snapshot();
+    assert_eq!(
+        (after.head, after.index, after.files),
+        (before.head, before.index, before.files),
+        "a --worktree run leaves the user's tree alone"
+    );
+}

@@ -193,8 +193,11 @@ fn agent_sandbox(
         .map_err(|e| failed(format!("opening the scratch worktree: {}", e.message())))?;
     let mut inner = vec![admin, repo.commondir().join("objects")];
     inner.extend(writable);
-    let name = user_root
-        .file_name()
+    // Named after the user's repository (also in a --worktree run, whose tree is elsewhere).
+    let name = repo
+        .commondir()
+        .parent()
+        .and_then(Path::file_name)
         .map(|n| n.to_os_string())
         .unwrap_or_else(|| "repo".into());
     Ok(Sandbox {
@@ -277,6 +280,12 @@ impl Provider for AgentEdits {
         std::fs::write(&prompt_file, request.prompt)
             .map_err(|e| failed(format!("cannot write the prompt file: {e}")))?;
         let prompt_path = prompt_file.display().to_string();
+        let sandbox = if request.sandbox {
+            let user_root = git::workdir(&repo).map_err(|e| failed(e.message))?;
+            Some(agent_sandbox(&repo, &user_root, &scratch.path, writable)?)
+        } else {
+            None
+        };
         // Beside the scratch worktree, never inside the run record (it holds the user's own
         // global excludes).
         let exclude = git::factory_dir(&repo)
@@ -291,12 +300,6 @@ impl Provider for AgentEdits {
             ("FACTORY_ALLOWED_FILES".into(), request.allowed.join("\n")),
         ];
         env_set.extend(exclude_env(&exclude));
-        let sandbox = if request.sandbox {
-            let user_root = git::workdir(&repo).map_err(|e| failed(e.message))?;
-            Some(agent_sandbox(&repo, &user_root, &scratch.path, writable)?)
-        } else {
-            None
-        };
         let spec = CommandSpec {
             argv: self.argv_for(&prompt_path, request.attempt),
             cwd: scratch.path.clone(),
