@@ -1395,9 +1395,13 @@ impl Session<'_> {
             // Kept for the record: what the agent said, though its attempt is void.
             let _ = std::fs::write(dir.join("llm_output.txt"), &r.raw);
         }
-        let mut text = String::from(
-            "you changed the repository outside your own worktree, which you may not do; this attempt's proposal was discarded.",
-        );
+        // An --agent-command agent has no worktree of its own: it must only print.
+        let prints = self.summary.config.model.starts_with("agent:");
+        let mut text = String::from(if prints {
+            "you changed the repository instead of only printing your proposal, which you may not do; this attempt was discarded."
+        } else {
+            "you changed the repository outside your own worktree, which you may not do; this attempt's proposal was discarded."
+        });
         if !restored.is_empty() {
             text.push_str(&format!("\nput back: {}", restored.join(", ")));
         }
@@ -1407,7 +1411,11 @@ impl Session<'_> {
                 left.join(", ")
             ));
         }
-        text.push_str("\nedit files only inside the folder you were started in; do not run git commands that change the user's repository (config, hooks, branches, tags, other worktrees)");
+        text.push_str(if prints {
+            "\nprint the change as your answer and change no file; do not run git commands that change the repository (add, commit, config, hooks, branches, tags)"
+        } else {
+            "\nedit files only inside the folder you were started in; do not run git commands that change the user's repository (config, hooks, branches, tags, other worktrees)"
+        });
         self.ui.warn(format!(
             "the agent changed the repo outside its worktree: {}",
             restored

@@ -411,6 +411,10 @@ fn an_agent_command_that_stages_and_commits_is_restored_and_its_attempt_fails() 
         text.contains("put back: notes.txt, other.txt, refs/heads/main, .git/index"),
         "{text}"
     );
+    assert!(
+        text.contains("instead of only printing your proposal"),
+        "{text}"
+    );
     assert_eq!(s["attempts"][0]["apply_ok"], false);
     let after = r.snapshot();
     assert_eq!(
