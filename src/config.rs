@@ -19,6 +19,12 @@ pub const PRE_PUSH: &str = "factory.prePush";
 pub const COMMIT_HOOKS: &str = "factory.commitHooks";
 /// Multi-valued: git pathspec globs no proposal may touch (SPEC §3.5).
 pub const PROTECT: &str = "factory.protect";
+/// Multi-valued: gitignore globs of agents' own files, kept out of their proposals (SPEC §3.3).
+pub const AGENT_IGNORE: &str = "factory.agentIgnore";
+/// Multi-valued: folders a sandboxed agent may write besides its worktree (SPEC §7).
+pub const AGENT_WRITABLE: &str = "factory.agentWritable";
+/// What aider, Codex CLI and Claude Code keep in the folder they work in.
+pub const DEFAULT_AGENT_IGNORE: [&str; 3] = [".aider*", ".codex/", ".claude/"];
 /// Whether `run` checks the contract on the baseline first (SPEC §3.8).
 pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 

@@ -24,6 +24,20 @@ pub fn openai_base_url() -> Option<String> {
     var(OPENAI_BASE_URL)
 }
 
+/// The user's home folder (`~/` in git config values).
+pub fn home() -> Option<std::path::PathBuf> {
+    var("HOME").map(std::path::PathBuf::from)
+}
+
+/// git's `core.excludesFile` when it is unset: `$XDG_CONFIG_HOME/git/ignore`, else
+/// `~/.config/git/ignore`.
+pub fn default_excludes_file() -> Option<std::path::PathBuf> {
+    match var("XDG_CONFIG_HOME") {
+        Some(xdg) => Some(std::path::PathBuf::from(xdg).join("git/ignore")),
+        None => home().map(|h| h.join(".config/git/ignore")),
+    }
+}
+
 pub fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }

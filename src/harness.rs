@@ -12,10 +12,11 @@ use crate::roles::po::baseline;
 use crate::roles::po::exec::{excerpt, tail_chars, Sandbox};
 use crate::roles::po::pycache::{self, PyCache};
 use crate::roles::po::verify::{self, PoRun};
+use crate::roles::se::audit::Audit;
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::proposal::{self, Change, Proposal};
 use crate::roles::se::provider::client::Stop;
-use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request};
+use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request, Response};
 use crate::roles::tr::{self, apply, diff::Strip, protect::Protected, Plan, Rules};
 use crate::store::records::{
     AttemptRecord, BaselineCheck, BaselineResult, CmdResult, Contract, FailureBrief, RunConfig,
@@ -433,6 +434,8 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             run_repo.path().to_path_buf(),
         ],
         scratch: Vec::new(),
+        network: false,
+        remap: None,
     });
 
     let started = Instant::now();
@@ -457,7 +460,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         wo: &opts.work_order,
         baseline: run_repo.find_commit(baseline.id())?,
         provider,
-        runs_in_tree: opts.provider.runs_in_tree(),
+        audited: opts.provider.is_agent(),
         strict_apply: opts.strict_apply,
         run_dir: run_dir.clone(),
         writer: RunWriter::new(&run_id, &run_dir, previous_commit),
@@ -691,7 +694,8 @@ struct Session<'a> {
     wo: &'a LoadedWorkOrder,
     baseline: Commit<'a>,
     provider: Box<dyn Provider>,
-    runs_in_tree: bool,
+    /// The proposer is an agent program (it runs with the user's privileges): audited.
+    audited: bool,
     strict_apply: bool,
     run_dir: PathBuf,
     writer: RunWriter,
@@ -1315,8 +1319,18 @@ impl Session<'_> {
             failure_brief: self.brief.as_ref(),
             attempt_dir: dir,
             attempt_rel: rel,
+            sandbox: self.sandbox.is_some(),
             on_tokens: &on_tokens,
             candidate: self.candidate,
+        };
+        // What the run's restore does not own (shared refs, other worktrees' HEADs) is
+        // recorded before an agent runs, to name anything it changed there.
+        let audit = match self.audited.then(|| Audit::capture(self.repo)).transpose() {
+            Ok(a) => a,
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Outcome::Fatal(Stage::Exception);
+            }
         };
         let asked = Instant::now();
         let answer = self.provider.propose(&request);
@@ -1342,34 +1356,9 @@ impl Session<'_> {
                 Err(_) => format!("  SE failed after {took:.1}s"),
             }),
         );
-        if self.runs_in_tree {
-            // An agent that prints its proposal must not also change the repo (aider stages
-            // and commits by default): whatever it did is put back and the run goes on.
-            match self.journal.restore.apply_walked(
-                self.repo,
-                &[],
-                Purpose::AgentAudit,
-                self.preflight.as_ref(),
-            ) {
-                Ok(report) if report.failed.is_empty() => {
-                    if !report.is_clean() {
-                        self.pycache
-                            .forget(&self.root, report.paths.iter().map(String::as_str));
-                        self.ui.warn(format!(
-                            "the agent changed the repo; restored: {}",
-                            report.changed().join(", ")
-                        ));
-                    }
-                }
-                Ok(report) => {
-                    let e = report.error("restoring what the agent changed");
-                    self.fatal = e.map(|e| format!("{}: {}", e.message, e.details.join("; ")));
-                    return Outcome::Fatal(Stage::Exception);
-                }
-                Err(e) => {
-                    self.fatal = Some(e.message);
-                    return Outcome::Fatal(Stage::Exception);
-                }
+        if self.audited {
+            if let Some(outcome) = self.agent_audit(audit, dir, &answer) {
+                return outcome;
             }
         }
         let response = match answer {
@@ -1465,6 +1454,94 @@ impl Session<'_> {
                 self.fail(Stage::LlmOutputInvalid, None, &text)
             }
         }
+    }
+
+    /// The agent audit of SPEC §7: after an agent exits, everything outside its scratch
+    /// worktree — the run's tree and index, HEAD, refs, `.git/config`, hooks — must be as
+    /// before. What it changed is put back through the run's one restore and the attempt fails
+    /// with `agent_escaped`, the brief naming each thing; `None` when nothing escaped.
+    fn agent_audit(
+        &mut self,
+        audit: Option<Audit>,
+        dir: &Path,
+        answer: &Result<Response, ProviderError>,
+    ) -> Option<Outcome> {
+        crate::trace::mark("  agent audit: start");
+        let report = match self.journal.restore.apply_walked(
+            self.repo,
+            &[],
+            Purpose::AgentAudit,
+            self.preflight.as_ref(),
+        ) {
+            Ok(report) => report,
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Some(Outcome::Fatal(Stage::Exception));
+            }
+        };
+        if let Some(e) = report.error("restoring what the agent changed") {
+            self.unrestored = true;
+            self.fatal = Some(format!("{}: {}", e.message, e.details.join("; ")));
+            return Some(Outcome::Fatal(Stage::Exception));
+        }
+        self.pycache
+            .forget(&self.root, report.paths.iter().map(String::as_str));
+        let restored = report.changed();
+        // Refs the run does not own (a --worktree run shares them with the user's own work)
+        // and other worktrees' HEADs: named, not put back.
+        let left: Vec<String> = match audit.map(|a| a.changes(self.repo)) {
+            Some(Ok(changes)) => changes
+                .into_iter()
+                .filter(|c| {
+                    let name = c.split(" (").next().unwrap_or(c);
+                    !restored.iter().any(|r| r == name)
+                })
+                .collect(),
+            Some(Err(e)) => {
+                self.fatal = Some(e.message);
+                return Some(Outcome::Fatal(Stage::Exception));
+            }
+            None => Vec::new(),
+        };
+        crate::trace::mark("  agent audit: done");
+        if restored.is_empty() && left.is_empty() {
+            return None;
+        }
+        if let Ok(r) = answer {
+            // Kept for the record: what the agent said, though its attempt is void.
+            let _ = std::fs::write(dir.join("llm_output.txt"), &r.raw);
+        }
+        // An --agent-command agent has no worktree of its own: it must only print.
+        let prints = self.summary.config.model.starts_with("agent:");
+        let mut text = String::from(if prints {
+            "you changed the repository instead of only printing your proposal, which you may not do; this attempt was discarded."
+        } else {
+            "you changed the repository outside your own worktree, which you may not do; this attempt's proposal was discarded."
+        });
+        if !restored.is_empty() {
+            text.push_str(&format!("\nput back: {}", restored.join(", ")));
+        }
+        if !left.is_empty() {
+            text.push_str(&format!(
+                "\nchanged and left as found (shared with the user's own work): {}",
+                left.join(", ")
+            ));
+        }
+        text.push_str(if prints {
+            "\nprint the change as your answer and change no file; do not run git commands that change the repository (add, commit, config, hooks, branches, tags)"
+        } else {
+            "\nedit files only inside the folder you were started in; do not run git commands that change the user's repository (config, hooks, branches, tags, other worktrees)"
+        });
+        self.ui.warn(format!(
+            "the agent changed the repo outside its worktree: {}",
+            restored
+                .iter()
+                .chain(&left)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        Some(self.fail(Stage::AgentEscaped, None, &text))
     }
 
     fn apply(&mut self, attempt: u32) -> Outcome {
@@ -1789,6 +1866,8 @@ fn candidate_session(
         writable: vec![worktree.path.clone()],
         read_only: vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
         scratch: Vec::new(),
+        network: false,
+        remap: None,
     });
     {
         let mut session = Session {
@@ -1811,7 +1890,7 @@ fn candidate_session(
             wo: shared.wo,
             baseline: wt_repo.find_commit(shared.baseline)?,
             provider,
-            runs_in_tree: spec.runs_in_tree(),
+            audited: spec.is_agent(),
             strict_apply: shared.strict_apply,
             run_dir: dir.clone(),
             writer: RunWriter::new(&shared.run_id, &dir, None),
@@ -1979,7 +2058,8 @@ impl Session<'_> {
             }
         ));
         self.provider = Box::new(crate::race::Chosen { text, format });
-        self.runs_in_tree = false;
+        // The winner's change is replayed, not asked of an agent again: nothing to audit.
+        self.audited = false;
         Ok(None)
     }
 }

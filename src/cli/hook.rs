@@ -43,18 +43,7 @@ pub enum HookAction {
 }
 
 fn hooks_dir(repo: &Repository) -> Result<PathBuf> {
-    let cfg = Config::of(repo);
-    match cfg.string("core.hooksPath") {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            Ok(if p.is_absolute() {
-                p
-            } else {
-                git::workdir(repo)?.join(p)
-            })
-        }
-        None => Ok(repo.commondir().join("hooks")),
-    }
+    git::hooks_dir(repo)
 }
 
 fn block() -> String {

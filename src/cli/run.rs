@@ -83,7 +83,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub branch: Option<String>,
     /// Run verification and acceptance under bubblewrap: no network, own pid namespace,
-    /// read-only file system except the work tree and a private /tmp
+    /// read-only file system except the work tree and a private /tmp; an --agent-edits agent
+    /// too, with the network on, writing only its worktree and factory.agentWritable
     #[arg(long)]
     pub sandbox: bool,
     /// Before any model call, run verification and the contract (pass_to_pass, fail_to_pass)

@@ -47,6 +47,22 @@ pub fn factory_dir(repo: &Repository) -> PathBuf {
     repo.commondir().join("factory")
 }
 
+/// The folder git runs hooks from: `core.hooksPath` (relative to the work tree, as git reads
+/// it) or the common git dir's `hooks`.
+pub fn hooks_dir(repo: &Repository) -> Result<PathBuf> {
+    match crate::config::Config::of(repo).string("core.hooksPath") {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            Ok(if p.is_absolute() {
+                p
+            } else {
+                workdir(repo)?.join(p)
+            })
+        }
+        None => Ok(repo.commondir().join("hooks")),
+    }
+}
+
 /// HEAD's commit id, refusing an unborn HEAD.
 pub fn head_commit(repo: &Repository) -> Result<git2::Commit<'_>> {
     let head = repo.head().map_err(|_| {

@@ -130,6 +130,149 @@ pub struct Restore {
     /// The pre-images of the paths the current change writes (set before it is applied).
     #[serde(default)]
     pub images: Vec<Image>,
+    /// The hooks folder as it was: a hook planted by a command or an agent would run on the
+    /// user's next commit, so hooks are put back like `.git/config`.
+    #[serde(default)]
+    pub hooks: Option<HooksFact>,
+}
+
+/// The hooks folder (`core.hooksPath` honoured) as it was: each entry's name and mode; its
+/// bytes (a link's target) are saved under `saved/hooks/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HooksFact {
+    pub dir: PathBuf,
+    pub files: Vec<HookFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookFile {
+    pub name: RelPath,
+    /// The exact permission bits, or 0o120000 for a symbolic link.
+    pub mode: u32,
+}
+
+const LINK_MODE: u32 = 0o120000;
+
+/// A hook's mode and bytes as they are now (a link's target for a link); `None` when absent.
+/// Folders inside the hooks folder are not hooks and are left alone.
+fn hook_state(path: &Path) -> Option<(u32, Vec<u8>)> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path).ok()?;
+        return Some((LINK_MODE, target.as_os_str().as_bytes().to_vec()));
+    }
+    if !meta.is_file() {
+        return None;
+    }
+    Some((
+        meta.permissions().mode() & 0o7777,
+        std::fs::read(path).ok()?,
+    ))
+}
+
+fn hook_names(dir: &Path) -> Vec<Vec<u8>> {
+    let mut names: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| hook_state(&e.path()).is_some())
+                .map(|e| e.file_name().as_bytes().to_vec())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+impl HooksFact {
+    fn capture(dir: PathBuf, saved: &Path) -> Result<Self> {
+        let store = saved.join("hooks");
+        std::fs::create_dir_all(&store)?;
+        let mut files = Vec::new();
+        for name in hook_names(&dir) {
+            let os = OsStr::from_bytes(&name);
+            if let Some((mode, bytes)) = hook_state(&dir.join(os)) {
+                std::fs::write(store.join(os), bytes)?;
+                files.push(HookFile {
+                    name: RelPath::from_bytes(&name),
+                    mode,
+                });
+            }
+        }
+        Ok(HooksFact { dir, files })
+    }
+
+    /// Compares the folder with what was recorded; with `put_back`, rewrites each hook that
+    /// changed and removes each that was added. Returns the hooks that differed.
+    fn restore(&self, saved: &Path, put_back: bool, failed: &mut Vec<String>) -> Vec<String> {
+        let store = saved.join("hooks");
+        let mut differed = Vec::new();
+        let shown = |name: &[u8]| self.dir.join(OsStr::from_bytes(name)).display().to_string();
+        // A folder a link now stands in for is not written through: the link goes first.
+        if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            differed.push(self.dir.display().to_string());
+            if !put_back {
+                return differed;
+            }
+            if let Err(e) =
+                std::fs::remove_file(&self.dir).and_then(|_| std::fs::create_dir(&self.dir))
+            {
+                failed.push(format!("{}: {e}", self.dir.display()));
+                return differed;
+            }
+        }
+        for hook in &self.files {
+            let name = hook.name.as_bytes();
+            let path = self.dir.join(OsStr::from_bytes(name));
+            let Ok(bytes) = std::fs::read(store.join(OsStr::from_bytes(name))) else {
+                failed.push(format!("{}: its saved copy is gone", shown(name)));
+                continue;
+            };
+            if hook_state(&path) == Some((hook.mode, bytes.clone())) {
+                continue;
+            }
+            differed.push(shown(name));
+            if put_back {
+                if let Err(e) = write_hook(&path, hook.mode, &bytes) {
+                    failed.push(format!("{}: {e}", shown(name)));
+                }
+            }
+        }
+        for name in hook_names(&self.dir) {
+            if self
+                .files
+                .iter()
+                .any(|h| h.name.as_bytes() == name.as_slice())
+            {
+                continue;
+            }
+            differed.push(shown(&name));
+            if put_back {
+                if let Err(e) = std::fs::remove_file(self.dir.join(OsStr::from_bytes(&name))) {
+                    failed.push(format!("{}: {e}", shown(&name)));
+                }
+            }
+        }
+        differed.sort();
+        differed
+    }
+}
+
+/// Writes a hook anew (never through what is there: it is removed first) with its exact mode.
+fn write_hook(path: &Path, mode: u32, bytes: &[u8]) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path)?,
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    if mode == LINK_MODE {
+        return std::os::unix::fs::symlink(OsStr::from_bytes(bytes), path);
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
 /// Why a restore runs: names its kill point and its messages.
@@ -260,7 +403,8 @@ impl Restore {
         if let Ok(bytes) = std::fs::read(repo.commondir().join("config")) {
             std::fs::write(saved.join("config"), bytes)?;
         }
-        crate::trace::mark("  restore capture: refs, index, config");
+        let hooks = Some(HooksFact::capture(crate::git::hooks_dir(repo)?, &saved)?);
+        crate::trace::mark("  restore capture: refs, index, config, hooks");
         // Folders holding tracked files are not ignored: git need only be asked about the rest.
         let mut tracked: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         for entry in repo.index()?.iter() {
@@ -304,6 +448,7 @@ impl Restore {
             dirs,
             root_mtime,
             images: Vec::new(),
+            hooks,
         })
     }
 
@@ -454,7 +599,12 @@ impl Restore {
                 report.git.push(".git/config".to_string());
             }
         }
-        crate::trace::mark("  restore: refs, index, config");
+        if let Some(hooks) = &self.hooks {
+            // Like .git/config: put back by a run that holds the repo, reported by the others.
+            let differed = hooks.restore(&self.saved, self.refs.is_some(), &mut report.failed);
+            report.git.extend(differed);
+        }
+        crate::trace::mark("  restore: refs, index, config, hooks");
         crate::crash::point(purpose.kill_point());
         // 3. The work tree.
         let baseline_tree = repo.find_commit(baseline)?.tree()?;

@@ -15,6 +15,9 @@ pub enum Stage {
     /// A `pass_to_pass` command that passed on the baseline fails after the change.
     Regression,
     AcceptanceFailed,
+    /// An agent changed the repo outside its scratch worktree (`.git/config`, hooks, refs, the
+    /// user's tree or index); put back, and the attempt failed (SPEC §7).
+    AgentEscaped,
     Interrupted,
     Exception,
     /// The run needed no attempt: every `fail_to_pass` command already passes (SPEC §3.8).
@@ -34,6 +37,7 @@ impl Stage {
             Stage::VerifyFailed => "verify_failed",
             Stage::Regression => "regression",
             Stage::AcceptanceFailed => "acceptance_failed",
+            Stage::AgentEscaped => "agent_escaped",
             Stage::Interrupted => "interrupted",
             Stage::Exception => "exception",
             Stage::AlreadySatisfied => "already_satisfied",

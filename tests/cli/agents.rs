@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// A repo with an executable-to-be script, and an agent script doing `action`. Before the
 /// action, the agent records the user's tree, index and HEAD, so the test can check they
@@ -237,4 +238,469 @@ fn replaying_an_agent_edits_run_needs_no_agent() {
             .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(a.r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
+
+/// `touched_files` of a refused attempt, from the summary and from `apply_result.json`.
+fn refused_touched(r: &TestRepo, s: &Value) -> (Vec<String>, Vec<String>) {
+    let attempt = &s["attempts"][0];
+    assert_eq!(attempt["failure_brief"]["stage"], "patch_scope_violation");
+    let listed = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let id = s["run_id"].as_str().expect("id");
+    let stored = r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/apply_result.json"),
+    ]);
+    let stored: Value = serde_json::from_str(&stored).expect("json");
+    (
+        listed(&attempt["touched_files"]),
+        listed(&stored["touched_files"]),
+    )
+}
+
+#[test]
+fn a_refused_agent_proposal_records_every_path_it_touched() {
+    let a = agent("printf '.aider*\\n' > .gitignore\necho hello > hello.txt");
+    let before = a.r.snapshot();
+    let (out, s) = a.run(&["hello.txt"], "true", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let (summary, stored) = refused_touched(&a.r, &s);
+    assert_eq!(summary, [".gitignore", "hello.txt"]);
+    assert_eq!(stored, summary);
+    assert_eq!(a.r.snapshot(), before);
+}
+
+#[test]
+fn a_refused_replayed_diff_records_every_path_it_touched() {
+    let r = TestRepo::simple();
+    let diff = format!(
+        "{}diff --git a/notes.md b/notes.md\nnew file mode 100644\n--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1 @@\n+notes\n",
+        diff_replace("app.txt", &["one", "two", "three"], "two", "TWO")
+    );
+    let replay = r.replay("rp", &[("1.diff", diff)]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let before = r.snapshot();
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("summary");
+    let (summary, stored) = refused_touched(&r, &s);
+    assert_eq!(summary, ["app.txt", "notes.md"]);
+    assert_eq!(stored, summary);
+    assert_eq!(r.snapshot(), before);
+}
+
+/// What aider does in a repo that does not ignore its files yet: asks git whether `.aider` is
+/// ignored and, if not, appends `.aider*` to `.gitignore`; keeps its chat history, input
+/// history and tags cache beside the code; edits the file; with auto-commits, commits it.
+const AIDER_LIKE: &str = "git check-ignore -q .aider || printf '.aider*\\n' >> .gitignore
+printf '# aider chat started\\n%s\\n' \"$(head -c 200 \"$FACTORY_PROMPT_FILE\")\" > .aider.chat.history.md
+echo '+fix it' > .aider.input.history
+mkdir -p .aider.tags.cache.v4 && printf 'SQLite format 3\\000\\001' > .aider.tags.cache.v4/cache.db
+sed -i 's/^two$/TWO/' app.txt";
+
+#[test]
+fn aider_finds_its_files_ignored_and_they_stay_out_of_the_proposal() {
+    let a = agent(AIDER_LIKE);
+    let before = a.r.snapshot();
+    let exclude = std::fs::read(a.r.root.join(".git/info/exclude")).unwrap_or_default();
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
+    let mut expected = before;
+    expected.files.insert(
+        "app.txt".into(),
+        (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
+    );
+    let after = a.r.snapshot();
+    assert_eq!(
+        after.files, expected.files,
+        "only the fix reached the user's tree"
+    );
+    assert!(a.r.read(".gitignore").is_none());
+    assert_eq!(
+        std::fs::read(a.r.root.join(".git/info/exclude")).unwrap_or_default(),
+        exclude
+    );
+    let id = s["run_id"].as_str().expect("id");
+    let stored = a.r.git(&[
+        "show",
+        &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
+    ]);
+    assert!(
+        !stored.contains(".aider") && !stored.contains(".gitignore"),
+        "{stored}"
+    );
+}
+
+#[test]
+fn an_auto_committing_aider_keeps_the_users_own_ignores_and_branch() {
+    // The user ignores build output in a global excludes file: the agent's git still does.
+    let a = agent(&format!(
+        "{AIDER_LIKE}\nmkdir -p build && echo obj > build/out.o\ngit add -A && git -c user.name=aider -c user.email=a@a.invalid commit -qm 'feat: TWO'\ngit status --porcelain --ignored > \"$FACTORY_PROMPT_FILE.status\" 2>&1; test -z \"$(git status --porcelain)\""
+    ));
+    std::fs::create_dir_all(a.r.home.join(".config/git")).expect("mkdir");
+    std::fs::write(a.r.home.join(".config/git/ignore"), "build/\n").expect("write");
+    let head = a.r.git(&["rev-parse", "HEAD"]);
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
+    assert_eq!(a.r.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(a.r.git(&["status", "--porcelain"]), " M app.txt\n");
+    assert!(a.r.read("build/out.o").is_none());
+}
+
+#[test]
+fn agent_ignore_globs_come_from_git_config() {
+    // A repo that tracks .claude/settings.json: edits to it are the agent's proposal like any
+    // other file's; its new files under a configured glob are not.
+    let a = agent("mkdir -p .state && echo x > .state/log\necho '{\"a\":1}' > .claude/settings.json\necho notes > .aider.notes");
+    a.r.write(".claude/settings.json", "{}\n");
+    a.r.git(&["add", "-A"]);
+    a.r.git(&["commit", "-qm", "claude settings"]);
+    a.r.git(&["config", "--add", "factory.agentIgnore", ".state/"]);
+    let (out, s) = a.run(&[".claude/settings.json"], "true", &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    // .aider* is no longer ignored once the list is configured: the defaults are replaced.
+    assert_eq!(
+        s["attempts"][0]["touched_files"],
+        json!([".aider.notes", ".claude/settings.json"])
+    );
+}
+
+fn have_bwrap() -> bool {
+    let ok = std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !ok {
+        // CI installs bubblewrap (.ci/run), so there the sandbox is always tested for real.
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
+    }
+    ok
+}
+
+/// A folder outside /tmp (which the sandbox replaces by a private one), so that a write the
+/// sandbox refuses fails as it would in a user's home.
+fn home_outside_tmp(name: &str) -> tempfile::TempDir {
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(base).expect("mkdir");
+    tempfile::Builder::new()
+        .prefix(name)
+        .tempdir_in(base)
+        .expect("tempdir")
+}
+
+/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'` on a fresh simple repo.
+fn sandboxed(
+    r: &TestRepo,
+    home: &Path,
+    script: &str,
+    extra: &[&str],
+) -> (std::process::Output, Value) {
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let argv = format!("sh -c {}", shlex::try_quote(script).expect("quotable"));
+    let out = r
+        .factory()
+        .env("HOME", home)
+        .env("USER_ROOT", &r.root)
+        .args(["run", "--json", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(argv)
+        .args(extra)
+        .output()
+        .expect("runs");
+    let summary = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    (out, summary)
+}
+
+/// What Codex CLI does first: it refuses to start unless its state folder is writable.
+const CODEX_LIKE_START: &str =
+    "mkdir -p \"$HOME/.codexlike/sessions\" && echo started > \"$HOME/.codexlike/sessions/1\" || { echo 'cannot write CODEX_HOME' >&2; exit 3; }";
+
+#[test]
+fn a_sandboxed_agent_needs_its_state_folder_named_writable() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = home_outside_tmp("home");
+    let script = format!("{CODEX_LIKE_START}\nsed -i 's/^two$/TWO/' app.txt");
+    let before = r.snapshot();
+    let (out, s) = sandboxed(&r, home.path(), &script, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "llm_call_failed");
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains("cannot write CODEX_HOME"));
+    assert!(!home.path().join(".codexlike").exists());
+    assert_eq!(r.snapshot(), before);
+
+    r.git(&["config", "--add", "factory.agentWritable", "~/.codexlike"]);
+    let (out, _) = sandboxed(
+        &r,
+        home.path(),
+        &script,
+        &["--max-attempts", "1", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".codexlike/sessions/1"))
+            .ok()
+            .as_deref(),
+        Some("started\n")
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
+
+#[test]
+fn a_sandboxed_agent_writes_only_its_worktree_and_commits_there() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = home_outside_tmp("home");
+    let outside = home_outside_tmp("outside");
+    let log = home.path().join(".agent/log");
+    // Every write outside the scratch worktree is tried and must fail; the agent notes what
+    // happened in its (writable) state folder, then fixes the file and commits as aider does.
+    let script = format!(
+        "mkdir -p \"$HOME/.agent\"; log=\"$HOME/.agent/log\"
+try() {{ if sh -c \"$1\" 2>/dev/null; then echo \"wrote: $1\" >> \"$log\"; else echo \"refused: $1\" >> \"$log\"; fi; }}
+try 'echo x >> \"$USER_ROOT/other.txt\"'
+try 'echo x > \"$USER_ROOT/new.txt\"'
+try 'echo \"[core]\" >> \"$USER_ROOT/.git/config\"'
+try 'echo evil > \"$USER_ROOT/.git/hooks/pre-commit\"'
+try 'echo 0000000000000000000000000000000000000000 > \"$USER_ROOT/.git/refs/heads/evil\"'
+try 'echo x > {outside}/escaped'
+try 'echo x > \"$HOME/escaped\"'
+ls -A /tmp >> \"$log\"
+echo \"pwd: $(pwd)\" >> \"$log\"
+sed -i 's/^two$/TWO/' app.txt
+git -c user.name=a -c user.email=a@a.invalid commit -qam 'fix: TWO' && echo committed >> \"$log\"",
+        outside = outside.path().display()
+    );
+    r.git(&["config", "--add", "factory.agentWritable", "~/.agent"]);
+    let before = r.snapshot();
+    let config = std::fs::read(r.root.join(".git/config")).expect("config");
+    let (out, s) = sandboxed(&r, home.path(), &script, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let log = std::fs::read_to_string(&log).expect("the agent's log");
+    assert!(!log.contains("wrote:"), "{log}");
+    assert_eq!(log.matches("refused:").count(), 7, "{log}");
+    assert!(log.ends_with("committed\n"), "{log}");
+    // It works in its worktree shown outside any `.git` folder (some agents refuse to edit
+    // there); /tmp is private: it holds only that and the way to the test's own repo.
+    assert!(log.contains("pwd: /tmp/git-factory/repo\n"), "{log}");
+    assert!(
+        log.lines()
+            .filter(|l| !l.starts_with("refused: ") && !l.starts_with("pwd: ") && *l != "committed")
+            .all(|l| l.starts_with(".tmp") || l == "git-factory"),
+        "{log}"
+    );
+    assert_eq!(s["attempts"][0]["touched_files"], json!(["app.txt"]));
+    let mut expected = before;
+    expected.files.insert(
+        "app.txt".into(),
+        (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
+    );
+    assert_eq!(r.snapshot(), expected);
+    assert_eq!(
+        std::fs::read(r.root.join(".git/config")).expect("config"),
+        config
+    );
+    assert!(!r.root.join(".git/hooks/pre-commit").exists());
+    assert!(std::fs::read_dir(outside.path())
+        .expect("dir")
+        .next()
+        .is_none());
+    assert!(!home.path().join("escaped").exists());
+}
+
+#[test]
+fn a_relative_agent_writable_folder_is_refused_before_any_attempt() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    r.git(&["config", "--add", "factory.agentWritable", "state"]);
+    let before = r.snapshot();
+    let (out, _) = sandboxed(&r, &r.home, "true", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("error: git config factory.agentWritable \"state\": not an absolute folder"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: name an absolute folder or one under ~/"),
+        "{err}"
+    );
+    assert!(r.run_ids().is_empty(), "a refusal is not recorded");
+    assert_eq!(r.snapshot(), before);
+}
+
+/// What an agent that escapes its worktree does on attempt 1 (attempt 2 behaves): it edits
+/// the user's `.git/config`, plants a hook, makes a branch and moves `main`, writes and
+/// stages in the user's tree.
+const ESCAPES_ON_ATTEMPT_1: &str = "if [ \"$FACTORY_ATTEMPT\" = 1 ]; then
+  git -C \"$USER_ROOT\" config core.fsmonitor 'touch pwned'
+  printf '#!/bin/sh\\ntouch pwned\\n' > \"$USER_ROOT/.git/hooks/pre-commit\"; chmod +x \"$USER_ROOT/.git/hooks/pre-commit\"
+  git -C \"$USER_ROOT\" branch evil
+  echo escaped >> \"$USER_ROOT/other.txt\"
+  echo planted > \"$USER_ROOT/planted.txt\"; git -C \"$USER_ROOT\" add planted.txt
+  git -C \"$USER_ROOT\" -c user.name=a -c user.email=a@a.invalid commit -qm planted
+fi
+sed -i 's/^two$/TWO/' app.txt";
+
+/// The user's `.git/config` and hooks folder, byte for byte.
+fn git_files(r: &TestRepo) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    let mut hooks: Vec<(String, Vec<u8>)> = std::fs::read_dir(r.root.join(".git/hooks"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    hooks.sort();
+    (
+        std::fs::read(r.root.join(".git/config")).expect("config"),
+        hooks,
+    )
+}
+
+#[test]
+fn an_agent_that_escapes_its_worktree_is_put_back_and_its_attempt_fails() {
+    let a = agent(ESCAPES_ON_ATTEMPT_1);
+    let before = a.r.snapshot();
+    let git_before = git_files(&a.r);
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "FAIL");
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "agent_escaped");
+    let text = brief["primary_error_excerpt"].as_str().unwrap_or("");
+    for named in [
+        "other.txt",
+        "planted.txt",
+        "refs/heads/main",
+        "refs/heads/evil",
+        ".git/index",
+        ".git/config",
+        "pre-commit",
+    ] {
+        assert!(text.contains(named), "{named} is named: {text}");
+    }
+    assert_eq!(s["attempts"][0]["apply_ok"], false);
+    assert_eq!(s["ended_stage"], "agent_escaped");
+    assert_eq!(a.r.snapshot(), before);
+    assert_eq!(git_files(&a.r), git_before);
+    assert!(!a.r.root.join("pwned").exists());
+    let shown = a.r.factory().args(["show"]).output().expect("show");
+    assert_eq!(shown.status.code(), Some(0));
+    assert!(
+        stdout_of(&shown).contains("agent_escaped"),
+        "{}",
+        stdout_of(&shown)
+    );
+}
+
+#[test]
+fn after_an_escape_the_next_attempt_is_told_what_it_changed_and_can_pass() {
+    let a = agent(ESCAPES_ON_ATTEMPT_1);
+    let before = a.r.snapshot();
+    let git_before = git_files(&a.r);
+    let (out, s) = a.run(&["app.txt"], "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "agent_escaped");
+    let id = s["run_id"].as_str().expect("id");
+    let prompt =
+        a.r.git(&["show", &format!("refs/factory/{id}:attempt_2/prompt.txt")]);
+    assert!(prompt.contains("agent_escaped"), "{prompt}");
+    assert!(prompt.contains("outside your own worktree"), "{prompt}");
+    let mut expected = before;
+    expected.files.insert(
+        "app.txt".into(),
+        (expected.files["app.txt"].0, b"one\nTWO\nthree\n".to_vec()),
+    );
+    assert_eq!(a.r.snapshot(), expected);
+    assert_eq!(git_files(&a.r), git_before);
+}
+
+#[test]
+fn in_a_worktree_run_shared_refs_an_agent_made_are_named_not_removed() {
+    // A --worktree run shares refs with the user's ongoing work: what changed there is
+    // reported (the attempt fails), never undone behind the user's back.
+    let a = agent("git -C \"$USER_ROOT\" branch agent-branch\nsed -i 's/^two$/TWO/' app.txt");
+    let (out, s) = a.run(
+        &["app.txt"],
+        "grep -qx TWO app.txt",
+        &["--worktree", "--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "agent_escaped");
+    assert!(brief["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .contains(
+            "left as found (shared with the user's own work): refs/heads/agent-branch (added)"
+        ));
+    assert_eq!(a.r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}
+
+#[test]
+fn a_sandboxed_agent_in_a_worktree_run_sees_its_worktree_named_after_the_repo() {
+    if !have_bwrap() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = home_outside_tmp("home");
+    let before = r.snapshot();
+    let script = "test \"$(pwd)\" = /tmp/git-factory/repo || { pwd >&2; exit 7; }\nsed -i 's/^two$/TWO/' app.txt\ngit -c user.name=a -c user.email=a@a.invalid commit -qam fix";
+    let (out, s) = sandboxed(
+        &r,
+        home.path(),
+        script,
+        &["--worktree", "--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = s["run_id"].as_str().expect("id");
+    assert_eq!(
+        r.git(&["show", &format!("heads/factory/{id}:app.txt")]),
+        "one\nTWO\nthree\n"
+    );
+    let after = r.snapshot();
+    assert_eq!(
+        (after.head, after.index, after.files),
+        (before.head, before.index, before.files),
+        "a --worktree run leaves the user's tree alone"
+    );
 }

@@ -377,7 +377,9 @@ fn a_held_index_lock_at_delivery_undoes_the_delivery_and_finishes_the_record() {
 }
 
 #[test]
-fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
+fn an_agent_command_that_stages_and_commits_is_restored_and_its_attempt_fails() {
+    // SPEC §7: an --agent-command agent that changes the repo is audited like an
+    // --agent-edits one: put back, and the attempt fails with agent_escaped.
     let r = TestRepo::simple();
     let before = r.snapshot();
     let diff = r.outside.join("answer.diff");
@@ -386,7 +388,7 @@ fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncat > /dev/null\necho note > notes.txt\ngit add notes.txt\ngit commit -qm 'agent bookkeeping'\necho staged > other.txt\ngit add other.txt\ncat {}\n",
+            "#!/bin/sh\ncase \"$(cat)\" in *'\"attempt\":1'*)\necho note > notes.txt\ngit add notes.txt\ngit commit -qm 'agent bookkeeping'\necho staged > other.txt\ngit add other.txt;;\nesac\ncat {}\n",
             diff.display()
         ),
     )
@@ -401,14 +403,25 @@ fn an_agent_command_that_stages_and_commits_is_restored_and_the_run_goes_on() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("restored"), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let brief = &s["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "agent_escaped");
+    let text = brief["primary_error_excerpt"].as_str().unwrap_or("");
+    assert!(
+        text.contains("put back: notes.txt, other.txt, refs/heads/main, .git/index"),
+        "{text}"
+    );
+    assert!(
+        text.contains("instead of only printing your proposal"),
+        "{text}"
+    );
+    assert_eq!(s["attempts"][0]["apply_ok"], false);
     let after = r.snapshot();
     assert_eq!(
         (&after.head, &after.refs, &after.index),
         (&before.head, &before.refs, &before.index)
     );
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
-    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["verdict"], "PASS");
 }
 
@@ -640,4 +653,44 @@ fn a_path_that_cannot_be_put_back_is_named_and_recover_finishes_later() {
     let rec = r.factory().arg("recover").output().expect("recover");
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn hooks_a_check_plants_or_changes_are_put_back_with_their_modes() {
+    // A planted hook would run on the user's next commit: hooks are put back like
+    // .git/config, on a failed attempt and after a PASS (named in side_effects).
+    let r = TestRepo::simple();
+    let hooks = r.root.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).expect("hooks");
+    std::fs::write(hooks.join("pre-push"), "#!/bin/sh\nexit 0\n").expect("hook");
+    std::fs::set_permissions(
+        hooks.join("pre-push"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .expect("chmod");
+    let before = folder(&hooks);
+    let plant = "sh -c 'printf \"#!/bin/sh\\ntouch pwned\\n\" > .git/hooks/pre-commit; chmod 755 .git/hooks/pre-commit; echo evil >> .git/hooks/pre-push; chmod 777 .git/hooks/pre-push; exit 1'";
+    let out = run_check(&r, plant, &["--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(folder(&hooks), before);
+
+    let plant_and_pass = "sh -c 'echo evil >> .git/hooks/pre-push; touch .git/hooks/post-checkout; grep -qx TWO app.txt'";
+    let out = run_check(&r, plant_and_pass, &["--json", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(folder(&hooks), before);
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let side: Vec<String> = s["side_effects"]
+        .as_array()
+        .expect("side_effects")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    assert!(
+        side.iter().any(|p| p.ends_with(".git/hooks/post-checkout")),
+        "{side:?}"
+    );
+    assert!(
+        side.iter().any(|p| p.ends_with(".git/hooks/pre-push")),
+        "{side:?}"
+    );
 }

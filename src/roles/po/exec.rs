@@ -47,6 +47,11 @@ pub struct Sandbox {
     pub read_only: Vec<PathBuf>,
     /// Writable folders inside read-only ones (the attempt's bytecode folder under `.git`).
     pub scratch: Vec<PathBuf>,
+    /// Keep the network: coding agents talk to their model; checks never get it.
+    pub network: bool,
+    /// A writable folder shown at another path, where the command then starts: an agent's
+    /// scratch worktree lives under `.git/`, where some agents refuse to edit anything.
+    pub remap: Option<(PathBuf, PathBuf)>,
 }
 
 impl Sandbox {
@@ -56,25 +61,30 @@ impl Sandbox {
     }
 
     fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
-        let mut out: Vec<String> = [
-            "bwrap",
-            "--die-with-parent",
-            "--unshare-net",
-            "--unshare-pid",
-            "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        // bwrap keeps the network unless told otherwise.
+        let net: &[&str] = if self.network {
+            &[]
+        } else {
+            &["--unshare-net"]
+        };
+        let mut out: Vec<String> = ["bwrap", "--die-with-parent"]
+            .iter()
+            .chain(net)
+            .chain(&[
+                "--unshare-pid",
+                "--new-session",
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--tmpfs",
+                "/tmp",
+            ])
+            .map(|s| s.to_string())
+            .collect();
         for (flag, dirs) in [
             ("--bind", &self.writable),
             ("--ro-bind", &self.read_only),
@@ -94,11 +104,16 @@ impl Sandbox {
                 out.extend(["--ro-bind".to_string(), "/dev/null".to_string(), secret]);
             }
         }
-        out.extend([
-            "--chdir".to_string(),
-            cwd.display().to_string(),
-            "--".to_string(),
-        ]);
+        let mut cwd = cwd.display().to_string();
+        if let Some((from, to)) = &self.remap {
+            cwd = to.display().to_string();
+            out.extend([
+                "--bind".to_string(),
+                from.display().to_string(),
+                cwd.clone(),
+            ]);
+        }
+        out.extend(["--chdir".to_string(), cwd, "--".to_string()]);
         out.extend(argv.iter().cloned());
         out
     }

@@ -151,17 +151,15 @@ fn plan_diff(
             Vec::new(),
         ));
     }
+    // Listed before the check, which normalises (and so takes) the paths it reads: a refused
+    // record names every path the proposal touched, not only those checked before the refusal.
+    let listed = sorted_unique(patches.iter().flat_map(|p| p.touched_paths()));
     let touched = scope::check_patches(&mut patches, rules.allowed, rules.protected, root)
         .map_err(|v| {
-            let touched: Vec<String> = patches
-                .iter()
-                .flat_map(|p| p.touched_paths())
-                .map(str::to_string)
-                .collect();
             refusal(
                 Stage::PatchScopeViolation,
                 format!("scope violation: {v}"),
-                touched,
+                listed,
             )
         })?;
     // Each file gets the strictest pass that places all its hunks; the change set records the
@@ -225,9 +223,18 @@ fn plan_diff(
     })
 }
 
+/// Paths as given, sorted and without repeats: what a refused record lists.
+fn sorted_unique<'a>(paths: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = paths.map(str::to_string).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<Plan, Refusal> {
     let mut outcomes: Vec<FileOutcome> = Vec::new();
     let mut touched: Vec<String> = Vec::new();
+    let listed = sorted_unique(writes.iter().map(|w| w.path.as_str()));
     for w in writes {
         let path = scope::check_path(&w.path, rules.allowed, rules.protected, root)
             .and_then(|p| scope::check_repo_rules(std::slice::from_ref(&p), root).map(|()| p))
@@ -235,21 +242,21 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
                 refusal(
                     Stage::PatchScopeViolation,
                     format!("scope violation: {v}"),
-                    vec![w.path.clone()],
+                    listed.clone(),
                 )
             })?;
         if touched.contains(&path) {
             return Err(refusal(
                 Stage::PatchScopeViolation,
                 format!("scope violation: {path}: written twice in one proposal"),
-                vec![path],
+                listed,
             ));
         }
         let before = apply::read_state(root, &path).map_err(|e| {
             refusal(
                 Stage::PatchApplyFailed,
                 format!("{path}: {e}"),
-                vec![path.clone()],
+                listed.clone(),
             )
         })?;
         let actual = before.as_ref().map(|s| sha256_hex(&s.bytes));
@@ -262,7 +269,7 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
             return Err(refusal(
                 Stage::PatchApplyFailed,
                 format!("{path}: base_sha256 is {said} but the file's current sha256 is {is}"),
-                vec![path],
+                listed,
             ));
         }
         let executable = w

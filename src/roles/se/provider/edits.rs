@@ -2,11 +2,23 @@
 //! scratch worktree at the baseline; when the agent exits, the scratch tree's difference from
 //! the baseline — edits, new files, deletions, mode changes, its own commits — *is* the
 //! proposal. The scratch worktree is always removed; the user's tree is never the agent's.
+//!
+//! Agents keep bookkeeping in the folder they work in (aider's `.aider*`, Codex's `.codex/`,
+//! Claude Code's `.claude/`), and some add themselves to `.gitignore` when git does not ignore
+//! them yet. The globs of `factory.agentIgnore` are therefore ignored for the agent through a
+//! `core.excludesFile` of its own, given in its environment (`GIT_CONFIG_COUNT`), so neither
+//! the user's `.gitignore` nor `info/exclude` changes and `git check-ignore` already says yes;
+//! and new files matching them never enter the proposal.
 
 use super::{Provider, ProviderError, Request, Response};
+use crate::config::{Config, AGENT_IGNORE, AGENT_WRITABLE, DEFAULT_AGENT_IGNORE};
 use crate::git::{self, worktree::TempWorktree};
-use crate::roles::po::exec::{self, tail_chars, CommandSpec, LogFiles};
+use crate::roles::po::exec::{self, tail_chars, CommandSpec, LogFiles, Sandbox};
 use crate::roles::se::proposal::OutputFormat;
+use crate::roles::tr::protect::wildmatch;
+use git2::{Oid, Repository};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct AgentEdits {
@@ -31,10 +43,228 @@ fn failed(msg: impl Into<String>) -> ProviderError {
     ProviderError::Failed(msg.into())
 }
 
+/// The globs an agent's bookkeeping matches, read as gitignore lines: a trailing `/` matches
+/// folders only, a glob without `/` matches a name at any depth, one with `/` is anchored at
+/// the root, `!` re-includes, the last matching line wins.
+#[derive(Debug, Clone)]
+pub struct AgentIgnore {
+    lines: Vec<String>,
+}
+
+impl AgentIgnore {
+    pub fn from_config(cfg: &Config) -> Self {
+        let given = cfg.multi(AGENT_IGNORE);
+        let lines = if given.is_empty() {
+            DEFAULT_AGENT_IGNORE.iter().map(|s| s.to_string()).collect()
+        } else {
+            given
+        };
+        AgentIgnore {
+            lines: lines
+                .into_iter()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .collect(),
+        }
+    }
+
+    /// The lines as an exclude file's text.
+    pub fn text(&self) -> String {
+        self.lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    /// Whether a file at `path` (or a folder above it) is ignored by these lines.
+    pub fn matches(&self, path: &[u8]) -> bool {
+        let parts: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
+        // Each prefix of the path: every folder above the file, then the file itself.
+        (1..=parts.len()).any(|n| {
+            let is_dir = n < parts.len();
+            let prefix = parts[..n].join(&b'/');
+            self.verdict(&prefix, parts[n - 1], is_dir)
+        })
+    }
+
+    fn verdict(&self, path: &[u8], name: &[u8], is_dir: bool) -> bool {
+        let mut ignored = false;
+        for line in &self.lines {
+            let (negated, pattern) = match line.strip_prefix('!') {
+                Some(rest) => (true, rest),
+                None => (false, line.as_str()),
+            };
+            let (dir_only, pattern) = match pattern.strip_suffix('/') {
+                Some(rest) => (true, rest),
+                None => (false, pattern),
+            };
+            if pattern.is_empty() || (dir_only && !is_dir) {
+                continue;
+            }
+            let hit = if pattern.contains('/') {
+                wildmatch(pattern.trim_start_matches('/').as_bytes(), path)
+            } else {
+                wildmatch(pattern.as_bytes(), name)
+            };
+            if hit {
+                ignored = !negated;
+            }
+        }
+        ignored
+    }
+}
+
+/// The folders (or files) of `factory.agentWritable`, `~/` expanded; a missing one is made as
+/// a folder (the agent would make it), so it can be bound writable into the sandbox. A value that names no usable
+/// folder is a misconfiguration: the run is refused before its first attempt counts.
+fn agent_writable(cfg: &Config) -> Result<Vec<PathBuf>, ProviderError> {
+    let refuse = |raw: &str, why: String| {
+        ProviderError::Unreachable {
+        message: format!("git config {AGENT_WRITABLE} {raw:?}: {why}"),
+        hint: format!(
+            "name an absolute folder or one under ~/, e.g. git config --replace-all {AGENT_WRITABLE} ~/.codex"
+        ),
+    }
+    };
+    let mut out = Vec::new();
+    for raw in cfg.multi(AGENT_WRITABLE) {
+        let path = match raw.strip_prefix('~') {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => match crate::env::home() {
+                Some(home) => home.join(rest.trim_start_matches('/')),
+                None => return Err(refuse(&raw, "HOME is not set".into())),
+            },
+            _ => PathBuf::from(&raw),
+        };
+        if !path.is_absolute() {
+            return Err(refuse(&raw, "not an absolute folder".into()));
+        }
+        // A file is bound as it is (Claude Code keeps ~/.claude.json beside ~/.claude/).
+        if std::fs::symlink_metadata(&path).is_err() {
+            std::fs::create_dir_all(&path).map_err(|e| refuse(&raw, e.to_string()))?;
+        }
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// The exclude file the agent's git reads instead of the user's own `core.excludesFile`: the
+/// user's lines first (so nothing they ignore shows up), then the agent globs.
+fn exclude_text(repo: &Repository, ignore: &AgentIgnore) -> Vec<u8> {
+    let user_file = repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_path("core.excludesFile").ok())
+        .or_else(crate::env::default_excludes_file);
+    let mut text = user_file
+        .and_then(|p| std::fs::read(p).ok())
+        .unwrap_or_default();
+    if !text.is_empty() && !text.ends_with(b"\n") {
+        text.push(b'\n');
+    }
+    text.extend_from_slice(ignore.text().as_bytes());
+    text
+}
+
+/// `core.excludesFile=<file>` for the agent's git, after any `git -c` settings it inherits.
+fn exclude_env(file: &Path) -> Vec<(String, String)> {
+    let n = crate::env::var("GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(0);
+    vec![
+        ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
+        (format!("GIT_CONFIG_KEY_{n}"), "core.excludesFile".into()),
+        (format!("GIT_CONFIG_VALUE_{n}"), file.display().to_string()),
+    ]
+}
+
+/// Where a sandboxed agent sees its scratch worktree: a folder named like the user's repo,
+/// outside any `.git` (Claude Code refuses to edit files under a `.git` folder).
+const SANDBOX_WORKTREE: &str = "/tmp/git-factory";
+
+/// The sandbox of a coding agent: network on, everything read-only but its scratch worktree
+/// (shown at `/tmp/git-factory/<repo>`), the worktree's own metadata (`.git/worktrees/<name>`:
+/// HEAD, index, logs), the object store its commits are written to, and the
+/// `factory.agentWritable` folders.
+fn agent_sandbox(
+    repo: &Repository,
+    user_root: &Path,
+    scratch: &Path,
+    writable: Vec<PathBuf>,
+) -> Result<Sandbox, ProviderError> {
+    let admin = Repository::open(scratch)
+        .map(|r| r.path().to_path_buf())
+        .map_err(|e| failed(format!("opening the scratch worktree: {}", e.message())))?;
+    let mut inner = vec![admin, repo.commondir().join("objects")];
+    inner.extend(writable);
+    // Named after the user's repository (also in a --worktree run, whose tree is elsewhere).
+    let name = repo
+        .commondir()
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "repo".into());
+    Ok(Sandbox {
+        writable: Vec::new(),
+        // Visible (also where they live under /tmp, which the sandbox replaces), not writable.
+        read_only: vec![user_root.to_path_buf(), repo.commondir().to_path_buf()],
+        scratch: inner,
+        network: true,
+        remap: Some((
+            scratch.to_path_buf(),
+            Path::new(SANDBOX_WORKTREE).join(name),
+        )),
+    })
+}
+
+/// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git
+/// leaves out ignored files; the index file of the scratch worktree is not written.
+fn scratch_tree(scratch: &Path, ignore: &AgentIgnore) -> Result<Oid, git2::Error> {
+    let repo = Repository::open(scratch)?;
+    repo.add_ignore_rule(&ignore.text())?;
+    let mut index = repo.index()?;
+    index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
+    index.update_all(["*"].iter(), None)?;
+    index.write_tree()
+}
+
+/// `tree` without the files that are new since `base` and match the agent globs (an agent
+/// that committed its bookkeeping does not make it part of the proposal).
+fn without_bookkeeping(
+    repo: &Repository,
+    base: Oid,
+    tree: Oid,
+    ignore: &AgentIgnore,
+) -> Result<Oid, git2::Error> {
+    let old = repo.find_tree(base)?;
+    let new = repo.find_tree(tree)?;
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let mut builder = git2::build::TreeUpdateBuilder::new();
+    let mut any = false;
+    for delta in diff.deltas() {
+        if delta.status() != git2::Delta::Added {
+            continue;
+        }
+        if let Some(path) = delta.new_file().path_bytes() {
+            if ignore.matches(path) {
+                builder.remove(Path::new(std::ffi::OsStr::from_bytes(path)));
+                any = true;
+            }
+        }
+    }
+    if !any {
+        return Ok(tree);
+    }
+    builder.create_updated(repo, &new)
+}
+
 impl Provider for AgentEdits {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         let repo = git2::Repository::open(request.root)
             .map_err(|e| failed(format!("cannot open the repo: {}", e.message())))?;
+        let cfg = Config::of(&repo);
+        let ignore = AgentIgnore::from_config(&cfg);
+        let writable = if request.sandbox {
+            agent_writable(&cfg)?
+        } else {
+            Vec::new()
+        };
         let baseline =
             git2::Oid::from_str(request.baseline).map_err(|e| failed(e.message().to_string()))?;
         let base_tree = repo
@@ -49,29 +279,46 @@ impl Provider for AgentEdits {
         };
         let scratch =
             TempWorktree::add(&repo, &name, request.baseline).map_err(|e| failed(e.message))?;
+        crate::trace::mark("  agent: scratch worktree added");
         let prompt_file = request.attempt_dir.join("agent_prompt.txt");
         std::fs::write(&prompt_file, request.prompt)
             .map_err(|e| failed(format!("cannot write the prompt file: {e}")))?;
         let prompt_path = prompt_file.display().to_string();
+        let sandbox = if request.sandbox {
+            let user_root = git::workdir(&repo).map_err(|e| failed(e.message))?;
+            Some(agent_sandbox(&repo, &user_root, &scratch.path, writable)?)
+        } else {
+            None
+        };
+        // Beside the scratch worktree, never inside the run record (it holds the user's own
+        // global excludes).
+        let exclude = git::factory_dir(&repo)
+            .join("worktrees")
+            .join(format!("{name}.exclude"));
+        std::fs::write(&exclude, exclude_text(&repo, &ignore))
+            .map_err(|e| failed(format!("cannot write the agent's exclude file: {e}")))?;
+        let mut env_set: Vec<(String, String)> = vec![
+            ("FACTORY_PROMPT_FILE".into(), prompt_path.clone()),
+            ("FACTORY_ATTEMPT".into(), request.attempt.to_string()),
+            ("FACTORY_RUN_ID".into(), request.run_id.to_string()),
+            ("FACTORY_ALLOWED_FILES".into(), request.allowed.join("\n")),
+        ];
+        env_set.extend(exclude_env(&exclude));
+        env_set.extend(request.candidate_env());
         let spec = CommandSpec {
             argv: self.argv_for(&prompt_path, request.attempt),
             cwd: scratch.path.clone(),
             timeout: self.timeout,
-            env_set: [
-                ("FACTORY_PROMPT_FILE".into(), prompt_path),
-                ("FACTORY_ATTEMPT".into(), request.attempt.to_string()),
-                ("FACTORY_RUN_ID".into(), request.run_id.to_string()),
-                ("FACTORY_ALLOWED_FILES".into(), request.allowed.join("\n")),
-            ]
-            .into_iter()
-            .chain(request.candidate_env())
-            .collect(),
+            env_set,
             stdin: Some(request.prompt.as_bytes().to_vec()),
             label: "agent",
+            sandbox,
             ..CommandSpec::default()
         };
         let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
         let result = exec::run(&spec, &logs);
+        crate::trace::mark("  agent: ran");
+        let _ = std::fs::remove_file(&exclude);
         if !result.succeeded() {
             drop(scratch);
             return Err(failed(format!(
@@ -83,10 +330,14 @@ impl Provider for AgentEdits {
         }
         // Whatever the agent did — edits, new untracked files, deletions, chmod, commits — the
         // scratch work tree now holds it; its tree against the baseline's is the proposal.
-        let diff = git::worktree_tree(&scratch.path)
+        let diff = scratch_tree(&scratch.path, &ignore)
+            .and_then(|tree| without_bookkeeping(&repo, base_tree, tree, &ignore))
+            .map_err(crate::error::Error::from)
             .and_then(|tree| git::diff_trees(&repo, base_tree, tree))
             .map_err(|e| failed(format!("reading the agent's changes: {}", e.message)));
+        crate::trace::mark("  agent: its changes read");
         scratch.remove().map_err(|e| failed(e.message))?;
+        crate::trace::mark("  agent: scratch worktree removed");
         let diff = diff?;
         let raw = if diff.iter().all(u8::is_ascii_whitespace) {
             serde_json::json!({"unified_diff": "", "summary": "the agent changed nothing"})
@@ -96,5 +347,39 @@ impl Provider for AgentEdits {
             diff
         };
         Ok(Response::plain(raw, OutputFormat::AgentText))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(l: &[&str]) -> AgentIgnore {
+        AgentIgnore {
+            lines: l.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn agent_globs_read_as_gitignore_lines() {
+        let d = lines(&DEFAULT_AGENT_IGNORE);
+        assert!(d.matches(b".aider.chat.history.md"));
+        assert!(d.matches(b".aider.tags.cache.v4/cache.db"));
+        assert!(d.matches(b"sub/.aider.input.history"));
+        assert!(d.matches(b".codex/state.json"));
+        assert!(d.matches(b"pkg/.claude/settings.local.json"));
+        assert!(
+            !d.matches(b".codex"),
+            "a file named .codex is not the folder"
+        );
+        assert!(!d.matches(b"src/aider.py"));
+        assert!(!d.matches(b"hello.txt"));
+        let anchored = lines(&["/build/", "docs/*.tmp", "*.log", "!keep.log"]);
+        assert!(anchored.matches(b"build/x.o"));
+        assert!(!anchored.matches(b"src/build/x.o"));
+        assert!(anchored.matches(b"docs/a.tmp"));
+        assert!(!anchored.matches(b"docs/sub/a.tmp"));
+        assert!(anchored.matches(b"a/b.log"));
+        assert!(!anchored.matches(b"keep.log"));
     }
 }

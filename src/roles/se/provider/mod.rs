@@ -33,6 +33,8 @@ pub struct Request<'a> {
     /// The folder where this attempt's artifacts go (an agent's logs land here).
     pub attempt_dir: &'a Path,
     pub attempt_rel: &'a str,
+    /// `--sandbox`: an agent that edits files runs under bubblewrap too (SPEC §7).
+    pub sandbox: bool,
     /// Hears the tokens received so far while a model streams its answer.
     pub on_tokens: &'a dyn Fn(u64),
     /// The candidate's index in a best-of-N race (SPEC §5.1); agents get it as
@@ -344,8 +346,12 @@ impl ProviderSpec {
         )
     }
 
-    /// Whether the provider runs code in the repo root (so the tree is checked after it).
-    pub fn runs_in_tree(&self) -> bool {
-        matches!(self, ProviderSpec::AgentCommand { .. })
+    /// Whether the provider is an agent program, run with the user's privileges: the repo is
+    /// audited after it (SPEC §7).
+    pub fn is_agent(&self) -> bool {
+        matches!(
+            self,
+            ProviderSpec::AgentCommand { .. } | ProviderSpec::AgentEdits { .. }
+        )
     }
 }

@@ -1,0 +1,204 @@
+//! The agent audit (SPEC §7). A coding agent runs with the user's privileges and shares `.git`
+//! with the user's repo: its scratch worktree is its own, nothing else is. The run's restore
+//! (`git::restore`) already knows the run's tree, index, HEAD, `.git/config`, hooks and — when
+//! the run holds the repo — every ref, and puts them back. What it does not own is recorded
+//! here before the agent runs and compared after it exits: every ref outside git-factory's
+//! namespaces (also in a `--worktree` run, whose refs are shared with the user's own work) and
+//! the HEAD of every other worktree. This module only names what escaped; it writes nothing.
+
+use crate::error::Result;
+use git2::Repository;
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// One file as it was: its mode and bytes (a symlink's target for a link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileFact {
+    mode: u32,
+    bytes: Vec<u8>,
+}
+
+fn file_fact(path: &Path) -> Option<FileFact> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path).ok()?;
+        return Some(FileFact {
+            mode: 0o120000,
+            bytes: target.as_os_str().as_bytes().to_vec(),
+        });
+    }
+    if !meta.is_file() {
+        return Some(FileFact {
+            mode: meta.permissions().mode(),
+            bytes: Vec::new(),
+        });
+    }
+    Some(FileFact {
+        mode: meta.permissions().mode() & 0o7777,
+        bytes: std::fs::read(path).ok()?,
+    })
+}
+
+/// What an agent must leave as it was.
+#[derive(Debug, Clone)]
+pub struct Audit {
+    common: PathBuf,
+    refs: BTreeMap<String, String>,
+    /// `HEAD` of the main worktree and of every linked one, by admin folder name (`""` for
+    /// the main one).
+    heads: BTreeMap<Vec<u8>, Option<FileFact>>,
+}
+
+fn is_ours(name: &str) -> bool {
+    name.starts_with("refs/factory/") || name.starts_with("refs/notes/factory")
+}
+
+/// Every ref outside git-factory's namespaces, as `name -> target`.
+fn list_refs(repo: &Repository) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for r in repo.references()? {
+        let r = r?;
+        let name = String::from_utf8_lossy(r.name_bytes()).into_owned();
+        if is_ours(&name) || name == "HEAD" {
+            continue;
+        }
+        let target = match (r.target(), r.symbolic_target_bytes()) {
+            (Some(oid), _) => oid.to_string(),
+            (None, Some(sym)) => format!("ref: {}", String::from_utf8_lossy(sym)),
+            (None, None) => String::new(),
+        };
+        out.insert(name, target);
+    }
+    Ok(out)
+}
+
+fn list_heads(common: &Path) -> BTreeMap<Vec<u8>, Option<FileFact>> {
+    let mut out = BTreeMap::new();
+    out.insert(Vec::new(), file_fact(&common.join("HEAD")));
+    // git-factory's own temporary worktrees (a run's, a race's candidates', other agents'
+    // scratch ones) come and go beside the agent: they are not the user's.
+    let ours = common.join("factory").join("worktrees");
+    if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
+        for e in entries.flatten() {
+            let gitdir = std::fs::read(e.path().join("gitdir")).unwrap_or_default();
+            if Path::new(std::ffi::OsStr::from_bytes(gitdir.trim_ascii_end())).starts_with(&ours) {
+                continue;
+            }
+            out.insert(
+                e.file_name().as_bytes().to_vec(),
+                file_fact(&e.path().join("HEAD")),
+            );
+        }
+    }
+    out
+}
+
+fn shown(name: &[u8]) -> String {
+    name.escape_ascii().to_string()
+}
+
+impl Audit {
+    /// Records the facts of the repository `repo` belongs to, before the agent runs.
+    pub fn capture(repo: &Repository) -> Result<Self> {
+        let common = repo.commondir().to_path_buf();
+        Ok(Audit {
+            refs: list_refs(repo)?,
+            heads: list_heads(&common),
+            common,
+        })
+    }
+
+    /// What differs now, one line each (`refs/heads/x (moved)`, `HEAD of worktree w
+    /// (changed)`). The agent's scratch worktree is gone by the time this is asked; one that
+    /// is still there would be named as added.
+    pub fn changes(&self, repo: &Repository) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let refs = list_refs(repo)?;
+        diff_maps(&self.refs, &refs, |name, how| {
+            let how = if how == "changed" { "moved" } else { how };
+            out.push(format!("{name} ({how})"))
+        });
+        let heads = list_heads(&self.common);
+        diff_maps(&self.heads, &heads, |name, how| {
+            out.push(if name.is_empty() {
+                format!("HEAD ({how})")
+            } else {
+                let how = if how == "added" {
+                    "worktree added"
+                } else {
+                    how
+                };
+                format!("HEAD of worktree {} ({how})", shown(name))
+            })
+        });
+        Ok(out)
+    }
+}
+
+/// Calls `report(key, "added" | "removed" | "changed")` for each key that differs, in key
+/// order.
+fn diff_maps<K: Ord, V: PartialEq>(
+    before: &BTreeMap<K, V>,
+    after: &BTreeMap<K, V>,
+    mut report: impl FnMut(&K, &str),
+) {
+    let keys: std::collections::BTreeSet<&K> = before.keys().chain(after.keys()).collect();
+    for k in keys {
+        match (before.get(k), after.get(k)) {
+            (Some(_), None) => report(k, "removed"),
+            (None, Some(_)) => report(k, "added"),
+            (Some(a), Some(b)) if a != b => report(k, "changed"),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Repository) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path()).expect("init");
+        let sig = git2::Signature::now("t", "t@t.invalid").expect("sig");
+        let tree = repo.index().and_then(|mut i| i.write_tree()).expect("tree");
+        let tree = repo.find_tree(tree).expect("tree");
+        repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .expect("commit");
+        drop(tree);
+        (dir, repo)
+    }
+
+    #[test]
+    fn names_refs_and_heads_that_changed() {
+        let (_dir, repo) = repo();
+        let head = repo.head().expect("head").target().expect("oid");
+        repo.reference("refs/heads/gone", head, false, "t")
+            .expect("ref");
+        let audit = Audit::capture(&repo).expect("capture");
+        assert!(audit.changes(&repo).expect("changes").is_empty());
+
+        repo.reference("refs/heads/evil", head, false, "t")
+            .expect("ref");
+        repo.reference("refs/factory/abc", head, false, "t")
+            .expect("ours");
+        repo.find_reference("refs/heads/gone")
+            .and_then(|mut r| r.delete())
+            .expect("delete");
+        repo.set_head_detached(head).expect("detach");
+        let wt = repo.path().join("worktrees/other");
+        std::fs::create_dir_all(&wt).expect("mkdir");
+        std::fs::write(wt.join("HEAD"), format!("{head}\n")).expect("head");
+        assert_eq!(
+            audit.changes(&repo).expect("changes"),
+            [
+                "refs/heads/evil (added)",
+                "refs/heads/gone (removed)",
+                "HEAD (changed)",
+                "HEAD of worktree other (worktree added)",
+            ]
+        );
+    }
+}
