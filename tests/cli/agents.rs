@@ -398,7 +398,14 @@ fn have_bwrap() -> bool {
 /// A folder outside /tmp (which the sandbox replaces by a private one), so that a write the
 /// sandbox refuses fails as it would in a user's home.
 fn home_outside_tmp(name: &str) -> tempfile::TempDir {
-    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // The sandbox gives agents a private /tmp: a home under it (a checkout that lives in /tmp)
+    // would be written there and vanish, not be refused. /var/tmp is not replaced.
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target.starts_with("/tmp") {
+        std::path::Path::new("/var/tmp")
+    } else {
+        target
+    };
     std::fs::create_dir_all(base).expect("mkdir");
     tempfile::Builder::new()
         .prefix(name)
