@@ -11,31 +11,38 @@ pub struct RepoLock {
     file: File,
 }
 
+/// Opens `path` and takes its flock without waiting: the open file, or who holds it (what the
+/// holder wrote into it, else "another process").
+fn try_lock(path: &Path) -> Result<std::result::Result<File, String>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
+        return Ok(Ok(file));
+    }
+    let mut holder = String::new();
+    let _ = file.read_to_string(&mut holder);
+    let holder = holder.trim();
+    Ok(Err(if holder.is_empty() {
+        "another process".to_string()
+    } else {
+        holder.to_string()
+    }))
+}
+
 impl RepoLock {
     /// Takes the lock or refuses, naming the holder's pid and run id.
     pub fn acquire(factory_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(factory_dir)?;
-        let path = factory_dir.join("lock");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            let who = if holder.is_empty() {
-                "another process".to_string()
-            } else {
-                holder.to_string()
-            };
-            return Err(Error::new(format!(
+        let file = try_lock(&factory_dir.join("lock"))?.map_err(|who| {
+            Error::new(format!(
                 "another git factory run holds the repo lock ({who})"
             ))
-            .hint("wait for it to finish, or use --worktree to run beside it"));
-        }
+            .hint("wait for it to finish, or use --worktree to run beside it")
+        })?;
         let mut lock = RepoLock { file };
         lock.describe("(preflight)")?;
         Ok(lock)
@@ -49,38 +56,22 @@ impl RepoLock {
         self.file.flush()?;
         Ok(())
     }
-}
 
-impl RepoLock {
-    /// Takes the lock of one run_id (`runs/<run_id>.lock`), held while the run uses its
+    /// Takes the lock of one run_id (`locks/run-<run_id>`), held while the run uses its
     /// staging folder and worktree; refuses, naming the holder's pid, while another process
     /// runs the same run_id (two `--worktree` runs of one order), so neither ever removes
     /// the other's worktree.
     pub fn acquire_run(factory_dir: &Path, run_id: &str) -> Result<Self> {
         let dir = factory_dir.join("locks");
         std::fs::create_dir_all(&dir)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(format!("run-{run_id}")))?;
-        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            let who = if holder.is_empty() {
-                "another process".to_string()
-            } else {
-                holder.to_string()
-            };
-            return Err(Error::new(format!(
+        let file = try_lock(&dir.join(format!("run-{run_id}")))?.map_err(|who| {
+            Error::new(format!(
                 "git factory run {run_id} is already under way ({who})"
             ))
             .hint(
                 "wait for it to finish; it records this same run (git factory show then shows it)",
-            ));
-        }
+            )
+        })?;
         let mut lock = RepoLock { file };
         lock.describe(run_id)?;
         Ok(lock)
