@@ -93,8 +93,8 @@ fn is_run_id(id: &str) -> bool {
     id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// Brings the remote's notes in and merges them into ours with `cat_sort_uniq`.
-fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<bool> {
+/// `git fetch` of one refspec into our staging refs: no tags, no FETCH_HEAD.
+fn fetch_into(repo: &Repository, remote: &str, refspec: &str, what: &str) -> Result<()> {
     let mut fetch = git(repo)?;
     fetch.args([
         "fetch",
@@ -102,9 +102,20 @@ fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<boo
         "--no-tags",
         "--no-write-fetch-head",
         remote,
-        &format!("+{NOTES_REF}:{INCOMING_NOTES}"),
+        refspec,
     ]);
     output(fetch, what, remote)?;
+    Ok(())
+}
+
+/// Brings the remote's notes in and merges them into ours with `cat_sort_uniq`.
+fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<bool> {
+    fetch_into(
+        repo,
+        remote,
+        &format!("+{NOTES_REF}:{INCOMING_NOTES}"),
+        what,
+    )?;
     let theirs = repo.refname_to_id(INCOMING_NOTES)?;
     if let Some(kind) = not_a_commit(repo, theirs) {
         if let Ok(mut r) = repo.find_reference(INCOMING_NOTES) {
@@ -162,16 +173,12 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
     let theirs = remote_refs(repo, remote, &what)?;
     let mut shared = Shared::default();
     if theirs.iter().any(|(n, _)| n.starts_with(RUN_REF_PREFIX)) {
-        let mut fetch = git(repo)?;
-        fetch.args([
-            "fetch",
-            "-q",
-            "--no-tags",
-            "--no-write-fetch-head",
+        fetch_into(
+            repo,
             remote,
             &format!("+{RUN_REF_PREFIX}*:{INCOMING_RUNS}*"),
-        ]);
-        output(fetch, &what, remote)?;
+            &what,
+        )?;
         let ours: std::collections::BTreeMap<String, Oid> = run_ids(repo)?.into_iter().collect();
         let mut incoming: Vec<(String, Oid)> = Vec::new();
         for r in repo
