@@ -876,6 +876,12 @@ impl Session<'_> {
                 report.git.join(", ")
             ));
         }
+        if !report.left.is_empty() {
+            self.ui.warn(format!(
+                "a command changed {}; left as is (shared with your own work: check them)",
+                report.left.join(", ")
+            ));
+        }
     }
 
     /// After PASS the tree must hold exactly baseline + change: anything the commands changed

@@ -19,6 +19,7 @@ use git2::build::CheckoutBuilder;
 use git2::{Oid, Repository, Status, StatusOptions};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -119,6 +120,10 @@ pub struct Restore {
     /// Every ref outside git-factory's own namespaces; `None` when the refs are not ours to
     /// put back (a `--worktree` run shares them with the user's ongoing work).
     pub refs: Option<Vec<RefFact>>,
+    /// With `refs` `None`: the shared refs as they were, so what changed is named (never put
+    /// back: the user may be moving them at the same time).
+    #[serde(default)]
+    pub shared_refs: Vec<RefFact>,
     /// The folder holding the saved bytes of the index (`index`) and of `.git/config`
     /// (`config`): real copies, written before any change.
     pub saved: PathBuf,
@@ -130,6 +135,34 @@ pub struct Restore {
     /// The pre-images of the paths the current change writes (set before it is applied).
     #[serde(default)]
     pub images: Vec<Image>,
+    /// Entries that were neither tracked nor recorded folders at capture — in a clean tree,
+    /// the ignored files and folders (not what is inside an ignored folder) and nested
+    /// repositories — with their inode. Only these are kept by a restore: what a command
+    /// hides behind ignore rules of its own (a `.gitignore` it writes, `info/exclude`) is
+    /// judged against this list, never against the rules as the command left them.
+    #[serde(default)]
+    pub kept: Vec<KeptEntry>,
+    /// Tracked files whose mode is not the one a checkout creates (e.g. 0600): put back after
+    /// the checkout, which knows only git's 644/755.
+    #[serde(default)]
+    pub modes: Vec<(RelPath, u32)>,
+    /// `.git/info/exclude` did not exist at capture (its bytes are saved when it did).
+    #[serde(default)]
+    pub exclude_absent: bool,
+    /// The hooks folder whose files were saved (`saved/hooks`): hooks a command adds or
+    /// changes would run on the user's next commit or push. `None` when it is inside the
+    /// work tree (restored with it) or for a journal older than this field.
+    #[serde(default)]
+    pub hooks: Option<PathBuf>,
+}
+
+/// An untracked entry that existed at capture (see [`Restore::kept`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptEntry {
+    pub path: RelPath,
+    /// Its inode: an entry a command renamed is found by it and moved back, not deleted.
+    #[serde(default)]
+    pub ino: u64,
 }
 
 /// Why a restore runs: names its kill point and its messages.
@@ -163,11 +196,15 @@ pub struct Report {
     pub git: Vec<String>,
     /// Paths that could not be put back, each with why.
     pub failed: Vec<String>,
+    /// What commands changed that is not this restore's to put back — in a `--worktree` run,
+    /// the refs and `.git/config`/`info/exclude` shared with the user's ongoing work — named
+    /// so no message claims it restored.
+    pub left: Vec<String>,
 }
 
 impl Report {
     pub fn is_clean(&self) -> bool {
-        self.paths.is_empty() && self.git.is_empty()
+        self.paths.is_empty() && self.git.is_empty() && self.left.is_empty()
     }
 
     /// Everything that changed, for `side_effects` and warnings: work-tree paths, then refs
@@ -175,6 +212,7 @@ impl Report {
     pub fn changed(&self) -> Vec<String> {
         let mut all = self.paths.clone();
         all.extend(self.git.iter().cloned());
+        all.extend(self.left.iter().cloned());
         all
     }
 
@@ -206,6 +244,28 @@ impl Report {
             ),
         )
     }
+}
+
+/// The index entry flag of a path a sparse checkout leaves out (`git update-index
+/// --skip-worktree`): such a path is not in the work tree, so a file there is a command's.
+const SKIP_WORKTREE: u16 = 0x4000;
+
+/// `.git/info/exclude` of the common git dir: ignore rules a command can change.
+fn exclude_path(repo: &Repository) -> PathBuf {
+    repo.commondir().join("info").join("exclude")
+}
+
+/// The modes a checkout gives a plain and an executable file under this process's umask.
+fn checkout_modes() -> (u32, u32) {
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022);
+    (0o666 & !umask, 0o777 & !umask)
 }
 
 fn is_ours(name: &str) -> bool {
@@ -241,10 +301,10 @@ impl Restore {
         let head = repo.find_reference("HEAD")?;
         let head_ref = head.symbolic_target().map(str::to_string);
         let baseline = head.peel_to_commit()?.id().to_string();
-        let refs = if own_refs {
-            Some(list_refs(repo)?)
+        let (refs, shared_refs) = if own_refs {
+            (Some(list_refs(repo)?), Vec::new())
         } else {
-            None
+            (None, list_refs(repo)?)
         };
         let _ = std::fs::remove_dir_all(&saved);
         std::fs::create_dir_all(&saved)?;
@@ -260,10 +320,26 @@ impl Restore {
         if let Ok(bytes) = std::fs::read(repo.commondir().join("config")) {
             std::fs::write(saved.join("config"), bytes)?;
         }
-        crate::trace::mark("  restore capture: refs, index, config");
+        let exclude_absent = match std::fs::read(exclude_path(repo)) {
+            Ok(bytes) => {
+                std::fs::write(saved.join("exclude"), bytes)?;
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(e.into()),
+        };
+        let hooks = hooks_dir(repo, &root);
+        if let Some(dir) = &hooks {
+            save_hooks(dir, &saved.join("hooks"))?;
+        }
+        crate::trace::mark("  restore capture: refs, index, config, hooks");
         // Folders holding tracked files are not ignored: git need only be asked about the rest.
         let mut tracked: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        let mut files: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         for entry in repo.index()?.iter() {
+            if entry.flags_extended & SKIP_WORKTREE == 0 {
+                files.insert(entry.path.clone());
+            }
             let mut path = entry.path.as_slice();
             while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
                 path = &path[..cut];
@@ -274,6 +350,9 @@ impl Restore {
         }
         let tracked_dirs: Known<'_> = tracked.iter().map(|p| (p.as_slice(), &NO_FACT)).collect();
         let mut dirs = Vec::new();
+        let mut kept = Vec::new();
+        let mut modes = Vec::new();
+        let (plain, exec) = checkout_modes();
         walk_dirs(
             repo,
             &root,
@@ -288,7 +367,24 @@ impl Restore {
                     mtime: mtime_of(meta),
                 })
             },
+            Some(&mut |rel, entry| {
+                use std::os::unix::fs::DirEntryExt;
+                if !files.contains(rel) {
+                    kept.push(KeptEntry {
+                        path: RelPath::from_bytes(rel),
+                        ino: entry.ino(),
+                    });
+                } else if let Ok(meta) = entry.metadata() {
+                    // One stat per tracked file: the odd modes a checkout would not recreate.
+                    let mode = meta.permissions().mode() & 0o7777;
+                    if meta.is_file() && mode != plain && mode != exec {
+                        modes.push((RelPath::from_bytes(rel), mode));
+                    }
+                }
+            }),
         );
+        kept.sort_by(|a, b| a.path.cmp(&b.path));
+        modes.sort();
         crate::trace::mark("  restore capture: folders");
         let root_mtime = std::fs::symlink_metadata(&root)
             .map(|m| mtime_of(&m))
@@ -299,11 +395,16 @@ impl Restore {
             baseline,
             head_ref,
             refs,
+            shared_refs,
             saved,
             had_index,
             dirs,
             root_mtime,
             images: Vec::new(),
+            kept,
+            modes,
+            exclude_absent,
+            hooks,
         })
     }
 
@@ -429,8 +530,9 @@ impl Restore {
         report
             .git
             .extend(restore_head(repo, self.head_ref.as_deref(), baseline)?);
-        if let Some(refs) = &self.refs {
-            report.git.extend(restore_refs(repo, refs)?);
+        match &self.refs {
+            Some(refs) => report.git.extend(restore_refs(repo, refs)?),
+            None => report.left.extend(changed_refs(repo, &self.shared_refs)?),
         }
         // 2. The index.
         if self.had_index {
@@ -450,9 +552,43 @@ impl Restore {
                     if let Err(e) = replace_locked(&config, &saved) {
                         report.failed.push(format!(".git/config: {e}"));
                     }
+                    report.git.push(".git/config".to_string());
+                } else {
+                    report.left.push(".git/config".to_string());
                 }
-                report.git.push(".git/config".to_string());
             }
+        }
+        // Hooks: in every mode, also where the repo is shared with the user's ongoing work —
+        // a planted hook would run the checks' code on the user's next commit.
+        if let Some(dir) = &self.hooks {
+            restore_hooks(dir, &self.saved.join("hooks"), &mut report);
+        }
+        // Ignore rules first: what follows must not trust the ones a command wrote.
+        let exclude = exclude_path(repo);
+        let now = std::fs::read(&exclude).ok();
+        match std::fs::read(self.saved.join("exclude")) {
+            Ok(saved) if now.as_deref() != Some(saved.as_slice()) && self.refs.is_none() => {
+                // Shared with the user's ongoing work (as `.git/config` is): named, not undone.
+                let _ = saved;
+                report
+                    .git
+                    .push(".git/info/exclude (changed, left as is)".to_string());
+            }
+            Ok(saved) if now.as_deref() != Some(saved.as_slice()) => {
+                let written = std::fs::create_dir_all(exclude.parent().unwrap_or(repo.path()))
+                    .and_then(|_| replace_locked(&exclude, &saved));
+                match written {
+                    Ok(_) => report.git.push(".git/info/exclude".to_string()),
+                    Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
+                }
+            }
+            Err(_) if self.exclude_absent && now.is_some() && self.refs.is_some() => {
+                match std::fs::remove_file(&exclude) {
+                    Ok(()) => report.git.push(".git/info/exclude".to_string()),
+                    Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
+                }
+            }
+            _ => {}
         }
         crate::trace::mark("  restore: refs, index, config");
         crate::crash::point(purpose.kill_point());
@@ -477,6 +613,8 @@ impl Restore {
         // Folders first: an unreadable one (chmod 000) would hide what is under it.
         let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
         self.make_readable();
+        self.sweep(repo, images, &known, report)?;
+        crate::trace::mark("  restore: ignore rules and hidden entries");
         let image_paths: Vec<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
         let others = |walk: Vec<Dirty>| -> Vec<Dirty> {
             walk.into_iter()
@@ -487,7 +625,7 @@ impl Restore {
             Ok(found) => others(found),
             Err(_) => {
                 // A folder a command made unreadable hides what is under it: open them all up.
-                walk_dirs(repo, root, b"", true, Some(&known), &mut |_, _, _| {});
+                walk_dirs(repo, root, b"", true, Some(&known), &mut |_, _, _| {}, None);
                 others(tree_walk(repo, walk)?)
             }
         };
@@ -497,7 +635,7 @@ impl Restore {
             for d in &pending {
                 let name = RelPath::from_bytes(&d.path).display();
                 if d.submodule {
-                    clean_submodule(root, &d.path, report);
+                    clean_submodule(root, &d.path, d.gitlink, report);
                 } else if d.untracked {
                     match remove_path(root, &d.path) {
                         Ok(()) => report.paths.push(name.trim_end_matches('/').to_string()),
@@ -558,6 +696,7 @@ impl Restore {
                 break;
             }
         }
+        self.restore_modes(images, report);
         for d in &pending {
             let name = RelPath::from_bytes(&d.path).display();
             if !report.failed.iter().any(|f| f.starts_with(&name)) {
@@ -577,6 +716,207 @@ impl Restore {
             }
         }
         Ok(())
+    }
+
+    /// Makes the ignore rules the baseline's before the status walk judges anything by them,
+    /// and removes what that walk cannot see. SPEC §5 keeps ignored files (`git clean -fd`,
+    /// no `-x`) — ignored by the baseline's rules, never by rules a command wrote: a
+    /// `.gitignore` it planted (one that ignores itself, a new folder ignoring `*`) goes here,
+    /// a tracked one it edited is written back from the index (`info/exclude` was put back
+    /// with `.git/config`). Files written where a sparse checkout left a path out go too (the
+    /// walk does not look at skip-worktree paths). A recorded entry a command renamed (same
+    /// inode, old name gone) is moved back, so the user's ignored data is not deleted under
+    /// its new name; one it deleted is named. Only folders whose stamp moved, and new ones,
+    /// are read.
+    fn sweep(
+        &self,
+        repo: &Repository,
+        images: &[Image],
+        known: &Known<'_>,
+        report: &mut Report,
+    ) -> Result<()> {
+        let index = repo.index()?;
+        let mut tracked: Vec<Vec<u8>> = Vec::new();
+        let mut sparse: Vec<Vec<u8>> = Vec::new();
+        for e in index.iter() {
+            if e.flags_extended & SKIP_WORKTREE != 0 {
+                sparse.push(e.path);
+                continue;
+            }
+            let name = e.path.rsplit(|b| *b == b'/').next().unwrap_or(&[]);
+            if name == b".gitignore" && e.mode != 0o160000 {
+                let path = RelPath::from_bytes(&e.path);
+                let mode = self
+                    .modes
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, m)| *m)
+                    .unwrap_or(if e.mode == 0o100755 { 0o755 } else { 0o644 });
+                let image = Image {
+                    blob: Some(e.id.to_string()),
+                    mode,
+                    path,
+                };
+                match write_image(repo, &self.root, &image) {
+                    Ok(true) => report.paths.push(image.path.display()),
+                    Ok(false) => {}
+                    Err(err) => report
+                        .failed
+                        .push(format!("{}: {err}", image.path.display())),
+                }
+            }
+            tracked.push(e.path);
+        }
+        let mut queue = self.moved_dirs();
+        if queue.is_empty() {
+            return Ok(());
+        }
+        let prefixes = |paths: &[Vec<u8>]| -> HashSet<Vec<u8>> {
+            let mut out = HashSet::new();
+            for path in paths {
+                let mut p = path.as_slice();
+                while let Some(cut) = p.iter().rposition(|b| *b == b'/') {
+                    p = &p[..cut];
+                    if !out.insert(p.to_vec()) {
+                        break;
+                    }
+                }
+            }
+            out
+        };
+        let folders = prefixes(&tracked);
+        let sparse_dirs = prefixes(&sparse);
+        let files: HashSet<&[u8]> = tracked.iter().map(Vec::as_slice).collect();
+        let sparse: HashSet<&[u8]> = sparse.iter().map(Vec::as_slice).collect();
+        let image_paths: HashSet<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
+        let kept: HashSet<&[u8]> = self.kept.iter().map(|k| k.path.as_bytes()).collect();
+        // Recorded entries gone from their place, by inode: candidates for a rename back.
+        let mut missing: std::collections::HashMap<u64, &KeptEntry> = self
+            .kept
+            .iter()
+            .filter(|k| k.ino != 0 && inode_at(&self.root, k.path.as_bytes()) != Some(k.ino))
+            .map(|k| (k.ino, k))
+            .collect();
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        while let Some(rel) = queue.pop() {
+            if !seen.insert(rel.clone()) {
+                continue;
+            }
+            let Some(dir) = open_dir_at(&self.root, &rel) else {
+                continue;
+            };
+            let Ok(listing) = rustix::fs::Dir::read_from(&dir) else {
+                continue;
+            };
+            let mut entries: Vec<(Vec<u8>, u64, bool)> = Vec::new();
+            for entry in listing.flatten() {
+                let name = entry.file_name().to_bytes();
+                if name == b"." || name == b".." || (rel.is_empty() && name == b".git") {
+                    continue;
+                }
+                let is_dir = entry.file_type() == rustix::fs::FileType::Directory;
+                entries.push((name.to_vec(), entry.ino(), is_dir));
+            }
+            entries.sort();
+            for (name, ino, is_dir) in entries {
+                let child = if rel.is_empty() {
+                    name.clone()
+                } else {
+                    [rel.as_slice(), b"/", name.as_slice()].concat()
+                };
+                let c = child.as_slice();
+                if files.contains(c) || kept.contains(c) || image_paths.contains(c) {
+                    continue;
+                }
+                let shown = RelPath::from_bytes(c).display();
+                if let Some(was) = missing.remove(&ino) {
+                    match move_back(&self.root, &dir, &name, was.path.as_bytes()) {
+                        Ok(()) => {
+                            report.paths.push(shown);
+                            report.paths.push(was.path.display());
+                        }
+                        Err(e) => report.failed.push(format!(
+                            "{shown}: the ignored {} moved here and could not be moved back: {e}",
+                            was.path.display()
+                        )),
+                    }
+                    continue;
+                }
+                let out_of_sparse =
+                    sparse.contains(c) || (sparse_dirs.contains(c) && !folders.contains(c));
+                if name == b".gitignore" || out_of_sparse {
+                    match remove_at(&dir, &name) {
+                        Ok(()) => report.paths.push(shown),
+                        Err(e) => report.failed.push(format!("{shown}: {e}")),
+                    }
+                    continue;
+                }
+                // A recorded folder is read when its own stamp moved; a new one always (a
+                // planted rule or a renamed entry may be anywhere in it).
+                if is_dir && !known.contains_key(c) {
+                    queue.push(child);
+                }
+            }
+        }
+        // Recorded ignored entries a command deleted: SPEC §5 promises not to delete them, not
+        // to keep copies of their content, so they are named.
+        for k in missing
+            .values()
+            .filter(|k| !present(&self.root, k.path.as_bytes()))
+        {
+            report.paths.push(format!(
+                "{} (ignored; removed by a command, not restored)",
+                k.path.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Folders whose list of entries may have changed since capture (the root as `b""`):
+    /// their time moved, or it has no nanoseconds (a file system keeping whole seconds,
+    /// where a same-second change would not show).
+    fn moved_dirs(&self) -> Vec<Vec<u8>> {
+        let moved = |full: &Path, was: (i64, i64)| -> bool {
+            std::fs::symlink_metadata(full)
+                .map(|m| m.is_dir() && (mtime_of(&m) != was || was.1 == 0))
+                .unwrap_or(false)
+        };
+        let mut out = Vec::new();
+        if moved(&self.root, self.root_mtime) {
+            out.push(Vec::new());
+        }
+        for d in &self.dirs {
+            if moved(&self.root.join(d.path.path()), d.mtime) {
+                out.push(d.path.as_bytes().to_vec());
+            }
+        }
+        out
+    }
+
+    /// Tracked files with a recorded odd mode (0600) that are not what they were: a checkout
+    /// wrote them 644, or a command chmodded them. Paths `images` own are theirs.
+    fn restore_modes(&self, images: &[Image], report: &mut Report) {
+        for (path, mode) in &self.modes {
+            if images.iter().any(|i| &i.path == path) {
+                continue;
+            }
+            let (parents, name) = split(path.as_bytes());
+            let Ok(Some(dir)) = open_parent(&self.root, &parents, false) else {
+                continue;
+            };
+            let Ok(st) = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+                || st.st_mode & 0o7777 == *mode
+            {
+                continue;
+            }
+            match rustix::fs::chmodat(&dir, name, Mode::from_raw_mode(*mode), AtFlags::empty()) {
+                Ok(()) => report.paths.push(path.display()),
+                Err(e) => report.failed.push(format!("{}: {e}", path.display())),
+            }
+        }
     }
 
     /// The cheap common case: a recorded folder still there with its mode (one stat by path;
@@ -662,9 +1002,15 @@ impl Restore {
     fn restore_dirs(&self, repo: &Repository, known: &Known<'_>, report: &mut Report) {
         let mut now: Vec<Vec<u8>> = Vec::new();
         for rel in self.new_dirs(repo, known) {
-            walk_dirs(repo, &self.root, &rel, true, None, &mut |sub, _, _| {
-                now.push(sub.to_vec())
-            });
+            walk_dirs(
+                repo,
+                &self.root,
+                &rel,
+                true,
+                None,
+                &mut |sub, _, _| now.push(sub.to_vec()),
+                None,
+            );
         }
         now.sort_by(|a, b| b.len().cmp(&a.len()).then(b.cmp(a)));
         for rel in &now {
@@ -724,6 +1070,188 @@ fn chmod_dir_at(root: &Path, rel: &[u8], mode: u32) -> std::io::Result<()> {
     )?)
 }
 
+/// The hooks folder git runs hooks from (`core.hooksPath`, relative to the work tree), or
+/// `None` when it lies inside the work tree (the work-tree restore owns it then).
+fn hooks_dir(repo: &Repository, root: &Path) -> Option<PathBuf> {
+    let configured = repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_path("core.hooksPath").ok());
+    let dir = match configured {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => root.join(p),
+        None => repo.commondir().join("hooks"),
+    };
+    let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+    let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let inside_git = real.starts_with(repo.commondir().canonicalize().unwrap_or_default());
+    (inside_git || !real.starts_with(&real_root)).then_some(dir)
+}
+
+/// The files and links of a hooks folder by name: (is a link, mode, bytes or link target).
+fn read_hooks(dir: &Path) -> std::collections::BTreeMap<Vec<u8>, (bool, u32, Vec<u8>)> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = e.metadata() else { continue };
+        let name = e.file_name().as_bytes().to_vec();
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.file_type().is_symlink() {
+            if let Ok(target) = std::fs::read_link(e.path()) {
+                out.insert(name, (true, 0, target.as_os_str().as_bytes().to_vec()));
+            }
+        } else if meta.is_file() {
+            if let Ok(bytes) = std::fs::read(e.path()) {
+                out.insert(name, (false, mode, bytes));
+            }
+        }
+    }
+    out
+}
+
+/// Copies the hooks folder's files and links (not its subfolders) into `to`.
+fn save_hooks(dir: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for (name, (link, mode, bytes)) in read_hooks(dir) {
+        let dest = to.join(OsStr::from_bytes(&name));
+        if link {
+            std::os::unix::fs::symlink(OsStr::from_bytes(&bytes), &dest)?;
+        } else {
+            std::fs::write(&dest, &bytes)?;
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the hooks folder back as saved: hooks a command added removed, changed or removed
+/// ones rewritten (bytes and mode), never through a link planted where the folder was.
+/// Returns the names put back as `.git/hooks/<name>` (or the configured folder's).
+fn restore_hooks(dir: &Path, saved: &Path, report: &mut Report) {
+    let label = |name: &[u8]| {
+        let shown = RelPath::from_bytes(name).display();
+        if dir.ends_with(".git/hooks") {
+            format!(".git/hooks/{shown}")
+        } else {
+            format!("{}/{shown}", dir.display())
+        }
+    };
+    let was = read_hooks(saved);
+    // A link put where the folder was goes; the folder is made again.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        let _ = std::fs::remove_file(dir);
+    }
+    if !dir.exists() && !was.is_empty() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let Ok(fd) = rustix::fs::open(
+        dir,
+        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let now = read_hooks(dir);
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().as_bytes().to_vec();
+            if !was.contains_key(&name) {
+                match remove_at(&fd, &name) {
+                    Ok(()) => report.git.push(label(&name)),
+                    Err(e) => report.failed.push(format!("{}: {e}", label(&name))),
+                }
+            }
+        }
+    }
+    for (name, fact) in &was {
+        if now.get(name) == Some(fact) {
+            continue;
+        }
+        let (link, mode, bytes) = fact;
+        let tmp: Vec<u8> = [b".", name.as_slice(), b".factory-restore"].concat();
+        let _ = rustix::fs::unlinkat(&fd, tmp.as_slice(), AtFlags::empty());
+        let written: std::io::Result<()> = if *link {
+            rustix::fs::symlinkat(bytes.as_slice(), &fd, tmp.as_slice()).map_err(Into::into)
+        } else {
+            rustix::fs::openat(
+                &fd,
+                tmp.as_slice(),
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )
+            .map_err(std::io::Error::from)
+            .and_then(|f| {
+                let mut file = std::fs::File::from(f);
+                file.write_all(bytes)?;
+                rustix::fs::fchmod(&file, Mode::from_raw_mode(*mode))?;
+                Ok(())
+            })
+        };
+        let done = written.and_then(|_| {
+            if let Ok(st) = rustix::fs::statat(&fd, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::Directory
+                {
+                    remove_at(&fd, name)?;
+                }
+            }
+            Ok(rustix::fs::renameat(
+                &fd,
+                tmp.as_slice(),
+                &fd,
+                name.as_slice(),
+            )?)
+        });
+        match done {
+            Ok(()) => report.git.push(label(name)),
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&fd, tmp.as_slice(), AtFlags::empty());
+                report.failed.push(format!("{}: {e}", label(name)));
+            }
+        }
+    }
+}
+
+/// The inode of what is at `rel` (a link itself, not its target), through real folders only.
+fn inode_at(root: &Path, rel: &[u8]) -> Option<u64> {
+    let (parents, name) = split(rel);
+    let dir = open_parent(root, &parents, false).ok()??;
+    rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .ok()
+        .map(|st| st.st_ino)
+}
+
+/// Whether anything (a link included) is at `rel`, reached through real folders only.
+fn present(root: &Path, rel: &[u8]) -> bool {
+    let (parents, name) = split(rel);
+    matches!(open_parent(root, &parents, false), Ok(Some(dir))
+        if rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok())
+}
+
+/// Opens a folder of the work tree (`b""`: the root) through real folders only.
+fn open_dir_at(root: &Path, rel: &[u8]) -> Option<OwnedFd> {
+    if rel.is_empty() {
+        return root_fd(root).ok();
+    }
+    let (mut parents, name) = split(rel);
+    parents.push(name);
+    open_parent(root, &parents, false).ok()?
+}
+
+/// Renames `name` in `dir` back to `to` (repo-relative), through real folders only.
+fn move_back(root: &Path, dir: &OwnedFd, name: &[u8], to: &[u8]) -> std::io::Result<()> {
+    let (parents, to_name) = split(to);
+    let target = open_parent(root, &parents, false)?
+        .ok_or_else(|| std::io::Error::other("its folder is gone"))?;
+    // What stands in its place now (a link a command put there) is the command's: it goes.
+    if rustix::fs::statat(&target, to_name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+        remove_at(&target, to_name)?;
+    }
+    Ok(rustix::fs::renameat(dir, name, &target, to_name)?)
+}
+
 /// Removes an empty folder reached through real folders only.
 fn rmdir_at(root: &Path, rel: &[u8]) -> std::io::Result<()> {
     let (parents, name) = split(rel);
@@ -776,6 +1304,28 @@ pub fn restore_head(repo: &Repository, head_ref: Option<&str>, commit: Oid) -> R
         }
     }
     Ok(fixed)
+}
+
+/// The shared refs that differ from `recorded` (created, moved or deleted), named only. A
+/// `--worktree` run shares them with the user and with other runs (whose branches
+/// `factory/<run_id>` appear at delivery): none of them is provably a command's, so none is
+/// deleted or moved; the run's report names them instead.
+fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
+    let now = list_refs(repo)?;
+    let mut out: Vec<String> = now
+        .iter()
+        .filter(|r| !recorded.contains(r))
+        .map(|r| r.name.clone())
+        .chain(
+            recorded
+                .iter()
+                .filter(|k| !now.iter().any(|r| r.name == k.name))
+                .map(|k| k.name.clone()),
+        )
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// Every ref back as recorded: created ones deleted, moved or deleted ones put back.
@@ -856,6 +1406,8 @@ struct Dirty {
     submodule: bool,
     /// Tracked and present, but not the baseline's content.
     modified: bool,
+    /// For a submodule: the commit the index records for it.
+    gitlink: Option<Oid>,
 }
 
 /// What commands left in the work tree, found with the status walk of `git::status` (with the
@@ -869,11 +1421,17 @@ fn tree_walk(repo: &Repository, walk: Option<&crate::git::status::Snapshot>) -> 
     Ok(found
         .into_iter()
         .map(|d| {
-            let submodule = d.tracked
-                && index
+            let gitlink = if d.tracked {
+                index
                     .get_path(Path::new(OsStr::from_bytes(&d.raw)), 0)
-                    .is_some_and(|e| e.mode == 0o160000);
+                    .filter(|e| e.mode == 0o160000)
+                    .map(|e| e.id)
+            } else {
+                None
+            };
+            let submodule = gitlink.is_some();
             Dirty {
+                gitlink,
                 untracked: !d.tracked,
                 modified: d.tracked && !submodule && d.label == "modified",
                 submodule,
@@ -912,6 +1470,7 @@ fn status_walk(repo: &Repository) -> Result<Vec<Dirty>> {
                 .get_path(Path::new(OsStr::from_bytes(&path)), 0)
                 .is_some_and(|e| e.mode == 0o160000);
         out.push(Dirty {
+            gitlink: None,
             untracked: s.contains(Status::WT_NEW),
             modified: s.contains(Status::WT_MODIFIED) && !submodule,
             submodule,
@@ -938,7 +1497,9 @@ type Known<'a> = std::collections::HashMap<&'a [u8], &'a DirFact>;
 /// repositories) from `start` (`b""` for the root); calls `visit(path, metadata, empty)`
 /// for each, parents first. With `fix`, a
 /// folder that cannot be read (a command's chmod 000) is made readable so nothing under it
-/// stays hidden; its recorded mode is put back afterwards.
+/// stays hidden; its recorded mode is put back afterwards. `others` is told of every other
+/// entry met (files, links, and the ignored folders and nested repositories not walked).
+#[allow(clippy::type_complexity)]
 fn walk_dirs(
     repo: &Repository,
     root: &Path,
@@ -946,6 +1507,7 @@ fn walk_dirs(
     fix: bool,
     known: Option<&Known<'_>>,
     visit: &mut dyn FnMut(&[u8], &std::fs::Metadata, bool),
+    mut others: Option<&mut dyn FnMut(&[u8], &std::fs::DirEntry)>,
 ) {
     let mut stack: Vec<Vec<u8>> = vec![start.to_vec()];
     while let Some(rel) = stack.pop() {
@@ -974,9 +1536,6 @@ fn walk_dirs(
         let mut children = Vec::new();
         for e in entries.flatten() {
             empty = false;
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
             let name = e.file_name();
             let name = name.as_bytes();
             if rel.is_empty() && name == b".git" {
@@ -987,15 +1546,23 @@ fn walk_dirs(
             } else {
                 [rel.as_slice(), b"/", name].concat()
             };
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                if let Some(tell) = others.as_mut() {
+                    tell(&child, &e);
+                }
+                continue;
+            }
             let is_known = known.is_some_and(|k| k.contains_key(child.as_slice()));
             if !is_known {
-                if e.path().join(".git").exists() {
-                    continue; // a submodule or nested repository: not ours to walk
-                }
-                if repo
-                    .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
-                    .unwrap_or(false)
+                // A submodule or nested repository is not ours to walk, nor an ignored folder.
+                if e.path().join(".git").exists()
+                    || repo
+                        .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
+                        .unwrap_or(false)
                 {
+                    if let Some(tell) = others.as_mut() {
+                        tell(&child, &e);
+                    }
                     continue;
                 }
             }
@@ -1196,9 +1763,11 @@ fn image_matches(root: &Path, image: &Image) -> bool {
     Oid::from_str(blob).ok() == git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).ok()
 }
 
-/// A submodule a command dirtied: what it left untracked is removed and its tracked files
-/// checked out from its own HEAD; a moved HEAD is named, not forced.
-fn clean_submodule(root: &Path, path: &[u8], report: &mut Report) {
+/// A submodule a command dirtied: a HEAD a command moved (a commit made inside it) is put
+/// back at the recorded gitlink commit, detached, with its index and files, as `git submodule
+/// update` does (the command's commit stays in its object store and reflog); then what it
+/// left untracked is removed and its tracked files checked out from that HEAD.
+fn clean_submodule(root: &Path, path: &[u8], gitlink: Option<Oid>, report: &mut Report) {
     let name = RelPath::from_bytes(path).display();
     let sub_root = root.join(OsStr::from_bytes(path));
     let Ok(sub) = Repository::open(&sub_root) else {
@@ -1207,6 +1776,22 @@ fn clean_submodule(root: &Path, path: &[u8], report: &mut Report) {
             .push(format!("{name}: a submodule that cannot be opened"));
         return;
     };
+    let head = sub.head().ok().and_then(|h| h.target());
+    if let Some(want) = gitlink.filter(|w| head != Some(*w)) {
+        let back = sub.find_commit(want).and_then(|c| {
+            sub.set_head_detached(want)?;
+            let mut force = CheckoutBuilder::new();
+            force.force();
+            sub.reset(c.as_object(), git2::ResetType::Hard, Some(&mut force))
+        });
+        match back {
+            Ok(()) => report.paths.push(format!("{name} (HEAD back at {want})")),
+            Err(e) => report.failed.push(format!(
+                "{name}: its HEAD moved and could not be put back at {want}: {}",
+                e.message()
+            )),
+        }
+    }
     let Ok(dirty) = status_walk(&sub) else {
         report
             .failed
