@@ -386,6 +386,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         run_repo,
         crate::journal::saved_dir(&factory_dir, &run_id),
         !opts.worktree,
+        preflight.as_ref(),
     )?;
     let journal = Journal {
         run_id: run_id.clone(),

@@ -246,6 +246,18 @@ impl Report {
     }
 }
 
+/// What the index holds at a path, for the sweep.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tracked {
+    /// A tracked file (or submodule) in the work tree.
+    Yes,
+    /// A folder holding tracked paths in the work tree.
+    Folder,
+    /// Only paths a sparse checkout leaves out: nothing belongs there.
+    LeftOut,
+    No,
+}
+
 /// The index entry flag of a path a sparse checkout leaves out (`git update-index
 /// --skip-worktree`): such a path is not in the work tree, so a file there is a command's.
 const SKIP_WORKTREE: u16 = 0x4000;
@@ -255,17 +267,21 @@ fn exclude_path(repo: &Repository) -> PathBuf {
     repo.commondir().join("info").join("exclude")
 }
 
-/// The modes a checkout gives a plain and an executable file under this process's umask.
-fn checkout_modes() -> (u32, u32) {
-    let umask = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022);
-    (0o666 & !umask, 0o777 & !umask)
+/// The modes a checkout gives a plain and an executable file under this process's umask
+/// (read once: the umask is not changed while we run).
+pub fn checkout_modes() -> (u32, u32) {
+    static MODES: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *MODES.get_or_init(|| {
+        let umask = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o022);
+        (0o666 & !umask, 0o777 & !umask)
+    })
 }
 
 fn is_ours(name: &str) -> bool {
@@ -296,7 +312,15 @@ fn list_refs(repo: &Repository) -> Result<Vec<RefFact>> {
 impl Restore {
     /// Records the worktree `repo` is open on. `own_refs` says whether the refs are this
     /// run's to put back (in-situ) or shared with the user's ongoing work (`--worktree`).
-    pub fn capture(repo: &Repository, saved: PathBuf, own_refs: bool) -> Result<Self> {
+    /// With the run's preflight `walk`, the modes of tracked files come from its own stat of
+    /// each; without, the capture's folder walk stats them.
+    pub fn capture(
+        repo: &Repository,
+        saved: PathBuf,
+        own_refs: bool,
+        walk: Option<&crate::git::status::Snapshot>,
+    ) -> Result<Self> {
+        let known_modes = walk.and_then(|w| w.odd_modes());
         let root = crate::git::workdir(repo)?;
         let head = repo.find_reference("HEAD")?;
         let head_ref = head.symbolic_target().map(str::to_string);
@@ -335,11 +359,8 @@ impl Restore {
         crate::trace::mark("  restore capture: refs, index, config, hooks");
         // Folders holding tracked files are not ignored: git need only be asked about the rest.
         let mut tracked: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        let mut files: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        for entry in repo.index()?.iter() {
-            if entry.flags_extended & SKIP_WORKTREE == 0 {
-                files.insert(entry.path.clone());
-            }
+        let index = repo.index()?;
+        for entry in index.iter() {
             let mut path = entry.path.as_slice();
             while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
                 path = &path[..cut];
@@ -369,11 +390,16 @@ impl Restore {
             },
             Some(&mut |rel, entry| {
                 use std::os::unix::fs::DirEntryExt;
-                if !files.contains(rel) {
+                let in_index = index
+                    .get_path(Path::new(OsStr::from_bytes(rel)), 0)
+                    .is_some_and(|e| e.flags_extended & SKIP_WORKTREE == 0);
+                if !in_index {
                     kept.push(KeptEntry {
                         path: RelPath::from_bytes(rel),
                         ino: entry.ino(),
                     });
+                } else if known_modes.is_some() {
+                    // The preflight walk stat'ed it already.
                 } else if let Ok(meta) = entry.metadata() {
                     // One stat per tracked file: the odd modes a checkout would not recreate.
                     let mode = meta.permissions().mode() & 0o7777;
@@ -383,6 +409,12 @@ impl Restore {
                 }
             }),
         );
+        if let Some(known) = known_modes {
+            modes = known
+                .iter()
+                .map(|(p, m)| (RelPath::from_bytes(p), *m))
+                .collect();
+        }
         kept.sort_by(|a, b| a.path.cmp(&b.path));
         modes.sort();
         crate::trace::mark("  restore capture: folders");
@@ -535,6 +567,9 @@ impl Restore {
             None => report.left.extend(changed_refs(repo, &self.shared_refs)?),
         }
         // 2. The index.
+        if purpose == Purpose::Recover {
+            self.clear_stale_locks(repo, &mut report);
+        }
         if self.had_index {
             let saved = std::fs::read(self.saved.join("index"))?;
             match replace_locked(&repo.path().join("index"), &saved) {
@@ -736,11 +771,8 @@ impl Restore {
         report: &mut Report,
     ) -> Result<()> {
         let index = repo.index()?;
-        let mut tracked: Vec<Vec<u8>> = Vec::new();
-        let mut sparse: Vec<Vec<u8>> = Vec::new();
         for e in index.iter() {
             if e.flags_extended & SKIP_WORKTREE != 0 {
-                sparse.push(e.path);
                 continue;
             }
             let name = e.path.rsplit(|b| *b == b'/').next().unwrap_or(&[]);
@@ -765,29 +797,41 @@ impl Restore {
                         .push(format!("{}: {err}", image.path.display())),
                 }
             }
-            tracked.push(e.path);
         }
         let mut queue = self.moved_dirs();
         if queue.is_empty() {
             return Ok(());
         }
-        let prefixes = |paths: &[Vec<u8>]| -> HashSet<Vec<u8>> {
-            let mut out = HashSet::new();
-            for path in paths {
-                let mut p = path.as_slice();
-                while let Some(cut) = p.iter().rposition(|b| *b == b'/') {
-                    p = &p[..cut];
-                    if !out.insert(p.to_vec()) {
-                        break;
-                    }
-                }
+        // What the index says of a path, by binary search (no set of every path is built).
+        let tracked = |c: &[u8]| -> Tracked {
+            if let Some(e) = index.get_path(Path::new(OsStr::from_bytes(c)), 0) {
+                return if e.flags_extended & SKIP_WORKTREE != 0 {
+                    Tracked::LeftOut
+                } else {
+                    Tracked::Yes
+                };
             }
-            out
+            let prefix = [c, b"/"].concat();
+            let Ok(mut pos) = index.find_prefix(prefix.as_slice()) else {
+                return Tracked::No;
+            };
+            let mut any = false;
+            while let Some(e) = index.get(pos) {
+                if !e.path.starts_with(&prefix) {
+                    break;
+                }
+                any = true;
+                if e.flags_extended & SKIP_WORKTREE == 0 {
+                    return Tracked::Folder;
+                }
+                pos += 1;
+            }
+            if any {
+                Tracked::LeftOut
+            } else {
+                Tracked::No
+            }
         };
-        let folders = prefixes(&tracked);
-        let sparse_dirs = prefixes(&sparse);
-        let files: HashSet<&[u8]> = tracked.iter().map(Vec::as_slice).collect();
-        let sparse: HashSet<&[u8]> = sparse.iter().map(Vec::as_slice).collect();
         let image_paths: HashSet<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
         let kept: HashSet<&[u8]> = self.kept.iter().map(|k| k.path.as_bytes()).collect();
         // Recorded entries gone from their place, by inode: candidates for a rename back.
@@ -825,7 +869,11 @@ impl Restore {
                     [rel.as_slice(), b"/", name.as_slice()].concat()
                 };
                 let c = child.as_slice();
-                if files.contains(c) || kept.contains(c) || image_paths.contains(c) {
+                if kept.contains(c) || image_paths.contains(c) {
+                    continue;
+                }
+                let in_index = tracked(c);
+                if in_index == Tracked::Yes {
                     continue;
                 }
                 let shown = RelPath::from_bytes(c).display();
@@ -842,9 +890,7 @@ impl Restore {
                     }
                     continue;
                 }
-                let out_of_sparse =
-                    sparse.contains(c) || (sparse_dirs.contains(c) && !folders.contains(c));
-                if name == b".gitignore" || out_of_sparse {
+                if name == b".gitignore" || in_index == Tracked::LeftOut {
                     match remove_at(&dir, &name) {
                         Ok(()) => report.paths.push(shown),
                         Err(e) => report.failed.push(format!("{shown}: {e}")),
@@ -870,6 +916,31 @@ impl Restore {
             ));
         }
         Ok(())
+    }
+
+    /// `recover` only: lock files (`index.lock`, `HEAD.lock`) that a command of the killed run
+    /// left when `recover` stopped it mid-write (a `git commit` in a check). One is removed
+    /// only when it was made after the capture (newer than the saved index) and no live
+    /// process has it open — `recover` holds the repo lock and has just stopped the run's
+    /// command group, so such a lock has no owner left. Anything else stays and is named by
+    /// the index write as before.
+    fn clear_stale_locks(&self, repo: &Repository, report: &mut Report) {
+        let Ok(captured) = std::fs::metadata(&self.saved).and_then(|m| m.modified()) else {
+            return;
+        };
+        for name in ["index.lock", "HEAD.lock"] {
+            let lock = repo.path().join(name);
+            let Ok(meta) = std::fs::symlink_metadata(&lock) else {
+                continue;
+            };
+            let newer = meta.modified().is_ok_and(|t| t >= captured);
+            if newer && meta.is_file() && !held_open(&lock) {
+                match std::fs::remove_file(&lock) {
+                    Ok(()) => report.git.push(format!(".git/{name}")),
+                    Err(e) => report.failed.push(format!(".git/{name}: {e}")),
+                }
+            }
+        }
     }
 
     /// Folders whose list of entries may have changed since capture (the root as `b""`):
@@ -1221,6 +1292,32 @@ fn inode_at(root: &Path, rel: &[u8]) -> Option<u64> {
     rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
         .ok()
         .map(|st| st.st_ino)
+}
+
+/// Whether any live process has `path` open (Linux `/proc/<pid>/fd`); `true` when that cannot
+/// be told, so an unknown owner's lock is never taken away.
+fn held_open(path: &Path) -> bool {
+    let Ok(target) = path.canonicalize() else {
+        return true;
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for p in procs.flatten() {
+        if !p.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue; // gone, or not ours to read (another user's cannot hold our repo's lock)
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == target))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether anything (a link included) is at `rel`, reached through real folders only.

@@ -870,3 +870,54 @@ fn a_worktree_run_names_the_shared_refs_and_config_a_check_changed_and_never_cla
         "{err}"
     );
 }
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn recover_removes_the_index_lock_of_the_command_it_stopped() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let wo = r.work_order(basic_order(&[
+        "sh -c 'echo x > junk; git add junk; : > .git/index.lock; exec sleep 30'",
+    ]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9));
+    wait_for(&r.root.join(".git/index.lock"));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert!(!r.root.join(".git/index.lock").exists());
+    assert_eq!(r.snapshot(), before);
+    // A lock a live process holds is never taken away.
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.signal(), Some(9));
+    wait_for(&r.root.join(".git/index.lock"));
+    let lock = std::fs::File::open(r.root.join(".git/index.lock")).expect("held");
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_ne!(rec.status.code(), Some(0), "a held lock stays");
+    assert!(
+        stderr_of(&rec).contains("index.lock"),
+        "{}",
+        stderr_of(&rec)
+    );
+    drop(lock);
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+}
