@@ -12,6 +12,19 @@
 //! removes whatever is in the way (a link, a file where a folder belongs) instead of going
 //! through it. Paths are bytes throughout; a path that cannot be put back is named, never
 //! skipped in silence.
+//!
+//! What commands left is judged against what existed at capture, never against rules the
+//! commands could change: the untracked entries that existed (ignored files and folders, with
+//! their inodes), `.git/info/exclude`, the hooks folder and the odd modes (0600) of tracked
+//! files are recorded, and the ignore rules are made the baseline's again before the status
+//! walk looks at anything. New files the baseline's rules ignore stay (SPEC §5: `git clean
+//! -fd`, no `-x`); a pre-existing ignored entry a command renamed is moved back, one it
+//! deleted is named (its content was never copied). In a `--worktree` run the refs,
+//! `.git/config` and `info/exclude` are shared with the user's ongoing work and with other
+//! runs: what changed there is named in [`Report::left`], never put back (no ref there is
+//! provably a command's); the hooks are put back in every mode. Not covered: git-factory's
+//! own namespaces (`refs/factory/*`, `refs/notes/factory*`), which concurrent `--worktree`
+//! runs write while an in-situ run is under way.
 
 use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
