@@ -22,9 +22,10 @@
 //! deleted is named (its content was never copied). In a `--worktree` run the refs,
 //! `.git/config` and `info/exclude` are shared with the user's ongoing work and with other
 //! runs: what changed there is named in [`Report::left`], never put back (no ref there is
-//! provably a command's); the hooks are put back in every mode. Not covered: git-factory's
-//! own namespaces (`refs/factory/*`, `refs/notes/factory*`), which concurrent `--worktree`
-//! runs write while an in-situ run is under way.
+//! provably a command's); the hooks are put back in every mode. In git-factory's own
+//! namespaces only run records a command deleted are put back: concurrent `--worktree` runs
+//! create and advance records and notes (`refs/notes/factory*`) while an in-situ run is under
+//! way, so a note a command wrote cannot be told from theirs here.
 
 use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
@@ -137,6 +138,11 @@ pub struct Restore {
     /// back: the user may be moving them at the same time).
     #[serde(default)]
     pub shared_refs: Vec<RefFact>,
+    /// In-situ: the run records (`refs/factory/<run_id>`) that existed. One a command deleted
+    /// is put back; nothing else in git-factory's namespaces is touched (concurrent
+    /// `--worktree` runs create and advance their own records while this run is under way).
+    #[serde(default)]
+    pub records: Vec<RefFact>,
     /// The folder holding the saved bytes of the index (`index`) and of `.git/config`
     /// (`config`): real copies, written before any change.
     pub saved: PathBuf,
@@ -343,6 +349,11 @@ impl Restore {
         } else {
             (None, list_refs(repo)?)
         };
+        let records = if own_refs {
+            list_records(repo)?
+        } else {
+            Vec::new()
+        };
         let _ = std::fs::remove_dir_all(&saved);
         std::fs::create_dir_all(&saved)?;
         let index = repo.path().join("index");
@@ -441,6 +452,7 @@ impl Restore {
             head_ref,
             refs,
             shared_refs,
+            records,
             saved,
             had_index,
             dirs,
@@ -576,7 +588,10 @@ impl Restore {
             .git
             .extend(restore_head(repo, self.head_ref.as_deref(), baseline)?);
         match &self.refs {
-            Some(refs) => report.git.extend(restore_refs(repo, refs)?),
+            Some(refs) => {
+                report.git.extend(restore_refs(repo, refs)?);
+                report.git.extend(restore_records(repo, &self.records));
+            }
             None => report.left.extend(changed_refs(repo, &self.shared_refs)?),
         }
         // 2. The index.
@@ -1436,6 +1451,49 @@ fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// The run records (`refs/factory/<run_id>`, not the journal), sorted by name.
+fn list_records(repo: &Repository) -> Result<Vec<RefFact>> {
+    let mut out = Vec::new();
+    for r in repo.references_glob("refs/factory/*")? {
+        let r = r?;
+        let Some(name) = r.name().map(str::to_string) else {
+            continue;
+        };
+        if name.starts_with("refs/factory/journal/") {
+            continue;
+        }
+        if let Some(oid) = r.target() {
+            out.push(RefFact {
+                name,
+                oid: Some(oid.to_string()),
+                symbolic: None,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Run records a command deleted, put back where they were (never over one that exists now).
+fn restore_records(repo: &Repository, recorded: &[RefFact]) -> Vec<String> {
+    let mut fixed = Vec::new();
+    for k in recorded {
+        if repo.find_reference(&k.name).is_ok() {
+            continue;
+        }
+        let Some(oid) = k.oid.as_deref().and_then(|o| Oid::from_str(o).ok()) else {
+            continue;
+        };
+        if repo
+            .reference(&k.name, oid, false, "git factory: restore a run record")
+            .is_ok()
+        {
+            fixed.push(k.name.clone());
+        }
+    }
+    fixed
 }
 
 /// Every ref back as recorded: created ones deleted, moved or deleted ones put back.

@@ -921,3 +921,24 @@ fn recover_removes_the_index_lock_of_the_command_it_stopped() {
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     assert_eq!(r.snapshot(), before);
 }
+
+#[test]
+fn run_records_a_check_deletes_are_put_back() {
+    let r = TestRepo::simple();
+    let out = run_check(&r, "false", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let first = r.run_ids();
+    assert_eq!(first.len(), 1);
+    let check = format!(
+        "sh -c 'git update-ref -d refs/factory/{}; exit 1'",
+        first[0]
+    );
+    let out = run_check(&r, &check, &["--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let now = r.run_ids();
+    assert!(
+        now.contains(&first[0]),
+        "the earlier run's record is back: {now:?}"
+    );
+    assert_eq!(now.len(), 2, "{now:?}");
+}
