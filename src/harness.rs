@@ -414,6 +414,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         run_repo,
         crate::journal::saved_dir(&factory_dir, &run_id),
         !opts.worktree,
+        preflight.as_ref(),
     )?;
     let journal = Journal {
         run_id: run_id.clone(),
@@ -937,6 +938,12 @@ impl Session<'_> {
             self.ui.warn(format!(
                 "a command changed {}; restored",
                 report.git.join(", ")
+            ));
+        }
+        if !report.left.is_empty() {
+            self.ui.warn(format!(
+                "a command changed {}; left as is (shared with your own work: check them)",
+                report.left.join(", ")
             ));
         }
     }
@@ -1486,10 +1493,13 @@ impl Session<'_> {
         }
         self.pycache
             .forget(&self.root, report.paths.iter().map(String::as_str));
-        let restored = report.changed();
+        // What the restore put back; what it only named (shared with the user's own work in a
+        // --worktree run) is not among it.
+        let mut restored = report.paths.clone();
+        restored.extend(report.git.iter().cloned());
         // Refs the run does not own (a --worktree run shares them with the user's own work)
         // and other worktrees' HEADs: named, not put back.
-        let left: Vec<String> = match audit.map(|a| a.changes(self.repo)) {
+        let mut left: Vec<String> = match audit.map(|a| a.changes(self.repo)) {
             Some(Ok(changes)) => changes
                 .into_iter()
                 .filter(|c| {
@@ -1503,6 +1513,14 @@ impl Session<'_> {
             }
             None => Vec::new(),
         };
+        for name in &report.left {
+            if !left
+                .iter()
+                .any(|l| l.split(" (").next() == Some(name.as_str()))
+            {
+                left.push(name.clone());
+            }
+        }
         crate::trace::mark("  agent audit: done");
         if restored.is_empty() && left.is_empty() {
             return None;
@@ -1851,6 +1869,7 @@ fn candidate_session(
         &wt_repo,
         crate::journal::saved_dir(&shared.factory_dir, &format!("{}.{index}", shared.run_id)),
         false,
+        None,
     )?;
     let saved = restore.saved.clone();
     let journal = Journal {

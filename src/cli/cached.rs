@@ -152,6 +152,7 @@ pub fn deliver(
         &repo,
         crate::journal::saved_dir(&factory_dir, &format!("cached-{}", s.run_id)),
         true,
+        None,
     )?;
     restore.set_images(&repo, &outcomes)?;
     let root = git::workdir(&repo)?;

@@ -12,6 +12,20 @@
 //! removes whatever is in the way (a link, a file where a folder belongs) instead of going
 //! through it. Paths are bytes throughout; a path that cannot be put back is named, never
 //! skipped in silence.
+//!
+//! What commands left is judged against what existed at capture, never against rules the
+//! commands could change: the untracked entries that existed (ignored files and folders, with
+//! their inodes), `.git/info/exclude`, the hooks folder and the odd modes (0600) of tracked
+//! files are recorded, and the ignore rules are made the baseline's again before the status
+//! walk looks at anything. New files the baseline's rules ignore stay (SPEC §5: `git clean
+//! -fd`, no `-x`); a pre-existing ignored entry a command renamed is moved back, one it
+//! deleted is named (its content was never copied). In a `--worktree` run the refs,
+//! `.git/config` and `info/exclude` are shared with the user's ongoing work and with other
+//! runs: what changed there is named in [`Report::left`], never put back (no ref there is
+//! provably a command's); the hooks are put back in every mode. In git-factory's own
+//! namespaces only run records a command deleted are put back: concurrent `--worktree` runs
+//! create and advance records and notes (`refs/notes/factory*`) while an in-situ run is under
+//! way, so a note a command wrote cannot be told from theirs here.
 
 use crate::error::{Error, Result};
 use crate::roles::tr::apply::FileOutcome;
@@ -19,6 +33,7 @@ use git2::build::CheckoutBuilder;
 use git2::{Oid, Repository, Status, StatusOptions};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -119,6 +134,15 @@ pub struct Restore {
     /// Every ref outside git-factory's own namespaces; `None` when the refs are not ours to
     /// put back (a `--worktree` run shares them with the user's ongoing work).
     pub refs: Option<Vec<RefFact>>,
+    /// With `refs` `None`: the shared refs as they were, so what changed is named (never put
+    /// back: the user may be moving them at the same time).
+    #[serde(default)]
+    pub shared_refs: Vec<RefFact>,
+    /// In-situ: the run records (`refs/factory/<run_id>`) that existed. One a command deleted
+    /// is put back; nothing else in git-factory's namespaces is touched (concurrent
+    /// `--worktree` runs create and advance their own records while this run is under way).
+    #[serde(default)]
+    pub records: Vec<RefFact>,
     /// The folder holding the saved bytes of the index (`index`) and of `.git/config`
     /// (`config`): real copies, written before any change.
     pub saved: PathBuf,
@@ -130,10 +154,33 @@ pub struct Restore {
     /// The pre-images of the paths the current change writes (set before it is applied).
     #[serde(default)]
     pub images: Vec<Image>,
+    /// Entries that were neither tracked nor recorded folders at capture — in a clean tree,
+    /// the ignored files and folders (not what is inside an ignored folder) and nested
+    /// repositories — with their inode. Only these are kept by a restore: what a command
+    /// hides behind ignore rules of its own (a `.gitignore` it writes, `info/exclude`) is
+    /// judged against this list, never against the rules as the command left them.
+    #[serde(default)]
+    pub kept: Vec<KeptEntry>,
+    /// Tracked files whose mode is not the one a checkout creates (e.g. 0600): put back after
+    /// the checkout, which knows only git's 644/755.
+    #[serde(default)]
+    pub modes: Vec<(RelPath, u32)>,
+    /// `.git/info/exclude` did not exist at capture (its bytes are saved when it did).
+    #[serde(default)]
+    pub exclude_absent: bool,
     /// The hooks folder as it was: a hook planted by a command or an agent would run on the
     /// user's next commit, so hooks are put back like `.git/config`.
     #[serde(default)]
     pub hooks: Option<HooksFact>,
+}
+
+/// An untracked entry that existed at capture (see [`Restore::kept`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptEntry {
+    pub path: RelPath,
+    /// Its inode: an entry a command renamed is found by it and moved back, not deleted.
+    #[serde(default)]
+    pub ino: u64,
 }
 
 /// The hooks folder (`core.hooksPath` honoured) as it was: each entry's name and mode; its
@@ -306,11 +353,15 @@ pub struct Report {
     pub git: Vec<String>,
     /// Paths that could not be put back, each with why.
     pub failed: Vec<String>,
+    /// What commands changed that is not this restore's to put back — in a `--worktree` run,
+    /// the refs and `.git/config`/`info/exclude` shared with the user's ongoing work — named
+    /// so no message claims it restored.
+    pub left: Vec<String>,
 }
 
 impl Report {
     pub fn is_clean(&self) -> bool {
-        self.paths.is_empty() && self.git.is_empty()
+        self.paths.is_empty() && self.git.is_empty() && self.left.is_empty()
     }
 
     /// Everything that changed, for `side_effects` and warnings: work-tree paths, then refs
@@ -318,6 +369,7 @@ impl Report {
     pub fn changed(&self) -> Vec<String> {
         let mut all = self.paths.clone();
         all.extend(self.git.iter().cloned());
+        all.extend(self.left.iter().cloned());
         all
     }
 
@@ -351,6 +403,44 @@ impl Report {
     }
 }
 
+/// What the index holds at a path, for the sweep.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tracked {
+    /// A tracked file (or submodule) in the work tree.
+    Yes,
+    /// A folder holding tracked paths in the work tree.
+    Folder,
+    /// Only paths a sparse checkout leaves out: nothing belongs there.
+    LeftOut,
+    No,
+}
+
+/// The index entry flag of a path a sparse checkout leaves out (`git update-index
+/// --skip-worktree`): such a path is not in the work tree, so a file there is a command's.
+const SKIP_WORKTREE: u16 = 0x4000;
+
+/// `.git/info/exclude` of the common git dir: ignore rules a command can change.
+fn exclude_path(repo: &Repository) -> PathBuf {
+    repo.commondir().join("info").join("exclude")
+}
+
+/// The modes a checkout gives a plain and an executable file under this process's umask
+/// (read once: the umask is not changed while we run).
+pub fn checkout_modes() -> (u32, u32) {
+    static MODES: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *MODES.get_or_init(|| {
+        let umask = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o022);
+        (0o666 & !umask, 0o777 & !umask)
+    })
+}
+
 fn is_ours(name: &str) -> bool {
     name.starts_with("refs/factory/") || name.starts_with("refs/notes/factory")
 }
@@ -379,15 +469,28 @@ fn list_refs(repo: &Repository) -> Result<Vec<RefFact>> {
 impl Restore {
     /// Records the worktree `repo` is open on. `own_refs` says whether the refs are this
     /// run's to put back (in-situ) or shared with the user's ongoing work (`--worktree`).
-    pub fn capture(repo: &Repository, saved: PathBuf, own_refs: bool) -> Result<Self> {
+    /// With the run's preflight `walk`, the modes of tracked files come from its own stat of
+    /// each; without, the capture's folder walk stats them.
+    pub fn capture(
+        repo: &Repository,
+        saved: PathBuf,
+        own_refs: bool,
+        walk: Option<&crate::git::status::Snapshot>,
+    ) -> Result<Self> {
+        let known_modes = walk.and_then(|w| w.odd_modes());
         let root = crate::git::workdir(repo)?;
         let head = repo.find_reference("HEAD")?;
         let head_ref = head.symbolic_target().map(str::to_string);
         let baseline = head.peel_to_commit()?.id().to_string();
-        let refs = if own_refs {
-            Some(list_refs(repo)?)
+        let (refs, shared_refs) = if own_refs {
+            (Some(list_refs(repo)?), Vec::new())
         } else {
-            None
+            (None, list_refs(repo)?)
+        };
+        let records = if own_refs {
+            list_records(repo)?
+        } else {
+            Vec::new()
         };
         let _ = std::fs::remove_dir_all(&saved);
         std::fs::create_dir_all(&saved)?;
@@ -403,11 +506,23 @@ impl Restore {
         if let Ok(bytes) = std::fs::read(repo.commondir().join("config")) {
             std::fs::write(saved.join("config"), bytes)?;
         }
-        let hooks = Some(HooksFact::capture(crate::git::hooks_dir(repo)?, &saved)?);
+        let exclude_absent = match std::fs::read(exclude_path(repo)) {
+            Ok(bytes) => {
+                std::fs::write(saved.join("exclude"), bytes)?;
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(e.into()),
+        };
+        let hooks = match hooks_dir(repo, &root) {
+            Some(dir) => Some(HooksFact::capture(dir, &saved)?),
+            None => None,
+        };
         crate::trace::mark("  restore capture: refs, index, config, hooks");
         // Folders holding tracked files are not ignored: git need only be asked about the rest.
         let mut tracked: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-        for entry in repo.index()?.iter() {
+        let index = repo.index()?;
+        for entry in index.iter() {
             let mut path = entry.path.as_slice();
             while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
                 path = &path[..cut];
@@ -418,6 +533,9 @@ impl Restore {
         }
         let tracked_dirs: Known<'_> = tracked.iter().map(|p| (p.as_slice(), &NO_FACT)).collect();
         let mut dirs = Vec::new();
+        let mut kept = Vec::new();
+        let mut modes = Vec::new();
+        let (plain, exec) = checkout_modes();
         walk_dirs(
             repo,
             &root,
@@ -432,7 +550,35 @@ impl Restore {
                     mtime: mtime_of(meta),
                 })
             },
+            Some(&mut |rel, entry| {
+                use std::os::unix::fs::DirEntryExt;
+                let in_index = index
+                    .get_path(Path::new(OsStr::from_bytes(rel)), 0)
+                    .is_some_and(|e| e.flags_extended & SKIP_WORKTREE == 0);
+                if !in_index {
+                    kept.push(KeptEntry {
+                        path: RelPath::from_bytes(rel),
+                        ino: entry.ino(),
+                    });
+                } else if known_modes.is_some() {
+                    // The preflight walk stat'ed it already.
+                } else if let Ok(meta) = entry.metadata() {
+                    // One stat per tracked file: the odd modes a checkout would not recreate.
+                    let mode = meta.permissions().mode() & 0o7777;
+                    if meta.is_file() && mode != plain && mode != exec {
+                        modes.push((RelPath::from_bytes(rel), mode));
+                    }
+                }
+            }),
         );
+        if let Some(known) = known_modes {
+            modes = known
+                .iter()
+                .map(|(p, m)| (RelPath::from_bytes(p), *m))
+                .collect();
+        }
+        kept.sort_by(|a, b| a.path.cmp(&b.path));
+        modes.sort();
         crate::trace::mark("  restore capture: folders");
         let root_mtime = std::fs::symlink_metadata(&root)
             .map(|m| mtime_of(&m))
@@ -443,11 +589,16 @@ impl Restore {
             baseline,
             head_ref,
             refs,
+            shared_refs,
+            records,
             saved,
             had_index,
             dirs,
             root_mtime,
             images: Vec::new(),
+            kept,
+            modes,
+            exclude_absent,
             hooks,
         })
     }
@@ -574,10 +725,17 @@ impl Restore {
         report
             .git
             .extend(restore_head(repo, self.head_ref.as_deref(), baseline)?);
-        if let Some(refs) = &self.refs {
-            report.git.extend(restore_refs(repo, refs)?);
+        match &self.refs {
+            Some(refs) => {
+                report.git.extend(restore_refs(repo, refs)?);
+                report.git.extend(restore_records(repo, &self.records));
+            }
+            None => report.left.extend(changed_refs(repo, &self.shared_refs)?),
         }
         // 2. The index.
+        if purpose == Purpose::Recover {
+            self.clear_stale_locks(repo, &mut report);
+        }
         if self.had_index {
             let saved = std::fs::read(self.saved.join("index"))?;
             match replace_locked(&repo.path().join("index"), &saved) {
@@ -595,16 +753,46 @@ impl Restore {
                     if let Err(e) = replace_locked(&config, &saved) {
                         report.failed.push(format!(".git/config: {e}"));
                     }
+                    report.git.push(".git/config".to_string());
+                } else {
+                    report.left.push(".git/config".to_string());
                 }
-                report.git.push(".git/config".to_string());
             }
         }
         if let Some(hooks) = &self.hooks {
-            // Like .git/config: put back by a run that holds the repo, reported by the others.
-            let differed = hooks.restore(&self.saved, self.refs.is_some(), &mut report.failed);
+            // In every mode, also where the repo is shared with the user's ongoing work: a
+            // planted hook would run the checks' code on the user's next commit.
+            let differed = hooks.restore(&self.saved, true, &mut report.failed);
             report.git.extend(differed);
         }
-        crate::trace::mark("  restore: refs, index, config, hooks");
+        // Ignore rules first: what follows must not trust the ones a command wrote.
+        let exclude = exclude_path(repo);
+        let now = std::fs::read(&exclude).ok();
+        match std::fs::read(self.saved.join("exclude")) {
+            Ok(saved) if now.as_deref() != Some(saved.as_slice()) && self.refs.is_none() => {
+                // Shared with the user's ongoing work (as `.git/config` is): named, not undone.
+                let _ = saved;
+                report
+                    .git
+                    .push(".git/info/exclude (changed, left as is)".to_string());
+            }
+            Ok(saved) if now.as_deref() != Some(saved.as_slice()) => {
+                let written = std::fs::create_dir_all(exclude.parent().unwrap_or(repo.path()))
+                    .and_then(|_| replace_locked(&exclude, &saved));
+                match written {
+                    Ok(_) => report.git.push(".git/info/exclude".to_string()),
+                    Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
+                }
+            }
+            Err(_) if self.exclude_absent && now.is_some() && self.refs.is_some() => {
+                match std::fs::remove_file(&exclude) {
+                    Ok(()) => report.git.push(".git/info/exclude".to_string()),
+                    Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
+                }
+            }
+            _ => {}
+        }
+        crate::trace::mark("  restore: refs, index, config, hooks, excludes");
         crate::crash::point(purpose.kill_point());
         // 3. The work tree.
         let baseline_tree = repo.find_commit(baseline)?.tree()?;
@@ -627,6 +815,8 @@ impl Restore {
         // Folders first: an unreadable one (chmod 000) would hide what is under it.
         let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
         self.make_readable();
+        self.sweep(repo, images, &known, report)?;
+        crate::trace::mark("  restore: ignore rules and hidden entries");
         let image_paths: Vec<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
         let others = |walk: Vec<Dirty>| -> Vec<Dirty> {
             walk.into_iter()
@@ -637,7 +827,7 @@ impl Restore {
             Ok(found) => others(found),
             Err(_) => {
                 // A folder a command made unreadable hides what is under it: open them all up.
-                walk_dirs(repo, root, b"", true, Some(&known), &mut |_, _, _| {});
+                walk_dirs(repo, root, b"", true, Some(&known), &mut |_, _, _| {}, None);
                 others(tree_walk(repo, walk)?)
             }
         };
@@ -647,7 +837,7 @@ impl Restore {
             for d in &pending {
                 let name = RelPath::from_bytes(&d.path).display();
                 if d.submodule {
-                    clean_submodule(root, &d.path, report);
+                    clean_submodule(root, &d.path, d.gitlink, report);
                 } else if d.untracked {
                     match remove_path(root, &d.path) {
                         Ok(()) => report.paths.push(name.trim_end_matches('/').to_string()),
@@ -708,6 +898,7 @@ impl Restore {
                 break;
             }
         }
+        self.restore_modes(images, report);
         for d in &pending {
             let name = RelPath::from_bytes(&d.path).display();
             if !report.failed.iter().any(|f| f.starts_with(&name)) {
@@ -727,6 +918,243 @@ impl Restore {
             }
         }
         Ok(())
+    }
+
+    /// Makes the ignore rules the baseline's before the status walk judges anything by them,
+    /// and removes what that walk cannot see. SPEC §5 keeps ignored files (`git clean -fd`,
+    /// no `-x`) — ignored by the baseline's rules, never by rules a command wrote: a
+    /// `.gitignore` it planted (one that ignores itself, a new folder ignoring `*`) goes here,
+    /// a tracked one it edited is written back from the index (`info/exclude` was put back
+    /// with `.git/config`). Files written where a sparse checkout left a path out go too (the
+    /// walk does not look at skip-worktree paths). A recorded entry a command renamed (same
+    /// inode, old name gone) is moved back, so the user's ignored data is not deleted under
+    /// its new name; one it deleted is named. Only folders whose stamp moved, and new ones,
+    /// are read.
+    fn sweep(
+        &self,
+        repo: &Repository,
+        images: &[Image],
+        known: &Known<'_>,
+        report: &mut Report,
+    ) -> Result<()> {
+        let index = repo.index()?;
+        for e in index.iter() {
+            if e.flags_extended & SKIP_WORKTREE != 0 {
+                continue;
+            }
+            let name = e.path.rsplit(|b| *b == b'/').next().unwrap_or(&[]);
+            if name == b".gitignore" && e.mode != 0o160000 {
+                let path = RelPath::from_bytes(&e.path);
+                let mode = self
+                    .modes
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, m)| *m)
+                    .unwrap_or(if e.mode == 0o100755 { 0o755 } else { 0o644 });
+                let image = Image {
+                    blob: Some(e.id.to_string()),
+                    mode,
+                    path,
+                };
+                match write_image(repo, &self.root, &image) {
+                    Ok(true) => report.paths.push(image.path.display()),
+                    Ok(false) => {}
+                    Err(err) => report
+                        .failed
+                        .push(format!("{}: {err}", image.path.display())),
+                }
+            }
+        }
+        let mut queue = self.moved_dirs();
+        if queue.is_empty() {
+            return Ok(());
+        }
+        // What the index says of a path, by binary search (no set of every path is built).
+        let tracked = |c: &[u8]| -> Tracked {
+            if let Some(e) = index.get_path(Path::new(OsStr::from_bytes(c)), 0) {
+                return if e.flags_extended & SKIP_WORKTREE != 0 {
+                    Tracked::LeftOut
+                } else {
+                    Tracked::Yes
+                };
+            }
+            let prefix = [c, b"/"].concat();
+            let Ok(mut pos) = index.find_prefix(prefix.as_slice()) else {
+                return Tracked::No;
+            };
+            let mut any = false;
+            while let Some(e) = index.get(pos) {
+                if !e.path.starts_with(&prefix) {
+                    break;
+                }
+                any = true;
+                if e.flags_extended & SKIP_WORKTREE == 0 {
+                    return Tracked::Folder;
+                }
+                pos += 1;
+            }
+            if any {
+                Tracked::LeftOut
+            } else {
+                Tracked::No
+            }
+        };
+        let image_paths: HashSet<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
+        let kept: HashSet<&[u8]> = self.kept.iter().map(|k| k.path.as_bytes()).collect();
+        // Recorded entries gone from their place, by inode: candidates for a rename back.
+        let mut missing: std::collections::HashMap<u64, &KeptEntry> = self
+            .kept
+            .iter()
+            .filter(|k| k.ino != 0 && inode_at(&self.root, k.path.as_bytes()) != Some(k.ino))
+            .map(|k| (k.ino, k))
+            .collect();
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        while let Some(rel) = queue.pop() {
+            if !seen.insert(rel.clone()) {
+                continue;
+            }
+            let Some(dir) = open_dir_at(&self.root, &rel) else {
+                continue;
+            };
+            let Ok(listing) = rustix::fs::Dir::read_from(&dir) else {
+                continue;
+            };
+            let mut entries: Vec<(Vec<u8>, u64, bool)> = Vec::new();
+            for entry in listing.flatten() {
+                let name = entry.file_name().to_bytes();
+                if name == b"." || name == b".." || (rel.is_empty() && name == b".git") {
+                    continue;
+                }
+                let is_dir = entry.file_type() == rustix::fs::FileType::Directory;
+                entries.push((name.to_vec(), entry.ino(), is_dir));
+            }
+            entries.sort();
+            for (name, ino, is_dir) in entries {
+                let child = if rel.is_empty() {
+                    name.clone()
+                } else {
+                    [rel.as_slice(), b"/", name.as_slice()].concat()
+                };
+                let c = child.as_slice();
+                if kept.contains(c) || image_paths.contains(c) {
+                    continue;
+                }
+                let in_index = tracked(c);
+                if in_index == Tracked::Yes {
+                    continue;
+                }
+                let shown = RelPath::from_bytes(c).display();
+                if let Some(was) = missing.remove(&ino) {
+                    match move_back(&self.root, &dir, &name, was.path.as_bytes()) {
+                        Ok(()) => {
+                            report.paths.push(shown);
+                            report.paths.push(was.path.display());
+                        }
+                        Err(e) => report.failed.push(format!(
+                            "{shown}: the ignored {} moved here and could not be moved back: {e}",
+                            was.path.display()
+                        )),
+                    }
+                    continue;
+                }
+                if name == b".gitignore" || in_index == Tracked::LeftOut {
+                    match remove_at(&dir, &name) {
+                        Ok(()) => report.paths.push(shown),
+                        Err(e) => report.failed.push(format!("{shown}: {e}")),
+                    }
+                    continue;
+                }
+                // A recorded folder is read when its own stamp moved; a new one always (a
+                // planted rule or a renamed entry may be anywhere in it).
+                if is_dir && !known.contains_key(c) {
+                    queue.push(child);
+                }
+            }
+        }
+        // Recorded ignored entries a command deleted: SPEC §5 promises not to delete them, not
+        // to keep copies of their content, so they are named.
+        for k in missing
+            .values()
+            .filter(|k| !present(&self.root, k.path.as_bytes()))
+        {
+            report.paths.push(format!(
+                "{} (ignored; removed by a command, not restored)",
+                k.path.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// `recover` only: lock files (`index.lock`, `HEAD.lock`) that a command of the killed run
+    /// left when `recover` stopped it mid-write (a `git commit` in a check). One is removed
+    /// only when it was made after the capture (newer than the saved index) and no live
+    /// process has it open — `recover` holds the repo lock and has just stopped the run's
+    /// command group, so such a lock has no owner left. Anything else stays and is named by
+    /// the index write as before.
+    fn clear_stale_locks(&self, repo: &Repository, report: &mut Report) {
+        let Ok(captured) = std::fs::metadata(&self.saved).and_then(|m| m.modified()) else {
+            return;
+        };
+        for name in ["index.lock", "HEAD.lock"] {
+            let lock = repo.path().join(name);
+            let Ok(meta) = std::fs::symlink_metadata(&lock) else {
+                continue;
+            };
+            let newer = meta.modified().is_ok_and(|t| t >= captured);
+            if newer && meta.is_file() && !held_open(&lock) {
+                match std::fs::remove_file(&lock) {
+                    Ok(()) => report.git.push(format!(".git/{name}")),
+                    Err(e) => report.failed.push(format!(".git/{name}: {e}")),
+                }
+            }
+        }
+    }
+
+    /// Folders whose list of entries may have changed since capture (the root as `b""`):
+    /// their time moved, or it has no nanoseconds (a file system keeping whole seconds,
+    /// where a same-second change would not show).
+    fn moved_dirs(&self) -> Vec<Vec<u8>> {
+        let moved = |full: &Path, was: (i64, i64)| -> bool {
+            std::fs::symlink_metadata(full)
+                .map(|m| m.is_dir() && (mtime_of(&m) != was || was.1 == 0))
+                .unwrap_or(false)
+        };
+        let mut out = Vec::new();
+        if moved(&self.root, self.root_mtime) {
+            out.push(Vec::new());
+        }
+        for d in &self.dirs {
+            if moved(&self.root.join(d.path.path()), d.mtime) {
+                out.push(d.path.as_bytes().to_vec());
+            }
+        }
+        out
+    }
+
+    /// Tracked files with a recorded odd mode (0600) that are not what they were: a checkout
+    /// wrote them 644, or a command chmodded them. Paths `images` own are theirs.
+    fn restore_modes(&self, images: &[Image], report: &mut Report) {
+        for (path, mode) in &self.modes {
+            if images.iter().any(|i| &i.path == path) {
+                continue;
+            }
+            let (parents, name) = split(path.as_bytes());
+            let Ok(Some(dir)) = open_parent(&self.root, &parents, false) else {
+                continue;
+            };
+            let Ok(st) = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+                || st.st_mode & 0o7777 == *mode
+            {
+                continue;
+            }
+            match rustix::fs::chmodat(&dir, name, Mode::from_raw_mode(*mode), AtFlags::empty()) {
+                Ok(()) => report.paths.push(path.display()),
+                Err(e) => report.failed.push(format!("{}: {e}", path.display())),
+            }
+        }
     }
 
     /// The cheap common case: a recorded folder still there with its mode (one stat by path;
@@ -812,9 +1240,15 @@ impl Restore {
     fn restore_dirs(&self, repo: &Repository, known: &Known<'_>, report: &mut Report) {
         let mut now: Vec<Vec<u8>> = Vec::new();
         for rel in self.new_dirs(repo, known) {
-            walk_dirs(repo, &self.root, &rel, true, None, &mut |sub, _, _| {
-                now.push(sub.to_vec())
-            });
+            walk_dirs(
+                repo,
+                &self.root,
+                &rel,
+                true,
+                None,
+                &mut |sub, _, _| now.push(sub.to_vec()),
+                None,
+            );
         }
         now.sort_by(|a, b| b.len().cmp(&a.len()).then(b.cmp(a)));
         for rel in &now {
@@ -874,6 +1308,88 @@ fn chmod_dir_at(root: &Path, rel: &[u8], mode: u32) -> std::io::Result<()> {
     )?)
 }
 
+/// The hooks folder git runs hooks from (`core.hooksPath`, relative to the work tree), or
+/// `None` when it lies inside the work tree (the work-tree restore owns it then).
+fn hooks_dir(repo: &Repository, root: &Path) -> Option<PathBuf> {
+    let configured = repo
+        .config()
+        .ok()
+        .and_then(|c| c.get_path("core.hooksPath").ok());
+    let dir = match configured {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => root.join(p),
+        None => repo.commondir().join("hooks"),
+    };
+    let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+    let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let inside_git = real.starts_with(repo.commondir().canonicalize().unwrap_or_default());
+    (inside_git || !real.starts_with(&real_root)).then_some(dir)
+}
+
+/// The inode of what is at `rel` (a link itself, not its target), through real folders only.
+fn inode_at(root: &Path, rel: &[u8]) -> Option<u64> {
+    let (parents, name) = split(rel);
+    let dir = open_parent(root, &parents, false).ok()??;
+    rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .ok()
+        .map(|st| st.st_ino)
+}
+
+/// Whether any live process has `path` open (Linux `/proc/<pid>/fd`); `true` when that cannot
+/// be told, so an unknown owner's lock is never taken away.
+fn held_open(path: &Path) -> bool {
+    let Ok(target) = path.canonicalize() else {
+        return true;
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for p in procs.flatten() {
+        if !p.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue; // gone, or not ours to read (another user's cannot hold our repo's lock)
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == target))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether anything (a link included) is at `rel`, reached through real folders only.
+fn present(root: &Path, rel: &[u8]) -> bool {
+    let (parents, name) = split(rel);
+    matches!(open_parent(root, &parents, false), Ok(Some(dir))
+        if rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok())
+}
+
+/// Opens a folder of the work tree (`b""`: the root) through real folders only.
+fn open_dir_at(root: &Path, rel: &[u8]) -> Option<OwnedFd> {
+    if rel.is_empty() {
+        return root_fd(root).ok();
+    }
+    let (mut parents, name) = split(rel);
+    parents.push(name);
+    open_parent(root, &parents, false).ok()?
+}
+
+/// Renames `name` in `dir` back to `to` (repo-relative), through real folders only.
+fn move_back(root: &Path, dir: &OwnedFd, name: &[u8], to: &[u8]) -> std::io::Result<()> {
+    let (parents, to_name) = split(to);
+    let target = open_parent(root, &parents, false)?
+        .ok_or_else(|| std::io::Error::other("its folder is gone"))?;
+    // What stands in its place now (a link a command put there) is the command's: it goes.
+    if rustix::fs::statat(&target, to_name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+        remove_at(&target, to_name)?;
+    }
+    Ok(rustix::fs::renameat(dir, name, &target, to_name)?)
+}
+
 /// Removes an empty folder reached through real folders only.
 fn rmdir_at(root: &Path, rel: &[u8]) -> std::io::Result<()> {
     let (parents, name) = split(rel);
@@ -926,6 +1442,71 @@ pub fn restore_head(repo: &Repository, head_ref: Option<&str>, commit: Oid) -> R
         }
     }
     Ok(fixed)
+}
+
+/// The shared refs that differ from `recorded` (created, moved or deleted), named only. A
+/// `--worktree` run shares them with the user and with other runs (whose branches
+/// `factory/<run_id>` appear at delivery): none of them is provably a command's, so none is
+/// deleted or moved; the run's report names them instead.
+fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
+    let now = list_refs(repo)?;
+    let mut out: Vec<String> = now
+        .iter()
+        .filter(|r| !recorded.contains(r))
+        .map(|r| r.name.clone())
+        .chain(
+            recorded
+                .iter()
+                .filter(|k| !now.iter().any(|r| r.name == k.name))
+                .map(|k| k.name.clone()),
+        )
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The run records (`refs/factory/<run_id>`, not the journal), sorted by name.
+fn list_records(repo: &Repository) -> Result<Vec<RefFact>> {
+    let mut out = Vec::new();
+    for r in repo.references_glob("refs/factory/*")? {
+        let r = r?;
+        let Some(name) = r.name().map(str::to_string) else {
+            continue;
+        };
+        if name.starts_with("refs/factory/journal/") {
+            continue;
+        }
+        if let Some(oid) = r.target() {
+            out.push(RefFact {
+                name,
+                oid: Some(oid.to_string()),
+                symbolic: None,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Run records a command deleted, put back where they were (never over one that exists now).
+fn restore_records(repo: &Repository, recorded: &[RefFact]) -> Vec<String> {
+    let mut fixed = Vec::new();
+    for k in recorded {
+        if repo.find_reference(&k.name).is_ok() {
+            continue;
+        }
+        let Some(oid) = k.oid.as_deref().and_then(|o| Oid::from_str(o).ok()) else {
+            continue;
+        };
+        if repo
+            .reference(&k.name, oid, false, "git factory: restore a run record")
+            .is_ok()
+        {
+            fixed.push(k.name.clone());
+        }
+    }
+    fixed
 }
 
 /// Every ref back as recorded: created ones deleted, moved or deleted ones put back.
@@ -1006,6 +1587,8 @@ struct Dirty {
     submodule: bool,
     /// Tracked and present, but not the baseline's content.
     modified: bool,
+    /// For a submodule: the commit the index records for it.
+    gitlink: Option<Oid>,
 }
 
 /// What commands left in the work tree, found with the status walk of `git::status` (with the
@@ -1019,11 +1602,17 @@ fn tree_walk(repo: &Repository, walk: Option<&crate::git::status::Snapshot>) -> 
     Ok(found
         .into_iter()
         .map(|d| {
-            let submodule = d.tracked
-                && index
+            let gitlink = if d.tracked {
+                index
                     .get_path(Path::new(OsStr::from_bytes(&d.raw)), 0)
-                    .is_some_and(|e| e.mode == 0o160000);
+                    .filter(|e| e.mode == 0o160000)
+                    .map(|e| e.id)
+            } else {
+                None
+            };
+            let submodule = gitlink.is_some();
             Dirty {
+                gitlink,
                 untracked: !d.tracked,
                 modified: d.tracked && !submodule && d.label == "modified",
                 submodule,
@@ -1062,6 +1651,7 @@ fn status_walk(repo: &Repository) -> Result<Vec<Dirty>> {
                 .get_path(Path::new(OsStr::from_bytes(&path)), 0)
                 .is_some_and(|e| e.mode == 0o160000);
         out.push(Dirty {
+            gitlink: None,
             untracked: s.contains(Status::WT_NEW),
             modified: s.contains(Status::WT_MODIFIED) && !submodule,
             submodule,
@@ -1088,7 +1678,9 @@ type Known<'a> = std::collections::HashMap<&'a [u8], &'a DirFact>;
 /// repositories) from `start` (`b""` for the root); calls `visit(path, metadata, empty)`
 /// for each, parents first. With `fix`, a
 /// folder that cannot be read (a command's chmod 000) is made readable so nothing under it
-/// stays hidden; its recorded mode is put back afterwards.
+/// stays hidden; its recorded mode is put back afterwards. `others` is told of every other
+/// entry met (files, links, and the ignored folders and nested repositories not walked).
+#[allow(clippy::type_complexity)]
 fn walk_dirs(
     repo: &Repository,
     root: &Path,
@@ -1096,6 +1688,7 @@ fn walk_dirs(
     fix: bool,
     known: Option<&Known<'_>>,
     visit: &mut dyn FnMut(&[u8], &std::fs::Metadata, bool),
+    mut others: Option<&mut dyn FnMut(&[u8], &std::fs::DirEntry)>,
 ) {
     let mut stack: Vec<Vec<u8>> = vec![start.to_vec()];
     while let Some(rel) = stack.pop() {
@@ -1124,9 +1717,6 @@ fn walk_dirs(
         let mut children = Vec::new();
         for e in entries.flatten() {
             empty = false;
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
             let name = e.file_name();
             let name = name.as_bytes();
             if rel.is_empty() && name == b".git" {
@@ -1137,15 +1727,23 @@ fn walk_dirs(
             } else {
                 [rel.as_slice(), b"/", name].concat()
             };
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                if let Some(tell) = others.as_mut() {
+                    tell(&child, &e);
+                }
+                continue;
+            }
             let is_known = known.is_some_and(|k| k.contains_key(child.as_slice()));
             if !is_known {
-                if e.path().join(".git").exists() {
-                    continue; // a submodule or nested repository: not ours to walk
-                }
-                if repo
-                    .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
-                    .unwrap_or(false)
+                // A submodule or nested repository is not ours to walk, nor an ignored folder.
+                if e.path().join(".git").exists()
+                    || repo
+                        .is_path_ignored(Path::new(OsStr::from_bytes(&child)))
+                        .unwrap_or(false)
                 {
+                    if let Some(tell) = others.as_mut() {
+                        tell(&child, &e);
+                    }
                     continue;
                 }
             }
@@ -1346,9 +1944,11 @@ fn image_matches(root: &Path, image: &Image) -> bool {
     Oid::from_str(blob).ok() == git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).ok()
 }
 
-/// A submodule a command dirtied: what it left untracked is removed and its tracked files
-/// checked out from its own HEAD; a moved HEAD is named, not forced.
-fn clean_submodule(root: &Path, path: &[u8], report: &mut Report) {
+/// A submodule a command dirtied: a HEAD a command moved (a commit made inside it) is put
+/// back at the recorded gitlink commit, detached, with its index and files, as `git submodule
+/// update` does (the command's commit stays in its object store and reflog); then what it
+/// left untracked is removed and its tracked files checked out from that HEAD.
+fn clean_submodule(root: &Path, path: &[u8], gitlink: Option<Oid>, report: &mut Report) {
     let name = RelPath::from_bytes(path).display();
     let sub_root = root.join(OsStr::from_bytes(path));
     let Ok(sub) = Repository::open(&sub_root) else {
@@ -1357,6 +1957,22 @@ fn clean_submodule(root: &Path, path: &[u8], report: &mut Report) {
             .push(format!("{name}: a submodule that cannot be opened"));
         return;
     };
+    let head = sub.head().ok().and_then(|h| h.target());
+    if let Some(want) = gitlink.filter(|w| head != Some(*w)) {
+        let back = sub.find_commit(want).and_then(|c| {
+            sub.set_head_detached(want)?;
+            let mut force = CheckoutBuilder::new();
+            force.force();
+            sub.reset(c.as_object(), git2::ResetType::Hard, Some(&mut force))
+        });
+        match back {
+            Ok(()) => report.paths.push(format!("{name} (HEAD back at {want})")),
+            Err(e) => report.failed.push(format!(
+                "{name}: its HEAD moved and could not be put back at {want}: {}",
+                e.message()
+            )),
+        }
+    }
     let Ok(dirty) = status_walk(&sub) else {
         report
             .failed

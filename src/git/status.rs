@@ -43,6 +43,9 @@ pub enum Untracked {
 pub struct Snapshot {
     changes: Vec<Dirty>,
     seen: Option<Seen>,
+    /// From the fast walk's own stat of every tracked file (`None` when libgit2 walked):
+    /// what a restore needs to put back modes like 0600, at no extra cost.
+    odd_modes: Option<Vec<(Vec<u8>, u32)>>,
 }
 
 /// The folder stamps of a fast walk, valid while the index is the one they were taken against.
@@ -89,9 +92,11 @@ impl Snapshot {
         let tick = walk_tick(repo);
         let mut changes = staged_paths(repo)?;
         crate::trace::mark("    status: staged (index vs HEAD)");
+        let mut odd_modes = None;
         let seen = match fast_walk(repo, None, Untracked::Folders)? {
             Some(walk) => {
                 changes.extend(walk.dirty);
+                odd_modes = Some(walk.odd_modes);
                 Some(Seen {
                     index: walk.index,
                     tick,
@@ -106,7 +111,14 @@ impl Snapshot {
         Ok(Snapshot {
             changes: sorted(changes),
             seen,
+            odd_modes,
         })
+    }
+
+    /// Tracked regular files whose mode a checkout would not recreate (0600), when the walk
+    /// stat'ed every tracked file itself.
+    pub fn odd_modes(&self) -> Option<&[(Vec<u8>, u32)]> {
+        self.odd_modes.as_deref()
     }
 
     /// What differed when the snapshot was taken; untracked folders as `d/`.
@@ -468,6 +480,8 @@ struct JobOut {
     /// `Some` when the folder was listed (unknown entries), `None` when its stamp is unchanged.
     listing: Option<Vec<Unknown>>,
     checks: Vec<(usize, Check)>,
+    /// Tracked regular files whose permission bits are not the ones a checkout creates.
+    odd_modes: Vec<(usize, u32)>,
     /// An error the fast walk does not handle (e.g. an unreadable folder).
     failed: bool,
 }
@@ -595,6 +609,11 @@ impl Ctx<'_> {
             match stat {
                 Ok(st) => {
                     let st = file_stat(&st);
+                    let (plain, exec) = crate::git::restore::checkout_modes();
+                    let perm = st.mode & 0o7777;
+                    if st.mode & 0o170000 == 0o100000 && perm != plain && perm != exec {
+                        out.odd_modes.push((i, perm));
+                    }
                     if st.mode & 0o170000 == 0o040000 {
                         // A folder where a file is tracked: the file is gone (the listing
                         // reports what the folder holds).
@@ -671,6 +690,8 @@ fn run_jobs(ctx: &Ctx<'_>, jobs: &[Job], next: &AtomicUsize) -> Vec<JobOut> {
 
 struct Walk {
     dirty: Vec<Dirty>,
+    /// Tracked files with modes a checkout would not recreate (see `JobOut::odd_modes`).
+    odd_modes: Vec<(Vec<u8>, u32)>,
     index: IndexStamp,
     dirs: HashMap<Vec<u8>, DirRecord>,
 }
@@ -800,10 +821,16 @@ fn fast_walk(repo: &Repository, seen: Option<&Seen>, untracked: Untracked) -> Re
     let mut listing: Vec<Option<Vec<Unknown>>> = (0..nodes.len()).map(|_| None).collect();
     let mut ask: Vec<usize> = Vec::new();
     let mut out: Vec<Dirty> = Vec::new();
+    let mut odd_modes: Vec<(Vec<u8>, u32)> = Vec::new();
     for o in outs {
         if !reached[o.node] {
             continue;
         }
+        odd_modes.extend(
+            o.odd_modes
+                .iter()
+                .map(|(i, m)| (tracked.entries[*i].path.clone(), *m)),
+        );
         if o.listing.is_some() {
             listing[o.node] = o.listing;
         }
@@ -918,7 +945,9 @@ fn fast_walk(repo: &Repository, seen: Option<&Seen>, untracked: Untracked) -> Re
         );
     }
     crate::trace::mark("    status: untracked entries");
+    odd_modes.sort();
     Ok(Some(Walk {
+        odd_modes,
         dirty: out,
         index: stamp,
         dirs,

@@ -475,3 +475,32 @@ fn sandboxed_compileall_can_write_what_a_rollback_made_it_forget() {
     let s = summary(&out);
     assert_eq!(s["verdict"], "PASS", "{s}");
 }
+
+#[test]
+fn a_source_imported_through_a_symlinked_folder_is_never_run_stale() {
+    let r = python_repo(&[("src/m.py", "X = 1\n")]);
+    std::os::unix::fs::symlink("src", r.root.join("lib")).expect("link");
+    r.git(&["add", "lib"]);
+    r.git(&["commit", "-q", "-m", "lib is src"]);
+    let check = format!(
+        "sh -c 'touch -d @{SAME_SECOND} src/m.py && python3 -c \"import sys; sys.path.insert(0, \\\"lib\\\"); import m; assert m.X == 2, m.X\"'"
+    );
+    let wo = r.work_order(order(&["src/m.py"], &[&check]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("src/m.py", "X = 1", "X = 3")),
+            ("2.json", set_line("src/m.py", "X = 1", "X = 2")),
+        ],
+    );
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
+        "attempt 1 ran X = 3"
+    );
+    assert_eq!(
+        s["verdict"], "PASS",
+        "attempt 2 must run its own X = 2: {s}"
+    );
+}

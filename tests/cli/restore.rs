@@ -502,6 +502,60 @@ fn an_untracked_file_in_a_submodule_is_rolled_back() {
 }
 
 #[test]
+fn a_commit_a_check_makes_inside_a_submodule_is_undone_and_the_attempt_recorded() {
+    let r = TestRepo::simple();
+    let sub = r.tmp.path().join("subsrc");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    std::fs::write(sub.join("lib.txt"), "lib\n").expect("write");
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"][..],
+        &["commit", "-qm", "lib"][..],
+    ] {
+        let mut git = assert_cmd::Command::new("git");
+        hermetic(&mut git, &r.home);
+        git.current_dir(&sub).args(args).assert().success();
+    }
+    r.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        sub.to_str().expect("utf8"),
+        "sub",
+    ]);
+    r.git(&["commit", "-qm", "submodule"]);
+    let head = |r: &TestRepo| {
+        let mut git = std::process::Command::new("git");
+        git.current_dir(r.root.join("sub"))
+            .args(["rev-parse", "HEAD"])
+            .env("HOME", &r.home);
+        String::from_utf8(git.output().expect("git").stdout).expect("utf8")
+    };
+    let was = head(&r);
+    let out = run_check(
+        &r,
+        "sh -c 'cd sub && echo y >> lib.txt && echo u > new.txt && git -c user.name=T -c user.email=t@e commit -qam x; exit 1'",
+        &["--json"],
+    );
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("a summary");
+    assert_eq!(s["verdict"], "FAIL", "{s}");
+    assert_eq!(s["attempts"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(head(&r), was, "the submodule is back at its gitlink commit");
+    assert_eq!(r.git(&["status", "--porcelain"]), "", "clean again");
+    let again = run_check(&r, "true", &[]);
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "no journal left pending: {}",
+        stderr_of(&again)
+    );
+}
+
+#[test]
 fn a_file_name_that_is_not_utf8_is_rolled_back() {
     use std::os::unix::ffi::OsStrExt;
     let r = TestRepo::simple();
@@ -693,4 +747,253 @@ fn hooks_a_check_plants_or_changes_are_put_back_with_their_modes() {
         side.iter().any(|p| p.ends_with(".git/hooks/pre-push")),
         "{side:?}"
     );
+}
+
+/// A check that hides what it writes with ignore rules of its own: a `.gitignore` that
+/// ignores itself, a new folder ignoring `*`, a line in `.git/info/exclude`.
+const HIDING_CHECK: &str = "sh -c 'printf \".gitignore\\nhidden.py\\n\" > .gitignore.d; \
+    mkdir -p sub && mv .gitignore.d sub/.gitignore && echo x > sub/hidden.py; \
+    mkdir cache && echo \"*\" > cache/.gitignore && echo y > cache/data; \
+    echo planted.txt >> .git/info/exclude && echo z > planted.txt; \
+    echo leaked > build/new.txt; exit $EXIT'";
+
+#[test]
+fn files_a_check_hides_with_its_own_ignore_rules_are_removed() {
+    for (exit, flags) in [("1", vec![]), ("0", vec!["--force"])] {
+        let r = TestRepo::with_files(&[
+            ("app.txt", "one\ntwo\nthree\n"),
+            ("sub/keep.txt", "k\n"),
+            (".gitignore", ".env\nbuild/\n"),
+        ]);
+        r.git(&["config", "factory.verify", "true"]);
+        r.write(".env", "SECRET=1\n");
+        r.write("build/old.txt", "old\n");
+        let exclude = std::fs::read(r.root.join(".git/info/exclude")).unwrap_or_default();
+        let before = r.snapshot();
+        let check = HIDING_CHECK.replace("$EXIT", exit);
+        let out = run_check(&r, &check, &flags);
+        assert!(r.read("sub/hidden.py").is_none(), "{}", stderr_of(&out));
+        assert!(r.read("sub/.gitignore").is_none());
+        assert!(!r.root.join("cache").exists());
+        assert!(r.read("planted.txt").is_none());
+        assert_eq!(
+            std::fs::read(r.root.join(".git/info/exclude")).unwrap_or_default(),
+            exclude
+        );
+        assert_eq!(r.read(".env").as_deref(), Some("SECRET=1\n"), "kept");
+        assert_eq!(r.read("build/old.txt").as_deref(), Some("old\n"), "kept");
+        if exit == "1" {
+            // Inside an ignored folder that existed, new files are the user's kind of data.
+            let _ = std::fs::remove_file(r.root.join("build/new.txt"));
+            assert_eq!(r.snapshot(), before, "rollback");
+        } else {
+            let _ = std::fs::remove_file(r.root.join("build/new.txt"));
+            let id = r.run_ids().pop().expect("a run");
+            let s = summary_of(&r, &id);
+            let effects = s["side_effects"].to_string();
+            for p in ["sub/hidden.py", "cache", "planted.txt", ".git/info/exclude"] {
+                assert!(effects.contains(p), "{p} in {effects}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_ignored_folder_a_check_renames_is_put_back_not_deleted() {
+    let r = TestRepo::simple();
+    r.write("build/old.txt", "old\n");
+    let before = r.snapshot();
+    let out = run_check(&r, "sh -c 'mv build build2; exit 1'", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(
+        r.snapshot(),
+        before,
+        "the user's ignored data is back in place"
+    );
+    // Moved aside with a link to elsewhere standing in its place.
+    let elsewhere = r.outside.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let check = format!(
+        "sh -c 'mv build build.real && ln -s {} build; exit 1'",
+        elsewhere.display()
+    );
+    let out = run_check(&r, &check, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before, "the link goes, the folder comes back");
+    assert!(elsewhere.exists());
+}
+
+#[test]
+fn a_0600_file_a_check_rewrites_or_chmods_keeps_its_mode() {
+    let r = TestRepo::simple();
+    std::fs::set_permissions(
+        r.root.join("other.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    let before = r.snapshot();
+    let out = run_check(&r, "sh -c 'rm other.txt; echo x > other.txt; exit 1'", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.snapshot(), before, "a replaced 0600 file comes back 0600");
+    let out = run_check(&r, "chmod 644 other.txt", &["--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let mode = std::fs::metadata(r.root.join("other.txt"))
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the side-effect restore keeps it 0600");
+}
+
+#[test]
+fn a_file_a_check_writes_where_sparse_checkout_left_a_path_out_is_removed() {
+    for (exit, flags) in [("1", vec![]), ("0", vec!["--force"])] {
+        let r = TestRepo::with_files(&[
+            ("app.txt", "one\ntwo\nthree\n"),
+            ("far/x.txt", "far\n"),
+            ("far/y.txt", "far too\n"),
+        ]);
+        r.git(&["config", "factory.verify", "true"]);
+        r.git(&["sparse-checkout", "set", "--no-cone", "/*", "!/far/"]);
+        assert!(
+            !r.root.join("far").exists(),
+            "sparse checkout left far/ out"
+        );
+        let before = r.snapshot();
+        let check = format!("sh -c 'mkdir -p far && echo planted > far/x.txt; exit {exit}'");
+        let out = run_check(&r, &check, &flags);
+        assert!(!r.root.join("far").exists(), "{}", stderr_of(&out));
+        if exit == "1" {
+            assert_eq!(r.snapshot(), before);
+        } else {
+            r.git(&["checkout", "--", "app.txt"]);
+        }
+        let again = run_check(&r, "true", &["--force"]);
+        assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    }
+}
+
+#[test]
+fn hooks_a_check_adds_or_changes_are_put_back_and_reported() {
+    for (exit, flags) in [("1", vec![]), ("0", vec!["--force"])] {
+        let r = TestRepo::simple();
+        let hooks = r.root.join(".git/hooks");
+        std::fs::create_dir_all(&hooks).expect("mkdir");
+        std::fs::write(hooks.join("pre-push"), "#!/bin/sh\nexit 0\n").expect("write");
+        std::fs::set_permissions(
+            hooks.join("pre-push"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+        let before = folder(&hooks);
+        let check = format!(
+            "sh -c 'printf \"#!/bin/sh\\necho owned\\n\" > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo evil >> .git/hooks/pre-push; exit {exit}'"
+        );
+        let out = run_check(&r, &check, &flags);
+        assert_eq!(folder(&hooks), before, "{}", stderr_of(&out));
+        if exit == "0" {
+            let id = r.run_ids().pop().expect("a run");
+            let effects = summary_of(&r, &id)["side_effects"].to_string();
+            for p in [".git/hooks/pre-commit", ".git/hooks/pre-push"] {
+                assert!(effects.contains(p), "{p} in {effects}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_worktree_run_names_the_shared_refs_and_config_a_check_changed_and_never_claims_them_restored()
+{
+    let r = TestRepo::simple();
+    let out = run_check(
+        &r,
+        "sh -c 'git tag planted && git config planted.key 1; exit 1'",
+        &["--worktree"],
+    );
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        !err.contains(".git/config; restored"),
+        "the key is still set: {err}"
+    );
+    assert_eq!(r.git(&["config", "planted.key"]).trim(), "1");
+    assert!(
+        err.contains("refs/tags/planted")
+            && err.contains(".git/config")
+            && err.contains("left as is"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn recover_removes_the_index_lock_of_the_command_it_stopped() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let wo = r.work_order(basic_order(&[
+        "sh -c 'echo x > junk; git add junk; : > .git/index.lock; : > lock-made; exec sleep 30'",
+    ]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9));
+    // (git add holds an index.lock of its own for a moment: wait for the marker after ours.)
+    wait_for(&r.root.join("lock-made"));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert!(!r.root.join(".git/index.lock").exists());
+    assert_eq!(r.snapshot(), before);
+    // A lock a live process holds is never taken away.
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.signal(), Some(9));
+    // (git add holds an index.lock of its own for a moment: wait for the marker after ours.)
+    wait_for(&r.root.join("lock-made"));
+    let lock = std::fs::File::open(r.root.join(".git/index.lock")).expect("held");
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_ne!(rec.status.code(), Some(0), "a held lock stays");
+    assert!(
+        stderr_of(&rec).contains("index.lock"),
+        "{}",
+        stderr_of(&rec)
+    );
+    drop(lock);
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+}
+
+#[test]
+fn run_records_a_check_deletes_are_put_back() {
+    let r = TestRepo::simple();
+    let out = run_check(&r, "false", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let first = r.run_ids();
+    assert_eq!(first.len(), 1);
+    let check = format!(
+        "sh -c 'git update-ref -d refs/factory/{}; exit 1'",
+        first[0]
+    );
+    let out = run_check(&r, &check, &["--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let now = r.run_ids();
+    assert!(
+        now.contains(&first[0]),
+        "the earlier run's record is back: {now:?}"
+    );
+    assert_eq!(now.len(), 2, "{now:?}");
 }

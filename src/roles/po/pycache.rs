@@ -21,7 +21,7 @@
 
 use super::exec::{self, CommandSpec, LogFiles, Sandbox};
 use crate::store::records::CmdResult;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -39,6 +39,11 @@ pub struct PyCache {
     /// Whether an attempt's checks were learnt from already: later views link the folders
     /// outside the work tree whole (one symlink each, not one per entry).
     learnt: AtomicBool,
+    /// Per work-tree root, its tracked symlinks to folders inside it (alias, target — both
+    /// repo-relative): Python names a source by the path it imported it through (`lib/m.py`
+    /// for a tracked `lib -> src`), so a changed `src/m.py` is forgotten under every alias
+    /// too. Listed once per root from the index (no tree walk).
+    aliases: Mutex<HashMap<PathBuf, Vec<(PathBuf, PathBuf)>>>,
 }
 
 impl PyCache {
@@ -49,6 +54,7 @@ impl PyCache {
             dir: factory_dir.join("pycache"),
             forgotten: Mutex::new(BTreeSet::new()),
             learnt: AtomicBool::new(false),
+            aliases: Mutex::new(HashMap::new()),
         }
     }
 
@@ -86,15 +92,27 @@ impl PyCache {
     /// missing entry is already forgotten.
     pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p str>) {
         let mirrors = self.mirrors_of(root);
+        let aliases = {
+            let mut known = self.aliases.lock().unwrap_or_else(|e| e.into_inner());
+            known
+                .entry(root.to_path_buf())
+                .or_insert_with(|| folder_links(root))
+                .clone()
+        };
         let mut forgotten = self.forgotten.lock().unwrap_or_else(|e| e.into_inner());
         for path in paths {
             forgotten.insert(path.to_string());
             let rel = path.trim_end_matches('/');
-            let Some(parts) = relative_parts(rel) else {
+            if relative_parts(rel).is_none() {
                 continue;
-            };
-            for mirror in &mirrors {
-                forget_in(&self.dir, mirror, &parts);
+            }
+            for name in names_of(Path::new(rel), &aliases) {
+                let Some(parts) = name.to_str().and_then(relative_parts) else {
+                    continue;
+                };
+                for mirror in &mirrors {
+                    forget_in(&self.dir, mirror, &parts);
+                }
             }
         }
     }
@@ -418,6 +436,60 @@ fn populate(view: &Path, shared: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The tracked symlinks of the tree at `root` that lead to a folder inside it, as (link,
+/// target) repo-relative paths. A link added by a change itself is not listed: the alias set
+/// is the baseline's (the change's own links are in its change set, not its checks' way in).
+fn folder_links(root: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(repo) = git2::Repository::open(root) else {
+        return Vec::new();
+    };
+    let Ok(index) = repo.index() else {
+        return Vec::new();
+    };
+    let Ok(real_root) = root.canonicalize() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in index.iter().filter(|e| e.mode == 0o120000) {
+        let rel = PathBuf::from(OsStr::from_bytes(&entry.path));
+        let Ok(real) = root.join(&rel).canonicalize() else {
+            continue;
+        };
+        if !real.is_dir() {
+            continue;
+        }
+        if let Ok(target) = real.strip_prefix(&real_root) {
+            out.push((rel, target.to_path_buf()));
+        }
+    }
+    out
+}
+
+/// Every name a repo-relative path has through the folder links (the path itself first);
+/// links to links are followed a few levels, never in circles.
+fn names_of(path: &Path, links: &[(PathBuf, PathBuf)]) -> Vec<PathBuf> {
+    let mut names = vec![path.to_path_buf()];
+    let mut next = 0;
+    while next < names.len() && names.len() < 64 {
+        let here = names[next].clone();
+        next += 1;
+        for (link, target) in links {
+            let Ok(rest) = here.strip_prefix(target) else {
+                continue;
+            };
+            let alias = if rest.as_os_str().is_empty() {
+                link.clone()
+            } else {
+                link.join(rest)
+            };
+            if !names.contains(&alias) {
+                names.push(alias);
+            }
+        }
+    }
+    names
 }
 
 /// `/a/b` as `a/b`, to join under the cache folder.
