@@ -906,24 +906,10 @@ impl Session<'_> {
 
     /// Puts the repo back at the baseline: refs, index, then the tree (SPEC §7).
     fn rollback(&mut self) -> Result<()> {
-        self.journal_stage("rollback", None)?;
         let images = self.journal.restore.images.clone();
-        let report = self.journal.restore.apply_walked(
-            self.repo,
-            &images,
-            Purpose::Rollback,
-            self.preflight.as_ref(),
-        )?;
+        let report = self.put_back("rollback", &images, Purpose::Rollback)?;
         self.warn_git(&report);
-        let restored = report.changed();
         if let Some(a) = self.current.as_mut() {
-            let changed = a.plan.iter().flat_map(|p| p.outcomes.iter());
-            self.pycache.forget(
-                &self.root,
-                changed
-                    .map(|o| o.path.as_str())
-                    .chain(restored.iter().map(String::as_str)),
-            );
             a.applied = false;
         }
         self.unrestored = !report.failed.is_empty();
@@ -931,6 +917,31 @@ impl Session<'_> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The one restore (SPEC §7) as every session step uses it: the stage journaled first,
+    /// what commands left found with the preflight walk, and the bytecode of every path it
+    /// wrote forgotten, so no later check runs a version of a file that is gone (SPEC §3.7) —
+    /// also after the baseline check, which has no attempt.
+    fn put_back(
+        &mut self,
+        stage: &str,
+        images: &[git::restore::Image],
+        purpose: Purpose,
+    ) -> Result<git::restore::Report> {
+        self.journal_stage(stage, None)?;
+        let report = self.journal.restore.apply_walked(
+            self.repo,
+            images,
+            purpose,
+            self.preflight.as_ref(),
+        )?;
+        let imaged: Vec<String> = images.iter().map(|i| i.path.display()).collect();
+        self.pycache.forget(
+            &self.root,
+            imaged.iter().chain(report.paths.iter()).map(String::as_str),
+        );
+        Ok(report)
     }
 
     fn warn_git(&self, report: &git::restore::Report) {
@@ -951,17 +962,11 @@ impl Session<'_> {
     /// After PASS the tree must hold exactly baseline + change: anything the commands changed
     /// outside it (files, refs, the index, .git/config) is put back and listed.
     fn restore_side_effects(&mut self, plan: &Plan) -> Result<Vec<String>> {
-        self.journal_stage("side_effects", None)?;
         let images = self
             .journal
             .restore
             .change_images(self.repo, &plan.outcomes)?;
-        let report = self.journal.restore.apply_walked(
-            self.repo,
-            &images,
-            Purpose::SideEffects,
-            self.preflight.as_ref(),
-        )?;
+        let report = self.put_back("side_effects", &images, Purpose::SideEffects)?;
         if let Some(e) = report.error("restoring what the checks changed") {
             return Err(e);
         }

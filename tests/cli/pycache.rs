@@ -162,6 +162,35 @@ fn a_file_a_check_changed_is_forgotten_when_rollback_puts_it_back() {
 }
 
 #[test]
+fn a_file_the_baseline_check_changed_is_forgotten_when_it_is_put_back() {
+    let r = python_repo(&[("m.py", "Y = 1\n"), ("u.py", "X = 1\n")]);
+    // On the baseline (its first run) the regression check rewrites u.py (same size, same
+    // second) and imports it; the baseline check's restore puts u.py back. After the change
+    // the same check must import the real u.py, not the baseline check's bytecode.
+    let first = r.outside.join("first");
+    let check = format!(
+        "sh -c 'if [ ! -e {first} ]; then : > {first}; printf \"X = 9\\n\" > u.py; touch -d @{SAME_SECOND} u.py; python3 -c \"import u\"; else touch -d @{SAME_SECOND} u.py; python3 -c \"import u; assert u.X == 1, u.X\"; fi'",
+        first = first.display()
+    );
+    let wo = r.work_order(json!({
+        "id": "wo-py", "title": "python", "intent": "i",
+        "allowed_files": ["m.py"],
+        "acceptance_commands": [],
+        // (The module is named by its code point: a contract naming m.py would protect it.)
+        "fail_to_pass": ["python3 -c \"assert __import__(chr(109)).Y == 2\""],
+        "pass_to_pass": [check],
+    }));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "Y = 1", "Y = 2"))]);
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "1"]);
+    let s = summary(&out);
+    assert!(
+        first.exists(),
+        "the baseline check ran the regression check"
+    );
+    assert_eq!(s["verdict"], "PASS", "u.py put back must run as X = 1: {s}");
+}
+
+#[test]
 fn a_second_run_on_the_same_baseline_compiles_only_the_change() {
     let mut files: Vec<(String, String)> = (0..5)
         .map(|i| (format!("lib/mod{i}.py"), format!("V = {i}\n")))

@@ -82,7 +82,11 @@ fn list_heads(common: &Path) -> BTreeMap<Vec<u8>, Option<FileFact>> {
     let ours = common.join("factory").join("worktrees");
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for e in entries.flatten() {
-            let gitdir = std::fs::read(e.path().join("gitdir")).unwrap_or_default();
+            // One whose record is half-written or half-removed (no gitdir file yet or any more)
+            // is being added or removed by git right now: not a HEAD anyone moved.
+            let Ok(gitdir) = std::fs::read(e.path().join("gitdir")) else {
+                continue;
+            };
             if Path::new(std::ffi::OsStr::from_bytes(gitdir.trim_ascii_end())).starts_with(&ours) {
                 continue;
             }
@@ -191,6 +195,7 @@ mod tests {
         let wt = repo.path().join("worktrees/other");
         std::fs::create_dir_all(&wt).expect("mkdir");
         std::fs::write(wt.join("HEAD"), format!("{head}\n")).expect("head");
+        std::fs::write(wt.join("gitdir"), "/elsewhere/other/.git\n").expect("gitdir");
         assert_eq!(
             audit.changes(&repo).expect("changes"),
             [
