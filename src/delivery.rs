@@ -442,27 +442,17 @@ impl SavedIndex {
         SavedIndex { path, bytes }
     }
 
-    /// Writes the saved bytes back through `index.lock` and a rename, as git does.
+    /// Writes the saved bytes back through `index.lock` and a rename, as git does (the one
+    /// locked write the restore module uses too).
     fn put_back(&self) -> Result<()> {
         let Some(bytes) = &self.bytes else {
             let _ = std::fs::remove_file(&self.path);
             return Ok(());
         };
-        let lock = self.path.with_extension("lock");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-            .map_err(|e| {
-                Error::new(format!("cannot lock the index to unstage the change: {e}"))
-                    .hint("another git command holds index.lock; run git reset once it is done")
-            })?;
-        let written = f.write_all(bytes).and_then(|()| f.sync_all());
-        drop(f);
-        if let Err(e) = written.and_then(|()| std::fs::rename(&lock, &self.path)) {
-            let _ = std::fs::remove_file(&lock);
-            return Err(e.into());
-        }
+        crate::git::restore::replace_locked(&self.path, bytes).map_err(|e| {
+            Error::new(format!("cannot unstage the change: {e}"))
+                .hint("run git reset once the other git command is done")
+        })?;
         Ok(())
     }
 }

@@ -1549,7 +1549,7 @@ fn restore_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
 /// Replaces `target` with `bytes` as git does: `<target>.lock` created exclusively, written,
 /// synced, renamed over. Returns whether anything changed; a lock someone else holds is an
 /// error naming it.
-fn replace_locked(target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+pub fn replace_locked(target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     if std::fs::read(target).ok().as_deref() == Some(bytes) {
         return Ok(false);
     }
