@@ -861,20 +861,19 @@ impl Session<'_> {
             &self.fail_to_pass,
             &self.acceptance,
         ]);
-        let (root, env, timeout) = (&self.root, &self.env_remove, self.timeout);
+        let how = pycache::Compiler {
+            root: &self.root,
+            interpreter: &interpreter,
+            sandbox,
+            env_remove: &self.env_remove,
+            timeout: self.timeout,
+            log_dir: logs.path(),
+        };
         let Some(view) = after else {
             let progress = self
                 .ui
                 .progress("  PO filling the bytecode cache".to_string());
-            let filled = (self.pycache).prefill(
-                &tree,
-                root,
-                &interpreter,
-                sandbox,
-                env,
-                timeout,
-                logs.path(),
-            );
+            let filled = (self.pycache).prefill(&tree, &how);
             progress.finish(self.ui, None);
             if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
                 self.ui.detail(
@@ -883,7 +882,7 @@ impl Session<'_> {
             }
             return;
         };
-        let _ = (self.pycache).learn(view, root, &interpreter, sandbox, env, timeout, logs.path());
+        let _ = (self.pycache).learn(view, &how);
     }
 
     /// Records the stage in the journal (in-situ), with the pre-images before an apply.

@@ -155,32 +155,14 @@ impl PyCache {
     /// when there is nothing to fill: no Python file in `baseline`, or no usable paths.
     /// A failure (no interpreter, a baseline file that does not compile) only leaves the
     /// cache colder; the checks report such problems themselves.
-    #[allow(clippy::too_many_arguments)]
-    pub fn prefill(
-        &self,
-        baseline: &git2::Tree<'_>,
-        root: &Path,
-        interpreter: &str,
-        sandbox: &Sandbox,
-        env_remove: &[String],
-        timeout: Duration,
-        log_dir: &Path,
-    ) -> Option<CmdResult> {
+    pub fn prefill(&self, baseline: &git2::Tree<'_>, how: &Compiler<'_>) -> Option<CmdResult> {
         if !has_python_file(baseline) {
             return None;
         }
-        let real_root = root.canonicalize().ok()?;
-        let mut argv = self.compile_argv(interpreter)?;
+        let real_root = how.root.canonicalize().ok()?;
+        let mut argv = self.compile_argv(how.interpreter)?;
         argv.push(real_root.to_str()?.to_string());
-        self.compile(
-            argv,
-            root,
-            sandbox,
-            env_remove,
-            timeout,
-            log_dir,
-            "pycache_prefill",
-        )
+        self.compile(argv, how, "pycache_prefill")
     }
 
     /// `python -I -X pycache_prefix=<cache> -m compileall -q`: isolated (no tree on
@@ -204,17 +186,20 @@ impl PyCache {
     }
 
     /// Runs a harness compile in the sandbox with only the shared folder made writable.
-    #[allow(clippy::too_many_arguments)]
     fn compile(
         &self,
         argv: Vec<String>,
-        root: &Path,
-        sandbox: &Sandbox,
-        env_remove: &[String],
-        timeout: Duration,
-        log_dir: &Path,
+        how: &Compiler<'_>,
         label: &'static str,
     ) -> Option<CmdResult> {
+        let Compiler {
+            root,
+            sandbox,
+            env_remove,
+            timeout,
+            log_dir,
+            ..
+        } = *how;
         self.create().ok()?;
         let mut sandbox = sandbox.clone();
         sandbox.scratch.push(self.dir.clone());
@@ -295,17 +280,8 @@ impl PyCache {
     /// hint of which files, never used. Compiling runs no code of those files, and nothing
     /// outside the work tree is writable to a sandboxed check, so the result is faithful.
     /// Runs nothing when there is nothing new.
-    #[allow(clippy::too_many_arguments)]
-    pub fn learn(
-        &self,
-        view: &View,
-        root: &Path,
-        interpreter: &str,
-        sandbox: &Sandbox,
-        env_remove: &[String],
-        timeout: Duration,
-        log_dir: &Path,
-    ) -> Option<CmdResult> {
+    pub fn learn(&self, view: &View, how: &Compiler<'_>) -> Option<CmdResult> {
+        let root = how.root;
         self.learnt.store(true, Ordering::Relaxed);
         let mut sources = BTreeSet::new();
         view.written(view.path(), Path::new(""), &mut sources);
@@ -324,18 +300,22 @@ impl PyCache {
         if sources.is_empty() {
             return None;
         }
-        let mut argv = self.compile_argv(interpreter)?;
+        let mut argv = self.compile_argv(how.interpreter)?;
         argv.extend(sources);
-        self.compile(
-            argv,
-            root,
-            sandbox,
-            env_remove,
-            timeout,
-            log_dir,
-            "pycache_learn",
-        )
+        self.compile(argv, how, "pycache_learn")
     }
+}
+
+/// How the harness compiles into the cache under `--sandbox`: the interpreter the checks use
+/// (so the bytecode tag matches), in their tree, sandbox, environment and time limit.
+#[derive(Clone, Copy)]
+pub struct Compiler<'a> {
+    pub root: &'a Path,
+    pub interpreter: &'a str,
+    pub sandbox: &'a Sandbox,
+    pub env_remove: &'a [String],
+    pub timeout: Duration,
+    pub log_dir: &'a Path,
 }
 
 /// An attempt's private view of the cache (see [`PyCache::view`]); removed when dropped.
