@@ -71,7 +71,11 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
     let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
         .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;
-    let order = LoadedWorkOrder::from_json_text(&String::from_utf8_lossy(&raw), "work_order.json")?;
+    let text = String::from_utf8(raw).map_err(|_| {
+        Error::new(format!("run {}'s work_order.json is not UTF-8", run.run_id))
+            .hint("the record was damaged or crafted; run the work order again instead")
+    })?;
+    let order = LoadedWorkOrder::from_json_text(&text, "work_order.json")?;
     let configured = Config::of(&repo).multi(config::VERIFY);
     let timeout = Duration::from_secs(
         args.timeout_seconds

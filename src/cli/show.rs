@@ -142,7 +142,9 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     if args.json {
         let bytes =
             store::read_artifact(&repo, run.commit, "run_summary.json")?.unwrap_or_default();
-        ui.out(String::from_utf8_lossy(&bytes));
+        // The stored bytes as they are to a pipe; escaped on a terminal (a fetched record
+        // is anyone's bytes, SPEC §7).
+        ui.out_record_bytes(&bytes);
         return Ok(Exit::Success);
     }
     let pick_attempt = || -> Result<u32> {
