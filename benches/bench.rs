@@ -785,13 +785,34 @@ fn bench_pycache(work: &Path, runs: usize) {
     let modules = 1200;
     let root = work.join("repo-py");
     let paths = generate_python(&root, modules);
+    // The interpreter itself, as a virtualenv's `python` is: a launcher script in between
+    // (pyenv's shims cost tens of milliseconds a call) would add the same time to both sides
+    // and hide the difference being measured.
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "python3".to_string());
+    let quoted = shlex::try_quote(&python).expect("a quotable path");
     git(
         &root,
-        &["config", "factory.verify", "python3 -m compileall -q ."],
+        &[
+            "config",
+            "factory.verify",
+            &format!("{quoted} -m compileall -q ."),
+        ],
     );
     git(
         &root,
-        &["config", "--add", "factory.verify", "python3 import_all.py"],
+        &[
+            "config",
+            "--add",
+            "factory.verify",
+            &format!("{quoted} import_all.py"),
+        ],
     );
     let attempts = 4;
     let replay = work.join("replay-py");
@@ -810,8 +831,8 @@ fn bench_pycache(work: &Path, runs: usize) {
         std::fs::write(replay.join(format!("{}.diff", k + 1)), patch).expect("write");
     }
     let checks: [&[&str]; 2] = [
-        &["python3", "-m", "compileall", "-q", "."],
-        &["python3", "import_all.py"],
+        &[&python, "-m", "compileall", "-q", "."],
+        &[&python, "import_all.py"],
     ];
     let check = |prefix: Option<&Path>| -> Duration {
         checks

@@ -823,11 +823,10 @@ impl Session<'_> {
         self.pycache.forget(&self.root, changed.iter().copied());
         let _ = self.pycache.create();
         let view = match &self.sandbox {
-            Some(_) => Some(self.pycache.view(
-                &self.factory_dir.join("tmp"),
-                &self.root,
-                changed,
-            )?),
+            Some(_) => Some(
+                self.pycache
+                    .view(&self.factory_dir.join("tmp"), &self.root)?,
+            ),
             None => None,
         };
         let prefix = view

@@ -533,3 +533,39 @@ fn a_source_imported_through_a_symlinked_folder_is_never_run_stale() {
         "attempt 2 must run its own X = 2: {s}"
     );
 }
+
+#[test]
+fn sandboxed_compileall_compiles_files_the_checks_themselves_create() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // A check that generates modules (beside untouched ones, in a new folder, at the top) and
+    // then compiles the tree: every new file's bytecode must be writable in the attempt's view,
+    // and none of it may reach the shared cache.
+    let r = TestRepo::with_files(&[
+        ("m.py", "X = 1\n"),
+        ("pkg/__init__.py", ""),
+        ("pkg/old.py", "O = 1\n"),
+        ("deep/er/old.py", "D = 1\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    let generate = "python3 -c 'import os; os.makedirs(\"gen/sub\"); [open(p, \"w\").write(\"G = 1\\n\") for p in (\"pkg/made.py\", \"deep/er/made.py\", \"gen/sub/made.py\", \"top_made.py\")]'";
+    let wo = r.work_order(order(
+        &["m.py"],
+        &[
+            generate,
+            "python3 -m compileall -q .",
+            "python3 -c 'import pkg.made, gen.sub.made, top_made'",
+        ],
+    ));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let out = run(&r, &wo, &replay, &["--json", "--sandbox"]);
+    let s = summary(&out);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+    let made: Vec<_> = cache_files(&r)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("made"))
+        .collect();
+    assert!(made.is_empty(), "{made:?}");
+    assert!(!r.root.join("gen").exists() && !r.root.join("pkg/made.py").exists());
+}

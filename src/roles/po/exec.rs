@@ -392,12 +392,24 @@ fn candidate_children() -> Vec<i32> {
     })
 }
 
-/// A process's parent and process group, from `/proc/<pid>/stat`.
-fn parent_and_group(pid: i32) -> Option<(i32, i32)> {
+/// A process as the sweep sees it, from `/proc/<pid>/stat`.
+struct ProcStat {
+    parent: i32,
+    group: i32,
+    /// Exited, waiting to be reaped: its children were re-parented when it exited.
+    zombie: bool,
+}
+
+fn proc_stat(pid: i32) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name: state, ppid, pgrp, …
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
-    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let zombie = fields.next()? == "Z";
+    Some(ProcStat {
+        parent: fields.next()?.parse().ok()?,
+        group: fields.next()?.parse().ok()?,
+        zombie,
+    })
 }
 
 /// Kills and reaps every process re-parented to us after a command ended. No child is
@@ -423,12 +435,19 @@ fn sweep_orphans(settle: bool) {
         let mut found = false;
         let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         for pid in candidate_children() {
-            let Some((ppid, pgrp)) = parent_and_group(pid) else {
+            let Some(ProcStat {
+                parent,
+                group: pgrp,
+                zombie,
+            }) = proc_stat(pid)
+            else {
                 continue;
             };
             let spared = live.contains(&pid) || live.contains(&pgrp) || pgrp == own_group;
-            if ppid == me && !spared {
-                found = true;
+            if parent == me && !spared {
+                // An exited leftover (a sandbox's own process, whose parent ended first) is
+                // only reaped: nothing of it is left to settle.
+                found |= !zombie;
                 if let Some(p) = Pid::from_raw(pgrp) {
                     let _ = kill_process_group(p, Signal::KILL);
                 }

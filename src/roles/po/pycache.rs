@@ -33,9 +33,6 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct PyCache {
     dir: PathBuf,
-    /// Paths forgotten by this process: their entries are missing until a prefill, so a
-    /// sandboxed check must be able to compile them in its view.
-    forgotten: Mutex<BTreeSet<String>>,
     /// Whether an attempt's checks were learnt from already: later views link the folders
     /// outside the work tree whole (one symlink each, not one per entry).
     learnt: AtomicBool,
@@ -52,7 +49,6 @@ impl PyCache {
     pub fn in_factory_dir(factory_dir: &Path) -> Self {
         PyCache {
             dir: factory_dir.join("pycache"),
-            forgotten: Mutex::new(BTreeSet::new()),
             learnt: AtomicBool::new(false),
             aliases: Mutex::new(HashMap::new()),
         }
@@ -99,9 +95,7 @@ impl PyCache {
                 .or_insert_with(|| folder_links(root))
                 .clone()
         };
-        let mut forgotten = self.forgotten.lock().unwrap_or_else(|e| e.into_inner());
         for path in paths {
-            forgotten.insert(path.to_string());
             let rel = path.trim_end_matches('/');
             if relative_parts(rel).is_none() {
                 continue;
@@ -130,6 +124,16 @@ impl PyCache {
     /// Empties the cache (`recover`: nothing is known about what a killed run left in it).
     pub fn clear(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        let Some(memory) = memory_dir() else {
+            return;
+        };
+        let prefix = self.view_prefix();
+        for entry in std::fs::read_dir(memory).into_iter().flatten().flatten() {
+            let ours = entry.file_name().as_bytes().starts_with(prefix.as_bytes());
+            if ours && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 
     /// Where the entries of the tree at `root` live: under its absolute path as the checks'
@@ -219,59 +223,59 @@ impl PyCache {
         Some(exec::run(&spec, &logs))
     }
 
-    /// A per-attempt view of the cache for sandboxed checks, in a fresh folder under
-    /// `scratch`: its folders are real and its entries are symlinks into the shared folder
-    /// (which the sandbox binds read-only, so writing through a symlink fails). Python writes
-    /// bytecode by renaming a new file into place, which replaces a symlink in the view and
-    /// never touches the shared folder. The work tree's own mirror is linked whole (the
-    /// prefill filled it), except along the folders of the attempt's changed files and of the
-    /// files forgotten earlier (put back by a rollback): their entries are missing, and
-    /// `compileall` fails on a file whose bytecode it cannot write.
-    pub fn view(&self, scratch: &Path, root: &Path, changed: &[&str]) -> std::io::Result<View> {
+    /// A per-attempt view of the cache for sandboxed checks: real folders whose entries are
+    /// symlinks into the shared folder (which the sandbox binds read-only, so writing through
+    /// a symlink fails). Python writes bytecode by renaming a new file into place, which
+    /// replaces a symlink in the view and never touches the shared folder; its writes are
+    /// thrown away with the view.
+    ///
+    /// Every folder of the work tree's mirror (and of `/tmp`'s) is a real folder, because a
+    /// check may create a module anywhere there and `compileall` fails on a file whose
+    /// bytecode it cannot write. Folders elsewhere (the interpreter's modules) are linked
+    /// whole once an attempt was learnt from, since checks cannot add sources there.
+    ///
+    /// One symlink per entry: the view is made on a memory file system when there is one
+    /// (`/dev/shm`), where that costs microseconds, and in `scratch` otherwise.
+    pub fn view(&self, scratch: &Path, root: &Path) -> std::io::Result<View> {
         self.create()?;
-        std::fs::create_dir_all(scratch)?;
-        let dir = tempfile::Builder::new()
-            .prefix("pycache-view-")
-            .tempdir_in(scratch)?;
         let trees: Vec<PathBuf> = self
             .mirrors_of(root)
             .iter()
             .map(|m| m.strip_prefix(&self.dir).unwrap_or(m).to_path_buf())
             .collect();
+        let mut open = trees.clone();
+        open.push(PathBuf::from("tmp"));
         let whole = self.learnt.load(Ordering::Relaxed);
-        mirror_folders(dir.path(), &self.dir, Path::new(""), &trees, whole)?;
-        let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
-        let mut missing: BTreeSet<String> = (self.forgotten.lock())
-            .map(|f| f.clone())
-            .unwrap_or_default();
-        missing.extend(changed.iter().map(|p| p.to_string()));
-        for inside in &trees {
-            for path in &missing {
-                let Some(parts) = relative_parts(path) else {
-                    continue;
-                };
-                if let Some((_, dirs)) = parts.split_last() {
-                    let mut folder = inside.clone();
-                    folder.extend(dirs);
-                    folders.insert(folder);
-                }
+        let build = |dir: tempfile::TempDir| -> std::io::Result<View> {
+            mirror_folders(dir.path(), &self.dir, Path::new(""), &open, whole)?;
+            Ok(View {
+                dir,
+                trees: trees.clone(),
+            })
+        };
+        if let Some(memory) = memory_dir() {
+            // A full memory file system falls back to the disk.
+            if let Ok(view) = self.view_dir(&memory).and_then(build) {
+                return Ok(view);
             }
         }
-        for folder in folders {
-            let mut rel = PathBuf::new();
-            for part in folder.components() {
-                rel.push(part);
-                let here = dir.path().join(&rel);
-                match std::fs::symlink_metadata(&here) {
-                    Ok(m) if m.is_dir() => continue,
-                    Ok(_) => std::fs::remove_file(&here)?,
-                    Err(_) => {}
-                }
-                std::fs::create_dir(&here)?;
-                populate(&here, &self.dir.join(&rel))?;
-            }
-        }
-        Ok(View { dir, trees })
+        std::fs::create_dir_all(scratch)?;
+        build(self.view_dir(scratch)?)
+    }
+
+    /// A fresh, private folder for a view, named after this cache so `recover` can find the
+    /// views a killed run left on a shared memory file system.
+    fn view_dir(&self, parent: &Path) -> std::io::Result<tempfile::TempDir> {
+        tempfile::Builder::new()
+            .prefix(&self.view_prefix())
+            .tempdir_in(parent)
+    }
+
+    fn view_prefix(&self) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(self.dir.as_os_str().as_bytes());
+        let tag: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        format!("git-factory-pycache-{tag}-")
     }
 
     /// After sandboxed checks: the interpreter's own modules (outside the work tree) that they
@@ -370,13 +374,13 @@ impl View {
 const LEARN_LIMIT: usize = 20_000;
 
 /// Makes `view/rel` a real folder for every folder of `shared/rel`, with a symlink for each
-/// file, except the work tree's mirrors (`trees`), which are linked whole; with `whole`, every
-/// folder not on the way to a mirror is linked whole too (nothing to learn from it).
+/// file. With `whole`, a folder neither inside nor on the way to an `open` one (where checks
+/// may create sources) is linked whole instead.
 fn mirror_folders(
     view: &Path,
     shared: &Path,
     rel: &Path,
-    trees: &[PathBuf],
+    open: &[PathBuf],
     whole: bool,
 ) -> std::io::Result<()> {
     let Ok(entries) = std::fs::read_dir(shared.join(rel)) else {
@@ -389,10 +393,12 @@ fn mirror_folders(
         let name = entry.file_name();
         let inner = rel.join(&name);
         let here = view.join(&inner);
-        let on_the_way = trees.iter().any(|t| t.starts_with(&inner) && *t != inner);
-        if kind.is_dir() && !trees.contains(&inner) && (on_the_way || !whole) {
+        let opened = open
+            .iter()
+            .any(|t| inner.starts_with(t) || t.starts_with(&inner));
+        if kind.is_dir() && (opened || !whole) {
             std::fs::create_dir(&here)?;
-            mirror_folders(view, shared, &inner, trees, whole)?;
+            mirror_folders(view, shared, &inner, open, whole)?;
         } else {
             std::os::unix::fs::symlink(entry.path(), &here)?;
         }
@@ -400,22 +406,10 @@ fn mirror_folders(
     Ok(())
 }
 
-/// Links every entry of `shared` (when it is a real folder) into the empty folder `view`.
-fn populate(view: &Path, shared: &Path) -> std::io::Result<()> {
-    let Ok(meta) = std::fs::symlink_metadata(shared) else {
-        return Ok(());
-    };
-    if !meta.is_dir() {
-        return Ok(());
-    }
-    for entry in std::fs::read_dir(shared)?.flatten() {
-        let target = entry.path();
-        let link = view.join(entry.file_name());
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(&target, &link)?;
-        }
-    }
-    Ok(())
+/// A memory file system for views, when the machine has one.
+fn memory_dir() -> Option<PathBuf> {
+    let shm = Path::new("/dev/shm");
+    shm.is_dir().then(|| shm.to_path_buf())
 }
 
 /// The tracked symlinks of the tree at `root` that lead to a folder inside it, as (link,
@@ -676,7 +670,7 @@ mod tests {
     }
 
     #[test]
-    fn a_view_links_entries_and_opens_only_the_changed_folders() {
+    fn a_view_opens_every_folder_of_the_tree_and_links_the_rest_once_learnt() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("tree");
         std::fs::create_dir_all(&root).expect("mkdir");
@@ -684,26 +678,26 @@ mod tests {
         let inside = strip_root(&root.canonicalize().expect("real"));
         let mirror = cache.dir().join(&inside);
         touch(&mirror.join("pkg/a.cpython-311.pyc"));
-        touch(&mirror.join("lib/b.cpython-311.pyc"));
-        let view = cache
-            .view(
-                &tmp.path().join("scratch"),
-                &root,
-                &["pkg/a.py", "new/dir/c.py"],
-            )
-            .expect("view");
-        let seen = view.path().join(&inside);
-        let pkg = std::fs::symlink_metadata(seen.join("pkg")).expect("pkg");
-        assert!(pkg.is_dir(), "a changed file's folder is a real folder");
-        let a = std::fs::symlink_metadata(seen.join("pkg/a.cpython-311.pyc")).expect("a");
-        assert!(a.file_type().is_symlink());
-        let lib = std::fs::symlink_metadata(seen.join("lib")).expect("lib");
-        assert!(lib.file_type().is_symlink(), "untouched folders stay links");
-        assert!(seen.join("new/dir").is_dir());
-        assert_eq!(
-            std::fs::read(seen.join("lib/b.cpython-311.pyc")).expect("read"),
-            b"x"
-        );
+        touch(&mirror.join("lib/deep/b.cpython-311.pyc"));
+        touch(&cache.dir().join("usr/lib/python3/os.cpython-311.pyc"));
+        let scratch = tmp.path().join("scratch");
+        for learnt in [false, true] {
+            cache.learnt.store(learnt, Ordering::Relaxed);
+            let view = cache.view(&scratch, &root).expect("view");
+            let seen = view.path().join(&inside);
+            for folder in ["pkg", "lib", "lib/deep"] {
+                let meta = std::fs::symlink_metadata(seen.join(folder)).expect("folder");
+                assert!(meta.is_dir(), "{folder} is a real folder of the view");
+            }
+            let a = std::fs::symlink_metadata(seen.join("pkg/a.cpython-311.pyc")).expect("a");
+            assert!(a.file_type().is_symlink());
+            assert_eq!(
+                std::fs::read(seen.join("lib/deep/b.cpython-311.pyc")).expect("read"),
+                b"x"
+            );
+            let stdlib = std::fs::symlink_metadata(view.path().join("usr")).expect("usr");
+            assert_eq!(stdlib.file_type().is_symlink(), learnt);
+        }
     }
 
     #[test]
