@@ -449,6 +449,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         passed_answer: None,
         factory_dir: factory_dir.clone(),
         pycache: PyCache::in_factory_dir(&factory_dir),
+        pyview: None,
         journal,
         preflight,
         persist_journal: !opts.worktree,
@@ -679,6 +680,8 @@ struct Session<'a> {
     /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are
     /// forgotten.
     pycache: PyCache,
+    /// Sandboxed checks' view of the bytecode cache, kept for the run (SPEC §3.7).
+    pyview: Option<pycache::View>,
     /// The journal and the restore it carries; written to disk in-situ only (a worktree
     /// run's tree is removed whatever happens).
     journal: Journal,
@@ -819,21 +822,22 @@ impl Session<'_> {
     /// The bytecode cache as the next checks see it, with the entries of `changed` forgotten
     /// first: the shared cache itself, or under `--sandbox` a per-attempt view of it (dropped
     /// with the attempt) whose shared entries are read-only.
-    fn check_cache(&self, changed: &[&str]) -> std::io::Result<(Option<pycache::View>, PathBuf)> {
+    fn check_cache(&mut self, changed: &[&str]) -> std::io::Result<PathBuf> {
         self.pycache.forget(&self.root, changed.iter().copied());
         let _ = self.pycache.create();
-        let view = match &self.sandbox {
-            Some(_) => Some(
-                self.pycache
-                    .view(&self.factory_dir.join("tmp"), &self.root)?,
-            ),
-            None => None,
-        };
-        let prefix = view
+        if self.sandbox.is_none() {
+            return Ok(self.pycache.dir().to_path_buf());
+        }
+        let scratch = self.factory_dir.join("tmp");
+        match &mut self.pyview {
+            Some(view) => self.pycache.refresh(view, &scratch, &self.root)?,
+            None => self.pyview = Some(self.pycache.view(&scratch, &self.root)?),
+        }
+        Ok(self
+            .pyview
             .as_ref()
             .map_or(self.pycache.dir(), pycache::View::path)
-            .to_path_buf();
-        Ok((view, prefix))
+            .to_path_buf())
     }
 
     /// `--sandbox` only, since sandboxed checks cannot write the bytecode cache (SPEC §3.7):
@@ -1237,7 +1241,7 @@ impl Session<'_> {
     /// tree as it was. What the commands leave behind is removed as after an attempt.
     fn baseline_check(&mut self) -> Result<bool> {
         self.journal_stage("baseline_check", None)?;
-        let (view, prefix) = self.check_cache(&[])?;
+        let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
         let po = PoRun {
@@ -1265,7 +1269,6 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  baseline {kind}: {shown}"))
         });
-        drop(view);
         // Logs are kept only for commands that ran (a cached check leaves no folder).
         let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
         if checked.as_ref().map_or(true, |r| r.ran) {
@@ -1704,12 +1707,12 @@ impl Session<'_> {
             (a.dir.clone(), a.rel.clone())
         };
         // No check may run bytecode of another version of a changed file; sandboxed checks
-        // see the cache through a view of it that is dropped with the attempt.
+        // see the cache through the run's view of it, refreshed for each attempt.
         let changed: Vec<String> = (self.current().plan.iter())
             .flat_map(|p| p.outcomes.iter().map(|o| o.path.clone()))
             .collect();
         let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
-        let (view, prefix) = match self.check_cache(&changed) {
+        let prefix = match self.check_cache(&changed) {
             Ok(cache) => cache,
             Err(e) => {
                 self.fatal = Some(format!("cannot create a scratch folder: {e}"));
@@ -1740,10 +1743,9 @@ impl Session<'_> {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
-        if view.is_some() {
-            self.warm_pycache(view.as_ref());
+        if let Some(view) = &self.pyview {
+            self.warm_pycache(Some(view));
         }
-        drop(view);
         let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
         for (name, results) in [
             ("pass_to_pass_result.json", &outcome.pass_to_pass),
@@ -1900,6 +1902,7 @@ fn candidate_session(
             passed_answer: None,
             factory_dir: shared.factory_dir.clone(),
             pycache: PyCache::in_factory_dir(&shared.factory_dir),
+            pyview: None,
             journal,
             persist_journal: false,
             unrestored: false,

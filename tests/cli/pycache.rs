@@ -569,3 +569,47 @@ fn sandboxed_compileall_compiles_files_the_checks_themselves_create() {
     assert!(made.is_empty(), "{made:?}");
     assert!(!r.root.join("gen").exists() && !r.root.join("pkg/made.py").exists());
 }
+
+#[test]
+fn sandboxed_compileall_recompiles_a_module_the_check_edited() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    // The shared cache holds pkg/a.py's entry (the prefill compiled it); a check that edits
+    // pkg/a.py, as a formatter or code generator does, then compiles the tree must be able
+    // to replace that entry in its view, and the shared one must stay the baseline's.
+    let r = TestRepo::with_files(&[("m.py", "X = 1\n"), ("pkg/a.py", "A = 1\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    let wo = r.work_order(order(
+        &["m.py"],
+        &[
+            "python3 -c 'open(\"pkg/a.py\", \"a\").write(\"B = 22\\n\")'",
+            "python3 -m compileall -q .",
+            "python3 -c 'import pkg.a; assert pkg.a.B == 22'",
+        ],
+    ));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let out = run(&r, &wo, &replay, &["--json", "--sandbox"]);
+    let s = summary(&out);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+    assert_eq!(
+        r.read("pkg/a.py").as_deref(),
+        Some("A = 1\n"),
+        "the check's edit is put back"
+    );
+    let root = r.root.canonicalize().expect("real path");
+    let shared = r
+        .root
+        .join(".git/factory/pycache")
+        .join(root.strip_prefix("/").expect("absolute"))
+        .join("pkg");
+    // The put-back edit's entry was forgotten; whatever is left is the baseline's.
+    for entry in std::fs::read_dir(&shared).into_iter().flatten().flatten() {
+        let names = std::process::Command::new("python3")
+            .args(["-c", "import marshal, sys; print(marshal.loads(open(sys.argv[1], 'rb').read()[16:]).co_names)"])
+            .arg(entry.path())
+            .output()
+            .expect("python3 runs");
+        assert_eq!(stdout_of(&names).trim(), "('A',)", "{:?}", entry.path());
+    }
+}

@@ -223,19 +223,20 @@ impl PyCache {
         Some(exec::run(&spec, &logs))
     }
 
-    /// A per-attempt view of the cache for sandboxed checks: real folders whose entries are
-    /// symlinks into the shared folder (which the sandbox binds read-only, so writing through
-    /// a symlink fails). Python writes bytecode by renaming a new file into place, which
-    /// replaces a symlink in the view and never touches the shared folder; its writes are
-    /// thrown away with the view.
+    /// A view of the cache for sandboxed checks: nothing they write in it outlives their
+    /// attempt (the view is refreshed before the next checks and removed with the run), and the
+    /// shared folder is read-only inside the sandbox.
     ///
-    /// Every folder of the work tree's mirror (and of `/tmp`'s) is a real folder, because a
-    /// check may create a module anywhere there and `compileall` fails on a file whose
-    /// bytecode it cannot write. Folders elsewhere (the interpreter's modules) are linked
-    /// whole once an attempt was learnt from, since checks cannot add sources there.
+    /// - The work tree's mirror is copied: real folders and a file of its own per entry, so a
+    ///   check can compile a module it created or edited anywhere in the tree (`compileall`
+    ///   fails on bytecode it cannot write, and refuses to write over a symlink).
+    /// - Everything else (the interpreter's modules, whose sources no check can change) is
+    ///   linked: real folders with one symlink per entry until an attempt was learnt from,
+    ///   then each folder whole, except along the way to the tree and under `/tmp`, where
+    ///   checks may create sources.
     ///
-    /// One symlink per entry: the view is made on a memory file system when there is one
-    /// (`/dev/shm`), where that costs microseconds, and in `scratch` otherwise.
+    /// The view is made on a memory file system when there is one (`/dev/shm`), where a copy
+    /// or link costs microseconds, and in `scratch` otherwise.
     pub fn view(&self, scratch: &Path, root: &Path) -> std::io::Result<View> {
         self.create()?;
         let trees: Vec<PathBuf> = self
@@ -243,24 +244,53 @@ impl PyCache {
             .iter()
             .map(|m| m.strip_prefix(&self.dir).unwrap_or(m).to_path_buf())
             .collect();
-        let mut open = trees.clone();
-        open.push(PathBuf::from("tmp"));
-        let whole = self.learnt.load(Ordering::Relaxed);
-        let build = |dir: tempfile::TempDir| -> std::io::Result<View> {
-            mirror_folders(dir.path(), &self.dir, Path::new(""), &open, whole)?;
-            Ok(View {
+        let build = |dir: tempfile::TempDir, reusable: bool| -> std::io::Result<View> {
+            let mut view = View {
                 dir,
                 trees: trees.clone(),
-            })
+                copies: HashMap::new(),
+                reusable,
+                synced: now(),
+            };
+            self.sync(&mut view)?;
+            Ok(view)
         };
         if let Some(memory) = memory_dir() {
             // A full memory file system falls back to the disk.
-            if let Ok(view) = self.view_dir(&memory).and_then(build) {
+            if let Ok(view) = self.view_dir(&memory).and_then(|d| build(d, true)) {
                 return Ok(view);
             }
         }
         std::fs::create_dir_all(scratch)?;
-        build(self.view_dir(scratch)?)
+        build(self.view_dir(scratch)?, false)
+    }
+
+    /// Makes a view used by earlier checks (all ended) what [`PyCache::view`] would make now,
+    /// redoing only what differs: whatever those checks wrote, replaced or removed in it, and
+    /// what the shared folder gained or lost (a forgotten change, learnt modules). A view on
+    /// disk is made anew instead (see [`Stamp`]).
+    pub fn refresh(&self, view: &mut View, scratch: &Path, root: &Path) -> std::io::Result<()> {
+        if view.reusable && self.sync(view).is_ok() {
+            return Ok(());
+        }
+        *view = self.view(scratch, root)?;
+        Ok(())
+    }
+
+    fn sync(&self, view: &mut View) -> std::io::Result<()> {
+        let trees = view.trees.clone();
+        let mut mirror = Mirror {
+            view: view.dir.path(),
+            shared: &self.dir,
+            trees: &trees,
+            open: &[PathBuf::from("tmp")],
+            whole: self.learnt.load(Ordering::Relaxed),
+            copies: &mut view.copies,
+            synced: view.synced,
+        };
+        mirror.folder(Path::new(""))?;
+        view.synced = now();
+        Ok(())
     }
 
     /// A fresh, private folder for a view, named after this cache so `recover` can find the
@@ -322,11 +352,17 @@ pub struct Compiler<'a> {
     pub log_dir: &'a Path,
 }
 
-/// An attempt's private view of the cache (see [`PyCache::view`]); removed when dropped.
+/// A run's private view of the cache (see [`PyCache::view`]); removed when dropped.
 pub struct View {
     dir: tempfile::TempDir,
     /// The work tree's mirrors, relative to the cache.
     trees: Vec<PathBuf>,
+    /// Per copied entry (relative to the view): the copy's stamp and its source's.
+    copies: HashMap<PathBuf, (Stamp, Stamp)>,
+    /// On a memory file system: kept between attempts and refreshed.
+    reusable: bool,
+    /// When it was last made ready for checks (see [`Stamp::before`]).
+    synced: (i64, i64),
 }
 
 impl View {
@@ -373,37 +409,202 @@ impl View {
 /// At most this many sources are learnt after one attempt (a bound on one compile command).
 const LEARN_LIMIT: usize = 20_000;
 
-/// Makes `view/rel` a real folder for every folder of `shared/rel`, with a symlink for each
-/// file. With `whole`, a folder neither inside nor on the way to an `open` one (where checks
-/// may create sources) is linked whole instead.
-fn mirror_folders(
-    view: &Path,
-    shared: &Path,
-    rel: &Path,
-    open: &[PathBuf],
+/// How a view mirrors the shared folder (see [`PyCache::view`]).
+struct Mirror<'a> {
+    view: &'a Path,
+    shared: &'a Path,
+    /// The work tree's mirrors: real folders and copied entries.
+    trees: &'a [PathBuf],
+    /// Where checks may create sources: real folders, linked entries.
+    open: &'a [PathBuf],
+    /// Link every other folder whole (nothing more to learn from it).
     whole: bool,
-) -> std::io::Result<()> {
-    let Ok(entries) = std::fs::read_dir(shared.join(rel)) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let name = entry.file_name();
-        let inner = rel.join(&name);
-        let here = view.join(&inner);
-        let opened = open
-            .iter()
-            .any(|t| inner.starts_with(t) || t.starts_with(&inner));
-        if kind.is_dir() && (opened || !whole) {
-            std::fs::create_dir(&here)?;
-            mirror_folders(view, shared, &inner, open, whole)?;
-        } else {
-            std::os::unix::fs::symlink(entry.path(), &here)?;
+    /// The view's copies, with what they were made from.
+    copies: &'a mut HashMap<PathBuf, (Stamp, Stamp)>,
+    /// When the view was last made ready for checks.
+    synced: (i64, i64),
+}
+
+/// What an entry of a view should be.
+enum Want {
+    Folder,
+    Link(PathBuf),
+    Copy(std::fs::Metadata),
+}
+
+impl Mirror<'_> {
+    /// Makes `view/rel` match `shared/rel`: folders real or linked whole, entries copied or
+    /// linked, as the fields say; what the view has beyond that is removed. A view's folder
+    /// is only ever written by checks that have all ended, so nothing moves meanwhile.
+    fn folder(&mut self, rel: &Path) -> std::io::Result<()> {
+        let mut wanted: HashMap<std::ffi::OsString, Want> = HashMap::new();
+        for entry in std::fs::read_dir(self.shared.join(rel))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            let inner = rel.join(&name);
+            let in_tree = self.trees.iter().any(|t| inner.starts_with(t));
+            let on_the_way = (self.trees.iter().chain(self.open))
+                .any(|t| inner.starts_with(t) || t.starts_with(&inner));
+            let want = if kind.is_dir() && (on_the_way || !self.whole) {
+                Want::Folder
+            } else if in_tree {
+                // Python does not write bytecode through a symlink but replaces it;
+                // `compileall` refuses to, so a check that edits a module and compiles it
+                // needs the entry to be a file of its own. What is not a regular file in the
+                // shared folder was not written by Python and is left out.
+                match entry.metadata() {
+                    Ok(meta) if kind.is_file() => Want::Copy(meta),
+                    _ => continue,
+                }
+            } else {
+                Want::Link(entry.path())
+            };
+            wanted.insert(name, want);
+        }
+        let here = self.view.join(rel);
+        for entry in std::fs::read_dir(&here)?.flatten() {
+            let name = entry.file_name();
+            let path = entry.path();
+            let kind = entry.file_type()?;
+            let keep = match wanted.get(&name) {
+                Some(Want::Folder) => kind.is_dir(),
+                Some(Want::Link(target)) => {
+                    kind.is_symlink() && std::fs::read_link(&path).is_ok_and(|t| t == *target)
+                }
+                Some(Want::Copy(source)) => {
+                    let made = self.copies.get(&rel.join(&name));
+                    let now = std::fs::symlink_metadata(&path).ok();
+                    kind.is_file()
+                        && made.is_some_and(|(copy, from)| {
+                            now.is_some_and(|n| Stamp::of(&n) == *copy)
+                                && Stamp::of(source) == *from
+                                && (copy.before(self.synced)
+                                    || same_bytes(&path, &self.shared.join(rel).join(&name)))
+                        })
+                }
+                None => false,
+            };
+            if keep {
+                if matches!(wanted.get(&name), Some(Want::Folder)) {
+                    self.folder(&rel.join(&name))?;
+                }
+                wanted.remove(&name);
+                continue;
+            }
+            if kind.is_dir() {
+                std::fs::remove_dir_all(&path)?;
+            } else {
+                std::fs::remove_file(&path)?;
+            }
+            self.copies.remove(&rel.join(&name));
+        }
+        for (name, want) in wanted {
+            let inner = rel.join(&name);
+            let path = self.view.join(&inner);
+            match want {
+                Want::Folder => {
+                    std::fs::create_dir(&path)?;
+                    self.folder(&inner)?;
+                }
+                Want::Link(target) => std::os::unix::fs::symlink(target, &path)?,
+                Want::Copy(_) => {
+                    let source = self.shared.join(&inner);
+                    if let Some(from) = copy_no_follow(&source, &path)? {
+                        let copy = Stamp::of(&std::fs::symlink_metadata(&path)?);
+                        self.copies.insert(inner, (copy, from));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// When a file was last changed, as far as the kernel tells: any write, rename over, chmod
+/// or re-creation changes the inode or its change time, which no process can set. Enough to
+/// trust an unchanged copy on a memory file system, whose inode numbers are not reused; on
+/// disk a view is made anew for every attempt instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    ctime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl Stamp {
+    /// Whether this copy was made well before `synced` (the moment checks could first touch
+    /// it): the kernel stamps changes with a clock that may move only every few
+    /// milliseconds, so a check's write just after the copy could leave its stamp as it was.
+    fn before(&self, synced: (i64, i64)) -> bool {
+        const MARGIN_NS: i128 = 50_000_000;
+        let ns = |(s, n): (i64, i64)| s as i128 * 1_000_000_000 + n as i128;
+        ns(self.ctime) + MARGIN_NS < ns(synced)
+    }
+
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
         }
     }
-    Ok(())
+}
+
+/// Whether two files hold the same bytes (either unreadable: no).
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    match (std::fs::read(a), std::fs::read(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The wall clock as file change times use it.
+fn now() -> (i64, i64) {
+    let t =
+        (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)).unwrap_or_default();
+    (t.as_secs() as i64, t.subsec_nanos() as i64)
+}
+
+/// Copies a regular file without following a symlink at `from` (swapped in since it was
+/// listed): the view must never show a check what lies elsewhere.
+fn copy_no_follow(from: &Path, to: &Path) -> std::io::Result<Option<Stamp>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(from);
+    let mut source = match opened {
+        Ok(f) => f,
+        // Gone (forgotten meanwhile) or a symlink: nothing to show.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = source.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let mut target = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
+    std::io::copy(&mut source, &mut target)?;
+    Ok(Some(Stamp::of(&meta)))
 }
 
 /// A memory file system for views, when the machine has one.
@@ -670,7 +871,7 @@ mod tests {
     }
 
     #[test]
-    fn a_view_opens_every_folder_of_the_tree_and_links_the_rest_once_learnt() {
+    fn a_view_copies_the_trees_entries_and_links_the_rest_whole_once_learnt() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("tree");
         std::fs::create_dir_all(&root).expect("mkdir");
@@ -680,6 +881,9 @@ mod tests {
         touch(&mirror.join("pkg/a.cpython-311.pyc"));
         touch(&mirror.join("lib/deep/b.cpython-311.pyc"));
         touch(&cache.dir().join("usr/lib/python3/os.cpython-311.pyc"));
+        // Python never writes a symlink; one planted in the shared folder is not shown.
+        std::os::unix::fs::symlink("/etc/hostname", mirror.join("pkg/p.cpython-311.pyc"))
+            .expect("symlink");
         let scratch = tmp.path().join("scratch");
         for learnt in [false, true] {
             cache.learnt.store(learnt, Ordering::Relaxed);
@@ -690,7 +894,11 @@ mod tests {
                 assert!(meta.is_dir(), "{folder} is a real folder of the view");
             }
             let a = std::fs::symlink_metadata(seen.join("pkg/a.cpython-311.pyc")).expect("a");
-            assert!(a.file_type().is_symlink());
+            assert!(
+                a.is_file(),
+                "an entry of the tree is a file of the view's own"
+            );
+            assert!(std::fs::symlink_metadata(seen.join("pkg/p.cpython-311.pyc")).is_err());
             assert_eq!(
                 std::fs::read(seen.join("lib/deep/b.cpython-311.pyc")).expect("read"),
                 b"x"
@@ -698,6 +906,57 @@ mod tests {
             let stdlib = std::fs::symlink_metadata(view.path().join("usr")).expect("usr");
             assert_eq!(stdlib.file_type().is_symlink(), learnt);
         }
+    }
+
+    #[test]
+    fn a_refreshed_view_drops_what_checks_did_to_it_and_follows_the_shared_folder() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let inside = strip_root(&root.canonicalize().expect("real"));
+        let mirror = cache.dir().join(&inside);
+        for name in ["a", "b", "c", "d", "gone"] {
+            touch(&mirror.join(format!("pkg/{name}.cpython-311.pyc")));
+        }
+        let scratch = tmp.path().join("scratch");
+        let mut view = cache.view(&scratch, &root).expect("view");
+        let seen = view.path().join(&inside).join("pkg");
+        // What checks may do: write a copy in place (same size), replace one by rename,
+        // swap one for a symlink, remove one, add files and folders of their own.
+        std::fs::write(seen.join("a.cpython-311.pyc"), b"A").expect("write");
+        std::fs::write(seen.join("new"), b"forged").expect("write");
+        std::fs::rename(seen.join("new"), seen.join("b.cpython-311.pyc")).expect("rename");
+        std::fs::remove_file(seen.join("c.cpython-311.pyc")).expect("rm");
+        std::os::unix::fs::symlink(root.join("x"), seen.join("c.cpython-311.pyc")).expect("ln");
+        std::fs::remove_file(seen.join("d.cpython-311.pyc")).expect("rm");
+        touch(&seen.join("sub/planted.cpython-311.pyc"));
+        touch(&view.path().join("usr/planted.cpython-311.pyc"));
+        // What the harness does meanwhile: forget an entry, compile a new one.
+        cache.forget(&root, ["pkg/gone.py"]);
+        touch(&mirror.join("pkg/fresh.cpython-311.pyc"));
+        cache.refresh(&mut view, &scratch, &root).expect("refresh");
+        let seen = view.path().join(&inside).join("pkg");
+        let mut names: Vec<String> = std::fs::read_dir(&seen)
+            .expect("pkg")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a", "b", "c", "d", "fresh"].map(|n| format!("{n}.cpython-311.pyc"))
+        );
+        for name in &names {
+            let meta = std::fs::symlink_metadata(seen.join(name)).expect("entry");
+            assert!(meta.is_file(), "{name}");
+            assert_eq!(
+                std::fs::read(seen.join(name)).expect("read"),
+                b"x",
+                "{name}"
+            );
+        }
+        assert!(!view.path().join("usr").exists());
     }
 
     #[test]
