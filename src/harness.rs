@@ -484,7 +484,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         refusal: None,
     };
     crate::trace::mark("session ready");
-    // Sandboxed checks see the bytecode cache read-only: it is filled from the baseline first.
+    // The bytecode cache is filled from the baseline's own files first (SPEC §3.7).
     session.warm_pycache(None);
     // The baseline check runs before the first record: a refusal leaves no trace at all.
     let satisfied = if opts.baseline_check {
@@ -840,14 +840,27 @@ impl Session<'_> {
             .to_path_buf())
     }
 
-    /// `--sandbox` only, since sandboxed checks cannot write the bytecode cache (SPEC §3.7):
-    /// fills it from the baseline's own files before any change is applied (`after: None`),
-    /// and after an attempt's checks compiles the interpreter's modules they needed but the
-    /// cache lacked (`after: Some(view)`).
+    /// Unsandboxed checks wrote the shared bytecode cache: what they compiled of the work tree
+    /// goes (SPEC §3.7). Sandboxed checks wrote only their view, refreshed before the next.
+    fn drop_checks_bytecode(&self, mark: Option<(i64, i64)>) {
+        if let Some(mark) = mark {
+            self.pycache.drop_compiled_since(&self.root, mark);
+        }
+    }
+
+    /// See [`PyCache::mark`]; `None` under `--sandbox` (nothing to drop).
+    fn bytecode_mark(&self) -> Option<(i64, i64)> {
+        self.sandbox
+            .is_none()
+            .then(|| self.pycache.mark())
+            .flatten()
+    }
+
+    /// Fills the bytecode cache from the baseline's own files before any change is applied
+    /// (`after: None`; SPEC §3.7), and under `--sandbox`, whose checks cannot write it, after
+    /// an attempt's checks compiles the interpreter's modules they needed but the cache
+    /// lacked (`after: Some(view)`).
     fn warm_pycache(&self, after: Option<&pycache::View>) {
-        let Some(sandbox) = &self.sandbox else {
-            return;
-        };
         let scratch = self.factory_dir.join("tmp");
         let (Ok(tree), Ok(()), Ok(logs)) = (
             self.baseline.tree(),
@@ -867,16 +880,20 @@ impl Session<'_> {
         let how = pycache::Compiler {
             root: &self.root,
             interpreter: &interpreter,
-            sandbox,
+            sandbox: self.sandbox.as_ref(),
             env_remove: &self.env_remove,
             timeout: self.timeout,
             log_dir: logs.path(),
         };
         let Some(view) = after else {
+            let list = PyCache::prefill_list(&tree, &self.root);
+            if list.is_empty() {
+                return;
+            }
             let progress = self
                 .ui
                 .progress("  PO filling the bytecode cache".to_string());
-            let filled = (self.pycache).prefill(&tree, &how);
+            let filled = (self.pycache).prefill(list, &how);
             progress.finish(self.ui, None);
             if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
                 self.ui.detail(
@@ -1265,10 +1282,12 @@ impl Session<'_> {
             fail_to_pass: &self.fail_to_pass,
         };
         let ui = self.ui;
+        let started = self.bytecode_mark();
         let checked = baseline::check(&contract, &po, |kind, argv| {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  baseline {kind}: {shown}"))
         });
+        self.drop_checks_bytecode(started);
         // Logs are kept only for commands that ran (a cached check leaves no folder).
         let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
         if checked.as_ref().map_or(true, |r| r.ran) {
@@ -1739,10 +1758,12 @@ impl Session<'_> {
             fail_to_pass: &self.fail_to_pass,
             acceptance: &self.acceptance,
         };
+        let started = self.bytecode_mark();
         let outcome = po.run_checks(&checks, |kind, argv| {
             let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
             ui.progress(format!("  PO {kind}: {shown}"))
         });
+        self.drop_checks_bytecode(started);
         if let Some(view) = &self.pyview {
             self.warm_pycache(Some(view));
         }

@@ -212,11 +212,10 @@ fn a_second_run_on_the_same_baseline_compiles_only_the_change() {
     // Run 1 fails (the tree is the baseline again), so run 2 starts from the same baseline.
     let wo1 = r.work_order(order(&["m.py"], &["false"]));
     let s1 = summary(&run(&r, &wo1, &replay, &["--json", "--max-attempts", "2"]));
-    let first = compiled(&s1["attempts"][0]["verify"][0]);
     assert_eq!(
-        first.len(),
-        6,
-        "a cold cache compiles everything: {first:?}"
+        compiled(&s1["attempts"][0]["verify"][0]),
+        vec!["./m.py"],
+        "the harness filled the cache from the baseline before attempt 1"
     );
     assert_eq!(
         compiled(&s1["attempts"][1]["verify"][0]),
@@ -611,5 +610,140 @@ fn sandboxed_compileall_recompiles_a_module_the_check_edited() {
             .output()
             .expect("python3 runs");
         assert_eq!(stdout_of(&names).trim(), "('A',)", "{:?}", entry.path());
+    }
+}
+
+#[test]
+fn a_module_a_check_generates_is_never_run_stale_in_a_later_attempt() {
+    // gen.py is git-ignored, so no restore touches it: the check writes it afresh each
+    // attempt (same size, same second) and attempt 2 must import its own version.
+    let check = format!(
+        "import os, m\nopen('gen.py', 'w').write('V = %d\\n' % m.Y)\nos.utime('gen.py', ({SAME_SECOND}, {SAME_SECOND}))\nimport gen\nassert gen.V == m.Y == 2, (gen.V, m.Y)\n"
+    );
+    let r = python_repo(&[
+        ("m.py", "Y = 1\n"),
+        ("check.py", &check),
+        (".gitignore", "gen.py\n"),
+    ]);
+    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
+            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
+        ],
+    );
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
+        "{s}"
+    );
+    assert_eq!(
+        s["verdict"], "PASS",
+        "attempt 2 imports its own gen.py: {s}"
+    );
+}
+
+#[test]
+fn a_module_imported_through_a_file_symlink_is_never_run_stale() {
+    let r = python_repo(&[("real/m.py", "X = 1\n")]);
+    std::fs::create_dir_all(r.root.join("lnk")).expect("mkdir");
+    std::os::unix::fs::symlink("../real/m.py", r.root.join("lnk/m.py")).expect("link");
+    r.git(&["add", "lnk"]);
+    r.git(&["commit", "-q", "-m", "lnk/m.py is real/m.py"]);
+    let check = format!(
+        "sh -c 'touch -d @{SAME_SECOND} real/m.py && python3 -c \"import sys; sys.path.insert(0, \\\"lnk\\\"); import m; assert m.X == 2, m.X\"'"
+    );
+    let wo = r.work_order(order(&["real/m.py"], &[&check]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("real/m.py", "X = 1", "X = 3")),
+            ("2.json", set_line("real/m.py", "X = 1", "X = 2")),
+        ],
+    );
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
+        "{s}"
+    );
+    assert_eq!(s["verdict"], "PASS", "attempt 2 runs its own X = 2: {s}");
+}
+
+#[test]
+fn a_file_with_a_name_that_is_not_utf8_is_never_run_stale() {
+    use std::os::unix::ffi::OsStrExt;
+    // The check edits caf\xe9.py (same size, same second) and loads it; the rollback puts the
+    // file back, and attempt 2 must load the file as it is, not attempt 1's edit.
+    let check = format!(
+        r#"import importlib.util, os, sys, m
+name = os.fsdecode(b"caf\xe9.py")
+if m.Z == 3:
+    open(name, "w").write("Y = 2\n")
+os.utime(name, ({SAME_SECOND}, {SAME_SECOND}))
+spec = importlib.util.spec_from_file_location("cafe", name)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+assert m.Z == 2 and mod.Y == 1, (m.Z, mod.Y)
+"#
+    );
+    let r = python_repo(&[("m.py", "Z = 1\n"), ("check.py", &check)]);
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.py");
+    std::fs::write(r.root.join(odd), "Y = 1\n").expect("write");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "an odd name"]);
+    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line("m.py", "Z = 1", "Z = 3")),
+            ("2.json", set_line("m.py", "Z = 1", "Z = 2")),
+        ],
+    );
+    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
+        "{s}"
+    );
+    assert_eq!(s["verdict"], "PASS", "attempt 2 loads Y = 1: {s}");
+}
+
+#[test]
+fn the_fill_compiles_the_baselines_files_only() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = TestRepo::with_files(&[("m.py", "X = 1\n"), ("keep.py", "K = 1\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    std::fs::write(r.root.join(".git/hooks/helper.py"), "H = 1\n").expect("write");
+    std::fs::write(r.root.join("untracked_but_ignored.py"), "U = 1\n").expect("write");
+    std::fs::write(
+        r.root.join(".git/info/exclude"),
+        "untracked_but_ignored.py\nrp/\n",
+    )
+    .expect("write");
+    let wo = r.work_order(order(&["m.py"], &["true"]));
+    for (x, flags) in [("2", &["--json", "--sandbox"][..]), ("3", &["--json"][..])] {
+        let replay = r.replay(
+            &format!("rp/{x}"),
+            &[("1.json", set_line("m.py", "X = 1", &format!("X = {x}")))],
+        );
+        let out = run(&r, &wo, &replay, flags);
+        assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+        r.git(&["checkout", "--", "m.py"]);
+        let files = cache_files(&r);
+        let stray: Vec<_> = files
+            .iter()
+            .filter(|p| {
+                let p = p.to_string_lossy();
+                p.contains("/.git/") || p.contains("untracked_but_ignored")
+            })
+            .collect();
+        assert!(stray.is_empty(), "{stray:?}");
+        assert_eq!(entries_of(&r, "keep").len(), 1, "{flags:?}: {files:?}");
+        let _ = std::fs::remove_dir_all(r.root.join(".git/factory/pycache"));
     }
 }

@@ -159,14 +159,70 @@ impl PyCache {
     /// when there is nothing to fill: no Python file in `baseline`, or no usable paths.
     /// A failure (no interpreter, a baseline file that does not compile) only leaves the
     /// cache colder; the checks report such problems themselves.
-    pub fn prefill(&self, baseline: &git2::Tree<'_>, how: &Compiler<'_>) -> Option<CmdResult> {
-        if !has_python_file(baseline) {
+    pub fn prefill(&self, list: Vec<u8>, how: &Compiler<'_>) -> Option<CmdResult> {
+        if list.is_empty() {
             return None;
         }
-        let real_root = how.root.canonicalize().ok()?;
         let mut argv = self.compile_argv(how.interpreter)?;
-        argv.push(real_root.to_str()?.to_string());
-        self.compile(argv, how, "pycache_prefill")
+        argv.extend(["-i".to_string(), "-".to_string()]);
+        self.compile(argv, list, how, "pycache_prefill")
+    }
+
+    /// What [`PyCache::prefill`] compiles: the absolute paths of the baseline's Python files
+    /// in the tree at `root`, a line each; empty when there is none.
+    pub fn prefill_list(baseline: &git2::Tree<'_>, root: &Path) -> Vec<u8> {
+        let Some(real_root) = root.canonicalize().ok() else {
+            return Vec::new();
+        };
+        let Some(root) = real_root.to_str() else {
+            return Vec::new();
+        };
+        // The baseline's own files, by name on standard input (`-i -`): never what else
+        // lies in the folder (`.git/`, the harness's own copies, other worktrees).
+        let mut list = Vec::new();
+        let _ = baseline.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            let name = entry.name_bytes();
+            let blob = entry.filemode() == 0o100644 || entry.filemode() == 0o100755;
+            if blob && name.ends_with(b".py") {
+                let path = [dir.as_bytes(), name].concat();
+                // One name a line, as text: names that cannot be told so are left to the checks.
+                if let Ok(path) = std::str::from_utf8(&path) {
+                    if !path.contains(['\n', '\r']) {
+                        list.extend_from_slice(format!("{root}/{path}\n").as_bytes());
+                    }
+                }
+            }
+            git2::TreeWalkResult::Ok
+        });
+        list
+    }
+
+    /// A mark taken just before unsandboxed checks start, for [`PyCache::drop_compiled_since`]:
+    /// the change time the kernel gives a file written now, on the clock entries get theirs from
+    /// (which may move only every few milliseconds, so the wall clock would not do).
+    pub fn mark(&self) -> Option<(i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        self.create().ok()?;
+        let mark = self.dir.join(".mark");
+        let _ = std::fs::remove_file(&mark);
+        std::fs::write(&mark, b"").ok()?;
+        let meta = std::fs::symlink_metadata(&mark).ok()?;
+        Some((meta.ctime(), meta.ctime_nsec()))
+    }
+
+    /// Unsandboxed checks write the shared folder themselves, whatever version of a file they
+    /// saw (one they generated, edited and put back, or reached through a symlink). What they
+    /// compiled in the work tree's mirror is dropped when they end, so every entry there is
+    /// the harness's own compile of a file it knows (the prefill), which it forgets whenever it
+    /// writes that file. Entries are judged by their change time, which no process can set,
+    /// against `mark` (see [`PyCache::mark`]): entries of the same clock tick are the fill's,
+    /// as no check starts and compiles within one.
+    pub fn drop_compiled_since(&self, root: &Path, mark: (i64, i64)) {
+        for mirror in self.mirrors_of(root) {
+            if let Some(dir) = real_dir_inside(&self.dir, &mirror) {
+                drop_newer(&dir, mark);
+            }
+        }
     }
 
     /// `python -I -X pycache_prefix=<cache> -m compileall -q`: isolated (no tree on
@@ -193,6 +249,7 @@ impl PyCache {
     fn compile(
         &self,
         argv: Vec<String>,
+        stdin: Vec<u8>,
         how: &Compiler<'_>,
         label: &'static str,
     ) -> Option<CmdResult> {
@@ -205,17 +262,20 @@ impl PyCache {
             ..
         } = *how;
         self.create().ok()?;
-        let mut sandbox = sandbox.clone();
-        sandbox.scratch.push(self.dir.clone());
+        let sandbox = sandbox.map(|s| {
+            let mut s = s.clone();
+            s.scratch.push(self.dir.clone());
+            s
+        });
         let spec = CommandSpec {
             argv,
             cwd: root.to_path_buf(),
             timeout,
             env_remove: env_remove.to_vec(),
             env_set: Vec::new(),
-            stdin: None,
+            stdin: (!stdin.is_empty()).then_some(stdin),
             label,
-            sandbox: Some(sandbox),
+            sandbox,
             pgid_file: None,
         };
         std::fs::create_dir_all(log_dir).ok()?;
@@ -336,7 +396,7 @@ impl PyCache {
         }
         let mut argv = self.compile_argv(how.interpreter)?;
         argv.extend(sources);
-        self.compile(argv, how, "pycache_learn")
+        self.compile(argv, Vec::new(), how, "pycache_learn")
     }
 }
 
@@ -346,7 +406,9 @@ impl PyCache {
 pub struct Compiler<'a> {
     pub root: &'a Path,
     pub interpreter: &'a str,
-    pub sandbox: &'a Sandbox,
+    /// `None`: unsandboxed runs fill the cache too, without a sandbox (compiling runs none of
+    /// the files' code).
+    pub sandbox: Option<&'a Sandbox>,
     pub env_remove: &'a [String],
     pub timeout: Duration,
     pub log_dir: &'a Path,
@@ -776,16 +838,23 @@ fn forget_in(cache: &Path, mirror: &Path, parts: &[&OsStr]) {
 }
 
 /// Whether a tree has a `.py` file anywhere (a repo without one never pays for a prefill).
-fn has_python_file(tree: &git2::Tree<'_>) -> bool {
-    let mut found = false;
-    let _ = tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
-        if entry.kind() == Some(git2::ObjectType::Blob) && entry.name_bytes().ends_with(b".py") {
-            found = true;
-            return git2::TreeWalkResult::Abort;
+/// Removes every file under `dir` (real folders only, never following a link) changed after
+/// `since`, and links, which Python never writes.
+fn drop_newer(dir: &Path, since: (i64, i64)) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_dir() {
+            drop_newer(&entry.path(), since);
+        } else if meta.file_type().is_symlink() || (meta.ctime(), meta.ctime_nsec()) > since {
+            let _ = std::fs::remove_file(entry.path());
         }
-        git2::TreeWalkResult::Ok
-    });
-    found
+    }
 }
 
 /// The interpreter a prefill uses: the first command run as `python…` (so the bytecode's tag
