@@ -92,6 +92,34 @@ fn compiled(cmd: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Two attempts that each set `path`'s line `old`: attempt 1 to `edits[0]`, whose check must
+/// fail, attempt 2 to `edits[1]`, whose check must pass by seeing its own version.
+fn attempt_2_runs_its_own(
+    r: &TestRepo,
+    allowed: &[&str],
+    checks: &[&str],
+    path: &str,
+    old: &str,
+    edits: [&str; 2],
+) {
+    let wo = r.work_order(order(allowed, checks));
+    let replay = r.replay(
+        "rp",
+        &[
+            ("1.json", set_line(path, old, edits[0])),
+            ("2.json", set_line(path, old, edits[1])),
+        ],
+    );
+    let out = run(r, &wo, &replay, &["--json", "--max-attempts", "2"]);
+    let s = summary(&out);
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
+        "attempt 1's check fails on its own version: {s}"
+    );
+    assert_eq!(s["verdict"], "PASS", "attempt 2 runs its own version: {s}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
 fn bwrap_or_skip() -> bool {
     if std::process::Command::new("bwrap")
         .arg("--version")
@@ -111,25 +139,14 @@ fn a_same_size_edit_in_the_same_second_is_never_run_stale() {
     let check = format!(
         "sh -c 'touch -d @{SAME_SECOND} m.py && python3 -c \"import m; assert m.X == 2, m.X\"'"
     );
-    let wo = r.work_order(order(&["m.py"], &[&check]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("m.py", "X = 1", "X = 3")),
-            ("2.json", set_line("m.py", "X = 1", "X = 2")),
-        ],
+    attempt_2_runs_its_own(
+        &r,
+        &["m.py"],
+        &[&check],
+        "m.py",
+        "X = 1",
+        ["X = 3", "X = 2"],
     );
-    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
-    let s = summary(&out);
-    assert_eq!(
-        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
-        "attempt 1 ran X = 3"
-    );
-    assert_eq!(
-        s["verdict"], "PASS",
-        "attempt 2 must run its own X = 2: {s}"
-    );
-    assert_eq!(out.status.code(), Some(0));
     assert!(
         entries_of(&r, "m").is_empty(),
         "the change's entries are forgotten when the attempt ends"
@@ -513,23 +530,13 @@ fn a_source_imported_through_a_symlinked_folder_is_never_run_stale() {
     let check = format!(
         "sh -c 'touch -d @{SAME_SECOND} src/m.py && python3 -c \"import sys; sys.path.insert(0, \\\"lib\\\"); import m; assert m.X == 2, m.X\"'"
     );
-    let wo = r.work_order(order(&["src/m.py"], &[&check]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("src/m.py", "X = 1", "X = 3")),
-            ("2.json", set_line("src/m.py", "X = 1", "X = 2")),
-        ],
-    );
-    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
-    let s = summary(&out);
-    assert_eq!(
-        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
-        "attempt 1 ran X = 3"
-    );
-    assert_eq!(
-        s["verdict"], "PASS",
-        "attempt 2 must run its own X = 2: {s}"
+    attempt_2_runs_its_own(
+        &r,
+        &["src/m.py"],
+        &[&check],
+        "src/m.py",
+        "X = 1",
+        ["X = 3", "X = 2"],
     );
 }
 
@@ -625,23 +632,13 @@ fn a_module_a_check_generates_is_never_run_stale_in_a_later_attempt() {
         ("check.py", &check),
         (".gitignore", "gen.py\n"),
     ]);
-    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
-            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
-        ],
-    );
-    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
-    let s = summary(&out);
-    assert_eq!(
-        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
-        "{s}"
-    );
-    assert_eq!(
-        s["verdict"], "PASS",
-        "attempt 2 imports its own gen.py: {s}"
+    attempt_2_runs_its_own(
+        &r,
+        &["m.py"],
+        &["python3 check.py"],
+        "m.py",
+        "Y = 1",
+        ["Y = 3", "Y = 2"],
     );
 }
 
@@ -655,21 +652,14 @@ fn a_module_imported_through_a_file_symlink_is_never_run_stale() {
     let check = format!(
         "sh -c 'touch -d @{SAME_SECOND} real/m.py && python3 -c \"import sys; sys.path.insert(0, \\\"lnk\\\"); import m; assert m.X == 2, m.X\"'"
     );
-    let wo = r.work_order(order(&["real/m.py"], &[&check]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("real/m.py", "X = 1", "X = 3")),
-            ("2.json", set_line("real/m.py", "X = 1", "X = 2")),
-        ],
+    attempt_2_runs_its_own(
+        &r,
+        &["real/m.py"],
+        &[&check],
+        "real/m.py",
+        "X = 1",
+        ["X = 3", "X = 2"],
     );
-    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
-    let s = summary(&out);
-    assert_eq!(
-        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
-        "{s}"
-    );
-    assert_eq!(s["verdict"], "PASS", "attempt 2 runs its own X = 2: {s}");
 }
 
 #[test]
@@ -694,21 +684,14 @@ assert m.Z == 2 and mod.Y == 1, (m.Z, mod.Y)
     std::fs::write(r.root.join(odd), "Y = 1\n").expect("write");
     r.git(&["add", "-A"]);
     r.git(&["commit", "-q", "-m", "an odd name"]);
-    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("m.py", "Z = 1", "Z = 3")),
-            ("2.json", set_line("m.py", "Z = 1", "Z = 2")),
-        ],
+    attempt_2_runs_its_own(
+        &r,
+        &["m.py"],
+        &["python3 check.py"],
+        "m.py",
+        "Z = 1",
+        ["Z = 3", "Z = 2"],
     );
-    let out = run(&r, &wo, &replay, &["--json", "--max-attempts", "2"]);
-    let s = summary(&out);
-    assert_eq!(
-        s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
-        "{s}"
-    );
-    assert_eq!(s["verdict"], "PASS", "attempt 2 loads Y = 1: {s}");
 }
 
 #[test]
