@@ -823,7 +823,8 @@ impl Session<'_> {
     /// first: the shared cache itself, or under `--sandbox` a per-attempt view of it (dropped
     /// with the attempt) whose shared entries are read-only.
     fn check_cache(&mut self, changed: &[&str]) -> std::io::Result<PathBuf> {
-        self.pycache.forget(&self.root, changed.iter().copied());
+        self.pycache
+            .forget(&self.root, changed.iter().map(|p| p.as_bytes()));
         let _ = self.pycache.create();
         if self.sandbox.is_none() {
             return Ok(self.pycache.dir().to_path_buf());
@@ -955,10 +956,10 @@ impl Session<'_> {
             purpose,
             self.preflight.as_ref(),
         )?;
-        let imaged: Vec<String> = images.iter().map(|i| i.path.display()).collect();
         self.pycache.forget(
             &self.root,
-            imaged.iter().chain(report.paths.iter()).map(String::as_str),
+            (images.iter().map(|i| i.path.as_bytes()))
+                .chain(report.files.iter().map(Vec::as_slice)),
         );
         Ok(report)
     }
@@ -1190,14 +1191,8 @@ impl Nodes for Session<'_> {
         };
         if passed {
             if let Some(plan) = current.plan.take() {
+                // The restore forgot the bytecode of the change's files and of what it put back.
                 let side = self.restore_side_effects(&plan)?;
-                self.pycache.forget(
-                    &self.root,
-                    plan.outcomes
-                        .iter()
-                        .map(|o| o.path.as_str())
-                        .chain(side.iter().map(String::as_str)),
-                );
                 if !side.is_empty() {
                     self.ui.warn(format!(
                         "restored files the checks changed: {}",
@@ -1517,7 +1512,7 @@ impl Session<'_> {
             return Some(Outcome::Fatal(Stage::Exception));
         }
         self.pycache
-            .forget(&self.root, report.paths.iter().map(String::as_str));
+            .forget(&self.root, report.files.iter().map(Vec::as_slice));
         // What the restore put back; what it only named (shared with the user's own work in a
         // --worktree run) is not among it.
         let mut restored = report.paths.clone();

@@ -347,8 +347,11 @@ impl Purpose {
 /// What a restore did, and what it could not do.
 #[derive(Debug, Default, Clone)]
 pub struct Report {
-    /// Work-tree paths put back (restored, removed, or rewritten to their image).
+    /// Work-tree paths put back (restored, removed, or rewritten to their image), as shown.
     pub paths: Vec<String>,
+    /// The same files as bytes, repo-relative (no folders, modes or submodule notes): what
+    /// the bytecode cache forgets.
+    pub files: Vec<Vec<u8>>,
     /// Refs put back (`HEAD`, `refs/heads/x`, …), the index, `.git/config`.
     pub git: Vec<String>,
     /// Paths that could not be put back, each with why.
@@ -840,7 +843,10 @@ impl Restore {
                     clean_submodule(root, &d.path, d.gitlink, report);
                 } else if d.untracked {
                     match remove_path(root, &d.path) {
-                        Ok(()) => report.paths.push(name.trim_end_matches('/').to_string()),
+                        Ok(()) => {
+                            report.paths.push(name.trim_end_matches('/').to_string());
+                            report.files.push(d.path.clone());
+                        }
                         Err(e) => report.failed.push(format!("{name}: {e}")),
                     }
                 } else {
@@ -855,7 +861,10 @@ impl Restore {
             }
             for image in images {
                 match write_image(repo, root, image) {
-                    Ok(true) => report.paths.push(image.path.display()),
+                    Ok(true) => {
+                        report.paths.push(image.path.display());
+                        report.files.push(image.path.as_bytes().to_vec());
+                    }
                     Ok(false) => {}
                     Err(e) if round == 2 => {
                         report.failed.push(format!("{}: {e}", image.path.display()))
@@ -885,6 +894,7 @@ impl Restore {
                 report
                     .paths
                     .extend(checkout.iter().map(|p| RelPath::from_bytes(p).display()));
+                report.files.extend(checkout.iter().cloned());
             }
             crate::trace::mark("  restore: paths put back");
             self.restore_dirs(repo, &known, report);
@@ -957,7 +967,10 @@ impl Restore {
                     path,
                 };
                 match write_image(repo, &self.root, &image) {
-                    Ok(true) => report.paths.push(image.path.display()),
+                    Ok(true) => {
+                        report.paths.push(image.path.display());
+                        report.files.push(image.path.as_bytes().to_vec());
+                    }
                     Ok(false) => {}
                     Err(err) => report
                         .failed
@@ -1049,6 +1062,9 @@ impl Restore {
                         Ok(()) => {
                             report.paths.push(shown);
                             report.paths.push(was.path.display());
+                            report
+                                .files
+                                .extend([c.to_vec(), was.path.as_bytes().to_vec()]);
                         }
                         Err(e) => report.failed.push(format!(
                             "{shown}: the ignored {} moved here and could not be moved back: {e}",
@@ -1059,7 +1075,10 @@ impl Restore {
                 }
                 if name == b".gitignore" || in_index == Tracked::LeftOut {
                     match remove_at(&dir, &name) {
-                        Ok(()) => report.paths.push(shown),
+                        Ok(()) => {
+                            report.paths.push(shown);
+                            report.files.push(c.to_vec());
+                        }
                         Err(e) => report.failed.push(format!("{shown}: {e}")),
                     }
                     continue;

@@ -92,16 +92,17 @@ fn compiled(cmd: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Two attempts that each set `path`'s line `old`: attempt 1 to `edits[0]`, whose check must
-/// fail, attempt 2 to `edits[1]`, whose check must pass by seeing its own version.
-fn attempt_2_runs_its_own(
+/// A run of two attempts that each set `line.0`'s line `line.1`: attempt 1 to `edits[0]`,
+/// attempt 2 to `edits[1]`. Returns the JSON summary and the exit code.
+fn two_attempts(
     r: &TestRepo,
     allowed: &[&str],
     checks: &[&str],
-    path: &str,
-    old: &str,
+    line: (&str, &str),
     edits: [&str; 2],
-) {
+    flags: &[&str],
+) -> (Value, Option<i32>) {
+    let (path, old) = line;
     let wo = r.work_order(order(allowed, checks));
     let replay = r.replay(
         "rp",
@@ -110,14 +111,29 @@ fn attempt_2_runs_its_own(
             ("2.json", set_line(path, old, edits[1])),
         ],
     );
-    let out = run(r, &wo, &replay, &["--json", "--max-attempts", "2"]);
-    let s = summary(&out);
+    let mut all = vec!["--json", "--max-attempts", "2"];
+    all.extend(flags);
+    let out = run(r, &wo, &replay, &all);
+    (summary(&out), out.status.code())
+}
+
+/// [`two_attempts`] where attempt 1's check must fail and attempt 2's pass, by seeing its own
+/// version.
+fn attempt_2_runs_its_own(
+    r: &TestRepo,
+    allowed: &[&str],
+    checks: &[&str],
+    path: &str,
+    old: &str,
+    edits: [&str; 2],
+) {
+    let (s, code) = two_attempts(r, allowed, checks, (path, old), edits, &[]);
     assert_eq!(
         s["attempts"][0]["failure_brief"]["stage"], "acceptance_failed",
         "attempt 1's check fails on its own version: {s}"
     );
     assert_eq!(s["verdict"], "PASS", "attempt 2 runs its own version: {s}");
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(code, Some(0));
 }
 
 fn bwrap_or_skip() -> bool {
@@ -295,21 +311,14 @@ assert u.X == 1, u.X
         ("u.py", "X = 1\n"),
         ("check.py", check),
     ]);
-    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
-            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
-        ],
-    );
-    let out = run(
+    let (s, _) = two_attempts(
         &r,
-        &wo,
-        &replay,
-        &["--json", "--sandbox", "--max-attempts", "2"],
+        &["m.py"],
+        &["python3 check.py"],
+        ("m.py", "Y = 1"),
+        ["Y = 3", "Y = 2"],
+        &["--sandbox"],
     );
-    let s = summary(&out);
     let told = s["attempts"][0]["acceptance"][0]["stdout_trunc"]
         .as_str()
         .unwrap_or("")
@@ -425,21 +434,14 @@ entry = os.path.realpath(importlib.util.cache_from_source(src))
 print("from the cache:", os.path.isfile(entry) and entry.startswith(os.path.realpath(".git/factory/pycache")))
 "#;
     let r = python_repo(&[("m.py", "Y = 1\n"), ("check.py", check)]);
-    let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
-    let replay = r.replay(
-        "rp",
-        &[
-            ("1.json", set_line("m.py", "Y = 1", "Y = 3")),
-            ("2.json", set_line("m.py", "Y = 1", "Y = 2")),
-        ],
-    );
-    let out = run(
+    let (s, _) = two_attempts(
         &r,
-        &wo,
-        &replay,
-        &["--json", "--sandbox", "--max-attempts", "2"],
+        &["m.py"],
+        &["python3 check.py"],
+        ("m.py", "Y = 1"),
+        ["Y = 3", "Y = 2"],
+        &["--sandbox"],
     );
-    let s = summary(&out);
     assert_eq!(
         s["verdict"], "PASS",
         "attempt 2 imports the real colorsys: {s}"

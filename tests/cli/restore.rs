@@ -190,24 +190,29 @@ fn the_index_is_saved_as_bytes_not_a_link_to_itself() {
     assert_eq!(r.git(&["status", "--porcelain"]), "");
 }
 
+fn set_mode(r: &TestRepo, path: &str, mode: u32) {
+    std::fs::set_permissions(r.root.join(path), std::fs::Permissions::from_mode(mode))
+        .expect("chmod");
+}
+
+fn mode_of(r: &TestRepo, path: &str) -> u32 {
+    std::fs::metadata(r.root.join(path))
+        .expect("meta")
+        .permissions()
+        .mode()
+}
+
 #[test]
 fn restored_files_keep_their_exact_mode() {
     let r = TestRepo::simple();
-    std::fs::set_permissions(
-        r.root.join("app.txt"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .expect("chmod");
+    set_mode(&r, "app.txt", 0o600);
     let before = r.snapshot();
     let out = run_check(&r, "false", &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before, "0600 stays 0600 after a rollback");
     let out = run_check(&r, "true", &["--force"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let mode = std::fs::metadata(r.root.join("app.txt"))
-        .expect("meta")
-        .permissions()
-        .mode();
+    let mode = mode_of(&r, "app.txt");
     assert_eq!(mode & 0o777, 0o600, "the change keeps the file's mode too");
 }
 
@@ -215,11 +220,7 @@ fn restored_files_keep_their_exact_mode() {
 #[test]
 fn recover_restores_exact_modes() {
     let r = TestRepo::simple();
-    std::fs::set_permissions(
-        r.root.join("app.txt"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .expect("chmod");
+    set_mode(&r, "app.txt", 0o600);
     let before = r.snapshot();
     let wo = r.work_order(basic_order(&["true"]));
     let replay = r.replay("rp", &[("1.json", good())]);
@@ -826,21 +827,14 @@ fn an_ignored_folder_a_check_renames_is_put_back_not_deleted() {
 #[test]
 fn a_0600_file_a_check_rewrites_or_chmods_keeps_its_mode() {
     let r = TestRepo::simple();
-    std::fs::set_permissions(
-        r.root.join("other.txt"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .expect("chmod");
+    set_mode(&r, "other.txt", 0o600);
     let before = r.snapshot();
     let out = run_check(&r, "sh -c 'rm other.txt; echo x > other.txt; exit 1'", &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before, "a replaced 0600 file comes back 0600");
     let out = run_check(&r, "chmod 644 other.txt", &["--force"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let mode = std::fs::metadata(r.root.join("other.txt"))
-        .expect("meta")
-        .permissions()
-        .mode();
+    let mode = mode_of(&r, "other.txt");
     assert_eq!(mode & 0o777, 0o600, "the side-effect restore keeps it 0600");
 }
 

@@ -86,7 +86,7 @@ impl PyCache {
     /// the change, rollback and status walks name them): `<stem>.*.pyc` beside where the
     /// source's mirror is, and the whole mirror of a path that is a folder. Best effort: a
     /// missing entry is already forgotten.
-    pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p str>) {
+    pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p [u8]>) {
         let mirrors = self.mirrors_of(root);
         let aliases = {
             let mut known = self.aliases.lock().unwrap_or_else(|e| e.into_inner());
@@ -96,12 +96,12 @@ impl PyCache {
                 .clone()
         };
         for path in paths {
-            let rel = path.trim_end_matches('/');
+            let rel = Path::new(OsStr::from_bytes(path));
             if relative_parts(rel).is_none() {
                 continue;
             }
-            for name in names_of(Path::new(rel), &aliases) {
-                let Some(parts) = name.to_str().and_then(relative_parts) else {
+            for name in names_of(rel, &aliases) {
+                let Some(parts) = relative_parts(&name) else {
                     continue;
                 };
                 for mirror in &mirrors {
@@ -205,8 +205,13 @@ impl PyCache {
         self.create().ok()?;
         let mark = self.dir.join(".mark");
         let _ = std::fs::remove_file(&mark);
-        std::fs::write(&mark, b"").ok()?;
-        let meta = std::fs::symlink_metadata(&mark).ok()?;
+        // A new file (never through a link planted in its place): its own change time.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&mark)
+            .ok()?;
+        let meta = file.metadata().ok()?;
         Some((meta.ctime(), meta.ctime_nsec()))
     }
 
@@ -541,7 +546,7 @@ impl Mirror<'_> {
                 }
                 Some(Want::Copy(source)) => {
                     let made = self.copies.get(&rel.join(&name));
-                    let now = std::fs::symlink_metadata(&path).ok();
+                    let now = entry.metadata().ok();
                     kind.is_file()
                         && made.is_some_and(|(copy, from)| {
                             now.is_some_and(|n| Stamp::of(&n) == *copy)
@@ -738,9 +743,9 @@ fn strip_root(path: &Path) -> PathBuf {
 
 /// The components of a repo-relative path, or `None` for one that is empty or leaves the
 /// tree (a path from a status walk or a change never does; this is the door anyway).
-fn relative_parts(path: &str) -> Option<Vec<&OsStr>> {
+fn relative_parts(path: &Path) -> Option<Vec<&OsStr>> {
     let mut parts = Vec::new();
-    for c in Path::new(path).components() {
+    for c in path.components() {
         match c {
             Component::Normal(p) => parts.push(p),
             Component::CurDir => {}
@@ -846,7 +851,8 @@ fn drop_newer(dir: &Path, since: (i64, i64)) {
         return;
     };
     for entry in entries.flatten() {
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+        // A folder entry's own metadata: a link is not followed.
+        let Ok(meta) = entry.metadata() else {
             continue;
         };
         if meta.is_dir() {
@@ -908,8 +914,11 @@ mod tests {
         for f in keep.iter().chain(&gone) {
             touch(&mirror.join(f));
         }
-        cache.forget(&root, ["pkg/m.py", "sub/", "missing/x.py", "../escape.py"]);
-        cache.forget(&root, ["pkg/mod.cpython-311.pyc.tmp.py"]);
+        cache.forget(
+            &root,
+            [&b"pkg/m.py"[..], b"sub/", b"missing/x.py", b"../escape.py"],
+        );
+        cache.forget(&root, [&b"pkg/mod.cpython-311.pyc.tmp.py"[..]]);
         for f in keep {
             assert!(mirror.join(f).exists(), "{f} kept");
         }
@@ -919,6 +928,21 @@ mod tests {
         cache.forget_root(&root);
         assert!(!mirror.exists());
         assert!(cache.dir().exists(), "only the tree's mirror goes");
+    }
+
+    #[test]
+    fn forget_takes_names_as_bytes() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let mirror = cache
+            .dir()
+            .join(strip_root(&root.canonicalize().expect("real")));
+        let entry = mirror.join(OsStr::from_bytes(b"caf\xe9.cpython-311.pyc"));
+        touch(&entry);
+        cache.forget(&root, [&b"caf\xe9.py"[..]]);
+        assert!(!entry.exists());
     }
 
     #[test]
@@ -934,7 +958,7 @@ mod tests {
             .join(strip_root(&root.canonicalize().expect("real")));
         std::fs::create_dir_all(&mirror).expect("mkdir");
         std::os::unix::fs::symlink(&elsewhere, mirror.join("pkg")).expect("symlink");
-        cache.forget(&root, ["pkg/m.py"]);
+        cache.forget(&root, [&b"pkg/m.py"[..]]);
         assert!(elsewhere.join("m.cpython-311.pyc").exists());
         assert!(std::fs::symlink_metadata(mirror.join("pkg")).is_err());
     }
@@ -1002,7 +1026,7 @@ mod tests {
         touch(&seen.join("sub/planted.cpython-311.pyc"));
         touch(&view.path().join("usr/planted.cpython-311.pyc"));
         // What the harness does meanwhile: forget an entry, compile a new one.
-        cache.forget(&root, ["pkg/gone.py"]);
+        cache.forget(&root, [&b"pkg/gone.py"[..]]);
         touch(&mirror.join("pkg/fresh.cpython-311.pyc"));
         cache.refresh(&mut view, &scratch, &root).expect("refresh");
         let seen = view.path().join(&inside).join("pkg");
