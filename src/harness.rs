@@ -961,6 +961,9 @@ impl Session<'_> {
             (images.iter().map(|i| i.path.as_bytes()))
                 .chain(report.files.iter().map(Vec::as_slice)),
         );
+        if let Some(note) = report.bytecode_note() {
+            self.ui.info(format!("  {note}"));
+        }
         Ok(report)
     }
 
@@ -1513,6 +1516,9 @@ impl Session<'_> {
         }
         self.pycache
             .forget(&self.root, report.files.iter().map(Vec::as_slice));
+        if let Some(note) = report.bytecode_note() {
+            self.ui.info(format!("  {note}"));
+        }
         // What the restore put back; what it only named (shared with the user's own work in a
         // --worktree run) is not among it.
         let mut restored = report.paths.clone();

@@ -59,6 +59,9 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         return Err(e);
     }
     let restored = report.changed();
+    if let Some(note) = report.bytecode_note() {
+        ui.info(note);
+    }
 
     // Finish the run's record from what it left.
     let run_dir = factory_dir.join("runs").join(&j.run_id);

@@ -172,6 +172,21 @@ pub struct Restore {
     /// user's next commit, so hooks are put back like `.git/config`.
     #[serde(default)]
     pub hooks: Option<HooksFact>,
+    /// The change time (seconds, nanoseconds) of a file made at capture: Python bytecode in
+    /// the work tree that changed since is a command's, and goes (see [`is_bytecode`]).
+    #[serde(default)]
+    pub since: Option<(i64, i64)>,
+}
+
+/// Bytecode where the user's own Python looks for it (`__pycache__/`, or a sourceless
+/// `mod.pyc` it imports as a module). Checks compile into the harness's cache instead
+/// (SPEC §3.7), so what a command wrote here is a check that cleared the prefix — or one
+/// that forged it: Python trusts an entry by its header's source size and mtime alone, so a
+/// forgery left behind would run in the user's next `python` after the run had put the
+/// sources back. Ignored files are otherwise kept (SPEC §5), but these are a cache: removed,
+/// Python compiles them again.
+fn is_bytecode(name: &[u8]) -> bool {
+    name == b"__pycache__" || name.ends_with(b".pyc")
 }
 
 /// An untracked entry that existed at capture (see [`Restore::kept`]).
@@ -360,6 +375,9 @@ pub struct Report {
     /// the refs and `.git/config`/`info/exclude` shared with the user's ongoing work — named
     /// so no message claims it restored.
     pub left: Vec<String>,
+    /// Bytecode commands wrote in the work tree, removed (see [`is_bytecode`]): a cache, not
+    /// a change, so kept apart from `paths`.
+    pub bytecode: Vec<String>,
 }
 
 impl Report {
@@ -374,6 +392,21 @@ impl Report {
         all.extend(self.git.iter().cloned());
         all.extend(self.left.iter().cloned());
         all
+    }
+
+    /// The line that names the bytecode removed, when there was any (up to five names).
+    pub fn bytecode_note(&self) -> Option<String> {
+        let first: Vec<&str> = self.bytecode.iter().take(5).map(String::as_str).collect();
+        let more = match self.bytecode.len() {
+            n if n > 5 => format!(" and {} more", n - 5),
+            _ => String::new(),
+        };
+        (!first.is_empty()).then(|| {
+            format!(
+                "removed the Python bytecode a command wrote beside the sources (Python compiles it again): {}{more}",
+                first.join(", ")
+            )
+        })
     }
 
     /// The error for paths that stayed different, naming each.
@@ -586,6 +619,7 @@ impl Restore {
         let root_mtime = std::fs::symlink_metadata(&root)
             .map(|m| mtime_of(&m))
             .unwrap_or_default();
+        let since = change_time_now(&saved);
         Ok(Restore {
             root,
             git_dir: repo.path().to_path_buf(),
@@ -603,6 +637,7 @@ impl Restore {
             modes,
             exclude_absent,
             hooks,
+            since,
         })
     }
 
@@ -819,6 +854,7 @@ impl Restore {
         let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
         self.make_readable();
         self.sweep(repo, images, &known, report)?;
+        self.drop_kept_bytecode(report);
         crate::trace::mark("  restore: ignore rules and hidden entries");
         let image_paths: Vec<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
         let others = |walk: Vec<Dirty>| -> Vec<Dirty> {
@@ -1073,6 +1109,13 @@ impl Restore {
                     }
                     continue;
                 }
+                if in_index == Tracked::No && is_bytecode(&name) {
+                    match remove_at(&dir, &name) {
+                        Ok(()) => report.bytecode.push(shown),
+                        Err(e) => report.failed.push(format!("{shown}: {e}")),
+                    }
+                    continue;
+                }
                 if name == b".gitignore" || in_index == Tracked::LeftOut {
                     match remove_at(&dir, &name) {
                         Ok(()) => {
@@ -1102,6 +1145,67 @@ impl Restore {
             ));
         }
         Ok(())
+    }
+
+    /// Bytecode the user had beside their sources (recorded ignored entries) that changed
+    /// since capture: rewritten in place, which moves no folder's time, so each entry is
+    /// looked at (a rename or a link into the folder moves the entry's own change time too).
+    /// A `__pycache__` that is no longer the recorded folder (a link or a folder in its
+    /// place; the sweep moved a renamed original back) or that no one can read goes whole.
+    /// New bytecode was removed by the sweep.
+    fn drop_kept_bytecode(&self, report: &mut Report) {
+        let Some(since) = self.since else {
+            return;
+        };
+        let changed = |st: &rustix::fs::Stat| (st.st_ctime, st.st_ctime_nsec as i64) >= since;
+        let drop = |dir: &OwnedFd, name: &[u8], shown: String, report: &mut Report| match remove_at(
+            dir, name,
+        ) {
+            Ok(()) => report.bytecode.push(shown),
+            Err(e) => report.failed.push(format!("{shown}: {e}")),
+        };
+        let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+        for k in &self.kept {
+            let (parents, name) = split(k.path.as_bytes());
+            if !is_bytecode(name) {
+                continue;
+            }
+            let Ok(Some(dir)) = open_parent(&self.root, &parents, false) else {
+                continue;
+            };
+            let Ok(st) = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let is_dir =
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+            if !is_dir {
+                if changed(&st) || (k.ino != 0 && st.st_ino != k.ino) {
+                    drop(&dir, name, k.path.display(), report);
+                }
+                continue;
+            }
+            let listing = rustix::fs::openat(&dir, name, flags, Mode::empty())
+                .ok()
+                .filter(|_| k.ino == 0 || st.st_ino == k.ino)
+                .and_then(|sub| Some((rustix::fs::Dir::read_from(&sub).ok()?, sub)));
+            let Some((listing, sub)) = listing else {
+                drop(&dir, name, k.path.display(), report);
+                continue;
+            };
+            let names: Vec<Vec<u8>> = listing
+                .flatten()
+                .map(|e| e.file_name().to_bytes().to_vec())
+                .filter(|n| n != b"." && n != b"..")
+                .collect();
+            for n in names {
+                if rustix::fs::statat(&sub, n.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| changed(&st))
+                {
+                    let shown = RelPath::from_bytes(&[k.path.as_bytes(), b"/", &n].concat());
+                    drop(&sub, &n, shown.display(), report);
+                }
+            }
+        }
     }
 
     /// `recover` only: lock files (`index.lock`, `HEAD.lock`) that a command of the killed run
@@ -1378,6 +1482,22 @@ fn held_open(path: &Path) -> bool {
         }
     }
     false
+}
+
+/// The change time the kernel gives a file made now in `dir` (a new one, never written
+/// through a link planted in its place): the clock the work tree's entries get theirs from,
+/// which no process can set.
+fn change_time_now(dir: &Path) -> Option<(i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mark = dir.join("since");
+    let _ = std::fs::remove_file(&mark);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&mark)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    Some((meta.ctime(), meta.ctime_nsec()))
 }
 
 /// Whether anything (a link included) is at `rel`, reached through real folders only.

@@ -732,3 +732,138 @@ fn the_fill_compiles_the_baselines_files_only() {
         let _ = std::fs::remove_dir_all(r.root.join(".git/factory/pycache"));
     }
 }
+
+/// A check that forges bytecode where the user's own Python looks (no prefix there): in place
+/// over the user's entry for u.py (its folder's time does not move), a new one for pkg/v.py in
+/// a folder of its own, and a module with no source at all (`shadow.pyc`).
+const FORGE_BESIDE_SOURCES: &str = r#"import importlib.util, marshal, os, struct, sys
+sys.pycache_prefix = None
+def forge(src, text, target=None):
+    st = os.stat(src) if os.path.exists(src) else None
+    mtime, size = (int(st.st_mtime), st.st_size) if st else (0, 0)
+    data = importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, mtime & 0xFFFFFFFF, size & 0xFFFFFFFF) + marshal.dumps(compile(text, src, "exec"))
+    target = target or importlib.util.cache_from_source(src)
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    mode = "r+b" if os.path.exists(target) else "wb"
+    with open(target, mode) as f:
+        f.truncate(0)
+        f.write(data)
+forge("u.py", "X = 'forged'\n")
+forge("pkg/v.py", "V = 'forged'\n")
+forge("shadow.py", "S = 'forged'\n", "shadow.pyc")
+"#;
+
+/// The repo [`FORGE_BESIDE_SOURCES`] attacks, its .gitignore keeping all it writes (as most
+/// Python projects' does), with the user's own bytecode of u.py and w.py beside them.
+fn repo_with_users_bytecode(check: &str) -> TestRepo {
+    let r = python_repo(&[
+        (".gitignore", "__pycache__/\n*.py[cod]\n"),
+        ("u.py", "X = 'real'\n"),
+        ("w.py", "W = 'real'\n"),
+        ("pkg/__init__.py", ""),
+        ("pkg/v.py", "V = 'real'\n"),
+        ("m.py", "Y = 1\n"),
+        ("check.py", check),
+    ]);
+    users_python(&r, "import u, w");
+    r
+}
+
+/// The user's own entry in the root's `__pycache__` for the module `stem`.
+fn users_entry(r: &TestRepo, stem: &str) -> PathBuf {
+    std::fs::read_dir(r.root.join("__pycache__"))
+        .expect("the user's __pycache__")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{stem}.")))
+        })
+        .expect("an entry")
+}
+
+/// What the forgery must not leave: u.py runs as written, no new bytecode, w.py's untouched.
+fn assert_no_forgery_left(r: &TestRepo, users_w: &[u8], what: &str) {
+    assert!(!r.root.join("shadow.pyc").exists(), "{what}");
+    assert!(!r.root.join("pkg/__pycache__").exists(), "{what}");
+    assert_eq!(
+        std::fs::read(users_entry(r, "w")).expect("kept"),
+        users_w,
+        "{what}"
+    );
+    assert_eq!(r.git(&["status", "--porcelain"]), "", "{what}");
+    assert_eq!(
+        users_python(r, "import u, pkg.v\nprint(u.X, pkg.v.V)").trim(),
+        "real real",
+        "{what}"
+    );
+    let _ = std::fs::remove_dir_all(r.root.join("pkg/__pycache__"));
+}
+
+/// Python as the user runs it in their own shell: no cache prefix, bytecode beside the sources.
+fn users_python(r: &TestRepo, code: &str) -> String {
+    let out = std::process::Command::new("python3")
+        .current_dir(&r.root)
+        .env_remove("PYTHONPYCACHEPREFIX")
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .args(["-c", code])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    stdout_of(&out)
+}
+
+#[test]
+fn checks_leave_no_bytecode_in_the_tree_for_the_users_own_python() {
+    let r = repo_with_users_bytecode(&format!("{FORGE_BESIDE_SOURCES}sys.exit(1)\n"));
+    let users_w = std::fs::read(users_entry(&r, "w")).expect("read");
+    let modes: &[&[&str]] = if bwrap_or_skip() {
+        &[&[], &["--sandbox"]]
+    } else {
+        &[&[]]
+    };
+    for flags in modes {
+        let wo = r.work_order(order(&["m.py"], &["python3 check.py"]));
+        let replay = r.replay("rp", &[("1.json", set_line("m.py", "Y = 1", "Y = 2"))]);
+        let mut all = vec!["--json", "--force"];
+        all.extend(flags.iter());
+        let out = run(&r, &wo, &replay, &all);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {}", stderr_of(&out));
+        assert!(
+            stderr_of(&out)
+                .contains("removed the Python bytecode a command wrote beside the sources"),
+            "{}",
+            stderr_of(&out)
+        );
+        assert_no_forgery_left(&r, &users_w, &format!("{flags:?}"));
+    }
+}
+
+#[test]
+fn recover_after_a_kill_removes_the_bytecode_the_checks_wrote_in_the_tree() {
+    let r = repo_with_users_bytecode(FORGE_BESIDE_SOURCES);
+    let users_w = std::fs::read(users_entry(&r, "w")).expect("read");
+    r.git(&["config", "factory.verify", "python3 check.py"]);
+    let wo = r.work_order(order(&["m.py"], &["true"]));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "Y = 1", "Y = 2"))]);
+    let out = r
+        .factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    assert!(
+        r.root.join("shadow.pyc").exists(),
+        "the check ran before the kill"
+    );
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_no_forgery_left(&r, &users_w, "recover");
+}

@@ -991,3 +991,51 @@ fn run_records_a_check_deletes_are_put_back() {
     );
     assert_eq!(now.len(), 2, "{now:?}");
 }
+
+#[test]
+fn bytecode_a_check_hid_by_renaming_or_linking_the_users_pycache_is_removed() {
+    // The check moves the user's pkg/__pycache__ aside, rewrites an entry in it in place,
+    // and puts a link to a folder of forged bytecode where it was. The user's folder comes
+    // back (it is theirs), without the rewritten entry; the forgery goes, link and all.
+    for flags in [&[][..], &["--sandbox"][..]] {
+        if flags.contains(&"--sandbox")
+            && std::process::Command::new("bwrap")
+                .arg("--version")
+                .output()
+                .is_err()
+        {
+            continue;
+        }
+        let r = TestRepo::with_files(&[
+            ("app.txt", "one\ntwo\nthree\n"),
+            (".gitignore", "build/\n__pycache__/\n"),
+            ("pkg/mod.py", "X = 1\n"),
+        ]);
+        r.git(&["config", "factory.verify", "true"]);
+        r.write("pkg/__pycache__/mod.cpython-311.pyc", "USER MOD\n");
+        r.write("pkg/__pycache__/other.cpython-311.pyc", "USER OTHER\n");
+        let check = "sh -c 'mv pkg/__pycache__ pkg/aside \
+            && printf FORGED > pkg/aside/mod.cpython-311.pyc \
+            && mkdir -p build/cache && printf FORGED > build/cache/mod.cpython-311.pyc \
+            && ln -s ../build/cache pkg/__pycache__; false'";
+        let out = run_check(&r, check, flags);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {}", stderr_of(&out));
+        let cache = r.root.join("pkg/__pycache__");
+        let meta = std::fs::symlink_metadata(&cache).expect("the user's folder is back");
+        assert!(meta.is_dir(), "{flags:?}: a real folder, not the link");
+        assert_eq!(
+            r.read("pkg/__pycache__/other.cpython-311.pyc").as_deref(),
+            Some("USER OTHER\n")
+        );
+        assert!(
+            !cache.join("mod.cpython-311.pyc").exists(),
+            "{flags:?}: rewritten, so removed"
+        );
+        assert!(!r.root.join("pkg/aside").exists(), "{flags:?}");
+        assert!(
+            !r.root.join("build/cache/mod.cpython-311.pyc").exists(),
+            "{flags:?}"
+        );
+        assert_eq!(r.git(&["status", "--porcelain"]), "", "{flags:?}");
+    }
+}
