@@ -58,11 +58,51 @@ impl Drop for AdminLock {
     }
 }
 
+/// Held for a temporary worktree's whole life (`.git/factory/locks/worktree.<name>`): a
+/// path whose lock no live process holds is a killed process's leftover, safe to remove and
+/// use again; one that is held belongs to a process still checking in it (two `reverify`s
+/// of one run), and is never touched.
+struct PathLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl PathLock {
+    fn file_of(git_dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
+        let mut file = std::ffi::OsString::from("worktree.");
+        file.push(name);
+        git_dir.join("factory").join("locks").join(file)
+    }
+
+    /// Takes the lock of worktree `name` if no live process holds it.
+    fn try_take(git_dir: &Path, name: &std::ffi::OsStr) -> Option<Self> {
+        let path = Self::file_of(git_dir, name);
+        std::fs::create_dir_all(path.parent()?).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        Some(PathLock { file, path })
+    }
+
+    /// Gives the lock up, its file removed while adds take no turn (so no one can be taking
+    /// the lock of a file that is being unlinked).
+    fn release(self, git_dir: &Path) {
+        let _turn = AdminLock::take(git_dir);
+        let _ = std::fs::remove_file(&self.path);
+        let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
 /// A detached worktree at `commit`; removed (with its `.git/worktrees/` entry) when dropped.
 pub struct TempWorktree {
     repo_dir: PathBuf,
     pub path: PathBuf,
     removed: bool,
+    lock: Option<PathLock>,
 }
 
 impl TempWorktree {
@@ -70,7 +110,24 @@ impl TempWorktree {
         let base = crate::git::factory_dir(repo).join("worktrees");
         std::fs::create_dir_all(&base)?;
         let turn = AdminLock::take(repo.commondir());
-        let path = base.join(name);
+        // The first of `name`, `name.2`, `name.3`, … that no live process holds.
+        let (path, lock) = (1..=64)
+            .map(|n| match n {
+                1 => name.to_string(),
+                n => format!("{name}.{n}"),
+            })
+            .find_map(|n| {
+                Some((
+                    base.join(&n),
+                    PathLock::try_take(repo.commondir(), n.as_ref())?,
+                ))
+            })
+            .ok_or_else(|| {
+                Error::new(format!(
+                    "cannot take a temporary worktree {name}: 64 of that name are in use"
+                ))
+                .hint("wait for the other git factory commands on this repo to finish")
+            })?;
         if path.exists() {
             // A leftover of a killed process: git's own remove cleans its admin files too.
             let mut rm = git_cmd(repo);
@@ -96,6 +153,7 @@ impl TempWorktree {
             repo_dir: repo.commondir().to_path_buf(),
             path,
             removed: false,
+            lock: Some(lock),
         };
         let mut checkout = Command::new("git");
         // Parallel checkout (as many workers as cores): writing the files is what costs.
@@ -116,7 +174,11 @@ impl TempWorktree {
 
     pub fn remove(mut self) -> Result<()> {
         self.removed = true;
-        remove_worktree(&self.repo_dir, &self.path)
+        let removed = remove_worktree(&self.repo_dir, &self.path);
+        if let Some(lock) = self.lock.take() {
+            lock.release(&self.repo_dir);
+        }
+        removed
     }
 }
 
@@ -126,9 +188,19 @@ fn forget_bytecode(git_dir: &Path, path: &Path) {
     crate::roles::po::pycache::PyCache::in_factory_dir(&git_dir.join("factory")).forget_root(path);
 }
 
-/// Removes a worktree of ours left by a killed process, with git's record of it.
+/// Removes a worktree of ours left by a killed process, with git's record of it; one a live
+/// process still holds is left alone.
 pub fn remove_path(repo: &Repository, path: &Path) -> Result<()> {
-    remove_worktree(repo.commondir(), path)
+    let git_dir = repo.commondir();
+    let Some(lock) = path
+        .file_name()
+        .and_then(|name| PathLock::try_take(git_dir, name))
+    else {
+        return Ok(());
+    };
+    let removed = remove_worktree(git_dir, path);
+    lock.release(git_dir);
+    removed
 }
 
 fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
@@ -171,6 +243,9 @@ impl Drop for TempWorktree {
     fn drop(&mut self) {
         if !self.removed {
             let _ = remove_worktree(&self.repo_dir, &self.path);
+        }
+        if let Some(lock) = self.lock.take() {
+            lock.release(&self.repo_dir);
         }
     }
 }

@@ -725,3 +725,38 @@ fn pager_and_patch_colours_on_a_terminal() {
         "color.ui=never:\n{s:?}"
     );
 }
+
+#[test]
+fn two_reverifies_of_one_run_at_once_each_check_in_a_worktree_of_their_own() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["sh -c 'sleep 1; grep -qx TWO app.txt'"]));
+    let good = proposal(
+        &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+        "up",
+    );
+    let replay = r.replay("rp", &[("1.json", good)]);
+    assert_eq!(r.run_replay(&wo, &replay, &[]).status.code(), Some(0));
+    let id = r.run_ids().remove(0);
+    r.git(&["checkout", "--", "app.txt"]);
+    let both: Vec<_> = (0..2)
+        .map(|_| {
+            r.spawn(&["reverify", &id, "--json"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("starts")
+        })
+        .collect();
+    for child in both {
+        let out = child.wait_with_output().expect("ends");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let rows: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(rows[0]["now"], "passed", "{rows}");
+    }
+    assert_eq!(
+        r.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}
