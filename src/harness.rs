@@ -1263,7 +1263,7 @@ impl Session<'_> {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: PyCache::env(&prefix),
+            env_set: PyCache::env(&prefix, &self.root),
             log_dir,
             log_rel: "baseline".to_string(),
             sandbox: self.sandbox.clone().map(|mut s| {
@@ -1743,7 +1743,7 @@ impl Session<'_> {
             root: &self.root,
             timeout: self.timeout,
             env_remove: &self.env_remove,
-            env_set: PyCache::env(&prefix),
+            env_set: PyCache::env(&prefix, &self.root),
             log_dir: dir.clone(),
             log_rel: rel,
             sandbox: self.sandbox.clone().map(|mut s| {

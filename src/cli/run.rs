@@ -527,6 +527,21 @@ pub fn report(ui: &Ui, s: &RunSummary) {
     }
 }
 
+/// "2 attempts", or for a race the attempts its candidates made: "5 attempts in 3 candidates"
+/// (the winner's check where it lands is not one of them).
+pub fn attempts_made(s: &RunSummary) -> String {
+    let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    if s.candidates.is_empty() {
+        return plural(s.attempts.len() as u64, "attempt");
+    }
+    let made: u64 = s.candidates.iter().map(|c| u64::from(c.attempts)).sum();
+    format!(
+        "{} in {}",
+        plural(made, "attempt"),
+        plural(s.candidates.len() as u64, "candidate")
+    )
+}
+
 pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
     final_line_noted(ui, s, out, None)
 }
@@ -540,11 +555,10 @@ pub fn final_line_noted(
     note: Option<String>,
 ) {
     let mut line = format!(
-        "{} {} after {} attempt{} ({}) → refs/factory/{}",
+        "{} {} after {} ({}) → refs/factory/{}",
         ui::verdict(s.verdict),
         s.run_id,
-        s.attempts.len(),
-        if s.attempts.len() == 1 { "" } else { "s" },
+        attempts_made(s),
         s.ended_stage,
         s.run_id
     );

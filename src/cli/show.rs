@@ -247,10 +247,11 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
         s.config.model
     ));
     out.push_str(&format!(
-        "ended:      {} after {} of {} attempts, {:.2}s ({} → {})\n",
+        "ended:      {} after {} ({} at most{}), {:.2}s ({} → {})\n",
         s.ended_stage,
-        s.attempts.len(),
+        super::run::attempts_made(s),
         s.max_attempts,
+        if s.candidates.is_empty() { "" } else { " each" },
         s.duration_seconds,
         s.started_utc,
         s.ended_utc

@@ -170,6 +170,12 @@ fn replay_folders_where_only_some_pass_deliver_the_winner_in_the_users_tree() {
         "{}",
         ran.stderr
     );
+    assert!(
+        ran.stderr
+            .contains(&format!("PASS {id} after 6 attempts in 3 candidates (")),
+        "the final line counts the candidates' attempts: {}",
+        ran.stderr
+    );
     r.git(&["checkout", "--", "app.txt"]);
     assert_nothing_left(&r);
     // log counts, show lists the candidates.
@@ -183,6 +189,10 @@ fn replay_folders_where_only_some_pass_deliver_the_winner_in_the_users_tree() {
     let shown = stdout_of(&show);
     assert!(
         shown.contains("candidates: 1/3 passed, winner 2"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("after 6 attempts in 3 candidates (2 at most each)"),
         "{shown}"
     );
     assert!(

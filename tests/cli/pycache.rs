@@ -867,3 +867,62 @@ fn recover_after_a_kill_removes_the_bytecode_the_checks_wrote_in_the_tree() {
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     assert_no_forgery_left(&r, &users_w, "recover");
 }
+
+#[test]
+fn a_repo_at_a_very_long_path_compiles_as_in_the_users_shell() {
+    // The cache mirrors the tree's absolute path inside the repo's own .git: at a path of
+    // about 2,000 characters that passes PATH_MAX where the shell's own bytecode does not.
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    let mut deep = r.outside.clone();
+    for i in 0..10 {
+        deep.push(format!("{i}{}", "d".repeat(199)));
+    }
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    let clone = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(&r.root)
+        .arg(deep.join("repo"))
+        .output()
+        .expect("git clone");
+    assert!(clone.status.success(), "{}", stderr_of(&clone));
+    let deep = deep.join("repo");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(&deep)
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{}", stderr_of(&out));
+    };
+    git(&["config", "factory.verify", "python3 -m compileall -q ."]);
+    git(&["config", "user.name", "t"]);
+    git(&["config", "user.email", "t@example.com"]);
+    let shell = std::process::Command::new("python3")
+        .current_dir(&deep)
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .args(["-m", "compileall", "-q", "."])
+        .output()
+        .expect("python3");
+    assert!(
+        shell.status.success(),
+        "the shell passes: {}",
+        stderr_of(&shell)
+    );
+    let _ = std::fs::remove_dir_all(deep.join("__pycache__"));
+    let wo = r.work_order(order(
+        &["m.py"],
+        &["python3 -c 'import m; assert m.X == 2'"],
+    ));
+    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let out = r
+        .factory()
+        .current_dir(&deep)
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+}

@@ -65,16 +65,23 @@ impl PyCache {
     /// The variables for a check whose bytecode goes to `prefix` (the shared folder, or an
     /// attempt's view of it). A prefix that is not UTF-8 cannot be passed faithfully, so
     /// Python is then told not to write bytecode at all (slow but never stale).
-    pub fn env(prefix: &Path) -> Vec<(String, String)> {
+    pub fn env(prefix: &Path, root: &Path) -> Vec<(String, String)> {
         let addopts = match crate::env::pytest_addopts() {
             Some(v) => format!("{v} -p no:cacheprovider"),
             None => "-p no:cacheprovider".to_string(),
         };
-        let bytecode = match prefix.to_str() {
-            Some(p) => ("PYTHONPYCACHEPREFIX".to_string(), p.to_string()),
-            None => ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
-        };
-        vec![bytecode, ("PYTEST_ADDOPTS".to_string(), addopts)]
+        let pytest = ("PYTEST_ADDOPTS".to_string(), addopts);
+        match prefix.to_str() {
+            Some(p) if mirror_fits(prefix, root) => {
+                vec![("PYTHONPYCACHEPREFIX".to_string(), p.to_string()), pytest]
+            }
+            // No usable cache: nothing written (an empty prefix is no prefix to Python).
+            _ => vec![
+                ("PYTHONPYCACHEPREFIX".to_string(), String::new()),
+                ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
+                pytest,
+            ],
+        }
     }
 
     /// Makes sure the folder exists (the sandbox binds views' symlinks into it).
@@ -160,7 +167,7 @@ impl PyCache {
     /// A failure (no interpreter, a baseline file that does not compile) only leaves the
     /// cache colder; the checks report such problems themselves.
     pub fn prefill(&self, list: Vec<u8>, how: &Compiler<'_>) -> Option<CmdResult> {
-        if list.is_empty() {
+        if list.is_empty() || !mirror_fits(&self.dir, how.root) {
             return None;
         }
         let mut argv = self.compile_argv(how.interpreter)?;
@@ -787,6 +794,17 @@ fn way_down(cache: &Path, path: &Path) -> Way {
 
 /// `path` (inside `cache`) if every folder from `cache` down to it is a real folder, so a
 /// removal never follows a planted symlink elsewhere.
+/// Whether the cache can mirror the tree at `root` under `prefix` within `PATH_MAX` (4,096
+/// bytes, the NUL included), keeping 1,024 bytes for the tree's own paths and the entries'
+/// names. The mirror repeats the tree's absolute path below the prefix, so a tree at a path
+/// of about 2,000 bytes fails to compile what the user's shell compiles beside the sources;
+/// there the checks run with no cache (no bytecode written), as the shell would, only colder.
+pub fn mirror_fits(prefix: &Path, root: &Path) -> bool {
+    const PATH_MAX: usize = 4096;
+    const ROOM: usize = 1024;
+    prefix.as_os_str().len() + root.as_os_str().len() + ROOM < PATH_MAX
+}
+
 fn real_dir_inside(cache: &Path, path: &Path) -> Option<PathBuf> {
     match way_down(cache, path) {
         Way::Folders(p) => Some(p),

@@ -92,7 +92,7 @@ pub fn run_in_temporary_worktree<G>(
         root: &wt.path,
         timeout,
         env_remove: &scrub,
-        env_set: super::pycache::PyCache::env(cache.dir()),
+        env_set: super::pycache::PyCache::env(cache.dir(), &wt.path),
         log_dir: logs.path().to_path_buf(),
         log_rel: String::new(),
         sandbox: None,
