@@ -926,3 +926,78 @@ fn a_repo_at_a_very_long_path_compiles_as_in_the_users_shell() {
         .expect("runs");
     assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
 }
+
+/// The views of the repo's cache on /dev/shm that process `pid` owns.
+fn views_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("git-factory-pycache-") && n.contains(&format!("-{pid}-")))
+        .collect()
+}
+
+#[test]
+fn recover_leaves_the_cache_view_of_a_run_still_going_alone() {
+    if !bwrap_or_skip() || !Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let r = python_repo(&[("m.py", "X = 1\n")]);
+    // B, a sandboxed --worktree run, checks until it is told to go on (through its own tree:
+    // its /tmp is private), then writes its view.
+    let check = "sh -c 'touch started; while ! test -e go-on; do sleep 0.05; done; touch \"$PYTHONPYCACHEPREFIX/probe\"'";
+    let wo_b = r.work_order(order(&["m.py"], &[check]));
+    let replay_b = r.replay("rb", &[("1.json", set_line("m.py", "X = 1", "X = 3"))]);
+    let b = r
+        .spawn(&["run", "--json", "--worktree", "--sandbox", "-w"])
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .arg(&wo_b)
+        .arg("--replay")
+        .arg(&replay_b)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let worktrees = r.root.join(".git/factory/worktrees");
+    let mut tree_b = None;
+    for _ in 0..400 {
+        tree_b = std::fs::read_dir(&worktrees)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join("started").exists());
+        if tree_b.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let Some(tree_b) = tree_b else {
+        let mut b = b;
+        let _ = b.kill();
+        let out = b.wait_with_output().expect("ends");
+        panic!("B's check never started: {}", stderr_of(&out));
+    };
+    assert_eq!(views_of(b.id()).len(), 1, "B's view is on /dev/shm");
+    // A, in the user's tree, is killed mid-check and recovered while B is still checking.
+    let wo_a = r.work_order(order(&["m.py"], &["true"]));
+    let replay_a = r.replay("ra", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
+    let a = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo_a)
+        .arg("--replay")
+        .arg(&replay_a)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(a.status.signal(), Some(9), "{}", stderr_of(&a));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(views_of(b.id()).len(), 1, "B's view is still there");
+    std::fs::write(tree_b.join("go-on"), "").expect("write");
+    let out = b.wait_with_output().expect("ends");
+    assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+}

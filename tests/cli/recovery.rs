@@ -286,15 +286,22 @@ fn sandbox_cuts_the_network_and_keeps_git_read_only() {
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
         )],
     );
-    let out = r.run_replay(&wo, &replay, &["--json", "--sandbox"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stderr_of(&out),
-        stdout_of(&out)
-    );
-    assert!(!r.root.join(".git/evil").exists());
+    // In the user's tree, and in the worktrees the harness makes under .git (which is
+    // read-only inside: the worktree, deeper, is mounted over it and stays writable).
+    for mode in [&[][..], &["--worktree"], &["--candidates", "2"]] {
+        let mut flags = vec!["--json", "--sandbox", "--force"];
+        flags.extend(mode);
+        let out = r.run_replay(&wo, &replay, &flags);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{mode:?}: {}\n{}",
+            stderr_of(&out),
+            stdout_of(&out)
+        );
+        assert!(!r.root.join(".git/evil").exists());
+        r.git(&["checkout", "--", "app.txt"]);
+    }
 }
 
 #[test]

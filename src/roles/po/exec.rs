@@ -85,15 +85,17 @@ impl Sandbox {
             ])
             .map(|s| s.to_string())
             .collect();
-        for (flag, dirs) in [
-            ("--bind", &self.writable),
-            ("--ro-bind", &self.read_only),
-            ("--bind", &self.scratch),
-        ] {
-            for d in dirs {
-                let d = d.display().to_string();
-                out.extend([flag.to_string(), d.clone(), d]);
-            }
+        // Each mount hides what was mounted below it before: folders go outermost first, so
+        // a writable worktree under the read-only `.git` (`--worktree`, candidates) stays
+        // writable, and a scratch folder inside one stays writable too.
+        let mut mounts: Vec<(&str, &PathBuf)> = (self.writable.iter().map(|d| ("--bind", d)))
+            .chain(self.read_only.iter().map(|d| ("--ro-bind", d)))
+            .chain(self.scratch.iter().map(|d| ("--bind", d)))
+            .collect();
+        mounts.sort_by_key(|(_, d)| d.components().count());
+        for (flag, d) in mounts {
+            let d = d.display().to_string();
+            out.extend([flag.to_string(), d.clone(), d]);
         }
         // The verify cache's sealing secret (in a repo's `.git/factory/`) stays unreadable to
         // what runs inside, so a check cannot forge a cached result.

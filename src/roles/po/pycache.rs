@@ -136,8 +136,20 @@ impl PyCache {
         };
         let prefix = self.view_prefix();
         for entry in std::fs::read_dir(memory).into_iter().flatten().flatten() {
-            let ours = entry.file_name().as_bytes().starts_with(prefix.as_bytes());
-            if ours && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let name = entry.file_name();
+            let Some(rest) = name.as_bytes().strip_prefix(prefix.as_bytes()) else {
+                continue;
+            };
+            // `<pid>-<random>`: a view of a process still running (a --worktree run, a
+            // reverify, beside the killed one) is left to it.
+            let owner = std::str::from_utf8(rest)
+                .ok()
+                .and_then(|r| r.split('-').next()?.parse::<i32>().ok())
+                .and_then(rustix::process::Pid::from_raw);
+            let alive = owner.is_some_and(|pid| {
+                pid != rustix::process::getpid() && rustix::process::test_kill_process(pid).is_ok()
+            });
+            if !alive && entry.file_type().is_ok_and(|t| t.is_dir()) {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
@@ -365,11 +377,12 @@ impl PyCache {
         Ok(())
     }
 
-    /// A fresh, private folder for a view, named after this cache so `recover` can find the
-    /// views a killed run left on a shared memory file system.
+    /// A fresh, private folder for a view, named after this cache and the process that owns
+    /// it, so `recover` can find the views a killed run left on a shared memory file system
+    /// and leave those of live ones alone.
     fn view_dir(&self, parent: &Path) -> std::io::Result<tempfile::TempDir> {
         tempfile::Builder::new()
-            .prefix(&self.view_prefix())
+            .prefix(&format!("{}{}-", self.view_prefix(), std::process::id()))
             .tempdir_in(parent)
     }
 
