@@ -854,8 +854,9 @@ impl Restore {
         let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
         self.make_readable();
         self.sweep(repo, images, &known, report)?;
-        self.drop_kept_bytecode(report);
         crate::trace::mark("  restore: ignore rules and hidden entries");
+        self.drop_kept_bytecode(report);
+        crate::trace::mark("  restore: bytecode beside the sources");
         let image_paths: Vec<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
         let others = |walk: Vec<Dirty>| -> Vec<Dirty> {
             walk.into_iter()
