@@ -111,7 +111,17 @@ impl Pane {
 
     /// Types `line`, presses TAB twice, and returns the screen once `expect` shows (or not).
     pub fn complete(&self, line: &str, expect: &str) -> String {
-        self.tmux(&["send-keys", "-t", "0", "C-c"]);
+        // An empty prompt first: a completion still running on a loaded machine can swallow
+        // one C-c, and the next step's words would then go on the previous line.
+        for _ in 0..100 {
+            self.tmux(&["send-keys", "-t", "0", "C-c"]);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+            if last.is_some_and(|l| l.trim() == "$") {
+                break;
+            }
+        }
         self.tmux(&["send-keys", "-t", "0", "clear", "Enter"]);
         // A clean screen first, so nothing of the previous step can match.
         for _ in 0..200 {
