@@ -27,6 +27,8 @@ pub const AGENT_WRITABLE: &str = "factory.agentWritable";
 pub const DEFAULT_AGENT_IGNORE: [&str; 3] = [".aider*", ".codex/", ".claude/"];
 /// Whether `run` checks the contract on the baseline first (SPEC §3.8).
 pub const BASELINE_CHECK: &str = "factory.baselineCheck";
+/// Whether `run` and `reverify` run their checks under bubblewrap (`--sandbox`).
+pub const SANDBOX: &str = "factory.sandbox";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;

@@ -428,15 +428,19 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         journal.write(&factory_dir, false)?;
     }
     crate::trace::mark("journal + saved index");
-    let sandbox = opts.sandbox.then(|| Sandbox {
-        writable: vec![root.clone()],
-        read_only: vec![
+    let sandbox = opts.sandbox.then(|| {
+        let mut read_only = vec![
             repo.commondir().to_path_buf(),
             run_repo.path().to_path_buf(),
-        ],
-        scratch: Vec::new(),
-        network: false,
-        remap: None,
+        ];
+        read_only.extend(journal.restore.environments());
+        Sandbox {
+            writable: vec![root.clone()],
+            read_only,
+            scratch: Vec::new(),
+            network: false,
+            remap: None,
+        }
     });
 
     let started = Instant::now();

@@ -27,6 +27,13 @@ pub struct ReverifyArgs {
     /// The repository (default: discovered from the current directory)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
+    /// Run the checks under bubblewrap, as `run --sandbox` does: the attempts' trees are
+    /// model-written code, and a fetched record's came from anyone [config: factory.sandbox]
+    #[arg(long, overrides_with = "no_sandbox")]
+    pub sandbox: bool,
+    /// Run the checks without the sandbox, whatever factory.sandbox says
+    #[arg(long = "no-sandbox", overrides_with = "sandbox")]
+    pub no_sandbox: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -76,7 +83,9 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
             .hint("the record was damaged or crafted; run the work order again instead")
     })?;
     let order = LoadedWorkOrder::from_json_text(&text, "work_order.json")?;
-    let configured = Config::of(&repo).multi(config::VERIFY);
+    let cfg = Config::of(&repo);
+    let configured = cfg.multi(config::VERIFY);
+    let sandboxed = super::sandbox_wanted(args.sandbox, args.no_sandbox, &cfg)?;
     let timeout = Duration::from_secs(
         args.timeout_seconds
             .unwrap_or(run.summary.config.timeout_seconds),
@@ -132,6 +141,7 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
                         acceptance: &order.acceptance_argv(),
                     },
                     timeout,
+                    sandboxed,
                     |kind, argv| ui.detail(format!("  {kind}: {}", argv.join(" "))),
                 )?;
                 let now = outcome

@@ -85,8 +85,12 @@ pub struct RunArgs {
     /// Run verification and acceptance under bubblewrap: no network, own pid namespace,
     /// read-only file system except the work tree and a private /tmp; an --agent-edits agent
     /// too, with the network on, writing only its worktree and factory.agentWritable
-    #[arg(long)]
+    /// [config: factory.sandbox]
+    #[arg(long, overrides_with = "no_sandbox")]
     pub sandbox: bool,
+    /// Run the checks without the sandbox, whatever factory.sandbox says
+    #[arg(long = "no-sandbox", overrides_with = "sandbox")]
+    pub no_sandbox: bool,
     /// Before any model call, run verification and the contract (pass_to_pass, fail_to_pass)
     /// on the baseline [default: on when the work order has a contract] [config: factory.baselineCheck]
     #[arg(long = "baseline-check", overrides_with = "no_baseline_check")]
@@ -363,6 +367,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             .bool(config::BASELINE_CHECK)?
             .unwrap_or_else(|| work_order.order.has_contract()),
     };
+    let sandbox = super::sandbox_wanted(args.sandbox, args.no_sandbox, &cfg)?;
     let model = model_settings(&args, &cfg, &provider)?;
     let more_models = args
         .llm_model
@@ -409,7 +414,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         strict_apply: args.strict_apply,
         force: args.force,
         dry_run: args.dry_run,
-        sandbox: args.sandbox,
+        sandbox,
         worktree: args.worktree,
         commit: args.commit,
         branch: args.branch.clone(),

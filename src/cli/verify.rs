@@ -72,6 +72,7 @@ pub fn verify_commit(
             ..verify::Checks::default()
         },
         timeout,
+        false,
         |_, argv| ui.info(format!("  verify: {}", argv.join(" "))),
     )?;
     let passed = outcome.failed.is_none();

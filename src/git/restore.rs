@@ -641,6 +641,35 @@ impl Restore {
         })
     }
 
+    /// The Python environments in the work tree (an ignored folder holding `pyvenv.cfg` or
+    /// `conda-meta/`, or one folder below one, as `envs/py311`): what the user's own
+    /// `python` and the checks' run from. The restore keeps ignored files (SPEC §5), so a
+    /// sandboxed check must not write there at all: a `.pth`, a `sitecustomize` or bytecode
+    /// planted in `site-packages` would run in every later interpreter of that environment.
+    pub fn environments(&self) -> Vec<PathBuf> {
+        let is_env =
+            |dir: &Path| dir.join("pyvenv.cfg").is_file() || dir.join("conda-meta").is_dir();
+        let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+        let mut out = Vec::new();
+        for k in &self.kept {
+            let dir = self.root.join(k.path.path());
+            if !real_dir(&dir) {
+                continue;
+            }
+            if is_env(&dir) {
+                out.push(dir);
+                continue;
+            }
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let sub = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) && is_env(&sub) {
+                    out.push(sub);
+                }
+            }
+        }
+        out
+    }
+
     /// Records the pre-images of the paths a change is about to write: their bytes (as
     /// blobs) and their exact modes, read from the tree as it is now.
     pub fn set_images(&mut self, repo: &Repository, outcomes: &[FileOutcome]) -> Result<()> {

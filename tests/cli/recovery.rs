@@ -394,3 +394,103 @@ fn a_kill_while_an_agents_commit_is_put_back_is_recovered() {
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     assert_eq!(r.snapshot(), before);
 }
+
+#[test]
+fn factory_sandbox_in_git_config_sandboxes_run_and_reverify() {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        return;
+    }
+    let r = TestRepo::simple();
+    // The check passes only where it cannot write the repo's shared bytecode cache: under
+    // the sandbox. Unsandboxed, it would plant there what later runs trust.
+    let check = "sh -c 'd=$(git rev-parse --git-common-dir)/factory/pycache; mkdir -p \"$d\" 2>/dev/null; touch \"$d/planted\" 2>/dev/null && exit 7; exit 0'";
+    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    r.git(&["config", "factory.sandbox", "true"]);
+    let out = r.run_replay(&wo, &replay, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let planted = r.root.join(".git/factory/pycache/planted");
+    assert!(!planted.exists());
+    let id = r.run_ids().remove(0);
+    r.git(&["checkout", "--", "app.txt"]);
+    // reverify of the record's model-written tree: sandboxed by the same setting.
+    let again = r
+        .factory()
+        .args(["reverify", &id])
+        .output()
+        .expect("reverify");
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    assert!(!planted.exists(), "reverify ran the checks sandboxed");
+    // --no-sandbox wins over the setting, and the check then sees the difference.
+    let bare = r
+        .factory()
+        .args(["reverify", &id, "--no-sandbox"])
+        .output()
+        .expect("reverify");
+    assert_eq!(bare.status.code(), Some(1), "{}", stderr_of(&bare));
+    assert!(stdout_of(&bare).contains("CHANGED"), "{}", stdout_of(&bare));
+    r.git(&["config", "--unset", "factory.sandbox"]);
+    let _ = std::fs::remove_file(&planted);
+    let flag = r
+        .factory()
+        .args(["reverify", &id, "--sandbox"])
+        .output()
+        .expect("reverify");
+    assert_eq!(flag.status.code(), Some(0), "{}", stderr_of(&flag));
+    assert!(!planted.exists());
+}
+
+#[test]
+fn a_sandboxed_check_cannot_write_the_python_environment_in_the_tree() {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+        return;
+    }
+    let r = TestRepo::with_files(&[
+        ("app.txt", "one\ntwo\nthree\n"),
+        (".gitignore", ".venv/\nenvs/\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    // An ignored virtualenv at the root and a conda environment one folder down: what the
+    // user's python runs from. A file planted in either runs in every later interpreter.
+    r.write(".venv/pyvenv.cfg", "home = /usr/bin\n");
+    r.write(".venv/lib/python3/site-packages/keep.txt", "");
+    r.write("envs/py311/conda-meta/history", "");
+    let before = r.snapshot();
+    let check = "sh -c 'touch .venv/lib/python3/site-packages/sitecustomize.py 2>/dev/null && exit 7; mkdir .venv/planted 2>/dev/null && exit 8; touch envs/py311/x.pth 2>/dev/null && exit 9; echo built > out.txt'";
+    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let out = r.run_replay(
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    r.git(&["checkout", "--", "app.txt"]);
+    assert_eq!(
+        r.snapshot().files,
+        before.files,
+        "the environments are as they were"
+    );
+}

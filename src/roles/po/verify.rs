@@ -68,15 +68,26 @@ pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {
 
 /// Runs PO on a committed tree in a temporary worktree (verify, reverify, the pre-push hook):
 /// the user's tree is never used, scratch folders live under `.git/factory/tmp`, and the
-/// worktree (with its bytecode entries) is removed afterwards.
+/// worktree (with its bytecode entries) is removed afterwards. `sandboxed` runs the checks
+/// as a `--sandbox` run does (reverify of a record's model-written trees): the worktree is
+/// all they can write, and they see the bytecode cache through a private view of it.
 pub fn run_in_temporary_worktree<G>(
     repo: &git2::Repository,
     name: &str,
     commit: &str,
     checks: &Checks<'_>,
     timeout: Duration,
+    sandboxed: bool,
     on_command: impl FnMut(&str, &[String]) -> G,
 ) -> crate::error::Result<PoOutcome> {
+    if sandboxed && !exec::Sandbox::available() {
+        return Err(crate::error::Error::new(
+            "--sandbox needs bubblewrap (bwrap), which is not installed",
+        )
+        .hint(
+            "install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox",
+        ));
+    }
     let cfg = crate::config::Config::of(repo);
     let scratch = crate::git::factory_dir(repo).join("tmp");
     std::fs::create_dir_all(&scratch)?;
@@ -88,17 +99,36 @@ pub fn run_in_temporary_worktree<G>(
     let cache = super::pycache::PyCache::of(repo);
     let scrub = scrub_list(&cfg);
     let wt = crate::git::worktree::TempWorktree::add(repo, name, commit)?;
+    let (view, sandbox) = if sandboxed {
+        let view = cache.view(&scratch, &wt.path)?;
+        let wt_git_dir = git2::Repository::open(&wt.path)?.path().to_path_buf();
+        let sandbox = exec::Sandbox {
+            writable: vec![wt.path.clone()],
+            read_only: vec![repo.commondir().to_path_buf(), wt_git_dir],
+            scratch: vec![view.path().to_path_buf()],
+            network: false,
+            remap: None,
+        };
+        (Some(view), Some(sandbox))
+    } else {
+        (None, None)
+    };
+    let prefix = view
+        .as_ref()
+        .map_or(cache.dir(), super::pycache::View::path)
+        .to_path_buf();
     let po = PoRun {
         root: &wt.path,
         timeout,
         env_remove: &scrub,
-        env_set: super::pycache::PyCache::env(cache.dir(), &wt.path),
+        env_set: super::pycache::PyCache::env(&prefix, &wt.path),
         log_dir: logs.path().to_path_buf(),
         log_rel: String::new(),
-        sandbox: None,
+        sandbox,
         pgid_file: None,
     };
     let outcome = po.run_checks(checks, on_command);
+    drop(view);
     wt.remove()?;
     Ok(outcome)
 }
