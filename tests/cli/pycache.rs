@@ -136,19 +136,6 @@ fn attempt_2_runs_its_own(
     assert_eq!(code, Some(0));
 }
 
-fn bwrap_or_skip() -> bool {
-    if std::process::Command::new("bwrap")
-        .arg("--version")
-        .output()
-        .is_ok()
-    {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
-    eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
-    false
-}
-
 #[test]
 fn a_same_size_edit_in_the_same_second_is_never_run_stale() {
     let r = python_repo(&[("m.py", "X = 1\n")]);

@@ -355,3 +355,17 @@ pub fn stderr_of(out: &std::process::Output) -> String {
 pub fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Whether bubblewrap is here; off CI a test that needs it is skipped (CI installs it).
+pub fn bwrap_or_skip() -> bool {
+    if std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "bwrap is missing on CI");
+    eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
+    false
+}
