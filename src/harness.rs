@@ -193,9 +193,8 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         crate::trace::mark("preflight status walk");
         Some(snapshot)
     };
-    if opts.sandbox && !Sandbox::available() {
-        return Err(Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
-            .hint("install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox"));
+    if opts.sandbox {
+        Sandbox::require()?;
     }
     if let Some(out) = &opts.out {
         check_out_dir(out, &user_root)?;
@@ -434,13 +433,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             run_repo.path().to_path_buf(),
         ];
         read_only.extend(journal.restore.environments());
-        Sandbox {
-            writable: vec![root.clone()],
-            read_only,
-            scratch: Vec::new(),
-            network: false,
-            remap: None,
-        }
+        Sandbox::for_checks(root.clone(), read_only)
     });
 
     let started = Instant::now();
@@ -1912,12 +1905,11 @@ fn candidate_session(
     let ui = shared.ui.silent();
     let mut summary = shared.summary.clone();
     summary.config.model = identity;
-    let sandbox = shared.sandbox.then(|| Sandbox {
-        writable: vec![worktree.path.clone()],
-        read_only: vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
-        scratch: Vec::new(),
-        network: false,
-        remap: None,
+    let sandbox = shared.sandbox.then(|| {
+        Sandbox::for_checks(
+            worktree.path.clone(),
+            vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
+        )
     });
     {
         let mut session = Session {

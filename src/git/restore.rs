@@ -619,7 +619,7 @@ impl Restore {
         let root_mtime = std::fs::symlink_metadata(&root)
             .map(|m| mtime_of(&m))
             .unwrap_or_default();
-        let since = change_time_now(&saved);
+        let since = change_time_now(&saved.join("since"));
         Ok(Restore {
             root,
             git_dir: repo.path().to_path_buf(),
@@ -1214,9 +1214,10 @@ impl Restore {
                 }
                 continue;
             }
-            let listing = rustix::fs::openat(&dir, name, flags, Mode::empty())
-                .ok()
-                .filter(|_| k.ino == 0 || st.st_ino == k.ino)
+            let recorded = k.ino == 0 || st.st_ino == k.ino;
+            let listing = recorded
+                .then(|| rustix::fs::openat(&dir, name, flags, Mode::empty()).ok())
+                .flatten()
                 .and_then(|sub| Some((rustix::fs::Dir::read_from(&sub).ok()?, sub)));
             let Some((listing, sub)) = listing else {
                 drop(&dir, name, k.path.display(), report);
@@ -1514,17 +1515,16 @@ fn held_open(path: &Path) -> bool {
     false
 }
 
-/// The change time the kernel gives a file made now in `dir` (a new one, never written
-/// through a link planted in its place): the clock the work tree's entries get theirs from,
-/// which no process can set.
-fn change_time_now(dir: &Path) -> Option<(i64, i64)> {
+/// The change time the kernel gives a file made now at `mark` (a new one, never written
+/// through a link planted in its place): the clock files get theirs from, which no process
+/// can set, and which may move only every few milliseconds (so the wall clock would not do).
+pub(crate) fn change_time_now(mark: &Path) -> Option<(i64, i64)> {
     use std::os::unix::fs::MetadataExt;
-    let mark = dir.join("since");
-    let _ = std::fs::remove_file(&mark);
+    let _ = std::fs::remove_file(mark);
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&mark)
+        .open(mark)
         .ok()?;
     let meta = file.metadata().ok()?;
     Some((meta.ctime(), meta.ctime_nsec()))

@@ -37,17 +37,32 @@ fn run_git(mut cmd: Command, what: &str) -> Result<()> {
 /// race: a lock per open file, so threads of one process take turns too). Waits, briefly.
 struct AdminLock(std::fs::File);
 
+/// Opens `.git/factory/locks/<name>` and takes its lock (`op`: waiting or not).
+fn lock_file(
+    git_dir: &Path,
+    name: &std::ffi::OsStr,
+    op: rustix::fs::FlockOperation,
+) -> Option<(std::fs::File, PathBuf)> {
+    let dir = git_dir.join("factory").join("locks");
+    std::fs::create_dir_all(&dir).ok()?;
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .ok()?;
+    rustix::fs::flock(&file, op).ok()?;
+    Some((file, path))
+}
+
 impl AdminLock {
     fn take(git_dir: &Path) -> Option<Self> {
-        let dir = git_dir.join("factory").join("locks");
-        std::fs::create_dir_all(&dir).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("worktrees"))
-            .ok()?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        let (file, _) = lock_file(
+            git_dir,
+            "worktrees".as_ref(),
+            rustix::fs::FlockOperation::LockExclusive,
+        )?;
         Some(AdminLock(file))
     }
 }
@@ -68,23 +83,12 @@ struct PathLock {
 }
 
 impl PathLock {
-    fn file_of(git_dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
-        let mut file = std::ffi::OsString::from("worktree.");
-        file.push(name);
-        git_dir.join("factory").join("locks").join(file)
-    }
-
     /// Takes the lock of worktree `name` if no live process holds it.
     fn try_take(git_dir: &Path, name: &std::ffi::OsStr) -> Option<Self> {
-        let path = Self::file_of(git_dir, name);
-        std::fs::create_dir_all(path.parent()?).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .ok()?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        let mut file = std::ffi::OsString::from("worktree.");
+        file.push(name);
+        let op = rustix::fs::FlockOperation::NonBlockingLockExclusive;
+        let (file, path) = lock_file(git_dir, &file, op)?;
         Some(PathLock { file, path })
     }
 

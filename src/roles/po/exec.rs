@@ -60,6 +60,29 @@ impl Sandbox {
             .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("bwrap").is_file()))
     }
 
+    /// `--sandbox` asked for: refused up front when bubblewrap is missing.
+    pub fn require() -> crate::error::Result<()> {
+        if Self::available() {
+            return Ok(());
+        }
+        Err(
+            crate::error::Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
+                .hint("install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox"),
+        )
+    }
+
+    /// Checks in `tree`: it is all they can write; `read_only` (the repo's `.git`, the
+    /// worktree's own git dir, environments) is mounted over it; no network.
+    pub fn for_checks(tree: PathBuf, read_only: Vec<PathBuf>) -> Self {
+        Sandbox {
+            writable: vec![tree],
+            read_only,
+            scratch: Vec::new(),
+            network: false,
+            remap: None,
+        }
+    }
+
     fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
         // bwrap keeps the network unless told otherwise.
         let net: &[&str] = if self.network {

@@ -216,22 +216,11 @@ impl PyCache {
         list
     }
 
-    /// A mark taken just before unsandboxed checks start, for [`PyCache::drop_compiled_since`]:
-    /// the change time the kernel gives a file written now, on the clock entries get theirs from
-    /// (which may move only every few milliseconds, so the wall clock would not do).
+    /// A mark taken just before unsandboxed checks start, for [`PyCache::drop_compiled_since`]
+    /// (see [`crate::git::restore::change_time_now`]).
     pub fn mark(&self) -> Option<(i64, i64)> {
-        use std::os::unix::fs::MetadataExt;
         self.create().ok()?;
-        let mark = self.dir.join(".mark");
-        let _ = std::fs::remove_file(&mark);
-        // A new file (never through a link planted in its place): its own change time.
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&mark)
-            .ok()?;
-        let meta = file.metadata().ok()?;
-        Some((meta.ctime(), meta.ctime_nsec()))
+        crate::git::restore::change_time_now(&self.dir.join(".mark"))
     }
 
     /// Unsandboxed checks write the shared folder themselves, whatever version of a file they
@@ -805,8 +794,6 @@ fn way_down(cache: &Path, path: &Path) -> Way {
     Way::Folders(here)
 }
 
-/// `path` (inside `cache`) if every folder from `cache` down to it is a real folder, so a
-/// removal never follows a planted symlink elsewhere.
 /// Whether the cache can mirror the tree at `root` under `prefix` within `PATH_MAX` (4,096
 /// bytes, the NUL included), keeping 1,024 bytes for the tree's own paths and the entries'
 /// names. The mirror repeats the tree's absolute path below the prefix, so a tree at a path
@@ -818,6 +805,8 @@ pub fn mirror_fits(prefix: &Path, root: &Path) -> bool {
     prefix.as_os_str().len() + root.as_os_str().len() + ROOM < PATH_MAX
 }
 
+/// `path` (inside `cache`) if every folder from `cache` down to it is a real folder, so a
+/// removal never follows a planted symlink elsewhere.
 fn real_dir_inside(cache: &Path, path: &Path) -> Option<PathBuf> {
     match way_down(cache, path) {
         Way::Folders(p) => Some(p),

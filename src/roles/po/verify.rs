@@ -80,13 +80,8 @@ pub fn run_in_temporary_worktree<G>(
     sandboxed: bool,
     on_command: impl FnMut(&str, &[String]) -> G,
 ) -> crate::error::Result<PoOutcome> {
-    if sandboxed && !exec::Sandbox::available() {
-        return Err(crate::error::Error::new(
-            "--sandbox needs bubblewrap (bwrap), which is not installed",
-        )
-        .hint(
-            "install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox",
-        ));
+    if sandboxed {
+        exec::Sandbox::require()?;
     }
     let cfg = crate::config::Config::of(repo);
     let scratch = crate::git::factory_dir(repo).join("tmp");
@@ -102,13 +97,11 @@ pub fn run_in_temporary_worktree<G>(
     let (view, sandbox) = if sandboxed {
         let view = cache.view(&scratch, &wt.path)?;
         let wt_git_dir = git2::Repository::open(&wt.path)?.path().to_path_buf();
-        let sandbox = exec::Sandbox {
-            writable: vec![wt.path.clone()],
-            read_only: vec![repo.commondir().to_path_buf(), wt_git_dir],
-            scratch: vec![view.path().to_path_buf()],
-            network: false,
-            remap: None,
-        };
+        let mut sandbox = exec::Sandbox::for_checks(
+            wt.path.clone(),
+            vec![repo.commondir().to_path_buf(), wt_git_dir],
+        );
+        sandbox.scratch.push(view.path().to_path_buf());
         (Some(view), Some(sandbox))
     } else {
         (None, None)
