@@ -136,6 +136,30 @@ fn attempt_2_runs_its_own(
     assert_eq!(code, Some(0));
 }
 
+/// A run of one attempt setting `line` to `edit`, killed (-9) during its acceptance command,
+/// after verification ran.
+#[cfg(feature = "test-hooks")]
+fn killed_mid_acceptance(r: &TestRepo, accept: &str, line: (&str, &str), edit: &str) {
+    let (path, old) = line;
+    let wo = r.work_order(order(&[path], &[accept]));
+    let replay = r.replay(
+        &format!("rp-killed-{}", edit.len()),
+        &[("1.json", set_line(path, old, edit))],
+    );
+    let out = r
+        .factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+}
+
 #[test]
 fn a_same_size_edit_in_the_same_second_is_never_run_stale() {
     let r = python_repo(&[("m.py", "X = 1\n")]);
@@ -370,20 +394,7 @@ fn worktree_runs_leave_no_entries_of_their_worktree() {
 fn recover_after_a_kill_mid_check_leaves_no_entry_of_the_edit() {
     let r = python_repo(&[("m.py", "X = 1\n")]);
     r.git(&["config", "factory.verify", "python3 -m compileall -q ."]);
-    let wo = r.work_order(order(&["m.py"], &["sh -c 'sleep 1'"]));
-    let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
-    let out = r
-        .factory()
-        .env_remove("PYTHONDONTWRITEBYTECODE")
-        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    killed_mid_acceptance(&r, "sh -c 'sleep 1'", ("m.py", "X = 1"), "X = 2");
     assert_eq!(
         entries_of(&r, "m").len(),
         1,
@@ -827,25 +838,13 @@ fn checks_leave_no_bytecode_in_the_tree_for_the_users_own_python() {
     }
 }
 
+#[cfg(feature = "test-hooks")]
 #[test]
 fn recover_after_a_kill_removes_the_bytecode_the_checks_wrote_in_the_tree() {
     let r = repo_with_users_bytecode(FORGE_BESIDE_SOURCES);
     let users_w = std::fs::read(users_entry(&r, "w")).expect("read");
     r.git(&["config", "factory.verify", "python3 check.py"]);
-    let wo = r.work_order(order(&["m.py"], &["true"]));
-    let replay = r.replay("rp", &[("1.json", set_line("m.py", "Y = 1", "Y = 2"))]);
-    let out = r
-        .factory()
-        .env_remove("PYTHONDONTWRITEBYTECODE")
-        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
-        .args(["run", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    killed_mid_acceptance(&r, "true", ("m.py", "Y = 1"), "Y = 2");
     assert!(
         r.root.join("shadow.pyc").exists(),
         "the check ran before the kill"
@@ -914,6 +913,7 @@ fn a_repo_at_a_very_long_path_compiles_as_in_the_users_shell() {
     assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
 }
 
+#[cfg(feature = "test-hooks")]
 /// The views of the repo's cache on /dev/shm that process `pid` owns.
 fn views_of(pid: u32) -> Vec<String> {
     std::fs::read_dir("/dev/shm")
@@ -925,6 +925,7 @@ fn views_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
+#[cfg(feature = "test-hooks")]
 #[test]
 fn recover_leaves_the_cache_view_of_a_run_still_going_alone() {
     if !bwrap_or_skip() || !Path::new("/dev/shm").is_dir() {
@@ -968,19 +969,7 @@ fn recover_leaves_the_cache_view_of_a_run_still_going_alone() {
     };
     assert_eq!(views_of(b.id()).len(), 1, "B's view is on /dev/shm");
     // A, in the user's tree, is killed mid-check and recovered while B is still checking.
-    let wo_a = r.work_order(order(&["m.py"], &["true"]));
-    let replay_a = r.replay("ra", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
-    let a = r
-        .factory()
-        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
-        .args(["run", "-w"])
-        .arg(&wo_a)
-        .arg("--replay")
-        .arg(&replay_a)
-        .output()
-        .expect("runs");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(a.status.signal(), Some(9), "{}", stderr_of(&a));
+    killed_mid_acceptance(&r, "true", ("m.py", "X = 1"), "X = 2");
     let rec = r.factory().arg("recover").output().expect("recover");
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     assert_eq!(views_of(b.id()).len(), 1, "B's view is still there");

@@ -27,6 +27,28 @@ fn run_check(r: &TestRepo, check: &str, flags: &[&str]) -> std::process::Output 
     r.run_replay(&wo, &replay, &all)
 }
 
+/// A run in the worktree at `cwd` with the good change, killed (-9) while its check runs;
+/// returns its replay folder.
+fn killed_mid_check(r: &TestRepo, cwd: &Path) -> std::path::PathBuf {
+    let marker = r.outside.join("started");
+    let check = format!("sh -c 'touch {}; sleep 30'", marker.display());
+    let wo = r.work_order(basic_order(&[&check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut child = r
+        .spawn(&["run", "-q", "-w"])
+        .current_dir(cwd)
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    wait_for(&marker);
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    replay
+}
+
 fn summary_of(r: &TestRepo, id: &str) -> Value {
     serde_json::from_str(&r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]))
         .expect("a readable record")
@@ -256,21 +278,7 @@ fn recover_run_in_another_worktree_restores_the_run_worktree_only() {
     std::fs::write(other.join("mine.txt"), "untracked of mine\n").expect("write");
     let before_main = r.snapshot();
     let before_other = r.snapshot_of(&other);
-    let marker = r.outside.join("started");
-    let check = format!("sh -c 'touch {}; sleep 30'", marker.display());
-    let wo = r.work_order(basic_order(&[&check]));
-    let replay = r.replay("rp", &[("1.json", good())]);
-    let mut child = r
-        .spawn(&["run", "-q", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("starts");
-    wait_for(&marker);
-    child.kill().expect("kill -9");
-    child.wait().expect("reaped");
+    let replay = killed_mid_check(&r, &r.root);
     // Every changing command in the other worktree names the worktree to recover.
     let wo2 = r.work_order(basic_order(&["true"]));
     let refused = r
@@ -316,22 +324,7 @@ fn recover_refuses_naming_a_worktree_that_is_gone() {
         "side",
         wt.to_str().expect("utf8"),
     ]);
-    let marker = r.outside.join("started");
-    let check = format!("sh -c 'touch {}; sleep 30'", marker.display());
-    let wo = r.work_order(basic_order(&[&check]));
-    let replay = r.replay("rp", &[("1.json", good())]);
-    let mut child = r
-        .spawn(&["run", "-q", "-w"])
-        .current_dir(&wt)
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("starts");
-    wait_for(&marker);
-    child.kill().expect("kill -9");
-    child.wait().expect("reaped");
+    killed_mid_check(&r, &wt);
     std::fs::rename(&wt, r.tmp.path().join("moved-away")).expect("mv");
     let before = r.snapshot();
     let rec = r.factory().arg("recover").output().expect("recover");
