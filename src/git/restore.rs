@@ -641,32 +641,40 @@ impl Restore {
         })
     }
 
-    /// The Python environments in the work tree (an ignored folder holding `pyvenv.cfg` or
-    /// `conda-meta/`, or one folder below one, as `envs/py311`): what the user's own
-    /// `python` and the checks' run from. The restore keeps ignored files (SPEC §5), so a
-    /// sandboxed check must not write there at all: a `.pth`, a `sitecustomize` or bytecode
-    /// planted in `site-packages` would run in every later interpreter of that environment.
+    /// The Python environments in the work tree: a folder holding `pyvenv.cfg` or
+    /// `conda-meta/`, at most three folders below a git-ignored one (`.venv`, `envs/py311`,
+    /// `.envs/3.11/py311`): what the user's own `python` and the checks' run from. The restore
+    /// keeps ignored files (SPEC §5), so a sandboxed check must not write there at all: a
+    /// `.pth`, a `sitecustomize` or bytecode planted in `site-packages` would run in every
+    /// later interpreter of that environment. The search reads at most 4,096 folders (an
+    /// ignored `node_modules` is not read to its end) and never follows a link.
     pub fn environments(&self) -> Vec<PathBuf> {
+        const DEPTH: usize = 3;
+        const FOLDERS: usize = 4096;
         let is_env =
             |dir: &Path| dir.join("pyvenv.cfg").is_file() || dir.join("conda-meta").is_dir();
-        let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
         let mut out = Vec::new();
-        for k in &self.kept {
-            let dir = self.root.join(k.path.path());
-            if !real_dir(&dir) {
-                continue;
-            }
+        let mut queue: std::collections::VecDeque<(PathBuf, usize)> = (self.kept.iter())
+            .map(|k| (self.root.join(k.path.path()), 0))
+            .filter(|(dir, _)| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()))
+            .collect();
+        let mut read = 0;
+        while let Some((dir, depth)) = queue.pop_front() {
             if is_env(&dir) {
                 out.push(dir);
                 continue;
             }
+            if depth == DEPTH || read == FOLDERS {
+                continue;
+            }
+            read += 1;
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let sub = entry.path();
-                if entry.file_type().is_ok_and(|t| t.is_dir()) && is_env(&sub) {
-                    out.push(sub);
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    queue.push_back((entry.path(), depth + 1));
                 }
             }
         }
+        out.sort();
         out
     }
 

@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use serde_json::{json, Value};
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 const APP: [&str; 3] = ["one", "two", "three"];
@@ -453,7 +454,7 @@ fn a_sandboxed_check_cannot_write_the_python_environment_in_the_tree() {
     }
     let r = TestRepo::with_files(&[
         ("app.txt", "one\ntwo\nthree\n"),
-        (".gitignore", ".venv/\nenvs/\n"),
+        (".gitignore", ".venv/\nenvs/\n.envs/\n"),
     ]);
     r.git(&["config", "factory.verify", "true"]);
     // An ignored virtualenv at the root and a conda environment one folder down: what the
@@ -461,8 +462,14 @@ fn a_sandboxed_check_cannot_write_the_python_environment_in_the_tree() {
     r.write(".venv/pyvenv.cfg", "home = /usr/bin\n");
     r.write(".venv/lib/python3/site-packages/keep.txt", "");
     r.write("envs/py311/conda-meta/history", "");
+    // Deeper (as pyenv-style trees keep them), and below a folder whose name is not UTF-8
+    // (bound by its bytes, or bwrap cannot start at all).
+    r.write(".envs/3.11/py311/pyvenv.cfg", "home = /usr/bin\n");
+    let odd = r.root.join(std::ffi::OsStr::from_bytes(b"env\xff"));
+    std::fs::create_dir_all(odd.join(".venv")).expect("mkdir");
+    std::fs::write(odd.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").expect("write");
     let before = r.snapshot();
-    let check = "sh -c 'touch .venv/lib/python3/site-packages/sitecustomize.py 2>/dev/null && exit 7; mkdir .venv/planted 2>/dev/null && exit 8; touch envs/py311/x.pth 2>/dev/null && exit 9; echo built > out.txt'";
+    let check = "sh -c 'touch .venv/lib/python3/site-packages/sitecustomize.py 2>/dev/null && exit 7; mkdir .venv/planted 2>/dev/null && exit 8; touch envs/py311/x.pth 2>/dev/null && exit 9; touch .envs/3.11/py311/x.pth 2>/dev/null && exit 10; touch env*/.venv/x.pth 2>/dev/null && exit 11; echo built > out.txt'";
     let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
     let replay = r.replay(
         "rp",

@@ -4,6 +4,7 @@
 
 use crate::store::records::CmdResult;
 use rustix::process::{kill_process_group, Pid, Signal};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -83,14 +84,16 @@ impl Sandbox {
         }
     }
 
-    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<String> {
+    /// The bwrap command line. Paths go in as their bytes (`OsString`): a folder whose name is
+    /// not UTF-8 is bound where it is, never at a lossy spelling bwrap cannot find.
+    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<OsString> {
         // bwrap keeps the network unless told otherwise.
         let net: &[&str] = if self.network {
             &[]
         } else {
             &["--unshare-net"]
         };
-        let mut out: Vec<String> = ["bwrap", "--die-with-parent"]
+        let mut out: Vec<OsString> = ["bwrap", "--die-with-parent"]
             .iter()
             .chain(net)
             .chain(&[
@@ -106,8 +109,11 @@ impl Sandbox {
                 "--tmpfs",
                 "/tmp",
             ])
-            .map(|s| s.to_string())
+            .map(OsString::from)
             .collect();
+        let mut bind = |flag: &str, from: &Path, to: &Path| {
+            out.extend([flag.into(), from.into(), to.into()]);
+        };
         // Each mount hides what was mounted below it before: folders go outermost first, so
         // a writable worktree under the read-only `.git` (`--worktree`, candidates) stays
         // writable, and a scratch folder inside one stays writable too.
@@ -117,29 +123,25 @@ impl Sandbox {
             .collect();
         mounts.sort_by_key(|(_, d)| d.components().count());
         for (flag, d) in mounts {
-            let d = d.display().to_string();
-            out.extend([flag.to_string(), d.clone(), d]);
+            bind(flag, d, d);
         }
         // The verify cache's sealing secret (in a repo's `.git/factory/`) stays unreadable to
         // what runs inside, so a check cannot forge a cached result.
         for d in &self.read_only {
             let secret = crate::roles::po::cache::secret_path(d);
             if secret.is_file() {
-                let secret = secret.display().to_string();
-                out.extend(["--ro-bind".to_string(), "/dev/null".to_string(), secret]);
+                bind("--ro-bind", Path::new("/dev/null"), &secret);
             }
         }
-        let mut cwd = cwd.display().to_string();
-        if let Some((from, to)) = &self.remap {
-            cwd = to.display().to_string();
-            out.extend([
-                "--bind".to_string(),
-                from.display().to_string(),
-                cwd.clone(),
-            ]);
-        }
-        out.extend(["--chdir".to_string(), cwd, "--".to_string()]);
-        out.extend(argv.iter().cloned());
+        let cwd = match &self.remap {
+            Some((from, to)) => {
+                bind("--bind", from, to);
+                to.as_path()
+            }
+            None => cwd,
+        };
+        out.extend(["--chdir".into(), cwd.into(), "--".into()]);
+        out.extend(argv.iter().map(OsString::from));
         out
     }
 }
@@ -201,9 +203,9 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
             return result;
         }
     };
-    let argv = match &spec.sandbox {
+    let argv: Vec<OsString> = match &spec.sandbox {
         Some(sandbox) => sandbox.wrap(&spec.cwd, &spec.argv),
-        None => spec.argv.clone(),
+        None => spec.argv.iter().map(OsString::from).collect(),
     };
     let Some((program, args)) = argv.split_first() else {
         result.spawn_error = Some("empty command".to_string());
@@ -236,7 +238,7 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            result.spawn_error = Some(spawn_error_text(program, &e));
+            result.spawn_error = Some(spawn_error_text(&program.to_string_lossy(), &e));
             result.duration_seconds = start.elapsed().as_secs_f64();
             return result;
         }
