@@ -108,8 +108,8 @@ pub fn deliver(
             .to_string();
         outcomes.push(FileOutcome {
             path: path.clone(),
-            before: super::apply::state_in(&repo, &ours, &path)?,
-            after: super::apply::state_in(&repo, &theirs, &path)?,
+            before: crate::ops::apply::state_in(&repo, &ours, &path)?,
+            after: crate::ops::apply::state_in(&repo, &theirs, &path)?,
         });
     }
     let summary_text = s
