@@ -3,3 +3,4 @@
 //! arguments and prints what comes back (cargo's `ops`).
 
 pub mod apply;
+pub mod reverify;
