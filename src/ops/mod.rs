@@ -3,4 +3,6 @@
 //! arguments and prints what comes back (cargo's `ops`).
 
 pub mod apply;
+pub mod checkout;
 pub mod reverify;
+pub mod verify;
