@@ -4,5 +4,6 @@
 
 pub mod apply;
 pub mod checkout;
+pub mod hook;
 pub mod reverify;
 pub mod verify;
