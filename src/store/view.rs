@@ -1,9 +1,9 @@
-//! A stored run as `show` presents it: the record escaped for a terminal, the attempt asked
-//! for, and the artifacts (logs, the proposed patch) read from the run commit. Everything is
-//! chosen and read here; the command line only renders what this returns.
+//! Stored runs as `show` and `log` present them: the record escaped for a terminal, the
+//! attempt asked for, the artifacts (logs, the proposed patch) read from the run commit, the
+//! runs listed. Everything is chosen and read here; the command line only renders it.
 
 use super::records::{AttemptRecord, RunSummary};
-use super::{read_artifact, StoredRun};
+use super::{list_runs_naming_damaged, read_artifact, RunHeader, StoredRun};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
 
@@ -121,6 +121,35 @@ impl RunView {
 /// The stored `run_summary.json` of `run`, byte for byte (empty when it is missing).
 pub fn stored_summary(repo: &Repository, run: &StoredRun) -> Result<Vec<u8>> {
     Ok(read_artifact(repo, run.commit, "run_summary.json")?.unwrap_or_default())
+}
+
+/// The runs `log` lists, newest first, and the records it could not read.
+pub struct RunList {
+    pub runs: Vec<RunHeader>,
+    /// One refusal for each run commit whose record is damaged (those runs are not listed).
+    pub damaged: Vec<Error>,
+}
+
+impl RunList {
+    /// The runs with verdict `verdict` (all without one), at most `max_count` of them.
+    pub fn of(repo: &Repository, verdict: Option<&str>, max_count: Option<usize>) -> Result<Self> {
+        let (mut runs, damaged) = list_runs_naming_damaged(repo)?;
+        if let Some(want) = verdict {
+            runs.retain(|r| r.verdict == want);
+        }
+        if let Some(n) = max_count {
+            runs.truncate(n);
+        }
+        Ok(RunList { runs, damaged })
+    }
+
+    /// The runs with every string parsed from the run commits escaped for a terminal, once.
+    pub fn for_terminal(&self) -> Result<Vec<RunHeader>> {
+        crate::ui::for_terminal(&self.runs, &[]).ok_or_else(|| {
+            Error::new("the run records cannot be shown")
+                .hint("list them as stored with git factory log --json")
+        })
+    }
 }
 
 /// The file stem of the log `spec` (`KIND:I`) names: `acceptance_0`, or `agent`.
