@@ -4,6 +4,7 @@ use crate::config::Config;
 use crate::error::{Exit, Result};
 use crate::git;
 use crate::store::view::RunList;
+use crate::store::RunHeader;
 use crate::ui::{self, Ui};
 use clap::{Args, ValueEnum};
 
@@ -73,20 +74,33 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
+    let text = if args.oneline {
+        oneline(&runs)
+    } else {
+        full_lines(&runs, now)
+    };
+    ui.page(text, Config::of(&repo).string("core.pager"));
+    Ok(Exit::Success)
+}
+
+/// `--oneline`: run id, verdict, title.
+fn oneline(runs: &[RunHeader]) -> String {
     let mut text = String::new();
-    if args.oneline {
-        for r in &runs {
-            text.push_str(&format!(
-                "{} {} {}\n",
-                console::style(&r.run_id).yellow(),
-                verdict_word(&r.verdict, 0),
-                &r.title
-            ));
-        }
-        ui.page(text, Config::of(&repo).string("core.pager"));
-        return Ok(Exit::Success);
+    for r in runs {
+        text.push_str(&format!(
+            "{} {} {}\n",
+            console::style(&r.run_id).yellow(),
+            verdict_word(&r.verdict, 0),
+            &r.title
+        ));
     }
-    for r in &runs {
+    text
+}
+
+/// One line a run: id, verdict, attempts, work order, title, marks, baseline and age.
+fn full_lines(runs: &[RunHeader], now: i64) -> String {
+    let mut text = String::new();
+    for r in runs {
         let verdict = verdict_word(&r.verdict, 11);
         // A run that needed no attempt says so: its PASS changed nothing.
         let mark = if r.ended_stage == "already_satisfied" {
@@ -112,8 +126,7 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
             ui::dim(age(now, r.time)),
         ));
     }
-    ui.page(text, Config::of(&repo).string("core.pager"));
-    Ok(Exit::Success)
+    text
 }
 
 /// A verdict as `log` prints it, coloured, padded to `width`.

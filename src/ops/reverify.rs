@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::git;
 use crate::roles::po::verify;
 use crate::store::checked::{self, checked_tree};
+use crate::store::records::AttemptRecord;
 use crate::store::{self, StoredRun};
 use crate::workorder::LoadedWorkOrder;
 use serde::Serialize;
@@ -59,12 +60,18 @@ pub fn reverify(
     settings: &Settings,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<Vec<Row>> {
-    let configured = Config::of(repo).multi(config::VERIFY);
-    let timeout = Duration::from_secs(
-        settings
-            .timeout_seconds
-            .unwrap_or(run.summary.config.timeout_seconds),
-    );
+    let checker = Checker {
+        repo,
+        run,
+        order,
+        configured: Config::of(repo).multi(config::VERIFY),
+        timeout: Duration::from_secs(
+            settings
+                .timeout_seconds
+                .unwrap_or(run.summary.config.timeout_seconds),
+        ),
+        sandboxed: settings.sandboxed,
+    };
     check_trees(repo, run)?;
     let mut rows: Vec<Row> = Vec::new();
     for a in &run.summary.attempts {
@@ -97,31 +104,7 @@ pub fn reverify(
             .map(|r| (r.now.clone(), Some(r.attempt)));
         let (now, same_tree_as) = match earlier {
             Some(found) => found,
-            None => {
-                progress(Progress::Checking {
-                    attempt: a.attempt_index,
-                    tree: &tree_id,
-                });
-                let verify_cmds =
-                    verify::commands_for_tree(&tree, &configured).map_err(Error::new)?;
-                let checks = verify::Checks {
-                    verify: &verify_cmds,
-                    pass_to_pass: &order.pass_to_pass_argv(),
-                    fail_to_pass: &order.fail_to_pass_argv(),
-                    acceptance: &order.acceptance_argv(),
-                };
-                let name = format!("reverify-{}-{}", run.run_id, a.attempt_index);
-                let now = check_attempt(
-                    repo,
-                    &name,
-                    commit,
-                    &checks,
-                    timeout,
-                    settings,
-                    &mut progress,
-                )?;
-                (now, None)
-            }
+            None => (checker.check(a, commit, &tree, &mut progress)?, None),
         };
         rows.push(Row {
             attempt: a.attempt_index,
@@ -135,29 +118,50 @@ pub fn reverify(
     Ok(rows)
 }
 
-/// PO on one attempt's tree in a temporary worktree: the stage it fails at, or `passed`.
-fn check_attempt(
-    repo: &git2::Repository,
-    name: &str,
-    commit: &str,
-    checks: &verify::Checks<'_>,
+/// What every attempt tree of one run is checked with.
+struct Checker<'a> {
+    repo: &'a git2::Repository,
+    run: &'a StoredRun,
+    order: &'a LoadedWorkOrder,
+    /// `factory.verify` as configured.
+    configured: Vec<String>,
     timeout: Duration,
-    settings: &Settings,
-    progress: &mut impl FnMut(Progress<'_>),
-) -> Result<String> {
-    let outcome = verify::run_in_temporary_worktree(
-        repo,
-        name,
-        commit,
-        checks,
-        timeout,
-        settings.sandboxed,
-        |kind, argv| progress(Progress::Command { kind, argv }),
-    )?;
-    Ok(outcome
-        .failed
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|| "passed".to_string()))
+    sandboxed: bool,
+}
+
+impl Checker<'_> {
+    /// PO on attempt `a`'s tree in a temporary worktree: the stage it fails at, or `passed`.
+    fn check(
+        &self,
+        a: &AttemptRecord,
+        commit: &str,
+        tree: &git2::Tree<'_>,
+        progress: &mut impl FnMut(Progress<'_>),
+    ) -> Result<String> {
+        progress(Progress::Checking {
+            attempt: a.attempt_index,
+            tree: &tree.id().to_string(),
+        });
+        let verify_cmds = verify::commands_for_tree(tree, &self.configured).map_err(Error::new)?;
+        let outcome = verify::run_in_temporary_worktree(
+            self.repo,
+            &format!("reverify-{}-{}", self.run.run_id, a.attempt_index),
+            commit,
+            &verify::Checks {
+                verify: &verify_cmds,
+                pass_to_pass: &self.order.pass_to_pass_argv(),
+                fail_to_pass: &self.order.fail_to_pass_argv(),
+                acceptance: &self.order.acceptance_argv(),
+            },
+            self.timeout,
+            self.sandboxed,
+            |kind, argv| progress(Progress::Command { kind, argv }),
+        )?;
+        Ok(outcome
+            .failed
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|| "passed".to_string()))
+    }
 }
 
 /// A fetched record is untrusted: every attempt tree is checked before the first worktree is
