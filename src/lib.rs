@@ -29,6 +29,7 @@ pub mod harness;
 pub mod identity;
 pub mod interrupt;
 pub mod journal;
+pub mod ops;
 pub mod preflight;
 pub mod race;
 pub mod roles;

@@ -1,12 +1,14 @@
 //! A run served from the cache (SPEC §5): says so, says where its change is, and with
 //! `--commit`/`--branch` delivers a cached PASS's change as a new run would.
 
+use crate::delivery::Delivery;
 use crate::error::{Error, Result};
 use crate::git::restore::{Purpose, Restore};
 use crate::git::{self, lock::RepoLock};
+use crate::ops::apply::state_in;
 use crate::roles::tr::apply::{write_outcomes, FileOutcome};
 use crate::store::{self, records::RunSummary, records::Verdict};
-use git2::{Oid, Repository};
+use git2::{Commit, Oid, Repository};
 use std::path::Path;
 
 /// Where a cached run's change is, and the command that brings it: (where, hint).
@@ -93,7 +95,32 @@ pub fn deliver(
     if head.tree_id().to_string() != s.repo_tree_hash_before {
         return Err(refuse(s, "HEAD's tree is not the run's baseline any more"));
     }
-    let tree = passing_tree(&repo, s)?;
+    let outcomes = outcomes(&repo, &head, s)?;
+    let summary_text = s
+        .attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.summary.clone())
+        .unwrap_or_default();
+    let message = crate::delivery::message(order, &summary_text, &s.run_id);
+    let delivery = match (branch, worktree) {
+        (Some(name), true) => Delivery::Branch(name.to_string()),
+        (Some(name), false) => Delivery::NewBranchCheckedOut(name.to_string()),
+        (None, true) => return Err(refuse(s, "--commit needs a branch in --worktree mode")),
+        (None, false) => Delivery::CurrentBranch,
+    };
+    let commit = if worktree {
+        deliver_in_worktree(&repo, s, &head, &delivery, &message, &outcomes)?
+    } else {
+        deliver_in_place(&repo, s, &head, &delivery, &message, &outcomes)?
+    };
+    store::append_note(&repo, commit, &store::note_line(s))?;
+    Ok(commit)
+}
+
+/// Each path the passing attempt's tree changes from HEAD's, before and after.
+fn outcomes(repo: &Repository, head: &Commit<'_>, s: &RunSummary) -> Result<Vec<FileOutcome>> {
+    let tree = passing_tree(repo, s)?;
     let ours = head.tree()?;
     let theirs = repo.find_tree(tree)?;
     let diff = repo.diff_tree_to_tree(Some(&ours), Some(&theirs), None)?;
@@ -108,74 +135,77 @@ pub fn deliver(
             .to_string();
         outcomes.push(FileOutcome {
             path: path.clone(),
-            before: super::apply::state_in(&repo, &ours, &path)?,
-            after: super::apply::state_in(&repo, &theirs, &path)?,
+            before: state_in(repo, &ours, &path)?,
+            after: state_in(repo, &theirs, &path)?,
         });
     }
-    let summary_text = s
-        .attempts
-        .iter()
-        .rev()
-        .find_map(|a| a.summary.clone())
-        .unwrap_or_default();
-    let message = crate::delivery::message(order, &summary_text, &s.run_id);
-    let delivery = match (branch, worktree) {
-        (Some(name), true) => crate::delivery::Delivery::Branch(name.to_string()),
-        (Some(name), false) => crate::delivery::Delivery::NewBranchCheckedOut(name.to_string()),
-        (None, true) => return Err(refuse(s, "--commit needs a branch in --worktree mode")),
-        (None, false) => crate::delivery::Delivery::CurrentBranch,
-    };
-    if worktree {
-        // The change is committed from a scratch worktree at HEAD, so it goes through git's
-        // filters and hooks as a new run's would, and the user's tree and index stay as they are.
-        let wt = git::worktree::TempWorktree::add(
-            &repo,
-            &format!("cached-{}", s.run_id),
-            &head.id().to_string(),
-        )?;
-        let delivered = (|| {
-            let wt_repo = Repository::open(&wt.path)?;
-            write_outcomes(&wt.path, &outcomes)
-                .map_err(|e| Error::new(format!("writing the change failed: {e}")))?;
-            let base = wt_repo.find_commit(head.id())?;
-            crate::delivery::deliver(&wt_repo, &delivery, &base, &message, &outcomes)
-        })();
-        wt.remove()?;
-        let commit = delivered_commit(s, delivered?)?;
-        store::append_note(&repo, commit, &store::note_line(s))?;
-        return Ok(commit);
-    }
-    // What putting the repo back needs is recorded first: a failed delivery is undone through
-    // the one restore (refs, index, then the tree), as a new run's would be.
-    let factory_dir = git::factory_dir(&repo);
+    Ok(outcomes)
+}
+
+/// The change committed from a scratch worktree at HEAD, so it goes through git's filters and
+/// hooks as a new run's would, and the user's tree and index stay as they are.
+fn deliver_in_worktree(
+    repo: &Repository,
+    s: &RunSummary,
+    head: &Commit<'_>,
+    delivery: &Delivery,
+    message: &str,
+    outcomes: &[FileOutcome],
+) -> Result<Oid> {
+    let wt = git::worktree::TempWorktree::add(
+        repo,
+        &format!("cached-{}", s.run_id),
+        &head.id().to_string(),
+    )?;
+    let delivered = (|| {
+        let wt_repo = Repository::open(&wt.path)?;
+        write_outcomes(&wt.path, outcomes)
+            .map_err(|e| Error::new(format!("writing the change failed: {e}")))?;
+        let base = wt_repo.find_commit(head.id())?;
+        crate::delivery::deliver(&wt_repo, delivery, &base, message, outcomes)
+    })();
+    wt.remove()?;
+    delivered_commit(s, delivered?)
+}
+
+/// The change written to the user's clean tree and committed there. What putting the repo
+/// back needs is recorded first: a failed delivery is undone through the one restore (refs,
+/// index, then the tree), as a new run's would be.
+fn deliver_in_place(
+    repo: &Repository,
+    s: &RunSummary,
+    head: &Commit<'_>,
+    delivery: &Delivery,
+    message: &str,
+    outcomes: &[FileOutcome],
+) -> Result<Oid> {
+    let factory_dir = git::factory_dir(repo);
     let mut restore = Restore::capture(
-        &repo,
+        repo,
         crate::journal::saved_dir(&factory_dir, &format!("cached-{}", s.run_id)),
         true,
         None,
     )?;
-    restore.set_images(&repo, &outcomes)?;
-    let root = git::workdir(&repo)?;
-    let delivered = write_outcomes(&root, &outcomes)
+    restore.set_images(repo, outcomes)?;
+    let root = git::workdir(repo)?;
+    let delivered = write_outcomes(&root, outcomes)
         .map_err(|e| Error::new(format!("writing the change failed: {e}")))
-        .and_then(|()| crate::delivery::deliver(&repo, &delivery, &head, &message, &outcomes))
+        .and_then(|()| crate::delivery::deliver(repo, delivery, head, message, outcomes))
         .and_then(|d| delivered_commit(s, d));
     let undone = match &delivered {
         Ok(_) => None,
-        Err(_) => Some(restore.apply_with(&repo, &restore.images, Purpose::Delivery)),
+        Err(_) => Some(restore.apply_with(repo, &restore.images, Purpose::Delivery)),
     };
     let _ = std::fs::remove_dir_all(&restore.saved);
-    let commit = match (delivered, undone) {
-        (Ok(c), _) => c,
+    match (delivered, undone) {
+        (Ok(c), _) => Ok(c),
         (Err(e), Some(Ok(report))) => match report.error("undoing the delivery") {
-            Some(u) => return Err(u.detail(e.message)),
-            None => return Err(e),
+            Some(u) => Err(u.detail(e.message)),
+            None => Err(e),
         },
-        (Err(e), Some(Err(u))) => return Err(u.detail(e.message)),
-        (Err(e), None) => return Err(e),
-    };
-    store::append_note(&repo, commit, &store::note_line(s))?;
-    Ok(commit)
+        (Err(e), Some(Err(u))) => Err(u.detail(e.message)),
+        (Err(e), None) => Err(e),
+    }
 }
 
 /// The commit a delivery made, or the refusal that says why there is none.

@@ -1,14 +1,11 @@
 //! `git factory checkout <run> --attempt N <dir>`: materialise an attempt's tree.
 
-use crate::error::{Error, Exit, Result};
+use crate::error::{Exit, Result};
 use crate::git;
-use crate::git::nofollow;
+use crate::ops::checkout::checkout_attempt;
 use crate::store;
-use crate::store::checked::{self, checked_tree};
 use crate::ui::Ui;
 use clap::Args;
-use git2::{ObjectType, Repository, Tree};
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -27,104 +24,17 @@ pub struct CheckoutArgs {
     pub repo: Option<PathBuf>,
 }
 
-/// Writes `tree` into the folder `dir` (an open descriptor), entry by entry: folders are
-/// opened without following links and files and links are created exclusively, so nothing this
-/// writer made (a link `a -> .` beside a folder `a` in a crafted tree) can steer a later write.
-fn write_tree(repo: &Repository, tree: &Tree<'_>, dir: &OwnedFd, shown: &[u8]) -> Result<usize> {
-    let mut count = 0;
-    for entry in tree.iter() {
-        // Names were checked by `checked_tree` before the first write.
-        let name = entry.name_bytes();
-        let path = [shown, if shown.is_empty() { b"" } else { b"/" }, name].concat();
-        let failed = |e: std::io::Error| {
-            Error::new(format!(
-                "writing {} failed: {e}",
-                crate::ui::escape_line(&String::from_utf8_lossy(&path))
-            ))
-        };
-        match (entry.kind(), entry.filemode()) {
-            (Some(ObjectType::Tree), _) => {
-                rustix::fs::mkdirat(dir, name, rustix::fs::Mode::from_raw_mode(0o777))
-                    .map_err(|e| failed(e.into()))?;
-                let sub = nofollow::open_dir_at(dir, name, false, &path).map_err(failed)?;
-                count += write_tree(repo, &repo.find_tree(entry.id())?, &sub, &path)?;
-            }
-            (Some(ObjectType::Blob), 0o120000) => {
-                let blob = repo.find_blob(entry.id())?;
-                nofollow::symlink_at(dir, name, blob.content()).map_err(failed)?;
-                count += 1;
-            }
-            (Some(ObjectType::Blob), mode) => {
-                let blob = repo.find_blob(entry.id())?;
-                let mode = if mode == 0o100755 { 0o755 } else { 0o644 };
-                nofollow::create_file_at(dir, name, blob.content(), mode).map_err(failed)?;
-                count += 1;
-            }
-            _ => {}
-        }
-    }
-    Ok(count)
-}
-
 pub fn cmd_checkout(ui: &Ui, args: CheckoutArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
     let run = store::resolve(&repo, &args.run)?;
-    let attempt = run
-        .summary
-        .attempts
-        .iter()
-        .find(|a| a.attempt_index == args.attempt)
-        .ok_or_else(|| {
-            Error::new(format!(
-                "run {} has no attempt {}",
-                run.run_id, args.attempt
-            ))
-            .hint(format!(
-                "it has attempts 1 to {}",
-                run.summary.attempts.len()
-            ))
-        })?;
-    let commit = attempt.tree_commit.as_deref().ok_or_else(|| {
-        Error::new(format!(
-            "attempt {} of run {} never applied a change, so it has no tree",
-            args.attempt, run.run_id
-        ))
-        .hint("see its failure brief with git factory show RUN --attempt N")
-    })?;
-    if args.dir.exists()
-        && std::fs::read_dir(&args.dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        return Err(
-            Error::new(format!("{} exists and is not empty", args.dir.display()))
-                .hint("give a new folder"),
-        );
-    }
-    let oid = git2::Oid::from_str(commit)?;
-    let tree = repo
-        .find_commit(oid)
-        .map_err(|_| {
-            Error::new(format!(
-                "the attempt commit {commit} is not in this repository"
-            ))
-            .hint("fetch the run with its objects: git factory fetch <remote>")
-        })?
-        .tree()?;
-    // A fetched record is untrusted: every entry is checked before the first write.
-    checked_tree(&repo, &tree, None).map_err(|e| {
-        checked::refusal(&run.run_id, &format!("attempt {}'s tree", args.attempt), &e)
-    })?;
-    std::fs::create_dir_all(&args.dir)?;
-    let root = nofollow::open_root(&args.dir)?;
-    let files = write_tree(&repo, &tree, &root, b"")?;
+    let (files, commit) = checkout_attempt(&repo, &run, args.attempt, &args.dir)?;
     ui.info(format!(
         "wrote attempt {} of run {} ({} files, commit {}) to {}",
         args.attempt,
         run.run_id,
         files,
-        git::short(commit),
+        git::short(&commit),
         args.dir.display()
     ));
     Ok(Exit::Success)

@@ -65,8 +65,36 @@ fn make_repo(dir: &Path) -> Result<()> {
 pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
     // Without a folder the demo repo lives in a temporary folder removed at the end (also
     // when the demo fails): nothing is left behind.
-    let mut scratch = None;
-    let dir = match args.dir.clone() {
+    let (dir, scratch) = demo_dir(args.dir.clone())?;
+    make_repo(&dir)?;
+    ui.info(format!("demo repo: {}", dir.display()));
+    let summary = match harness::run(demo_options(&dir)?, ui)? {
+        RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,
+        RunReport::DryRun { .. } => return Ok(Exit::Success),
+    };
+    super::run::report(ui, &summary);
+    super::run::final_line(ui, &summary, None);
+    tour(ui, &dir, &summary.run_id)?;
+    match scratch {
+        Some(tmp) => {
+            drop(tmp);
+            ui.info(
+                "\nthe demo repo was temporary and is removed; to keep one and explore it: git factory demo ./factory-demo",
+            );
+        }
+        None => ui.info(format!(
+            "\nexplore it: cd {} && git factory show {} --patch",
+            dir.display(),
+            summary.run_id
+        )),
+    }
+    Ok(harness::exit_for(summary.verdict))
+}
+
+/// The folder for the demo repo: `wanted`, which must be new or empty, else a temporary
+/// folder (returned too, so that dropping it removes the folder).
+fn demo_dir(wanted: Option<PathBuf>) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match wanted {
         Some(d) => {
             if d.exists()
                 && std::fs::read_dir(&d)
@@ -79,19 +107,20 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
                 );
             }
             std::fs::create_dir_all(&d)?;
-            d
+            Ok((d, None))
         }
         None => {
             let tmp = tempfile::Builder::new()
                 .prefix("git-factory-demo-")
                 .tempdir()?;
-            let path = tmp.path().to_path_buf();
-            scratch = Some(tmp);
-            path
+            Ok((tmp.path().to_path_buf(), Some(tmp)))
         }
-    };
-    make_repo(&dir)?;
-    ui.info(format!("demo repo: {}", dir.display()));
+    }
+}
+
+/// The demo's run: its work order, and a scripted proposer whose first proposal fails
+/// acceptance and whose second passes.
+fn demo_options(dir: &Path) -> Result<RunOptions> {
     let order = LoadedWorkOrder::from_value(
         json!({
             "id": "demo-typo",
@@ -103,9 +132,9 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         }),
         "demo",
     )?;
-    let opts = RunOptions {
+    Ok(RunOptions {
         model: Default::default(),
-        repo_dir: Some(dir.clone()),
+        repo_dir: Some(dir.to_path_buf()),
         work_order: order,
         out: None,
         provider: ProviderSpec::Scripted {
@@ -131,14 +160,11 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         jobs: None,
         more_models: Vec::new(),
         max_tokens: None,
-    };
-    let summary = match harness::run(opts, ui)? {
-        RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,
-        RunReport::DryRun { .. } => return Ok(Exit::Success),
-    };
-    super::run::report(ui, &summary);
-    super::run::final_line(ui, &summary, None);
-    // The tour prints log and show inline: no pager in the middle of it.
+    })
+}
+
+/// `log` and `show` of the demo run, printed inline: no pager in the middle of the tour.
+fn tour(ui: &Ui, dir: &Path, run_id: &str) -> Result<()> {
     let mut ui = ui.clone();
     ui.no_pager = true;
     let ui = &ui;
@@ -150,33 +176,20 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
             verdict: None,
             oneline: false,
             json: false,
-            repo: Some(dir.clone()),
+            repo: Some(dir.to_path_buf()),
         },
     )?;
-    ui.info(format!("\n$ git factory show {}", summary.run_id));
+    ui.info(format!("\n$ git factory show {run_id}"));
     super::show::cmd_show(
         ui,
         super::show::ShowArgs {
-            run: Some(summary.run_id.clone()),
+            run: Some(run_id.to_string()),
             patch: false,
             attempt: None,
             log: None,
             json: false,
-            repo: Some(dir.clone()),
+            repo: Some(dir.to_path_buf()),
         },
     )?;
-    match scratch {
-        Some(tmp) => {
-            drop(tmp);
-            ui.info(
-                "\nthe demo repo was temporary and is removed; to keep one and explore it: git factory demo ./factory-demo",
-            );
-        }
-        None => ui.info(format!(
-            "\nexplore it: cd {} && git factory show {} --patch",
-            dir.display(),
-            summary.run_id
-        )),
-    }
-    Ok(harness::exit_for(summary.verdict))
+    Ok(())
 }

@@ -3,7 +3,8 @@
 use crate::config::Config;
 use crate::error::{Exit, Result};
 use crate::git;
-use crate::store;
+use crate::store::view::RunList;
+use crate::store::RunHeader;
 use crate::ui::{self, Ui};
 use clap::{Args, ValueEnum};
 
@@ -51,50 +52,55 @@ pub fn age(now: i64, then: i64) -> String {
 
 pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    let (mut runs, damaged) = store::list_runs_naming_damaged(&repo)?;
-    for e in damaged {
+    let verdict = args
+        .verdict
+        .map(|filter| format!("{filter:?}").to_ascii_uppercase());
+    let list = RunList::of(&repo, verdict.as_deref(), args.max_count)?;
+    for e in &list.damaged {
         ui.warn(format!(
             "{} (not listed); {}",
             e.message,
             e.hint.as_deref().unwrap_or_default()
         ));
     }
-    if let Some(filter) = args.verdict {
-        let want = format!("{filter:?}").to_ascii_uppercase();
-        runs.retain(|r| r.verdict == want);
-    }
-    if let Some(n) = args.max_count {
-        runs.truncate(n);
-    }
     if args.json {
-        let mut text = serde_json::to_string_pretty(&runs).unwrap_or_default();
+        let mut text = serde_json::to_string_pretty(&list.runs).unwrap_or_default();
         text.push('\n');
         ui.out(text);
         return Ok(Exit::Success);
     }
-    // Every string parsed from the run commits is escaped here, once, before anything prints.
-    let runs = ui::for_terminal(&runs, &[]).ok_or_else(|| {
-        crate::error::Error::new("the run records cannot be shown")
-            .hint("list them as stored with git factory log --json")
-    })?;
+    let runs = list.for_terminal()?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
+    let text = if args.oneline {
+        oneline(&runs)
+    } else {
+        full_lines(&runs, now)
+    };
+    ui.page(text, Config::of(&repo).string("core.pager"));
+    Ok(Exit::Success)
+}
+
+/// `--oneline`: run id, verdict, title.
+fn oneline(runs: &[RunHeader]) -> String {
     let mut text = String::new();
-    if args.oneline {
-        for r in &runs {
-            text.push_str(&format!(
-                "{} {} {}\n",
-                console::style(&r.run_id).yellow(),
-                verdict_word(&r.verdict, 0),
-                &r.title
-            ));
-        }
-        ui.page(text, Config::of(&repo).string("core.pager"));
-        return Ok(Exit::Success);
+    for r in runs {
+        text.push_str(&format!(
+            "{} {} {}\n",
+            console::style(&r.run_id).yellow(),
+            verdict_word(&r.verdict, 0),
+            &r.title
+        ));
     }
-    for r in &runs {
+    text
+}
+
+/// One line a run: id, verdict, attempts, work order, title, marks, baseline and age.
+fn full_lines(runs: &[RunHeader], now: i64) -> String {
+    let mut text = String::new();
+    for r in runs {
         let verdict = verdict_word(&r.verdict, 11);
         // A run that needed no attempt says so: its PASS changed nothing.
         let mark = if r.ended_stage == "already_satisfied" {
@@ -120,8 +126,7 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
             ui::dim(age(now, r.time)),
         ));
     }
-    ui.page(text, Config::of(&repo).string("core.pager"));
-    Ok(Exit::Success)
+    text
 }
 
 /// A verdict as `log` prints it, coloured, padded to `width`.

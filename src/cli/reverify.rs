@@ -1,17 +1,12 @@
 //! `git factory reverify <run>`: re-runs PO on every recorded attempt tree, offline, in a
 //! temporary worktree, and prints what was recorded next to what happens now.
 
-use crate::config::{self, Config};
-use crate::error::{Error, Exit, Result};
+use crate::config::Config;
+use crate::error::{Exit, Result};
 use crate::git;
-use crate::roles::po::verify;
-use crate::store;
-use crate::store::checked::{self, checked_tree};
+use crate::ops::reverify::{self, Progress, Row, Settings};
 use crate::ui::Ui;
-use crate::workorder::LoadedWorkOrder;
 use clap::Args;
-use serde::Serialize;
-use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ReverifyArgs {
@@ -36,130 +31,25 @@ pub struct ReverifyArgs {
     pub no_sandbox: bool,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    attempt: u32,
-    tree: String,
-    recorded: String,
-    now: String,
-    same: bool,
-    /// Set when this tree was evaluated already for an earlier attempt.
-    same_tree_as: Option<u32>,
-}
-
-/// A fetched record is untrusted: every attempt tree is checked before the first worktree is
-/// made, so a crafted one is refused with nothing written.
-fn check_trees(repo: &git2::Repository, run: &store::StoredRun) -> Result<()> {
-    let head = git::head_commit(repo)?.tree()?;
-    for a in &run.summary.attempts {
-        let Some(commit) = a.tree_commit.as_deref() else {
-            continue;
-        };
-        let Ok(tree) = git2::Oid::from_str(commit)
-            .and_then(|oid| repo.find_commit(oid))
-            .and_then(|c| c.tree())
-        else {
-            continue;
-        };
-        checked_tree(repo, &tree, Some(&head)).map_err(|e| {
-            checked::refusal(
-                &run.run_id,
-                &format!("attempt {}'s tree", a.attempt_index),
-                &e,
-            )
-        })?;
-    }
-    Ok(())
-}
-
 pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Allow)?;
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
-    let raw = store::read_artifact(&repo, run.commit, "work_order.json")?
-        .ok_or_else(|| Error::new(format!("run {} has no work_order.json", run.run_id)))?;
-    let text = String::from_utf8(raw).map_err(|_| {
-        Error::new(format!("run {}'s work_order.json is not UTF-8", run.run_id))
-            .hint("the record was damaged or crafted; run the work order again instead")
+    let order = reverify::recorded_order(&repo, &run)?;
+    let settings = Settings {
+        timeout_seconds: args.timeout_seconds,
+        sandboxed: super::sandbox_wanted(args.sandbox, args.no_sandbox, &Config::of(&repo))?,
+    };
+    let rows = reverify::reverify(&repo, &run, &order, &settings, |event| match event {
+        Progress::NoTree { attempt, recorded } => ui.info(format!(
+            "attempt {attempt}: {recorded} (no tree: never applied)"
+        )),
+        Progress::Checking { attempt, tree } => ui.info(format!(
+            "attempt {attempt}: re-running PO on {}",
+            git::short(tree)
+        )),
+        Progress::Command { kind, argv } => ui.detail(format!("  {kind}: {}", argv.join(" "))),
     })?;
-    let order = LoadedWorkOrder::from_json_text(&text, "work_order.json")?;
-    let cfg = Config::of(&repo);
-    let configured = cfg.multi(config::VERIFY);
-    let sandboxed = super::sandbox_wanted(args.sandbox, args.no_sandbox, &cfg)?;
-    let timeout = Duration::from_secs(
-        args.timeout_seconds
-            .unwrap_or(run.summary.config.timeout_seconds),
-    );
-    check_trees(&repo, &run)?;
-    let mut rows: Vec<Row> = Vec::new();
-    for a in &run.summary.attempts {
-        let recorded = match &a.failure_brief {
-            Some(b) => b.stage.as_str().to_string(),
-            None => "passed".to_string(),
-        };
-        let Some(commit) = a.tree_commit.as_deref() else {
-            ui.info(format!(
-                "attempt {}: {recorded} (no tree: never applied)",
-                a.attempt_index
-            ));
-            continue;
-        };
-        if a.repeat_of.is_some() {
-            continue;
-        }
-        let tree = repo
-            .find_commit(git2::Oid::from_str(commit)?)
-            .map_err(|_| {
-                Error::new(format!("attempt commit {commit} is missing"))
-                    .hint("fetch the run's objects")
-            })?
-            .tree()?;
-        let tree_id = tree.id().to_string();
-        // The same tree was evaluated for an earlier attempt: its result stands for this one.
-        let earlier = rows
-            .iter()
-            .find(|r| r.tree == tree_id)
-            .map(|r| (r.now.clone(), Some(r.attempt)));
-        let (now, same_tree_as) = match earlier {
-            Some(found) => found,
-            None => {
-                ui.info(format!(
-                    "attempt {}: re-running PO on {}",
-                    a.attempt_index,
-                    git::short(&tree_id)
-                ));
-                let verify_cmds =
-                    verify::commands_for_tree(&tree, &configured).map_err(Error::new)?;
-                let outcome = verify::run_in_temporary_worktree(
-                    &repo,
-                    &format!("reverify-{}-{}", run.run_id, a.attempt_index),
-                    commit,
-                    &verify::Checks {
-                        verify: &verify_cmds,
-                        pass_to_pass: &order.pass_to_pass_argv(),
-                        fail_to_pass: &order.fail_to_pass_argv(),
-                        acceptance: &order.acceptance_argv(),
-                    },
-                    timeout,
-                    sandboxed,
-                    |kind, argv| ui.detail(format!("  {kind}: {}", argv.join(" "))),
-                )?;
-                let now = outcome
-                    .failed
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|| "passed".to_string());
-                (now, None)
-            }
-        };
-        rows.push(Row {
-            attempt: a.attempt_index,
-            tree: tree_id,
-            same: now == recorded,
-            recorded,
-            now,
-            same_tree_as,
-        });
-    }
     let all_same = rows.iter().all(|r| r.same);
     if args.json {
         ui.out(format!(
@@ -167,23 +57,28 @@ pub fn cmd_reverify(ui: &Ui, args: ReverifyArgs) -> Result<Exit> {
             serde_json::to_string_pretty(&rows).unwrap_or_default()
         ));
     } else {
-        let mut text = String::new();
-        for r in &rows {
-            let mark = if r.same {
-                console::style("same").green()
-            } else {
-                console::style("CHANGED").red().bold()
-            };
-            let note = r
-                .same_tree_as
-                .map(|k| format!(" (same tree as attempt {k})"))
-                .unwrap_or_default();
-            text.push_str(&format!(
-                "attempt {}: recorded {:<20} now {:<20} {mark}{note}\n",
-                r.attempt, r.recorded, r.now
-            ));
-        }
-        ui.out(text);
+        ui.out(table(&rows));
     }
     Ok(if all_same { Exit::Success } else { Exit::Fail })
+}
+
+/// One line per attempt: recorded, now, and whether they agree.
+fn table(rows: &[Row]) -> String {
+    let mut text = String::new();
+    for r in rows {
+        let mark = if r.same {
+            console::style("same").green()
+        } else {
+            console::style("CHANGED").red().bold()
+        };
+        let note = r
+            .same_tree_as
+            .map(|k| format!(" (same tree as attempt {k})"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "attempt {}: recorded {:<20} now {:<20} {mark}{note}\n",
+            r.attempt, r.recorded, r.now
+        ));
+    }
+    text
 }

@@ -1,12 +1,10 @@
 //! `git factory show <run>`: one run's summary, attempts, briefs, patch and logs.
 
 use crate::config::Config;
-use crate::error::{Error, Exit, Result};
+use crate::error::{Exit, Result};
 use crate::git;
-use crate::store::{
-    self,
-    records::{CmdResult, RunSummary},
-};
+use crate::store::records::{AttemptRecord, CmdResult, RunSummary};
+use crate::store::view::{self, RunView};
 use crate::ui::{self, Ui};
 use clap::Args;
 
@@ -31,9 +29,6 @@ pub struct ShowArgs {
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
 }
-
-/// Record fields printed over several lines (their newlines and tabs are kept).
-const MULTILINE_FIELDS: &[&str] = &["summary", "primary_error_excerpt", "excerpt", "error"];
 
 fn command_line(c: &CmdResult) -> String {
     let mark = if c.succeeded() {
@@ -133,104 +128,46 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
 pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
-    // Every string of the record is escaped here, once, before anything prints it.
-    let shown = ui::for_terminal(&run.summary, MULTILINE_FIELDS).ok_or_else(|| {
-        Error::new(format!("run {}'s record cannot be shown", run.run_id))
-            .hint("see it as stored with git factory show RUN --json")
-    })?;
-    let s = &shown;
+    let view = RunView::of(&run)?;
     if args.json {
-        let bytes =
-            store::read_artifact(&repo, run.commit, "run_summary.json")?.unwrap_or_default();
         // The stored bytes as they are to a pipe; escaped on a terminal (a fetched record
         // is anyone's bytes, SPEC §7).
-        ui.out_record_bytes(&bytes);
+        ui.out_record_bytes(&view::stored_summary(&repo, &run)?);
         return Ok(Exit::Success);
     }
-    let pick_attempt = || -> Result<u32> {
-        match args.attempt {
-            Some(n) if s.attempts.iter().any(|a| a.attempt_index == n) => Ok(n),
-            Some(n) => Err(Error::new(format!("run {} has no attempt {n}", s.run_id))
-                .hint(format!("it has attempts 1 to {}", s.attempts.len()))),
-            None => {
-                let passing = s
-                    .attempts
-                    .iter()
-                    .find(|a| a.failure_brief.is_none() && a.apply_ok);
-                passing
-                    .or(s.attempts.last())
-                    .map(|a| a.attempt_index)
-                    .ok_or_else(|| Error::new(format!("run {} has no attempts", s.run_id)))
-            }
-        }
-    };
     if let Some(spec) = &args.log {
-        let n = pick_attempt()?;
-        let (kind, index) = spec
-            .split_once(':')
-            .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
-            .filter(|(k, _)| {
-                [
-                    "verify",
-                    "pass_to_pass",
-                    "fail_to_pass",
-                    "acceptance",
-                    "agent",
-                ]
-                .contains(k)
-            })
-            .ok_or_else(|| {
-                Error::new(format!("--log {spec:?} is not KIND:I"))
-                    .hint("e.g. --log acceptance:0 or --log verify:0")
-            })?;
-        let stem = if kind == "agent" {
-            "agent".to_string()
-        } else {
-            format!("{kind}_{index}")
-        };
-        let mut found = false;
-        for stream in ["stdout", "stderr"] {
-            let path = format!("attempt_{n}/{stem}_{stream}.txt");
-            if let Some(bytes) = store::read_artifact(&repo, run.commit, &path)? {
-                found = true;
-                ui.info(ui::dim(format!("── {path}")));
-                ui.out_record_bytes(&bytes);
-            }
-        }
-        if !found {
-            return Err(
-                Error::new(format!("attempt {n} of run {} has no {spec} log", s.run_id))
-                    .hint("see which commands ran with git factory show RUN"),
-            );
+        let n = view.attempt(args.attempt)?;
+        for log in view.logs(&repo, n, spec)? {
+            ui.info(ui::dim(format!("── {}", log.path)));
+            ui.out_record_bytes(&log.bytes);
         }
         return Ok(Exit::Success);
     }
     let core_pager = Config::of(&repo).string("core.pager");
     if args.patch {
-        let n = pick_attempt()?;
-        for name in ["proposed_patch.diff", "proposed_writes.json"] {
-            if let Some(bytes) =
-                store::read_artifact(&repo, run.commit, &format!("attempt_{n}/{name}"))?
-            {
-                let diff = name.ends_with(".diff");
-                ui.page_bytes(&bytes, core_pager, |text| {
-                    if diff && console::colors_enabled() {
-                        coloured_diff(text)
-                    } else {
-                        text.to_string()
-                    }
-                });
-                return Ok(Exit::Success);
+        let patch = view.patch(&repo, view.attempt(args.attempt)?)?;
+        ui.page_bytes(&patch.bytes, core_pager, |text| {
+            if patch.is_diff && console::colors_enabled() {
+                coloured_diff(text)
+            } else {
+                text.to_string()
             }
-        }
-        return Err(Error::new(format!(
-            "attempt {n} of run {} has no proposed patch",
-            s.run_id
-        ))
-        .hint("its proposal was invalid or the provider failed; see git factory show RUN"));
+        });
+        return Ok(Exit::Success);
     }
-
     let mut out = String::new();
+    run_lines(&mut out, &view.summary);
+    contract_lines(&mut out, &view.summary);
+    candidate_lines(&mut out, &view.summary);
+    for a in view.attempts(args.attempt) {
+        attempt_lines(&mut out, a);
+    }
+    ui.page(out, core_pager);
+    Ok(Exit::Success)
+}
+
+/// The run's header: verdict, work order, baseline, how it ended, its result and error.
+fn run_lines(out: &mut String, s: &RunSummary) {
     out.push_str(&format!(
         "run {}  {}\n",
         console::style(&s.run_id).yellow(),
@@ -268,64 +205,59 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     if let Some(e) = &s.error {
         out.push_str(&format!("error: {}\n", e));
     }
-    contract_lines(&mut out, s);
-    candidate_lines(&mut out, s);
-    for a in &s.attempts {
-        if args.attempt.is_some_and(|n| n != a.attempt_index) {
-            continue;
-        }
-        let stage = a
-            .failure_brief
-            .as_ref()
-            .map(|b| b.stage.as_str())
-            .unwrap_or("passed");
+}
+
+/// One attempt: how it ended, what it touched, its commands and its failure brief.
+fn attempt_lines(out: &mut String, a: &AttemptRecord) {
+    let stage = a
+        .failure_brief
+        .as_ref()
+        .map(|b| b.stage.as_str())
+        .unwrap_or("passed");
+    out.push_str(&format!(
+        "\nattempt {}: {}  apply: {}  {:.2}s\n",
+        a.attempt_index,
+        ui::bold(stage),
+        a.apply_method.as_deref().unwrap_or("-"),
+        a.duration_seconds
+    ));
+    if let Some(sum) = a.summary.as_deref().filter(|s| !s.is_empty()) {
+        out.push_str(&format!("  summary: {}\n", sum));
+    }
+    if !a.touched_files.is_empty() {
+        let touched = a.touched_files.join(", ");
+        out.push_str(&format!("  touched: {}\n", touched));
+    }
+    if let Some(switch) = &a.api_switch {
+        out.push_str(&format!("  api: switched {switch}\n"));
+    }
+    if !a.dropped_params.is_empty() {
         out.push_str(&format!(
-            "\nattempt {}: {}  apply: {}  {:.2}s\n",
-            a.attempt_index,
-            ui::bold(stage),
-            a.apply_method.as_deref().unwrap_or("-"),
-            a.duration_seconds
+            "  dropped: {} (refused by the server)\n",
+            a.dropped_params.join(", ")
         ));
-        if let Some(sum) = a.summary.as_deref().filter(|s| !s.is_empty()) {
-            out.push_str(&format!("  summary: {}\n", sum));
-        }
-        if !a.touched_files.is_empty() {
-            let touched = a.touched_files.join(", ");
-            out.push_str(&format!("  touched: {}\n", touched));
-        }
-        if let Some(switch) = &a.api_switch {
-            out.push_str(&format!("  api: switched {switch}\n"));
-        }
-        if !a.dropped_params.is_empty() {
-            out.push_str(&format!(
-                "  dropped: {} (refused by the server)\n",
-                a.dropped_params.join(", ")
-            ));
-        }
-        if let Some(k) = a.repeat_of {
-            out.push_str(&format!(
-                "  repeated attempt {k}'s change; not applied again\n"
-            ));
-        }
-        for c in a
-            .verify
-            .iter()
-            .chain(&a.pass_to_pass)
-            .chain(&a.fail_to_pass)
-            .chain(&a.acceptance)
-        {
-            out.push_str(&command_line(c));
-            out.push('\n');
-        }
-        if let Some(b) = &a.failure_brief {
-            out.push_str("  failure brief:\n");
-            for line in b.primary_error_excerpt.lines().take(40) {
-                out.push_str(&format!("    │ {}\n", line));
-            }
+    }
+    if let Some(k) = a.repeat_of {
+        out.push_str(&format!(
+            "  repeated attempt {k}'s change; not applied again\n"
+        ));
+    }
+    for c in a
+        .verify
+        .iter()
+        .chain(&a.pass_to_pass)
+        .chain(&a.fail_to_pass)
+        .chain(&a.acceptance)
+    {
+        out.push_str(&command_line(c));
+        out.push('\n');
+    }
+    if let Some(b) = &a.failure_brief {
+        out.push_str("  failure brief:\n");
+        for line in b.primary_error_excerpt.lines().take(40) {
+            out.push_str(&format!("    │ {}\n", line));
         }
     }
-    ui.page(out, core_pager);
-    Ok(Exit::Success)
 }
 
 /// A diff coloured as `git diff` colours it: headers bold, hunk headers cyan, removed lines

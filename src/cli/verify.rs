@@ -6,8 +6,7 @@
 use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
 use crate::git;
-use crate::roles::po::exec::tail_chars;
-use crate::roles::po::{cache, verify};
+use crate::ops::{self, verify::Verified};
 use crate::ui::Ui;
 use clap::Args;
 use git2::{Oid, Repository};
@@ -29,73 +28,16 @@ pub struct VerifyArgs {
     pub repo: Option<std::path::PathBuf>,
 }
 
-pub struct Verified {
-    pub passed: bool,
-    pub cached: bool,
-    pub tree: Oid,
-    /// How the failing command ended and the tail of its output.
-    pub excerpt: String,
-}
-
-/// Verifies one commit's tree (or answers from the cache).
-pub fn verify_commit(
+/// Verifies one commit, printing each command as it starts.
+pub(super) fn verify_commit(
     repo: &Repository,
     commit: Oid,
     no_cache: bool,
     timeout: Duration,
     ui: &Ui,
 ) -> Result<Verified> {
-    let commit = repo.find_commit(commit)?;
-    let tree = commit.tree()?;
-    let cfg = Config::of(repo);
-    let commands =
-        verify::commands_for_tree(&tree, &cfg.multi(config::VERIFY)).map_err(Error::new)?;
-    if !no_cache && cache::passed(repo, tree.id(), &commands) {
-        return Ok(Verified {
-            passed: true,
-            cached: true,
-            tree: tree.id(),
-            excerpt: String::new(),
-        });
-    }
-    let name = format!(
-        "verify-{}-{}",
-        &tree.id().to_string()[..12],
-        std::process::id()
-    );
-    let outcome = verify::run_in_temporary_worktree(
-        repo,
-        &name,
-        &commit.id().to_string(),
-        &verify::Checks {
-            verify: &commands,
-            ..verify::Checks::default()
-        },
-        timeout,
-        false,
-        |_, argv| ui.info(format!("  verify: {}", argv.join(" "))),
-    )?;
-    let passed = outcome.failed.is_none();
-    let excerpt = match outcome.failing_command() {
-        Some(c) => {
-            let out = format!("{}{}", c.stdout_trunc, c.stderr_trunc);
-            format!(
-                "{} → {}\n{}",
-                c.display(),
-                c.outcome(),
-                tail_chars(&out, 2000)
-            )
-        }
-        None => String::new(),
-    };
-    if passed {
-        cache::record_pass(repo, tree.id(), &commands)?;
-    }
-    Ok(Verified {
-        passed,
-        cached: false,
-        tree: tree.id(),
-        excerpt,
+    ops::verify::verify_commit(repo, commit, no_cache, timeout, |argv| {
+        ui.info(format!("  verify: {}", argv.join(" ")))
     })
 }
 

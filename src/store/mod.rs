@@ -7,6 +7,7 @@
 pub mod checked;
 pub mod records;
 pub mod share;
+pub mod view;
 
 use crate::error::{Error, Result};
 use git2::{Commit, FileMode, Oid, Repository, Signature};
