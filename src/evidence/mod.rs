@@ -48,6 +48,22 @@ pub fn require_signer(repo: &Repository) -> Result<Signer> {
     Signer::from_config(&Config::of(repo))
 }
 
+/// The plan stage of `git factory run`: whether this run attests (`--attest` / `--no-attest`
+/// as `flag`, else git config `factory.attest`, else not) and with which key. Wanted but
+/// key-less is a refusal (exit 2) with the `git config` lines that set a key, before any
+/// model call or check.
+pub fn signer_for_run(repo: &Repository, flag: Option<bool>) -> Result<Option<Signer>> {
+    let cfg = Config::of(repo);
+    let wanted = match flag {
+        Some(on) => on,
+        None => cfg.bool(config::ATTEST)?.unwrap_or(false),
+    };
+    if !wanted {
+        return Ok(None);
+    }
+    Signer::from_config(&cfg).map(Some)
+}
+
 /// Signs `evidence` with `signer` and adds the envelope to the note on its tree.
 pub fn attest(repo: &Repository, signer: &Signer, evidence: &Evidence<'_>) -> Result<Attestation> {
     let payload = statement::build(&statement::Facts {
@@ -320,4 +336,50 @@ pub fn attested_by(repo: &Repository, commit: Oid) -> Option<String> {
         return None;
     }
     examine(repo, tree).ok()?.accepted()?.signer.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_attests_when_asked_and_refuses_without_a_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path()).expect("init");
+        let mut cfg = repo.config().expect("config");
+        // Empty values hide whatever the user's own config says.
+        cfg.set_str("user.signingKey", "").expect("set");
+        cfg.set_str("gpg.format", "openpgp").expect("set");
+        assert!(signer_for_run(&repo, None).expect("not wanted").is_none());
+        assert!(signer_for_run(&repo, Some(false))
+            .expect("not wanted")
+            .is_none());
+        let err = signer_for_run(&repo, Some(true)).expect_err("key-less");
+        assert_eq!(err.exit, crate::error::Exit::Refused);
+        assert!(err
+            .details
+            .iter()
+            .any(|d| d.contains("git config user.signingKey")));
+        cfg.set_bool(config::ATTEST, true).expect("set");
+        assert!(
+            signer_for_run(&repo, None).is_err(),
+            "factory.attest asks too"
+        );
+        assert!(signer_for_run(&repo, Some(false))
+            .expect("--no-attest wins")
+            .is_none());
+        let key = dir.path().join("id.pub");
+        std::fs::write(&key, "ssh-ed25519 AAAA test\n").expect("write");
+        cfg.set_str("gpg.format", "ssh").expect("set");
+        cfg.set_str("gpg.ssh.program", "/bin/sh").expect("set");
+        cfg.set_str("user.signingKey", &key.display().to_string())
+            .expect("set");
+        let signer = signer_for_run(&repo, None).expect("a key").expect("wanted");
+        assert_eq!(signer.format, Format::Ssh);
+        cfg.set_str("gpg.format", "x509").expect("set");
+        assert!(
+            signer_for_run(&repo, None).is_err(),
+            "x509 cannot sign evidence"
+        );
+    }
 }

@@ -19,6 +19,7 @@ pub const NAMESPACE: &str = "git-factory";
 const SIGNING_KEY: &str = "user.signingKey";
 const FORMAT: &str = "gpg.format";
 const ALLOWED_SIGNERS: &str = "gpg.ssh.allowedSignersFile";
+const REVOCATIONS: &str = "gpg.ssh.revocationFile";
 const MIN_TRUST_LEVEL: &str = "gpg.minTrustLevel";
 
 /// The magic an SSH signature blob starts with.
@@ -211,11 +212,10 @@ impl Signer {
     }
 }
 
+/// A public key given in `user.signingKey` itself, as git reads one: `key::<key>`, or the
+/// older bare `ssh-…` form.
 fn is_literal_ssh_key(key: &str) -> bool {
-    key.starts_with("key::")
-        || key.starts_with("ssh-")
-        || key.starts_with("ecdsa-sha2-")
-        || key.starts_with("sk-")
+    key.starts_with("key::") || key.starts_with("ssh-")
 }
 
 fn run(mut cmd: Command, program: &str) -> Result<Output> {
@@ -363,8 +363,9 @@ fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
             format!("key {keyid} is not in {}", allowed.display()),
         );
     }
+    let revoked = cfg.string(REVOCATIONS).map(|f| expand_home(&f));
     for principal in &principals {
-        let out = with_msg(&[
+        let mut args: Vec<&std::ffi::OsStr> = vec![
             "-Y".as_ref(),
             "verify".as_ref(),
             "-f".as_ref(),
@@ -375,8 +376,11 @@ fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
             NAMESPACE.as_ref(),
             "-s".as_ref(),
             sig.as_os_str(),
-        ]);
-        if out.is_some_and(|o| o.status.success()) {
+        ];
+        if let Some(file) = &revoked {
+            args.extend(["-r".as_ref(), file.as_os_str()]);
+        }
+        if with_msg(&args).is_some_and(|o| o.status.success()) {
             return Checked::Trusted {
                 format: Format::Ssh,
                 signer: principal.clone(),
@@ -384,12 +388,17 @@ fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
             };
         }
     }
-    Checked::Bad {
-        why: format!(
-            "the signature by key {keyid} ({}) does not match the envelope's payload",
-            principals.join(", ")
+    // Named, but not for this: a changed payload, or a key revoked, expired or limited to
+    // other namespaces (`namespaces="git"`) in the allowed signers.
+    untrusted_or_bad(
+        &with_msg,
+        &sig,
+        format!(
+            "key {keyid} ({}) may not sign git-factory evidence now: revoked, expired, or limited to other namespaces in {}",
+            principals.join(", "),
+            allowed.display()
         ),
-    }
+    )
 }
 
 /// A signature by a key the allowed signers do not name: untrusted when it is good over the

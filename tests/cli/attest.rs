@@ -953,3 +953,52 @@ fn the_pre_push_hook_lets_an_attested_tip_through_at_once() {
     assert!(stderr_of(&out).contains("verified"), "{}", stderr_of(&out));
     assert_eq!(ran(), 2);
 }
+
+#[test]
+fn keys_the_verifier_revoked_or_limited_to_commits_do_not_vouch() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(attest_verify(&r, &["HEAD"]).0, 0);
+    // Revoked in gpg.ssh.revocationFile.
+    let revoked = r.home.join("revoked_keys");
+    std::fs::write(&revoked, format!("{}\n", public_text(&alice))).expect("write");
+    r.git(&[
+        "config",
+        "gpg.ssh.revocationFile",
+        revoked.to_str().expect("utf8"),
+    ]);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(reasons(&report), ["untrusted signer"]);
+    r.git(&["config", "--unset", "gpg.ssh.revocationFile"]);
+    // Trusted for commits only: a commit signature is never evidence, nor the other way.
+    std::fs::write(
+        allowed_signers(&r),
+        format!(
+            "alice@example.com namespaces=\"git\" {}\n",
+            public_text(&alice)
+        ),
+    )
+    .expect("write");
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(reasons(&report), ["untrusted signer"]);
+    assert!(report["revisions"][0]["envelopes"][0]["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains("other namespaces")));
+    std::fs::write(
+        allowed_signers(&r),
+        format!(
+            "alice@example.com namespaces=\"git,git-factory\" {}\n",
+            public_text(&alice)
+        ),
+    )
+    .expect("write");
+    assert_eq!(attest_verify(&r, &["HEAD"]).0, 0);
+}
