@@ -85,6 +85,27 @@ pub fn attest(repo: &Repository, signer: &Signer, evidence: &Evidence<'_>) -> Re
     })
 }
 
+/// The commands a passing attempt ran, in the order the statement lists them: verification,
+/// `pass_to_pass`, `fail_to_pass`, acceptance (only those that succeeded: they are
+/// `passedTests`).
+pub fn commands_of(attempt: &crate::store::records::AttemptRecord) -> Vec<Vec<String>> {
+    passed_commands(&[
+        &attempt.verify,
+        &attempt.pass_to_pass,
+        &attempt.fail_to_pass,
+        &attempt.acceptance,
+    ])
+}
+
+fn passed_commands(lists: &[&[crate::store::records::CmdResult]]) -> Vec<Vec<String>> {
+    lists
+        .iter()
+        .flat_map(|list| list.iter())
+        .filter(|c| c.succeeded())
+        .map(|c| c.command.clone())
+        .collect()
+}
+
 /// The run's record stage on a PASS with `--attest`: signs with the user's key (checked up
 /// front by [`require_signer`]) that `tree` (and `commit`) passed `commands`.
 pub fn attest_pass(repo: &Repository, evidence: &Evidence<'_>) -> Result<Attestation> {
@@ -341,6 +362,44 @@ pub fn attested_by(repo: &Repository, commit: Oid) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_attempts_commands_are_listed_in_the_order_they_ran() {
+        use crate::store::records::CmdResult;
+        let ran = |argv: &[&str], code: i32| CmdResult {
+            command: argv.iter().map(|s| s.to_string()).collect(),
+            exit_code: Some(code),
+            timed_out: false,
+            interrupted: false,
+            signal: None,
+            spawn_error: None,
+            stdout_trunc: String::new(),
+            stderr_trunc: String::new(),
+            stdout_path: String::new(),
+            stderr_path: String::new(),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            duration_seconds: 0.0,
+        };
+        let words: Vec<String> = passed_commands(&[
+            &[ran(&["bash", "scripts/verify.sh"], 0)],
+            &[ran(&["pytest", "-q", "tests/old"], 0)],
+            &[ran(&["pytest", "-q", "tests/new"], 0)],
+            &[ran(&["make", "lint"], 0), ran(&["false"], 1)],
+        ])
+        .iter()
+        .map(|c| c.join(" "))
+        .collect();
+        assert_eq!(
+            words,
+            [
+                "bash scripts/verify.sh",
+                "pytest -q tests/old",
+                "pytest -q tests/new",
+                "make lint"
+            ]
+        );
+    }
 
     #[test]
     fn a_run_attests_when_asked_and_refuses_without_a_key() {
