@@ -75,6 +75,7 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 "signer": accepted.and_then(|a| a.signer.clone()),
                 "required": found.required.iter().map(|c| evidence::statement::command_text(c)).collect::<Vec<_>>(),
                 "envelopes": found.findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "not_examined": found.not_examined,
             }));
             continue;
         }
@@ -106,6 +107,13 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                         i + 1,
                         f.reason.map_or("accepted", |r| r.as_str()),
                         escape_controls(&f.detail)
+                    ));
+                }
+                if found.not_examined > 0 {
+                    ui.always(format!(
+                        "  {} more envelopes not examined (at most {} are)",
+                        found.not_examined,
+                        evidence::MAX_ENVELOPES
                     ));
                 }
             }

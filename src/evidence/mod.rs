@@ -196,7 +196,13 @@ pub struct TreeEvidence {
     pub tree: Oid,
     pub required: Vec<Vec<String>>,
     pub findings: Vec<Finding>,
+    /// Envelopes past [`MAX_ENVELOPES`], not examined.
+    pub not_examined: usize,
 }
+
+/// How many envelopes of one tree are examined: each costs a signature check (a program
+/// run or two), and a note anyone can push to must not make a verifier run thousands.
+pub const MAX_ENVELOPES: usize = 64;
 
 impl TreeEvidence {
     /// The first envelope accepted, if any.
@@ -214,16 +220,22 @@ pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
         .ok()
         .map(|n| n.message_bytes().to_vec())
         .unwrap_or_default();
-    let findings = String::from_utf8_lossy(&text)
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
+        .collect();
+    let findings = lines
+        .iter()
+        .take(MAX_ENVELOPES)
         .map(|line| examine_line(&cfg, tree, &required, line))
         .collect();
     Ok(TreeEvidence {
         tree,
         required,
         findings,
+        not_examined: lines.len().saturating_sub(MAX_ENVELOPES),
     })
 }
 

@@ -630,6 +630,13 @@ fn evidence_that_does_not_hold_is_refused_with_its_reason() {
         "{}",
         stderr_of(&out)
     );
+    // Lines that are not envelopes are named malformed; past 64, none is examined.
+    let junk: Vec<String> = (0..70).map(|i| format!("PASS {i}")).collect();
+    set_note(&r, &tree, &junk);
+    let (code, _, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1);
+    assert_eq!(reasons(&report), vec!["malformed"; 64]);
+    assert_eq!(report["revisions"][0]["not_examined"], 6);
 }
 
 /// Stops the ssh-agent a test started.
