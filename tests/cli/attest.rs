@@ -669,13 +669,32 @@ fn a_check_cannot_sign_its_own_evidence() {
             .spawn()
             .expect("ssh-agent"),
     );
+    // The socket appears a moment before the agent listens on it.
     wait_for(&sock);
-    let mut add = tool(&r, "ssh-add");
-    add.env("SSH_AUTH_SOCK", &sock)
-        .arg("-q")
-        .arg(&alice.private);
-    ok(add, None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let mut add = tool(&r, "ssh-add");
+        add.env("SSH_AUTH_SOCK", &sock)
+            .arg("-q")
+            .arg(&alice.private);
+        let out = output(&mut add, None);
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ssh-add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     std::fs::remove_file(&alice.private).expect("rm");
+    // The key as git also takes it: the public key itself, the agent holding its private half.
+    r.git(&[
+        "config",
+        "user.signingKey",
+        &format!("key::{}", public_text(&alice)),
+    ]);
     let (_, _gpg) = gpg_key(&r, "Bob <bob@example.com>");
 
     // The check tries both ways to sign, and writes down how each went.
