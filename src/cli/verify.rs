@@ -115,10 +115,10 @@ pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 .hint("give a branch, tag or commit id")
         })?;
     // A key-less --attest is refused before any check runs.
-    let signer = match args.attest {
-        true => Some(crate::evidence::require_signer(&repo)?),
-        false => None,
-    };
+    let signer = args
+        .attest
+        .then(|| crate::evidence::require_signer(&repo))
+        .transpose()?;
     let timeout = Config::of(&repo).value(
         args.timeout_seconds,
         config::TIMEOUT_SECONDS,

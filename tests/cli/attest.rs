@@ -441,6 +441,14 @@ fn ssh_evidence_is_a_signed_in_toto_statement_anyone_can_check() {
     assert_eq!(report["revisions"][1]["signer"], "alice@example.com");
     assert_eq!(report["revisions"][0]["tree"], tree.as_str());
     assert_eq!(report["revisions"][0]["envelopes"][0]["format"], "ssh");
+
+    // A failing check is never attested.
+    r.write("app.txt", "broken\n");
+    r.git(&["commit", "-qam", "broken"]);
+    r.git(&["config", "factory.verify", "false"]);
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(envelopes(&r, &tree_of(&r, "HEAD")).is_empty());
 }
 
 #[test]
