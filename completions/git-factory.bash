@@ -19,6 +19,9 @@ _git__factory() {
             git__factory,apply)
                 cmd="git__factory__subcmd__apply"
                 ;;
+            git__factory,attest)
+                cmd="git__factory__subcmd__attest"
+                ;;
             git__factory,checkout)
                 cmd="git__factory__subcmd__checkout"
                 ;;
@@ -61,8 +64,23 @@ _git__factory() {
             git__factory,verify)
                 cmd="git__factory__subcmd__verify"
                 ;;
+            git__factory__subcmd__attest,help)
+                cmd="git__factory__subcmd__attest__subcmd__help"
+                ;;
+            git__factory__subcmd__attest,verify)
+                cmd="git__factory__subcmd__attest__subcmd__verify"
+                ;;
+            git__factory__subcmd__attest__subcmd__help,help)
+                cmd="git__factory__subcmd__attest__subcmd__help__subcmd__help"
+                ;;
+            git__factory__subcmd__attest__subcmd__help,verify)
+                cmd="git__factory__subcmd__attest__subcmd__help__subcmd__verify"
+                ;;
             git__factory__subcmd__help,apply)
                 cmd="git__factory__subcmd__help__subcmd__apply"
+                ;;
+            git__factory__subcmd__help,attest)
+                cmd="git__factory__subcmd__help__subcmd__attest"
                 ;;
             git__factory__subcmd__help,checkout)
                 cmd="git__factory__subcmd__help__subcmd__checkout"
@@ -106,6 +124,9 @@ _git__factory() {
             git__factory__subcmd__help,verify)
                 cmd="git__factory__subcmd__help__subcmd__verify"
                 ;;
+            git__factory__subcmd__help__subcmd__attest,verify)
+                cmd="git__factory__subcmd__help__subcmd__attest__subcmd__verify"
+                ;;
             git__factory__subcmd__help__subcmd__hook,install)
                 cmd="git__factory__subcmd__help__subcmd__hook__subcmd__install"
                 ;;
@@ -146,7 +167,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover completions demo help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover attest completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -166,6 +187,88 @@ _git__factory() {
         git__factory__subcmd__apply)
             opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__attest)
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__attest__subcmd__help)
+            opts="verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__attest__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__attest__subcmd__help__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__attest__subcmd__verify)
+            opts="-q -v -h -V --json --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -270,7 +373,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help)
-            opts="run log show apply verify hook checkout reverify patch push fetch recover completions demo help"
+            opts="run log show apply verify hook checkout reverify patch push fetch recover attest completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -286,6 +389,34 @@ _git__factory() {
         git__factory__subcmd__help__subcmd__apply)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__attest)
+            opts="verify"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__attest__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -960,7 +1091,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__verify)
-            opts="-q -v -h -V --no-cache --timeout-seconds --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h -V --no-cache --timeout-seconds --attest --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -29,6 +29,8 @@ pub const DEFAULT_AGENT_IGNORE: [&str; 3] = [".aider*", ".codex/", ".claude/"];
 pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 /// Whether `run` and `reverify` run their checks under bubblewrap (`--sandbox`).
 pub const SANDBOX: &str = "factory.sandbox";
+/// Whether a PASS of `run` is recorded as signed evidence (`--attest`, SPEC §6.1).
+pub const ATTEST: &str = "factory.attest";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;

@@ -23,6 +23,7 @@ pub mod crash;
 pub mod delivery;
 pub mod env;
 pub mod error;
+pub mod evidence;
 pub mod git;
 pub mod graph;
 pub mod harness;

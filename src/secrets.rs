@@ -5,6 +5,9 @@
 //! The secrets are the values of the provider key variables and of the names listed in git
 //! config `factory.scrubEnv`, read from the environment when redacting, so a key set after
 //! start-up is covered too.
+//!
+//! The user's signing keys are kept from commands too ([`keep_from_signing`]): signed evidence
+//! (SPEC §6.1) is only worth something if code under test cannot sign its own.
 
 use std::sync::Mutex;
 
@@ -14,6 +17,24 @@ pub const REDACTED: &str = "[redacted]";
 /// A value shorter than this is not treated as a secret: replacing `1` or `yes` everywhere
 /// would garble every text and protect nothing (real keys are dozens of characters).
 const MIN_SECRET_LEN: usize = 8;
+
+/// Variables through which a command could reach the user's ssh or gpg agent.
+pub const SIGNING_AGENT_VARS: [&str; 2] = ["SSH_AUTH_SOCK", "GPG_AGENT_INFO"];
+
+/// `GNUPGHOME` for commands: a folder that cannot exist (its parent is a device), so gpg finds
+/// neither the user's keyring nor the agent's socket, which lives in the home folder or in a
+/// run folder named after it.
+pub const UNREACHABLE_GNUPGHOME: &str = "/dev/null/gnupg";
+
+/// Takes away a command's way to the user's signing agents: no `SSH_AUTH_SOCK`, no
+/// `GPG_AGENT_INFO`, and a `GNUPGHOME` where gpg finds no agent socket and no key. (Key files
+/// read by path are the sandbox's to hide.)
+pub fn keep_from_signing(cmd: &mut std::process::Command) {
+    for name in SIGNING_AGENT_VARS {
+        cmd.env_remove(name);
+    }
+    cmd.env("GNUPGHOME", UNREACHABLE_GNUPGHOME);
+}
 
 /// Names added by git config `factory.scrubEnv` (the provider keys are always included).
 static EXTRA_NAMES: Mutex<Vec<String>> = Mutex::new(Vec::new());

@@ -6,7 +6,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 /// What the man pages add to the generated synopsis and options.
-const EXIT_STATUS: &str = "0 PASS, or success\n1 FAIL verdict (a refused patch with `git factory patch`, a conflict with `apply`, a failed `verify`)\n2 refused before anything changed (usage, invalid work order, preflight, provider misconfigured), or a run that could not finish (verdict ERROR, rolled back first)\n130 interrupted (after rollback)\n101 a bug (panic)";
+const EXIT_STATUS: &str = "0 PASS, or success\n1 FAIL verdict (a refused patch with `git factory patch`, a conflict with `apply`, a failed `verify`, a revision `attest verify` cannot vouch for)\n2 refused before anything changed (usage, invalid work order, preflight, provider misconfigured), or a run that could not finish (verdict ERROR, rolled back first)\n130 interrupted (after rollback)\n101 a bug (panic)";
 
 const CONFIGURATION: &str = "factory.model\tthe model for --llm-model, as [PROVIDER:]MODEL\nfactory.baseUrl\tthe base URL of an OpenAI-compatible server\nfactory.temperature\tsampling temperature (0)\nfactory.maxAttempts\tSE -> TR -> PO attempts (2)\nfactory.timeoutSeconds\ttime limit per command (600)\nfactory.agentTimeout\ttime limit per agent invocation (1800)\nfactory.verify\tglobal verification commands, one per value, when scripts/verify.sh does not exist\nfactory.scrubEnv\tmore environment variables removed from commands (multi-valued)\nfactory.prePush\tfalse turns the pre-push hook off\nfactory.commitHooks\tfalse skips the pre-commit and commit-msg hooks on --commit/--branch\nfactory.agentIgnore\tglobs of a coding agent's own files, ignored in its worktree and kept out of its proposal (multi-valued; default .aider*, .codex/, .claude/)\nfactory.agentWritable\tfolders a coding agent may write under --sandbox besides its worktree, e.g. ~/.codex (multi-valued)\ncore.hooksPath\twhere hook install writes the pre-push hook";
 
@@ -16,15 +16,16 @@ fn description(name: &str) -> &'static str {
         "log" => "Lists the runs stored under refs/factory/, newest first, one line each: run id, verdict, attempts, work-order id and title, baseline and age. Runs fetched from a remote show up too.",
         "show" => "Shows one run: its summary, each attempt's stage, apply method, commands with exit codes and durations, and failure brief; or its patch, a command's full output, or the stored run_summary.json.",
         "apply" => "Brings the change of a run that PASSed into the current work tree, merging 3-way when HEAD has moved on since the run's baseline. A conflict is reported and nothing is written.",
-        "verify" => "Runs global verification on a revision in a temporary worktree. A pass is cached in refs/notes/factory-verify keyed by tree id, so verifying the same tree again is instant.",
-        "hook" => "Installs or removes the pre-push hook. On push it verifies each pushed tip in a temporary worktree (cached by tree) and blocks a failing push, and refuses commits whose Factory-Run run did not PASS.",
+        "verify" => "Runs global verification on a revision in a temporary worktree. A pass is cached in refs/notes/factory-verify keyed by tree id, so verifying the same tree again is instant. With --attest a pass is also signed with your git signing key (user.signingKey; gpg.format ssh or openpgp) as an in-toto test-result statement about the tree, in a DSSE envelope noted on the tree in refs/notes/factory-attest; no key configured is refused before any check runs.",
+        "attest" => "git factory attest verify [REV...] [--json] [--repo DIR] checks signed evidence without running the checks again. For each revision (default HEAD) it reads the DSSE envelopes noted on the revision's tree in refs/notes/factory-attest and accepts one only if its signature verifies against your own trust (gpg.ssh.allowedSignersFile for SSH signatures, namespace git-factory; your keyring for OpenPGP; never a key carried by the repository or the note), its in-toto subject is exactly that tree, its result is PASSED, and the commands it lists include every check the repository requires for that tree today (scripts/verify.sh, or factory.verify). The evidence survives squash merges, rebases and cherry-picks that keep the tree. Every envelope not accepted is named with its reason: bad signature, untrusted signer, other tree, not passed, other checks, malformed. Exit 0 when every revision has an accepted envelope, else 1; --json prints every finding on stdout for CI.",
+        "hook" => "Installs or removes the pre-push hook. On push it verifies each pushed tip in a temporary worktree (cached by tree) and blocks a failing push, and refuses commits whose Factory-Run run did not PASS. A tip whose tree carries signed evidence you trust, covering today's checks (see git factory attest), goes through at once: the hook says \"attested by <signer>\".",
         "reverify" => "Re-runs verification and acceptance on every recorded attempt tree of a run in a temporary worktree, and prints what was recorded next to what happens now.",
         "checkout" => "Writes the tree of one attempt of a run into a folder.",
         "patch" => "The TR engine as plumbing: applies a unified diff, a *** Begin Patch envelope or SEARCH/REPLACE blocks to the work tree under every always-refused rule, all or nothing, trying the strict, recount and fuzzy passes in turn and accepting a pass only where every hunk's location is unique.",
         "recover" => "Finishes a run whose process was killed: stops its command, puts back the worktree the run changed exactly (refs, then the index, then the work tree with its modes), records the run as INTERRUPTED and clears the journal. Run from another worktree of the repo, it restores the run's worktree by its recorded path, or refuses naming it; it never touches the worktree it is run from unless that is the one.",
         "completions" => "Prints the completion script for a shell.",
-        "push" => "Sends runs to a remote: first the remote's refs/notes/factory is fetched and merged into yours with git's cat_sort_uniq strategy, then every run ref that is new there (or fast-forwards its record) and the merged notes are pushed. Any number of clones with runs of their own can push without non-fast-forward refusals. A run whose record differs on the two sides keeps its own record on each.",
-        "fetch" => "Takes in a remote's runs: run refs that are new here (or fast-forward yours) are created, and the remote's refs/notes/factory is merged into yours with git's cat_sort_uniq strategy.",
+        "push" => "Sends runs to a remote: first the remote's refs/notes/factory is fetched and merged into yours with git's cat_sort_uniq strategy, then every run ref that is new there (or fast-forwards its record) and the merged notes are pushed. Any number of clones with runs of their own can push without non-fast-forward refusals. A run whose record differs on the two sides keeps its own record on each. The signed evidence in refs/notes/factory-attest is merged and pushed the same way.",
+        "fetch" => "Takes in a remote's runs: run refs that are new here (or fast-forward yours) are created, and the remote's refs/notes/factory and refs/notes/factory-attest are merged into yours with git's cat_sort_uniq strategy.",
         "demo" => "Makes a small repo with a failing check and runs a work order through the loop with a built-in scripted proposer: attempt 1 fails acceptance and is rolled back, attempt 2 passes. Needs nothing but git.",
         _ => "git factory hands a precise work order to a language model or coding agent and gives back either a change that provably passes your checks, or a clean repo and a full record of why not.",
     }
@@ -36,7 +37,8 @@ fn examples(name: &str) -> &'static str {
         "log" => "git factory log -3\ngit factory log --oneline --verdict pass\ngit factory log --verdict fail --json",
         "show" => "git factory show\ngit factory show 1a2b\ngit factory show 1a2b --patch --attempt 1\ngit factory show 1a2b --log acceptance:0",
         "apply" => "git factory apply 1a2b",
-        "verify" => "git factory verify\ngit factory verify origin/main --no-cache",
+        "verify" => "git factory verify\ngit factory verify origin/main --no-cache\ngit factory verify --attest",
+        "attest" => "git factory attest verify\ngit factory attest verify HEAD origin/main --json",
         "hook" => "git factory hook install\ngit factory hook uninstall",
         "reverify" => "git factory reverify 1a2b",
         "checkout" => "git factory checkout 1a2b --attempt 1 /tmp/attempt1",
@@ -155,7 +157,7 @@ fn bash_states_matched(text: &str) -> String {
     text.replace("git__subcmd__factory__subcmd__", "git__factory__subcmd__")
 }
 
-const FISH_GIT_GLUE: &str = "\n# `git factory <TAB>` through git's own completion\ncomplete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify hook recover patch push fetch completions demo'\n";
+const FISH_GIT_GLUE: &str = "\n# `git factory <TAB>` through git's own completion\ncomplete -c git -f -n '__fish_git_using_command factory' -a 'run log show apply reverify checkout verify attest hook recover patch push fetch completions demo'\n";
 
 /// The completion script for one shell.
 pub fn completion(shell: Shell) -> String {

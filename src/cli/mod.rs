@@ -1,6 +1,7 @@
 //! The command line: clap definitions (their doc comments are the help text) and dispatch.
 
 pub mod apply;
+pub mod attest;
 pub mod cached;
 pub mod checkout;
 pub mod completions;
@@ -77,6 +78,8 @@ pub enum Command {
     Fetch(fetch::FetchArgs),
     /// Roll back a run that was killed mid-way and record it as INTERRUPTED
     Recover(recover::RecoverArgs),
+    /// Check the signed evidence that a revision's tree passed its checks
+    Attest(attest::AttestArgs),
     /// Print the completion script for bash, zsh, fish, elvish or powershell
     Completions(completions::CompletionsArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
@@ -212,6 +215,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Verify(args) => verify::cmd_verify(&ui, args),
         Command::Hook(args) => hook::cmd_hook(&ui, args),
         Command::Recover(args) => recover::cmd_recover(&ui, args),
+        Command::Attest(args) => attest::cmd_attest(&ui, args),
         Command::Push(args) => push::cmd_push(&ui, args),
         Command::Fetch(args) => fetch::cmd_fetch(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),

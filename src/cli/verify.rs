@@ -1,7 +1,8 @@
 //! `git factory verify [<rev>]`: global verification of a revision in a temporary worktree,
 //! cached by tree id in `refs/notes/factory-verify` (see `roles::po::cache`; only passes are
 //! cached, so a flaky failure is checked again next time). A run's baseline check shares the
-//! cache: a tree either of them verified is not verified again by the other.
+//! cache: a tree either of them verified is not verified again by the other. `--attest` signs
+//! a pass as evidence anyone can check (SPEC §6.1, `crate::evidence`).
 
 use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
@@ -23,6 +24,10 @@ pub struct VerifyArgs {
     /// Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]
     #[arg(long = "timeout-seconds", value_name = "S")]
     pub timeout_seconds: Option<u64>,
+    /// On a pass, sign the evidence that this tree passed (with user.signingKey) in
+    /// refs/notes/factory-attest
+    #[arg(long)]
+    pub attest: bool,
     /// The repository (default: discovered from the current directory)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
@@ -51,6 +56,11 @@ pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
             Error::new(format!("{} is not a commit", args.rev))
                 .hint("give a branch, tag or commit id")
         })?;
+    // A key-less --attest is refused before any check runs.
+    let signer = args
+        .attest
+        .then(|| crate::evidence::require_signer(&repo))
+        .transpose()?;
     let timeout = Config::of(&repo).value(
         args.timeout_seconds,
         config::TIMEOUT_SECONDS,
@@ -71,6 +81,15 @@ pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
             args.rev,
             if v.cached { ", cached" } else { "" }
         ));
+        if let Some(signer) = &signer {
+            let a = crate::evidence::attest_verified(&repo, signer, commit.id())?;
+            ui.always(format!(
+                "attested tree {short} ({} key {}) in {}",
+                a.format.as_str(),
+                a.keyid,
+                crate::evidence::NOTES_REF
+            ));
+        }
         Ok(Exit::Success)
     } else {
         ui.always(format!(

@@ -1,7 +1,9 @@
 //! Sharing runs with a remote (`git factory push` / `fetch`): run refs move only where they
 //! are new or fast-forward, and `refs/notes/factory` is merged with git's `cat_sort_uniq`
 //! strategy (the note lines of both sides, sorted, duplicates once) before it is pushed, so
-//! any number of clones with runs of their own never meet a non-fast-forward refusal.
+//! any number of clones with runs of their own never meet a non-fast-forward refusal. The
+//! signed evidence in `refs/notes/factory-attest` (one envelope per line, SPEC §6.1) travels and
+//! merges the same way.
 //!
 //! git itself does the transport (its remotes, credentials and protocols are the point).
 
@@ -10,9 +12,20 @@ use crate::error::{Error, Result};
 use git2::{Oid, Repository};
 use std::process::{Command, Output};
 
+/// Signed evidence: one DSSE envelope per line of the note on a tree (SPEC §6.1).
+pub const ATTEST_NOTES_REF: &str = "refs/notes/factory-attest";
+
+/// The notes refs `push` and `fetch` share, each merged with `cat_sort_uniq`.
+const SHARED_NOTES: [&str; 2] = [NOTES_REF, ATTEST_NOTES_REF];
+
 /// Where fetched records wait before they are taken in (removed at the end).
 const INCOMING_RUNS: &str = "refs/factory-incoming/";
-const INCOMING_NOTES: &str = "refs/notes/factory-incoming";
+
+/// Where a remote's notes wait before they are merged (`refs/notes/factory-incoming` for
+/// `refs/notes/factory`).
+fn incoming_notes(notes_ref: &str) -> String {
+    format!("{notes_ref}-incoming")
+}
 
 /// What a push or fetch moved.
 #[derive(Debug, Default)]
@@ -78,7 +91,8 @@ fn output(mut cmd: Command, what: &str, remote: &str) -> Result<Output> {
 /// The remote's run refs and notes ref, as (name, id).
 fn remote_refs(repo: &Repository, remote: &str, what: &str) -> Result<Vec<(String, Oid)>> {
     let mut cmd = git(repo)?;
-    cmd.args(["ls-remote", "--refs", remote, "refs/factory/*", NOTES_REF]);
+    cmd.args(["ls-remote", "--refs", remote, "refs/factory/*"])
+        .args(SHARED_NOTES);
     let out = output(cmd, what, remote)?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -108,31 +122,32 @@ fn fetch_into(repo: &Repository, remote: &str, refspec: &str, what: &str) -> Res
     Ok(())
 }
 
-/// Brings the remote's notes in and merges them into ours with `cat_sort_uniq`.
-fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<bool> {
-    fetch_into(
-        repo,
-        remote,
-        &format!("+{NOTES_REF}:{INCOMING_NOTES}"),
-        what,
-    )?;
-    let theirs = repo.refname_to_id(INCOMING_NOTES)?;
+/// Brings the remote's `notes_ref` in and merges it into ours with `cat_sort_uniq`.
+fn merge_remote_notes(
+    repo: &Repository,
+    remote: &str,
+    notes_ref: &str,
+    what: &str,
+) -> Result<bool> {
+    let incoming = incoming_notes(notes_ref);
+    fetch_into(repo, remote, &format!("+{notes_ref}:{incoming}"), what)?;
+    let theirs = repo.refname_to_id(&incoming)?;
     if let Some(kind) = not_a_commit(repo, theirs) {
-        if let Ok(mut r) = repo.find_reference(INCOMING_NOTES) {
+        if let Ok(mut r) = repo.find_reference(&incoming) {
             let _ = r.delete();
         }
         return Err(Error::new(format!(
-            "{remote}'s {NOTES_REF} points at a {kind}, not a notes commit: its notes cannot be merged (your runs and notes are unchanged)"
+            "{remote}'s {notes_ref} points at a {kind}, not a notes commit: its notes cannot be merged (your runs and notes are unchanged)"
         ))
         .hint(format!(
-            "ask the remote's owner to repair it, or delete it there: git push {remote} :{NOTES_REF}"
+            "ask the remote's owner to repair it, or delete it there: git push {remote} :{notes_ref}"
         )));
     }
-    let ours = repo.refname_to_id(NOTES_REF).ok();
+    let ours = repo.refname_to_id(notes_ref).ok();
     let changed = match ours {
         Some(o) if o == theirs || repo.graph_descendant_of(o, theirs)? => false,
         None => {
-            repo.reference(NOTES_REF, theirs, false, "git factory: notes from a remote")?;
+            repo.reference(notes_ref, theirs, false, "git factory: notes from a remote")?;
             true
         }
         Some(_) => {
@@ -140,18 +155,18 @@ fn merge_remote_notes(repo: &Repository, remote: &str, what: &str) -> Result<boo
             merge.args([
                 "notes",
                 "--ref",
-                NOTES_REF,
+                notes_ref,
                 "merge",
                 "-q",
                 "-s",
                 "cat_sort_uniq",
-                INCOMING_NOTES,
             ]);
+            merge.arg(&incoming);
             output(merge, what, remote)?;
             true
         }
     };
-    if let Ok(mut r) = repo.find_reference(INCOMING_NOTES) {
+    if let Ok(mut r) = repo.find_reference(&incoming) {
         let _ = r.delete();
     }
     Ok(changed)
@@ -229,8 +244,10 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
             }
         }
     }
-    if theirs.iter().any(|(n, _)| n == NOTES_REF) {
-        shared.notes = merge_remote_notes(repo, remote, &what)?;
+    for notes_ref in SHARED_NOTES {
+        if theirs.iter().any(|(n, _)| n == notes_ref) {
+            shared.notes |= merge_remote_notes(repo, remote, notes_ref, &what)?;
+        }
     }
     Ok(shared)
 }
@@ -244,9 +261,12 @@ pub fn push(repo: &Repository, remote: &str) -> Result<Shared> {
     for _ in 0..3 {
         let theirs = remote_refs(repo, remote, &what)?;
         let mut shared = Shared::default();
-        let remote_notes = theirs.iter().find(|(n, _)| n == NOTES_REF).map(|(_, o)| *o);
-        if remote_notes.is_some() {
-            merge_remote_notes(repo, remote, &what)?;
+        let remote_notes =
+            |notes_ref: &str| theirs.iter().find(|(n, _)| n == notes_ref).map(|(_, o)| *o);
+        for notes_ref in SHARED_NOTES {
+            if remote_notes(notes_ref).is_some() {
+                merge_remote_notes(repo, remote, notes_ref, &what)?;
+            }
         }
         let theirs_runs: std::collections::BTreeMap<&str, Oid> = theirs
             .iter()
@@ -266,10 +286,12 @@ pub fn push(repo: &Repository, remote: &str) -> Result<Shared> {
             refspecs.push(format!("{oid}:{}", super::run_ref(&id)));
             shared.runs.push(id);
         }
-        let ours_notes = repo.refname_to_id(NOTES_REF).ok();
-        if ours_notes.is_some() && ours_notes != remote_notes {
-            refspecs.push(format!("{NOTES_REF}:{NOTES_REF}"));
-            shared.notes = true;
+        for notes_ref in SHARED_NOTES {
+            let ours_notes = repo.refname_to_id(notes_ref).ok();
+            if ours_notes.is_some() && ours_notes != remote_notes(notes_ref) {
+                refspecs.push(format!("{notes_ref}:{notes_ref}"));
+                shared.notes = true;
+            }
         }
         if refspecs.is_empty() {
             return Ok(shared);

@@ -3,6 +3,7 @@
 mod common;
 
 mod agents;
+mod attest;
 mod candidates;
 mod contracts;
 mod delivery;

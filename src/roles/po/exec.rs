@@ -229,6 +229,8 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     for (k, v) in &spec.env_set {
         cmd.env(k, v);
     }
+    // Checks and agents never reach the user's ssh or gpg agent (SPEC §6.1).
+    crate::secrets::keep_from_signing(&mut cmd);
     // Spawning and registering happen under the lock the orphan sweep takes, so a sweep
     // never mistakes a command being started for a leftover.
     let spawned = {

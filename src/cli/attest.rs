@@ -1,0 +1,131 @@
+//! `git factory attest verify [<rev>…]`: checks the signed evidence that each revision's tree
+//! passed the checks the repository requires today (SPEC §6.1), without running them.
+
+use crate::error::{Error, Exit, Result};
+use crate::evidence::{self, Finding};
+use crate::git;
+use crate::ui::{escape_controls, Ui};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+#[derive(Debug, Args)]
+pub struct AttestArgs {
+    #[command(subcommand)]
+    pub action: AttestAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AttestAction {
+    /// Check the signed evidence on each revision's tree (exit 0: every one has an envelope
+    /// that verifies; 1: not)
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The revisions whose trees to check
+    #[arg(value_name = "REV", default_value = "HEAD")]
+    pub revs: Vec<String>,
+    /// Print the findings as JSON on stdout
+    #[arg(long)]
+    pub json: bool,
+    /// The repository (default: discovered from the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<std::path::PathBuf>,
+}
+
+pub fn cmd_attest(ui: &Ui, args: AttestArgs) -> Result<Exit> {
+    match args.action {
+        AttestAction::Verify(args) => verify(ui, args),
+    }
+}
+
+fn finding_json(f: &Finding) -> Value {
+    json!({
+        "accepted": f.reason.is_none(),
+        "reason": f.reason.map(|r| r.as_str()),
+        "signer": f.signer,
+        "format": f.format.map(|x| x.as_str()),
+        "keyid": f.keyid,
+        "detail": f.detail,
+    })
+}
+
+fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
+    let repo = git::open(args.repo.as_deref())?;
+    let mut all = true;
+    let mut report = Vec::new();
+    for rev in &args.revs {
+        let commit = repo
+            .revparse_single(rev)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|_| {
+                Error::new(format!("{rev} is not a commit")).hint("give a branch, tag or commit id")
+            })?;
+        let found = evidence::examine(&repo, commit.tree_id())?;
+        let accepted = found.accepted();
+        all &= accepted.is_some();
+        let short = git::short(&found.tree.to_string()).to_string();
+        if args.json {
+            report.push(json!({
+                "rev": rev,
+                "commit": commit.id().to_string(),
+                "tree": found.tree.to_string(),
+                "verified": accepted.is_some(),
+                "signer": accepted.and_then(|a| a.signer.clone()),
+                "required": found.required.iter().map(|c| evidence::statement::command_text(c)).collect::<Vec<_>>(),
+                "envelopes": found.findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "not_examined": found.not_examined,
+            }));
+            continue;
+        }
+        match accepted {
+            Some(a) => ui.always(format!(
+                "{} {rev} (tree {short}): attested by {} ({}{}): {}",
+                console::style("verified").green().bold(),
+                escape_controls(a.signer.as_deref().unwrap_or("?")),
+                a.format.map_or("?", |f| f.as_str()),
+                if a.keyid.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", a.keyid)
+                },
+                escape_controls(&a.detail)
+            )),
+            None if found.findings.is_empty() => ui.always(format!(
+                "{} {rev} (tree {short}): no signed evidence on this tree\nhint: fetch it (git factory fetch), or attest it where the checks pass (git factory verify --attest)",
+                console::style("not attested").red().bold(),
+            )),
+            None => {
+                ui.always(format!(
+                    "{} {rev} (tree {short}): no envelope is accepted",
+                    console::style("not attested").red().bold(),
+                ));
+                for (i, f) in found.findings.iter().enumerate() {
+                    ui.always(format!(
+                        "  envelope {}: {}: {}",
+                        i + 1,
+                        f.reason.map_or("accepted", |r| r.as_str()),
+                        escape_controls(&f.detail)
+                    ));
+                }
+                if found.not_examined > 0 {
+                    ui.always(format!(
+                        "  {} more envelopes not examined (at most {} are)",
+                        found.not_examined,
+                        evidence::MAX_ENVELOPES
+                    ));
+                }
+            }
+        }
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&json!({
+            "verified": all,
+            "revisions": report,
+        }))
+        .unwrap_or_default();
+        ui.out(format!("{text}\n"));
+    }
+    Ok(if all { Exit::Success } else { Exit::Fail })
+}
