@@ -2,8 +2,10 @@
 //! diff (hunks without line numbers, so they are placed by the unique-location passes):
 //! the `*** Begin Patch … *** End Patch` envelope and SEARCH/REPLACE blocks.
 
-use super::diff::{err, show, split_text, FilePatch, Hunk, Line, ParseError};
-use crate::roles::se::proposal::Dialect;
+use super::detect::{foreign_block, split_text};
+pub use super::detect::{is_envelope, is_search_replace};
+use super::diff::{err, mixed, show, FilePatch, Hunk, Line, ParseError};
+use crate::roles::change::Dialect;
 use bstr::ByteSlice;
 
 fn hunk(at_line: usize, header: &str) -> Hunk {
@@ -23,34 +25,6 @@ fn hunk(at_line: usize, header: &str) -> Hunk {
     }
 }
 
-/// The first line at column 0 that decides the dialect: a marker of ours, or a unified diff's
-/// header. A context line quoting a marker (`  *** Begin Patch`) starts with a space; a marker
-/// after a diff header is the diff's content.
-fn first_marker_is(text: &[u8], marker: &str) -> bool {
-    for line in split_text(text) {
-        let line = line.trim_end_with(|c| c == '\r' || c == ' ' || c == '\t');
-        if line == marker.as_bytes() {
-            return true;
-        }
-        if line.starts_with(b"diff --git ")
-            || line.starts_with(b"--- ")
-            || line.starts_with(b"+++ ")
-            || line.starts_with(b"@@")
-        {
-            return false;
-        }
-    }
-    false
-}
-
-pub fn is_envelope(text: &[u8]) -> bool {
-    first_marker_is(text, "*** Begin Patch")
-}
-
-pub fn is_search_replace(text: &[u8]) -> bool {
-    first_marker_is(text, "<<<<<<< SEARCH")
-}
-
 /// A marker or header line of the envelope: its `\r` and surrounding spaces do not matter.
 fn marker(line: &[u8]) -> &[u8] {
     line.trim_with(|c| c == '\r' || c == ' ' || c == '\t')
@@ -61,52 +35,6 @@ fn marker_path(rest: &[u8], n: usize) -> Result<String, ParseError> {
     std::str::from_utf8(marker(rest))
         .map(str::to_string)
         .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
-}
-
-/// A line that starts a change block of some dialect: `*** Begin Patch`, `<<<<<<< SEARCH`, or a
-/// unified diff's `diff --git`, `--- `/`+++ ` pair or `@@ -` hunk header. Markers count at
-/// column 0 only (a quoted, indented marker is text).
-fn block_at(lines: &[&[u8]], i: usize) -> Option<Dialect> {
-    let l = lines[i].trim_end_with(|c| c == '\r' || c == ' ' || c == '\t');
-    if l == b"*** Begin Patch" {
-        Some(Dialect::Envelope)
-    } else if l == b"<<<<<<< SEARCH" {
-        Some(Dialect::SearchReplace)
-    } else if l.starts_with(b"diff --git ")
-        || l.starts_with(b"@@ -")
-        || (l.starts_with(b"--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with(b"+++ ")))
-    {
-        Some(Dialect::Unified)
-    } else {
-        None
-    }
-}
-
-/// A change block of another dialect than `own` starting at line `i` of text that `own`'s
-/// parser reads as prose. Dropping it would apply part of a proposal (SPEC §3.6: never
-/// partial), and reading both dialects in one proposal would guess at what was meant.
-pub(crate) fn foreign_block(lines: &[&[u8]], i: usize, own: Dialect) -> Option<Dialect> {
-    block_at(lines, i).filter(|d| *d != own)
-}
-
-fn dialect_name(d: Dialect) -> &'static str {
-    match d {
-        Dialect::Unified => "unified diff",
-        Dialect::Envelope => "'*** Begin Patch' envelope",
-        Dialect::SearchReplace => "SEARCH/REPLACE block",
-    }
-}
-
-/// The refusal of a proposal that mixes dialects.
-pub(crate) fn mixed(line: usize, own: Dialect, other: Dialect) -> ParseError {
-    err(
-        line,
-        format!(
-            "a {} starts here in a proposal read as a {}: the proposal mixes more than one dialect, so which of its changes are meant is not said; send every change in one dialect",
-            dialect_name(other),
-            dialect_name(own)
-        ),
-    )
 }
 
 /// Parses every `*** Begin Patch` envelope of the text: Add File, Update File (optionally

@@ -2,7 +2,8 @@
 //! always come from the diff's headers — never from the model's words, and never from a tool
 //! that silently reinterprets them (`git apply` turns `+++ /tmp/x` into `tmp/x`).
 
-use crate::roles::se::proposal::Dialect;
+use super::detect::{foreign_block, split_text};
+use crate::roles::change::Dialect;
 use bstr::ByteSlice;
 use std::fmt;
 
@@ -149,6 +150,26 @@ pub(crate) fn err(line: usize, message: impl Into<String>) -> ParseError {
     }
 }
 
+fn dialect_name(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Unified => "unified diff",
+        Dialect::Envelope => "'*** Begin Patch' envelope",
+        Dialect::SearchReplace => "SEARCH/REPLACE block",
+    }
+}
+
+/// The refusal of a proposal that mixes dialects.
+pub(crate) fn mixed(line: usize, own: Dialect, other: Dialect) -> ParseError {
+    err(
+        line,
+        format!(
+            "a {} starts here in a proposal read as a {}: the proposal mixes more than one dialect, so which of its changes are meant is not said; send every change in one dialect",
+            dialect_name(other),
+            dialect_name(own)
+        ),
+    )
+}
+
 fn disagreement(line: usize, what: impl std::fmt::Display) -> ParseError {
     ParseError {
         disagree: true,
@@ -165,15 +186,6 @@ pub enum Strip {
     Components(usize),
 }
 
-/// A diff's lines without their `\n`; the text's own final newline is not an empty line.
-pub fn split_text(text: &[u8]) -> Vec<&[u8]> {
-    let mut lines: Vec<&[u8]> = text.split_str("\n").collect();
-    if text.ends_with(b"\n") {
-        lines.pop();
-    }
-    lines
-}
-
 /// A line of the diff for a message: lossy, escaped, at most 160 characters.
 pub(crate) fn show(line: &[u8]) -> String {
     let s: String = line.to_str_lossy().chars().take(160).collect();
@@ -185,18 +197,6 @@ pub(crate) fn show(line: &[u8]) -> String {
 fn header_text(line: &[u8], n: usize) -> Result<&str, ParseError> {
     std::str::from_utf8(line.strip_suffix(b"\r").unwrap_or(line))
         .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
-}
-
-/// Whether `text` looks like a unified diff at all (has file headers).
-pub fn looks_like_diff(text: &[u8]) -> bool {
-    let mut prev_minus = false;
-    for line in text.split_str("\n") {
-        if line.starts_with(b"diff --git ") || (prev_minus && line.starts_with(b"+++ ")) {
-            return true;
-        }
-        prev_minus = line.starts_with(b"--- ");
-    }
-    false
 }
 
 /// Parses a git-style or plain unified diff into file sections.
@@ -231,8 +231,8 @@ pub fn parse(text: &[u8], strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
             ));
         } else if line.starts_with(b"GIT binary patch") || line.starts_with(b"Binary files ") {
             return Err(err(i + 1, "binary patch outside a file section"));
-        } else if let Some(other) = super::dialects::foreign_block(&lines, i, Dialect::Unified) {
-            return Err(super::dialects::mixed(i + 1, Dialect::Unified, other));
+        } else if let Some(other) = foreign_block(&lines, i, Dialect::Unified) {
+            return Err(mixed(i + 1, Dialect::Unified, other));
         } else {
             // Preamble or prose between sections (commit messages, `Index:` lines): ignored.
             i += 1;
@@ -772,7 +772,7 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Mark
             if l.starts_with(b"diff --git ")
                 || is_file_header_pair(lines, j)
                 || starts_mail(l)
-                || super::dialects::foreign_block(lines, j, Dialect::Unified).is_some()
+                || foreign_block(lines, j, Dialect::Unified).is_some()
             {
                 break;
             }
