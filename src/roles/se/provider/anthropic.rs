@@ -3,7 +3,7 @@
 //! `input_schema` it is where a model lacks that), `output_config.effort`, thinking blocks
 //! kept apart from the answer.
 
-use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
 use super::http::{one_line, Sink};
 use super::sse::SseEvent;
 use crate::store::records::Usage;

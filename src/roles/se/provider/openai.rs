@@ -2,7 +2,7 @@
 //! points `--llm-base-url` at: vLLM, Ollama, llama.cpp, OpenRouter, Gemini's and Azure's
 //! OpenAI-compatible endpoints.
 
-use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
 use super::http::Sink;
 use super::sse::SseEvent;
 use serde_json::{json, Map, Value};

@@ -1,7 +1,7 @@
 //! OpenAI's Responses API (`POST {base}/responses`): the API OpenAI's own URL is spoken
 //! through; every current OpenAI model accepts it and the `*-codex` models require it.
 
-use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
 use super::http::{one_line, Sink};
 use super::sse::SseEvent;
 use serde_json::{json, Map, Value};
