@@ -77,127 +77,15 @@ fn parse_one_envelope(
             return Ok(i + 1);
         }
         if let Some(path) = l.strip_prefix(b"*** Add File: ") {
-            let mut p = FilePatch {
-                new_path: Some(marker_path(path, n)?),
-                is_new: true,
-                at_line: n,
-                ..FilePatch::default()
-            };
-            let mut h = hunk(n, "*** Add File");
-            i += 1;
-            while i < lines.len() && !lines[i].starts_with(b"*** ") {
-                match lines[i].strip_prefix(b"+") {
-                    Some(text) => h.lines.push(Line::Add(text.to_vec())),
-                    None => return Err(err(i + 1, "a line of an added file must start with '+'")),
-                }
-                i += 1;
-            }
-            p.hunks.push(h);
+            let (p, next) = add_file(lines, i, path)?;
             patches.push(p);
-            continue;
-        }
-        if let Some(path) = l.strip_prefix(b"*** Delete File: ") {
-            // SPEC §3.6: a deletion carries the file's whole content as removed lines. The
-            // envelope as Codex writes it names the file only; here its content may follow
-            // as '-' lines, and a non-empty file deleted without them is refused when planned.
-            let mut h = hunk(n, "*** Delete File");
-            i += 1;
-            while i < lines.len() && !lines[i].starts_with(b"*** ") {
-                match lines[i].strip_prefix(b"-") {
-                    Some(text) => h.lines.push(Line::Remove(text.to_vec())),
-                    None if marker(lines[i]).is_empty() => {}
-                    None => {
-                        return Err(err(
-                            i + 1,
-                            "a line of a deleted file's content must start with '-'",
-                        ))
-                    }
-                }
-                i += 1;
-            }
-            patches.push(FilePatch {
-                old_path: Some(marker_path(path, n)?),
-                is_deleted: true,
-                delete_by_name: true,
-                at_line: n,
-                hunks: if h.lines.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![h]
-                },
-                ..FilePatch::default()
-            });
-            continue;
-        }
-        if let Some(path) = l.strip_prefix(b"*** Update File: ") {
-            let path = marker_path(path, n)?;
-            let mut p = FilePatch {
-                old_path: Some(path.clone()),
-                new_path: Some(path),
-                at_line: n,
-                ..FilePatch::default()
-            };
-            i += 1;
-            if let Some(to) = lines.get(i).and_then(|l| l.strip_prefix(b"*** Move to: ")) {
-                p.new_path = Some(marker_path(to, i + 1)?);
-                p.is_rename = true;
-                i += 1;
-            }
-            let mut current: Option<Hunk> = None;
-            while i < lines.len() {
-                let l = lines[i];
-                if marker(l) == b"*** End of File" {
-                    match current.as_mut().filter(|h| !h.lines.is_empty()) {
-                        Some(h) => h.at_end = true,
-                        None => return Err(err(i + 1, "'*** End of File' before any change line")),
-                    }
-                    i += 1;
-                    continue;
-                }
-                if l.starts_with(b"*** ") {
-                    break;
-                }
-                if let Some(anchor) = l.strip_prefix(b"@@") {
-                    let anchor = marker(anchor);
-                    // `@@ class B:` then `@@ def run`: anchors stack until the hunk's lines.
-                    let stacking = current.as_ref().is_some_and(|h| h.lines.is_empty());
-                    if !stacking {
-                        if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
-                            p.hunks.push(h);
-                        }
-                        current = Some(hunk(i + 1, &l.to_str_lossy()));
-                    }
-                    if let Some(h) = current.as_mut().filter(|_| !anchor.is_empty()) {
-                        h.anchors.push(anchor.to_vec());
-                        if stacking {
-                            h.header = format!("{} {}", h.header, l.to_str_lossy());
-                        }
-                    }
-                    i += 1;
-                    continue;
-                }
-                let h = current.get_or_insert_with(|| hunk(i + 1, "@@"));
-                match l.first() {
-                    Some(b' ') => h.lines.push(Line::Context(l[1..].to_vec())),
-                    Some(b'-') => h.lines.push(Line::Remove(l[1..].to_vec())),
-                    Some(b'+') => h.lines.push(Line::Add(l[1..].to_vec())),
-                    None => h.lines.push(Line::Context(Vec::new())),
-                    Some(b'\r') if l.len() == 1 => h.lines.push(Line::Context(l.to_vec())),
-                    Some(_) => {
-                        return Err(err(
-                            i + 1,
-                            format!("unexpected line in an update: {}", show(l)),
-                        ))
-                    }
-                }
-                i += 1;
-            }
-            if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
-                p.hunks.push(h);
-            }
-            if p.hunks.is_empty() && !p.is_rename {
-                return Err(err(n, "an Update File section with no change"));
-            }
+            i = next;
+        } else if let Some(path) = l.strip_prefix(b"*** Delete File: ") {
+            let (p, next) = delete_file(lines, i, path)?;
+            patches.push(p);
+            i = next;
+        } else if let Some(path) = l.strip_prefix(b"*** Update File: ") {
+            let (mut p, next) = update_file(lines, i, path)?;
             let earlier = patches.iter_mut().find(|e| {
                 !p.is_rename
                     && !e.is_rename
@@ -210,18 +98,164 @@ fn parse_one_envelope(
                 Some(e) => e.hunks.append(&mut p.hunks),
                 None => patches.push(p),
             }
-            continue;
+            i = next;
+        } else if marker(l).is_empty() {
+            i += 1;
+        } else {
+            return Err(err(
+                n,
+                format!("unexpected line in the patch envelope: {}", show(l)),
+            ));
         }
-        if marker(l).is_empty() {
+    }
+    Err(err(lines.len(), "no '*** End Patch' line"))
+}
+
+/// `*** Add File: path` at line `i`, then the file's lines as `+` lines; returns the section
+/// and the index of the next marker line.
+fn add_file(lines: &[&[u8]], mut i: usize, path: &[u8]) -> Result<(FilePatch, usize), ParseError> {
+    let n = i + 1;
+    let mut p = FilePatch {
+        new_path: Some(marker_path(path, n)?),
+        is_new: true,
+        at_line: n,
+        ..FilePatch::default()
+    };
+    let mut h = hunk(n, "*** Add File");
+    i += 1;
+    while i < lines.len() && !lines[i].starts_with(b"*** ") {
+        match lines[i].strip_prefix(b"+") {
+            Some(text) => h.lines.push(Line::Add(text.to_vec())),
+            None => return Err(err(i + 1, "a line of an added file must start with '+'")),
+        }
+        i += 1;
+    }
+    p.hunks.push(h);
+    Ok((p, i))
+}
+
+/// `*** Delete File: path` at line `i`. SPEC §3.6: a deletion carries the file's whole
+/// content as removed lines. The envelope as Codex writes it names the file only; here its
+/// content may follow as '-' lines, and a non-empty file deleted without them is refused when
+/// planned.
+fn delete_file(
+    lines: &[&[u8]],
+    mut i: usize,
+    path: &[u8],
+) -> Result<(FilePatch, usize), ParseError> {
+    let n = i + 1;
+    let mut h = hunk(n, "*** Delete File");
+    i += 1;
+    while i < lines.len() && !lines[i].starts_with(b"*** ") {
+        match lines[i].strip_prefix(b"-") {
+            Some(text) => h.lines.push(Line::Remove(text.to_vec())),
+            None if marker(lines[i]).is_empty() => {}
+            None => {
+                return Err(err(
+                    i + 1,
+                    "a line of a deleted file's content must start with '-'",
+                ))
+            }
+        }
+        i += 1;
+    }
+    let p = FilePatch {
+        old_path: Some(marker_path(path, n)?),
+        is_deleted: true,
+        delete_by_name: true,
+        at_line: n,
+        hunks: if h.lines.is_empty() {
+            Vec::new()
+        } else {
+            vec![h]
+        },
+        ..FilePatch::default()
+    };
+    Ok((p, i))
+}
+
+/// `*** Update File: path` at line `i` (optionally `*** Move to: other`), then its hunks:
+/// `@@ anchor` lines and ` `/`-`/`+` lines, `*** End of File` after a hunk that ends the file.
+fn update_file(
+    lines: &[&[u8]],
+    mut i: usize,
+    path: &[u8],
+) -> Result<(FilePatch, usize), ParseError> {
+    let n = i + 1;
+    let path = marker_path(path, n)?;
+    let mut p = FilePatch {
+        old_path: Some(path.clone()),
+        new_path: Some(path),
+        at_line: n,
+        ..FilePatch::default()
+    };
+    i += 1;
+    if let Some(to) = lines.get(i).and_then(|l| l.strip_prefix(b"*** Move to: ")) {
+        p.new_path = Some(marker_path(to, i + 1)?);
+        p.is_rename = true;
+        i += 1;
+    }
+    let mut current: Option<Hunk> = None;
+    while i < lines.len() {
+        let l = lines[i];
+        if marker(l) == b"*** End of File" {
+            match current.as_mut().filter(|h| !h.lines.is_empty()) {
+                Some(h) => h.at_end = true,
+                None => return Err(err(i + 1, "'*** End of File' before any change line")),
+            }
             i += 1;
             continue;
         }
-        return Err(err(
-            n,
-            format!("unexpected line in the patch envelope: {}", show(l)),
-        ));
+        if l.starts_with(b"*** ") {
+            break;
+        }
+        if let Some(anchor) = l.strip_prefix(b"@@") {
+            anchor_line(&mut p, &mut current, l, anchor, i);
+            i += 1;
+            continue;
+        }
+        let h = current.get_or_insert_with(|| hunk(i + 1, "@@"));
+        match l.first() {
+            Some(b' ') => h.lines.push(Line::Context(l[1..].to_vec())),
+            Some(b'-') => h.lines.push(Line::Remove(l[1..].to_vec())),
+            Some(b'+') => h.lines.push(Line::Add(l[1..].to_vec())),
+            None => h.lines.push(Line::Context(Vec::new())),
+            Some(b'\r') if l.len() == 1 => h.lines.push(Line::Context(l.to_vec())),
+            Some(_) => {
+                return Err(err(
+                    i + 1,
+                    format!("unexpected line in an update: {}", show(l)),
+                ))
+            }
+        }
+        i += 1;
     }
-    Err(err(lines.len(), "no '*** End Patch' line"))
+    if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
+        p.hunks.push(h);
+    }
+    if p.hunks.is_empty() && !p.is_rename {
+        return Err(err(n, "an Update File section with no change"));
+    }
+    Ok((p, i))
+}
+
+/// An `@@ anchor` line at line `i` of an update: it starts a new hunk, or stacks on a hunk
+/// that has no line yet (`@@ class B:` then `@@ def run`).
+fn anchor_line(p: &mut FilePatch, current: &mut Option<Hunk>, l: &[u8], anchor: &[u8], i: usize) {
+    let anchor = marker(anchor);
+    let stacking = current.as_ref().is_some_and(|h| h.lines.is_empty());
+    if !stacking {
+        if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
+            p.hunks.push(h);
+        }
+        *current = Some(hunk(i + 1, &l.to_str_lossy()));
+    }
+    if let Some(h) = current.as_mut().filter(|_| !anchor.is_empty()) {
+        h.anchors.push(anchor.to_vec());
+        if stacking {
+            h.header = format!("{} {}", h.header, l.to_str_lossy());
+        }
+    }
 }
 
 fn path_line(line: &[u8]) -> Option<String> {
