@@ -26,6 +26,43 @@ pub fn wire(api: Api) -> Box<dyn Wire> {
     }
 }
 
+/// What one call (one attempt's proposal) has done so far, across its requests.
+struct Call {
+    /// Names of the parameters dropped during this call (`dropped_params`).
+    dropped_now: Vec<String>,
+    /// What to remember in `providers.json` once the server answers.
+    learnt: Vec<(Api, String)>,
+    switched_to: Option<Api>,
+    /// `chat -> responses` when the call switched API.
+    api_switch: Option<String>,
+    /// Transient failures so far.
+    transient: u32,
+    backoff: Duration,
+}
+
+impl Default for Call {
+    fn default() -> Self {
+        Call {
+            dropped_now: Vec::new(),
+            learnt: Vec::new(),
+            switched_to: None,
+            api_switch: None,
+            transient: 0,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+/// What follows a failed request.
+enum Flow {
+    /// Send the request again.
+    Retry,
+    /// The call ends with this answer.
+    Done(Response),
+    /// The server answered with an error status.
+    Status(ServerError),
+}
+
 pub struct ModelClient {
     pub provider: &'static str,
     pub model: String,
@@ -136,189 +173,210 @@ impl ModelClient {
     }
 
     fn call(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
-        let mut dropped_now: Vec<String> = Vec::new();
-        let mut learnt: Vec<(Api, String)> = Vec::new();
-        let mut switched_to = None;
-        let mut api_switch = None;
-        let mut transient = 0u32;
-        let mut backoff = FIRST_BACKOFF;
+        let mut call = Call::default();
         loop {
             let w = wire(self.api);
             let send = self.sendable(w.as_ref());
-            let ask = Ask {
-                model: &self.model,
-                system: crate::roles::se::prompt::SYSTEM,
-                prompt: request.prompt,
-                settings: &self.settings,
-                send: &send,
-                schema: &self.schema,
+            let url = w.url(&self.base_url);
+            let error = match self.exchange(w.as_ref(), &send, &url, request, &call) {
+                Ok(answer) => return Ok(self.answered(answer, call)),
+                Err(failure) => match self.transport_failure(failure, &url, &mut call)? {
+                    Flow::Retry => continue,
+                    Flow::Done(response) => return Ok(response),
+                    Flow::Status(error) => error,
+                },
             };
-            let ex = Exchange {
-                url: w.url(&self.base_url),
-                headers: self.headers.clone(),
-                body: w.body(&ask),
-            };
-            let mut reader = w.reader();
-            let result = http::exchange(
-                &ex,
-                self.settings.total_timeout,
-                reader.as_mut(),
-                &mut |tokens| (request.on_tokens)(tokens),
-            );
-            let failure = match result {
-                Ok(()) => {
-                    self.answered = true;
-                    self.remember(&learnt, switched_to);
-                    match reader.finish() {
-                        Ok(answer)
-                            if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER =>
-                        {
-                            return Ok(too_large(
-                                format!(
-                                    "the answer was larger than {} MiB",
-                                    http::MAX_ANSWER >> 20
-                                ),
-                                dropped_now,
-                                api_switch,
-                            ));
-                        }
-                        Ok(answer) => {
-                            return Ok(self.response(answer, dropped_now, api_switch));
-                        }
-                        Err(msg) => Failure::Transient(msg),
-                    }
-                }
-                Err(f) => f,
-            };
-            let error = match failure {
-                Failure::TooLarge(why) => return Ok(too_large(why, dropped_now, api_switch)),
-                Failure::Interrupted => {
-                    return Err(ProviderError::Failed(
-                        "interrupted while waiting for the model".to_string(),
-                    ))
-                }
-                Failure::Unreachable(why) if !self.answered => {
-                    return Err(ProviderError::Unreachable {
-                        message: format!("{}: cannot reach {}: {why}", self.provider, ex.url),
-                        hint:
-                            "start the server, or check --llm-base-url (git config factory.baseUrl)"
-                                .to_string(),
-                    })
-                }
-                Failure::NotApi(why) if !self.answered => {
-                    return Err(ProviderError::Unreachable {
-                        message: format!("{}: {} answered 200 but {why}", self.provider, ex.url),
-                        hint: "the base URL points at something that is not the API: check --llm-base-url (git config factory.baseUrl), e.g. a missing /v1".to_string(),
-                    })
-                }
-                Failure::TimedOut(why) => {
-                    self.wait(
-                        &mut transient,
-                        &mut backoff,
-                        None,
-                        format!("{}: {why}", self.provider),
-                    )?;
-                    continue;
-                }
-                Failure::Unreachable(why) | Failure::Transient(why) | Failure::NotApi(why) => {
-                    self.answered = true;
-                    self.wait(
-                        &mut transient,
-                        &mut backoff,
-                        None,
-                        format!("{}: {why}", self.provider),
-                    )?;
-                    continue;
-                }
-                Failure::Status(e) => e,
-            };
-            let first = !self.answered;
-            self.answered = true;
-            // 1. The model lives on the other OpenAI API: switch once.
-            if let Some(other) = self.other_api(&error) {
-                api_switch = Some(format!("{} -> {}", self.api.as_str(), other.as_str()));
-                self.api = other;
-                self.switched = true;
-                switched_to = Some(other);
-                continue;
-            }
-            // 2. Optional parameters the server refused by name.
-            let named: Vec<Param> = send
-                .iter()
-                .copied()
-                .filter(|p| names_param(&error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
-                .collect();
-            let droppable: Vec<Param> = named
-                .iter()
-                .copied()
-                .filter(|p| !self.user_set(*p) && !w.required(*p))
-                .collect();
-            if !droppable.is_empty() && !matches!(error.status, 401 | 403 | 429) {
-                for p in droppable {
-                    let name = w.names(p).map(|n| n.0).unwrap_or("?");
-                    dropped_now.push(name.to_string());
-                    self.dropped.push((w.api(), p));
-                    learnt.push((w.api(), name.to_string()));
-                }
-                continue;
-            }
-            if let Some(p) = named.iter().find(|p| self.user_set(**p)) {
-                let name = w.names(*p).map(|n| n.0).unwrap_or("?");
-                return Err(ProviderError::Fatal(format!(
-                    "{} refused the {name} you set (HTTP {}): {}",
-                    self.provider, error.status, error.message
-                )));
-            }
-            match error.status {
-                401 | 403 => {
-                    return Err(ProviderError::Fatal(format!(
-                        "{} refused the API key (HTTP {}): {}",
-                        self.provider, error.status, error.message
-                    )))
-                }
-                404 if first => {
-                    return Err(ProviderError::Unreachable {
-                        message: format!(
-                            "{}: {} answered HTTP 404: {}",
-                            self.provider, ex.url, error.message
-                        ),
-                        hint: "check the base URL (e.g. a missing /v1) and the model name"
-                            .to_string(),
-                    })
-                }
-                404 => {
-                    return Err(ProviderError::Fatal(format!(
-                        "{}: unknown model or endpoint (HTTP 404): {}",
-                        self.provider, error.message
-                    )))
-                }
-                408 | 409 | 425 | 429 | 500..=599 => {
-                    let msg = format!(
-                        "{}: HTTP {}: {}",
-                        self.provider, error.status, error.message
-                    );
-                    self.wait(&mut transient, &mut backoff, error.retry_after, msg)?;
-                }
-                status => {
-                    return Err(ProviderError::Fatal(format!(
-                        "{} rejected the request (HTTP {status}): {}",
-                        self.provider, error.message
-                    )))
-                }
-            }
+            self.status_failure(error, w.as_ref(), &send, &url, &mut call)?;
         }
+    }
+
+    /// One request: its body built from what is sent, its answer read by the wire's reader.
+    /// Once the server answered, what the call learnt so far is remembered.
+    fn exchange(
+        &mut self,
+        w: &dyn Wire,
+        send: &BTreeSet<Param>,
+        url: &str,
+        request: &Request<'_>,
+        call: &Call,
+    ) -> Result<Answer, Failure> {
+        let ask = Ask {
+            model: &self.model,
+            system: crate::roles::se::prompt::SYSTEM,
+            prompt: request.prompt,
+            settings: &self.settings,
+            send,
+            schema: &self.schema,
+        };
+        let ex = Exchange {
+            url: url.to_string(),
+            headers: self.headers.clone(),
+            body: w.body(&ask),
+        };
+        let mut reader = w.reader();
+        http::exchange(
+            &ex,
+            self.settings.total_timeout,
+            reader.as_mut(),
+            &mut |tokens| (request.on_tokens)(tokens),
+        )?;
+        self.answered = true;
+        self.remember(&call.learnt, call.switched_to);
+        reader.finish().map_err(Failure::Transient)
+    }
+
+    /// The answer of a request that succeeded.
+    fn answered(&self, answer: Answer, call: Call) -> Response {
+        if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER {
+            return too_large(
+                format!("the answer was larger than {} MiB", http::MAX_ANSWER >> 20),
+                call.dropped_now,
+                call.api_switch,
+            );
+        }
+        self.response(answer, call.dropped_now, call.api_switch)
+    }
+
+    /// A request that got no HTTP error status: retried, ended, or refused up front when the
+    /// server was never reached.
+    fn transport_failure(
+        &mut self,
+        failure: Failure,
+        url: &str,
+        call: &mut Call,
+    ) -> Result<Flow, ProviderError> {
+        match failure {
+            Failure::TooLarge(why) => Ok(Flow::Done(too_large(
+                why,
+                std::mem::take(&mut call.dropped_now),
+                call.api_switch.take(),
+            ))),
+            Failure::Interrupted => Err(ProviderError::Failed(
+                "interrupted while waiting for the model".to_string(),
+            )),
+            Failure::Unreachable(why) if !self.answered => Err(ProviderError::Unreachable {
+                message: format!("{}: cannot reach {url}: {why}", self.provider),
+                hint: "start the server, or check --llm-base-url (git config factory.baseUrl)"
+                    .to_string(),
+            }),
+            Failure::NotApi(why) if !self.answered => Err(ProviderError::Unreachable {
+                message: format!("{}: {url} answered 200 but {why}", self.provider),
+                hint: "the base URL points at something that is not the API: check --llm-base-url (git config factory.baseUrl), e.g. a missing /v1".to_string(),
+            }),
+            Failure::TimedOut(why) => {
+                self.wait(call, None, format!("{}: {why}", self.provider))?;
+                Ok(Flow::Retry)
+            }
+            Failure::Unreachable(why) | Failure::Transient(why) | Failure::NotApi(why) => {
+                self.answered = true;
+                self.wait(call, None, format!("{}: {why}", self.provider))?;
+                Ok(Flow::Retry)
+            }
+            Failure::Status(e) => Ok(Flow::Status(e)),
+        }
+    }
+
+    /// A server's error status: switch the API, drop a refused parameter, retry a transient
+    /// error (each returns `Ok` for the next request), or end the call.
+    fn status_failure(
+        &mut self,
+        error: ServerError,
+        w: &dyn Wire,
+        send: &BTreeSet<Param>,
+        url: &str,
+        call: &mut Call,
+    ) -> Result<(), ProviderError> {
+        let first = !self.answered;
+        self.answered = true;
+        // 1. The model lives on the other OpenAI API: switch once.
+        if let Some(other) = self.other_api(&error) {
+            call.api_switch = Some(format!("{} -> {}", self.api.as_str(), other.as_str()));
+            self.api = other;
+            self.switched = true;
+            call.switched_to = Some(other);
+            return Ok(());
+        }
+        // 2. Optional parameters the server refused by name.
+        if self.drop_refused(&error, w, send, call)? {
+            return Ok(());
+        }
+        match error.status {
+            401 | 403 => Err(ProviderError::Fatal(format!(
+                "{} refused the API key (HTTP {}): {}",
+                self.provider, error.status, error.message
+            ))),
+            404 if first => Err(ProviderError::Unreachable {
+                message: format!(
+                    "{}: {url} answered HTTP 404: {}",
+                    self.provider, error.message
+                ),
+                hint: "check the base URL (e.g. a missing /v1) and the model name".to_string(),
+            }),
+            404 => Err(ProviderError::Fatal(format!(
+                "{}: unknown model or endpoint (HTTP 404): {}",
+                self.provider, error.message
+            ))),
+            408 | 409 | 425 | 429 | 500..=599 => {
+                let msg = format!(
+                    "{}: HTTP {}: {}",
+                    self.provider, error.status, error.message
+                );
+                self.wait(call, error.retry_after, msg)
+            }
+            status => Err(ProviderError::Fatal(format!(
+                "{} rejected the request (HTTP {status}): {}",
+                self.provider, error.message
+            ))),
+        }
+    }
+
+    /// Drops the optional parameters the error names (noting it in `call`; `true`: send the
+    /// request again), or refuses the run when it names one the user set.
+    fn drop_refused(
+        &mut self,
+        error: &ServerError,
+        w: &dyn Wire,
+        send: &BTreeSet<Param>,
+        call: &mut Call,
+    ) -> Result<bool, ProviderError> {
+        let named: Vec<Param> = send
+            .iter()
+            .copied()
+            .filter(|p| names_param(error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
+            .collect();
+        let droppable: Vec<Param> = named
+            .iter()
+            .copied()
+            .filter(|p| !self.user_set(*p) && !w.required(*p))
+            .collect();
+        if !droppable.is_empty() && !matches!(error.status, 401 | 403 | 429) {
+            for p in droppable {
+                let name = w.names(p).map(|n| n.0).unwrap_or("?");
+                call.dropped_now.push(name.to_string());
+                self.dropped.push((w.api(), p));
+                call.learnt.push((w.api(), name.to_string()));
+            }
+            return Ok(true);
+        }
+        if let Some(p) = named.iter().find(|p| self.user_set(**p)) {
+            let name = w.names(*p).map(|n| n.0).unwrap_or("?");
+            return Err(ProviderError::Fatal(format!(
+                "{} refused the {name} you set (HTTP {}): {}",
+                self.provider, error.status, error.message
+            )));
+        }
+        Ok(false)
     }
 
     /// Counts a transient failure; sleeps before the next request, or gives up.
     fn wait(
         &self,
-        transient: &mut u32,
-        backoff: &mut Duration,
+        call: &mut Call,
         retry_after: Option<Duration>,
         msg: String,
     ) -> Result<(), ProviderError> {
-        *transient += 1;
-        if *transient >= MAX_REQUESTS {
+        call.transient += 1;
+        if call.transient >= MAX_REQUESTS {
             return Err(ProviderError::Failed(format!(
                 "{msg} (gave up after {MAX_REQUESTS} requests)"
             )));
@@ -326,9 +384,9 @@ impl ModelClient {
         pause(
             retry_after
                 .map(|d| d.min(MAX_RETRY_AFTER))
-                .unwrap_or(*backoff),
+                .unwrap_or(call.backoff),
         )?;
-        *backoff *= 2;
+        call.backoff *= 2;
         Ok(())
     }
 

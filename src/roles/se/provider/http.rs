@@ -69,11 +69,7 @@ pub enum Failure {
 }
 
 enum Msg {
-    Head {
-        status: u16,
-        event_stream: bool,
-        retry_after: Option<Duration>,
-    },
+    Head(Head),
     Bytes(Vec<u8>),
     End,
     Failed(Failure),
@@ -112,11 +108,7 @@ pub fn exchange<S: Sink + ?Sized>(
     let started = Instant::now();
     let silence = silence();
     let mut last = Instant::now();
-    let mut head = None;
-    let mut parser = SseParser::default();
-    let mut buffer = Vec::new();
-    let mut received = 0usize;
-    let mut events = 0usize;
+    let mut body = Body::default();
     loop {
         // Checked on every turn: a server that trickles bytes never lets the wait time out.
         if crate::interrupt::requested() {
@@ -148,87 +140,123 @@ pub fn exchange<S: Sink + ?Sized>(
         last = Instant::now();
         match msg {
             Msg::Failed(f) => return Err(f),
-            Msg::Head {
-                status,
-                event_stream,
-                retry_after,
-            } => head = Some((status, event_stream, retry_after)),
+            Msg::Head(head) => body.head = Some(head),
             Msg::Bytes(bytes) => {
-                received += bytes.len();
-                if matches!(head, Some((200..=299, ..))) && received > MAX_BODY {
-                    return Err(Failure::TooLarge(format!(
-                        "the answer was larger than {} MiB (reading stopped there)",
-                        MAX_BODY >> 20
-                    )));
-                }
-                match head {
-                    Some((200..=299, true, _)) => {
-                        // Kept until the first event: a server may label a plain JSON
-                        // answer as an event stream.
-                        if events == 0 {
-                            buffer.extend_from_slice(&bytes);
-                        }
-                        for event in parser.push(&bytes).map_err(Failure::Transient)? {
-                            events += 1;
-                            buffer = Vec::new();
-                            sink.event(&event).map_err(Failure::Transient)?;
-                        }
-                    }
-                    _ if buffer.len() < MAX_ERROR_BODY || matches!(head, Some((200..=299, ..))) => {
-                        buffer.extend_from_slice(&bytes)
-                    }
-                    _ => {}
-                }
+                body.bytes(&bytes, sink)?;
                 on_tokens(sink.tokens());
             }
-            Msg::End => {
-                let Some((status, event_stream, retry_after)) = head else {
-                    return Err(Failure::Transient("the server sent no answer".to_string()));
-                };
-                if !(200..=299).contains(&status) {
-                    let mut error = server_error(status, &String::from_utf8_lossy(&buffer));
-                    error.retry_after = retry_after;
-                    return Err(Failure::Status(error));
-                }
-                if event_stream {
-                    if let Some(event) = parser.finish().map_err(Failure::Transient)? {
-                        events += 1;
-                        sink.event(&event).map_err(Failure::Transient)?;
-                    }
-                    if events > 0 {
-                        return Ok(());
-                    }
-                    // No event at all: a whole answer under the wrong label is read as one.
-                    if let Ok(value) = serde_json::from_slice::<Value>(&buffer) {
-                        return sink.whole(value).map_err(Failure::Transient);
-                    }
-                    return Ok(());
-                }
-                let text = String::from_utf8(buffer)
-                    .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
-                // A server that ignored `stream` but still framed its answer as events.
-                if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:")
-                {
-                    let mut parser = SseParser::default();
-                    let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
-                    events.extend(parser.finish().map_err(Failure::Transient)?);
-                    for event in &events {
-                        sink.event(event).map_err(Failure::Transient)?;
-                    }
-                    return Ok(());
-                }
-                let value: Value = serde_json::from_str(&text).map_err(|_| {
-                    let page = text.trim_start().starts_with('<');
-                    Failure::NotApi(if page {
-                        "the answer is a web page, not JSON".to_string()
-                    } else {
-                        "the answer is not JSON".to_string()
-                    })
-                })?;
-                return sink.whole(value).map_err(Failure::Transient);
-            }
+            Msg::End => return body.end(sink),
         }
     }
+}
+
+/// A response's head: its status and the headers that decide how it is read.
+struct Head {
+    status: u16,
+    event_stream: bool,
+    retry_after: Option<Duration>,
+}
+
+/// A response body as it arrives.
+#[derive(Default)]
+struct Body {
+    head: Option<Head>,
+    parser: SseParser,
+    /// An error body, a whole answer, or a stream's bytes before its first event.
+    buffer: Vec<u8>,
+    received: usize,
+    events: usize,
+}
+
+impl Body {
+    fn success(&self) -> bool {
+        matches!(
+            self.head,
+            Some(Head {
+                status: 200..=299,
+                ..
+            })
+        )
+    }
+
+    /// Bytes of the body: a 2xx stream's events go to `sink` as they complete.
+    fn bytes<S: Sink + ?Sized>(&mut self, bytes: &[u8], sink: &mut S) -> Result<(), Failure> {
+        self.received += bytes.len();
+        if self.success() && self.received > MAX_BODY {
+            return Err(Failure::TooLarge(format!(
+                "the answer was larger than {} MiB (reading stopped there)",
+                MAX_BODY >> 20
+            )));
+        }
+        if self.success() && self.head.as_ref().is_some_and(|h| h.event_stream) {
+            // Kept until the first event: a server may label a plain JSON answer as an
+            // event stream.
+            if self.events == 0 {
+                self.buffer.extend_from_slice(bytes);
+            }
+            for event in self.parser.push(bytes).map_err(Failure::Transient)? {
+                self.events += 1;
+                self.buffer = Vec::new();
+                sink.event(&event).map_err(Failure::Transient)?;
+            }
+        } else if self.buffer.len() < MAX_ERROR_BODY || self.success() {
+            self.buffer.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+
+    /// The body ended: an error status is the server's error; a stream's last event is
+    /// handed over; a whole answer is read.
+    fn end<S: Sink + ?Sized>(mut self, sink: &mut S) -> Result<(), Failure> {
+        let Some(head) = self.head.take() else {
+            return Err(Failure::Transient("the server sent no answer".to_string()));
+        };
+        if !(200..=299).contains(&head.status) {
+            let mut error = server_error(head.status, &String::from_utf8_lossy(&self.buffer));
+            error.retry_after = head.retry_after;
+            return Err(Failure::Status(error));
+        }
+        if head.event_stream {
+            if let Some(event) = self.parser.finish().map_err(Failure::Transient)? {
+                self.events += 1;
+                sink.event(&event).map_err(Failure::Transient)?;
+            }
+            if self.events > 0 {
+                return Ok(());
+            }
+            // No event at all: a whole answer under the wrong label is read as one.
+            if let Ok(value) = serde_json::from_slice::<Value>(&self.buffer) {
+                return sink.whole(value).map_err(Failure::Transient);
+            }
+            return Ok(());
+        }
+        read_whole(self.buffer, sink)
+    }
+}
+
+/// A 2xx body that is not labelled as events: JSON, or events from a server that ignored
+/// `stream` but still framed its answer so.
+fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Failure> {
+    let text = String::from_utf8(buffer)
+        .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
+    if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:") {
+        let mut parser = SseParser::default();
+        let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
+        events.extend(parser.finish().map_err(Failure::Transient)?);
+        for event in &events {
+            sink.event(event).map_err(Failure::Transient)?;
+        }
+        return Ok(());
+    }
+    let value: Value = serde_json::from_str(&text).map_err(|_| {
+        let page = text.trim_start().starts_with('<');
+        Failure::NotApi(if page {
+            "the answer is a web page, not JSON".to_string()
+        } else {
+            "the answer is not JSON".to_string()
+        })
+    })?;
+    sink.whole(value).map_err(Failure::Transient)
 }
 
 /// Runs the request on its own thread; the thread ends with the connection (or the global
@@ -263,11 +291,11 @@ fn spawn(ex: &Exchange, total: Duration) -> Receiver<Msg> {
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(Duration::from_secs_f64);
         if tx
-            .send(Msg::Head {
+            .send(Msg::Head(Head {
                 status,
                 event_stream,
                 retry_after,
-            })
+            }))
             .is_err()
         {
             return;

@@ -78,6 +78,88 @@ pub enum ProviderSpec {
     },
 }
 
+/// An OpenAI model: OpenAI's own URL speaks the Responses API, any other server Chat
+/// Completions (SPEC §3.3), unless `--llm-api` says which.
+fn open_openai(
+    name: &str,
+    base_url: Option<&str>,
+    model: &api::Settings,
+    need_key: bool,
+) -> crate::error::Result<Box<dyn Provider>> {
+    let key = crate::env::openai_key();
+    if key.is_none() && base_url.is_none() && need_key {
+        return Err(crate::error::Error::new("OPENAI_API_KEY is not set").hint(
+            "export OPENAI_API_KEY=…, or point --llm-base-url at a local OpenAI-compatible server",
+        ));
+    }
+    let base = base_url.unwrap_or(openai::DEFAULT_BASE_URL).to_string();
+    let api = model
+        .api
+        .unwrap_or(if base.trim_end_matches('/') == openai::DEFAULT_BASE_URL {
+            api::Api::Responses
+        } else {
+            api::Api::Chat
+        });
+    let headers = key
+        .map(|k| vec![("authorization", format!("Bearer {k}"))])
+        .unwrap_or_default();
+    Ok(Box::new(client::ModelClient::new(
+        "openai",
+        name.to_string(),
+        base,
+        headers,
+        api,
+        model.clone(),
+    )))
+}
+
+/// An Anthropic model, over the Messages API.
+fn open_anthropic(
+    name: &str,
+    base_url: Option<&str>,
+    model: &api::Settings,
+    need_key: bool,
+) -> crate::error::Result<Box<dyn Provider>> {
+    let key = match crate::env::anthropic_key() {
+        Some(k) => k,
+        None if !need_key => String::new(),
+        None => {
+            return Err(crate::error::Error::new("ANTHROPIC_API_KEY is not set")
+                .hint("export ANTHROPIC_API_KEY=… and run again"))
+        }
+    };
+    let base = base_url.unwrap_or(anthropic::DEFAULT_BASE_URL).to_string();
+    Ok(Box::new(client::ModelClient::new(
+        "anthropic",
+        name.to_string(),
+        base,
+        vec![
+            ("x-api-key", key),
+            ("anthropic-version", anthropic::API_VERSION.to_string()),
+        ],
+        api::Api::Anthropic,
+        model.clone(),
+    )))
+}
+
+/// `--replay PATH|RUN`: a folder of proposals, or a stored run's.
+fn open_replay(dir: &Path, cwd: &Path) -> crate::error::Result<replay::Replay> {
+    use crate::error::Error;
+    if dir.is_dir() {
+        return replay::Replay::from_dir(dir);
+    }
+    let repo = crate::git::open(Some(cwd))?;
+    let name = dir.to_string_lossy();
+    let run = crate::store::resolve(&repo, &name).map_err(|e| {
+        Error::new(format!(
+            "--replay {name}: neither a folder nor a stored run ({})",
+            e.message
+        ))
+        .hint("pass a folder of 1.json/1.diff files, or a run id from git factory log")
+    })?;
+    replay::Replay::from_run(&repo, &run)
+}
+
 fn join_argv(argv: &[String]) -> String {
     shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
@@ -129,73 +211,21 @@ impl ProviderSpec {
         need_key: bool,
         agent_timeout: std::time::Duration,
     ) -> crate::error::Result<(Box<dyn Provider>, String)> {
-        use crate::error::Error;
         Ok(match self {
             ProviderSpec::OpenAi {
                 model: name,
                 base_url,
-            } => {
-                let key = crate::env::openai_key();
-                if key.is_none() && base_url.is_none() && need_key {
-                    return Err(Error::new("OPENAI_API_KEY is not set")
-                        .hint("export OPENAI_API_KEY=…, or point --llm-base-url at a local OpenAI-compatible server"));
-                }
-                let base = base_url
-                    .clone()
-                    .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_string());
-                // OpenAI's own URL speaks the Responses API; any other server Chat Completions.
-                let api = model.api.unwrap_or(
-                    if base.trim_end_matches('/') == openai::DEFAULT_BASE_URL {
-                        api::Api::Responses
-                    } else {
-                        api::Api::Chat
-                    },
-                );
-                let headers = key
-                    .map(|k| vec![("authorization", format!("Bearer {k}"))])
-                    .unwrap_or_default();
-                (
-                    Box::new(client::ModelClient::new(
-                        "openai",
-                        name.clone(),
-                        base,
-                        headers,
-                        api,
-                        model.clone(),
-                    )),
-                    self.identity(),
-                )
-            }
+            } => (
+                open_openai(name, base_url.as_deref(), model, need_key)?,
+                self.identity(),
+            ),
             ProviderSpec::Anthropic {
                 model: name,
                 base_url,
-            } => {
-                let key = match crate::env::anthropic_key() {
-                    Some(k) => k,
-                    None if !need_key => String::new(),
-                    None => {
-                        return Err(Error::new("ANTHROPIC_API_KEY is not set")
-                            .hint("export ANTHROPIC_API_KEY=… and run again"))
-                    }
-                };
-                let base = base_url
-                    .clone()
-                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_string());
-                (
-                    Box::new(client::ModelClient::new(
-                        "anthropic",
-                        name.clone(),
-                        base,
-                        vec![
-                            ("x-api-key", key),
-                            ("anthropic-version", anthropic::API_VERSION.to_string()),
-                        ],
-                        api::Api::Anthropic,
-                        model.clone(),
-                    )),
-                    self.identity(),
-                )
-            }
+            } => (
+                open_anthropic(name, base_url.as_deref(), model, need_key)?,
+                self.identity(),
+            ),
             ProviderSpec::AgentCommand { argv } => (
                 Box::new(command::AgentCommand {
                     argv: argv.clone(),
@@ -211,17 +241,7 @@ impl ProviderSpec {
                 self.identity(),
             ),
             ProviderSpec::Replay { dir } => {
-                let replay = if dir.is_dir() {
-                    replay::Replay::from_dir(dir)?
-                } else {
-                    let repo = crate::git::open(Some(cwd))?;
-                    let name = dir.to_string_lossy();
-                    let run = crate::store::resolve(&repo, &name).map_err(|e| {
-                        Error::new(format!("--replay {name}: neither a folder nor a stored run ({})", e.message))
-                            .hint("pass a folder of 1.json/1.diff files, or a run id from git factory log")
-                    })?;
-                    replay::Replay::from_run(&repo, &run)?
-                };
+                let replay = open_replay(dir, cwd)?;
                 let id = replay.identity.clone();
                 (Box::new(replay), id)
             }
