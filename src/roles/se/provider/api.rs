@@ -36,7 +36,9 @@ impl Api {
 }
 
 /// The optional request parameters. `Schema` and `JsonMode` are the two rungs of the
-/// structured-output ladder (for Anthropic: `output_config.format`, then a forced tool).
+/// structured-output ladder (for Anthropic: `output_config.format`, then a tool whose
+/// `input_schema` is the proposal's; `ToolChoice` forces the model to call it, and a model that
+/// refuses that is offered the tool with `tool_choice: auto`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Param {
     Temperature,
@@ -48,9 +50,10 @@ pub enum Param {
     Stream,
     StreamOptions,
     Store,
+    ToolChoice,
 }
 
-pub const ALL_PARAMS: [Param; 9] = [
+pub const ALL_PARAMS: [Param; 10] = [
     Param::Temperature,
     Param::Seed,
     Param::Schema,
@@ -60,6 +63,7 @@ pub const ALL_PARAMS: [Param; 9] = [
     Param::Stream,
     Param::StreamOptions,
     Param::Store,
+    Param::ToolChoice,
 ];
 
 /// What the user asked of the model; `None` leaves the choice to the harness or the server.
@@ -129,6 +133,8 @@ pub struct Answer {
     pub reasoning: String,
     pub usage: Option<Usage>,
     pub stop: Stop,
+    /// The model the answer says it came from (a dated snapshot behind an alias).
+    pub model: Option<String>,
 }
 
 /// Turns events (or a whole JSON body) into an `Answer`.

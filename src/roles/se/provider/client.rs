@@ -16,7 +16,8 @@ use std::time::Duration;
 /// At most this many requests for transient failures: the first and three retries.
 const MAX_REQUESTS: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// The longest wait a server's retry hint is honoured for (as OpenAI's own SDK does).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 
 pub fn wire(api: Api) -> Box<dyn Wire> {
     match api {
@@ -58,9 +59,9 @@ enum Flow {
     /// Send the request again.
     Retry,
     /// The call ends with this answer.
-    Done(Response),
+    Done(Box<Response>),
     /// The server answered with an error status.
-    Status(ServerError),
+    Status(Box<ServerError>),
 }
 
 pub struct ModelClient {
@@ -156,6 +157,9 @@ impl ModelClient {
         if send.contains(&Param::Schema) {
             send.remove(&Param::JsonMode);
         }
+        if !send.contains(&Param::JsonMode) {
+            send.remove(&Param::ToolChoice);
+        }
         send
     }
 
@@ -182,8 +186,8 @@ impl ModelClient {
                 Ok(answer) => return Ok(self.answered(answer, call)),
                 Err(failure) => match self.transport_failure(failure, &url, &mut call)? {
                     Flow::Retry => continue,
-                    Flow::Done(response) => return Ok(response),
-                    Flow::Status(error) => error,
+                    Flow::Done(response) => return Ok(*response),
+                    Flow::Status(error) => *error,
                 },
             };
             self.status_failure(error, w.as_ref(), &send, &url, &mut call)?;
@@ -246,11 +250,11 @@ impl ModelClient {
         call: &mut Call,
     ) -> Result<Flow, ProviderError> {
         match failure {
-            Failure::TooLarge(why) => Ok(Flow::Done(too_large(
+            Failure::TooLarge(why) => Ok(Flow::Done(Box::new(too_large(
                 why,
                 std::mem::take(&mut call.dropped_now),
                 call.api_switch.take(),
-            ))),
+            )))),
             Failure::Interrupted => Err(ProviderError::Failed(
                 "interrupted while waiting for the model".to_string(),
             )),
@@ -296,9 +300,32 @@ impl ModelClient {
             call.switched_to = Some(other);
             return Ok(());
         }
-        // 2. Optional parameters the server refused by name.
+        // 2. An exhausted quota or spending limit: no retry can help (SPEC §3.3).
+        if is_quota(&error) {
+            return Err(ProviderError::Fatal(format!(
+                "{}: the account's quota or spending limit is used up (HTTP {}): {}",
+                self.provider, error.status, error.message
+            )));
+        }
+        // 3. Optional parameters the server refused by name.
         if self.drop_refused(&error, w, send, call)? {
             return Ok(());
+        }
+        // 4. Transient errors, and what the server's headers say about retrying.
+        let msg = format!(
+            "{}: HTTP {}: {}",
+            self.provider, error.status, error.message
+        );
+        let transient = matches!(error.status, 408 | 409 | 425 | 429 | 500..=599);
+        match error.hint.should_retry {
+            Some(true) => return self.wait(call, error.hint.after, msg),
+            Some(false) if transient => {
+                return Err(ProviderError::Failed(format!(
+                    "{msg} (the server said not to retry: x-should-retry: false)"
+                )))
+            }
+            None if transient => return self.wait(call, error.hint.after, msg),
+            _ => {}
         }
         match error.status {
             401 | 403 => Err(ProviderError::Fatal(format!(
@@ -316,13 +343,6 @@ impl ModelClient {
                 "{}: unknown model or endpoint (HTTP 404): {}",
                 self.provider, error.message
             ))),
-            408 | 409 | 425 | 429 | 500..=599 => {
-                let msg = format!(
-                    "{}: HTTP {}: {}",
-                    self.provider, error.status, error.message
-                );
-                self.wait(call, error.retry_after, msg)
-            }
             status => Err(ProviderError::Fatal(format!(
                 "{} rejected the request (HTTP {status}): {}",
                 self.provider, error.message
@@ -368,24 +388,29 @@ impl ModelClient {
         Ok(false)
     }
 
-    /// Counts a transient failure; sleeps before the next request, or gives up.
+    /// Counts a transient failure; sleeps before the next request (as long as the server
+    /// asks, up to `MAX_RETRY_AFTER`), or gives up. A server that asks for a longer wait fails
+    /// the attempt at once, naming the wait.
     fn wait(
         &self,
         call: &mut Call,
         retry_after: Option<Duration>,
         msg: String,
     ) -> Result<(), ProviderError> {
+        if let Some(d) = retry_after.filter(|d| *d > MAX_RETRY_AFTER) {
+            return Err(ProviderError::Failed(format!(
+                "{msg} (the server asks to wait {} s before retrying, longer than the {} s a request waits: try again later)",
+                d.as_secs_f64().ceil(),
+                MAX_RETRY_AFTER.as_secs()
+            )));
+        }
         call.transient += 1;
         if call.transient >= MAX_REQUESTS {
             return Err(ProviderError::Failed(format!(
                 "{msg} (gave up after {MAX_REQUESTS} requests)"
             )));
         }
-        pause(
-            retry_after
-                .map(|d| d.min(MAX_RETRY_AFTER))
-                .unwrap_or(call.backoff),
-        )?;
+        pause(retry_after.unwrap_or(call.backoff))?;
         call.backoff *= 2;
         Ok(())
     }
@@ -395,7 +420,7 @@ impl ModelClient {
         if self.switched || self.settings.api.is_some() || self.provider != "openai" {
             return None;
         }
-        let msg = error.message.to_ascii_lowercase();
+        let msg = error.text.to_ascii_lowercase();
         match self.api {
             Api::Chat if msg.contains("only supported in v1/responses") => Some(Api::Responses),
             Api::Responses if msg.contains("only supported in v1/chat/completions") => {
@@ -428,6 +453,11 @@ impl ModelClient {
             stop: answer.stop,
             dropped_params: dropped,
             api_switch,
+            served_model: answer
+                .model
+                .as_deref()
+                .map(http::one_line)
+                .filter(|m| !m.is_empty()),
         }
     }
 }
@@ -448,16 +478,26 @@ impl Provider for ModelClient {
     }
 }
 
-/// Whether a server's error names a parameter: in its message, OpenAI's `param` or
-/// pydantic's `loc`, as a whole word (`stream` is not `stream_options`).
+/// Whether a server's error names a parameter: anywhere in its whole message, OpenAI's `param`
+/// or pydantic's `loc`, as a whole word (`stream` is not `stream_options`).
 pub fn names_param(error: &ServerError, words: &[&str]) -> bool {
-    let msg = error.message.to_ascii_lowercase();
+    let msg = error.searched();
     words.iter().any(|w| {
         error.params.iter().any(|p| {
             let p = p.to_ascii_lowercase();
             p == *w || p.starts_with(&format!("{w}.")) || p.starts_with(&format!("{w}["))
         }) || has_word(&msg, w)
     })
+}
+
+/// An exhausted quota or spending limit, in the words of OpenAI (`insufficient_quota`),
+/// Anthropic ("reached your specified API usage limits") and Gemini (`RESOURCE_EXHAUSTED`
+/// naming a quota): permanent, unlike other 429s (SPEC §3.3).
+fn is_quota(error: &ServerError) -> bool {
+    let text = error.text.to_ascii_lowercase();
+    error.kinds.iter().any(|k| k == "insufficient_quota")
+        || (error.kinds.iter().any(|k| k == "RESOURCE_EXHAUSTED") && text.contains("quota"))
+        || text.contains("reached your specified api usage limits")
 }
 
 fn has_word(haystack: &str, word: &str) -> bool {
@@ -502,8 +542,10 @@ mod tests {
         ServerError {
             status: 400,
             message: message.to_string(),
+            text: message.to_string(),
             params: params.iter().map(|s| s.to_string()).collect(),
-            retry_after: None,
+            kinds: Vec::new(),
+            hint: Default::default(),
         }
     }
 

@@ -56,6 +56,8 @@ pub struct Response {
     pub dropped_params: Vec<String>,
     /// `chat -> responses` when the server said the model lives on the other API.
     pub api_switch: Option<String>,
+    /// The model the answer says it came from (`gpt-5.1-2026-08-07` behind `gpt-5.1`).
+    pub served_model: Option<String>,
 }
 
 impl Response {
@@ -70,6 +72,7 @@ impl Response {
             stop: Stop::Complete,
             dropped_params: Vec::new(),
             api_switch: None,
+            served_model: None,
         }
     }
 }

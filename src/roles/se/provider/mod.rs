@@ -32,6 +32,7 @@ impl Provider for Redacted {
                 raw: redact_bytes(&r.raw),
                 text: redact_bytes(&r.text),
                 reasoning: r.reasoning.as_deref().map(redact),
+                served_model: r.served_model.as_deref().map(redact),
                 stop: match r.stop {
                     api::Stop::Complete => api::Stop::Complete,
                     api::Stop::Cut(why) => api::Stop::Cut(redact(&why)),

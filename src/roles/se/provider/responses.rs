@@ -26,7 +26,7 @@ impl Wire for Responses {
             Param::MaxOutput => ("max_output_tokens", &["max_output_tokens"]),
             Param::Stream => ("stream", &["stream"]),
             Param::Store => ("store", &["store"]),
-            Param::Seed | Param::StreamOptions => return None,
+            Param::Seed | Param::StreamOptions | Param::ToolChoice => return None,
         })
     }
 
@@ -240,6 +240,7 @@ impl Reader for ResponsesReader {
         };
         Ok(Answer {
             usage: usage(r.get("usage"), "input_tokens", "output_tokens"),
+            model: r.get("model").and_then(Value::as_str).map(str::to_string),
             text: self.text,
             reasoning: self.reasoning,
             stop,
