@@ -2031,7 +2031,7 @@ fn stored_summary(r: &TestRepo) -> Value {
 /// `param: null`, and FastAPI's multi-line words, whose first line is only a heading.
 fn llama_cpp_refusal() -> Value {
     json!({"error": {
-        "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n",
+        "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"/usr/lib/python3/site-packages/llama_cpp/server/app.py\", line 376, in create_chat_completion\n    POST /v1/chat/completions",
         "type": "internal_server_error", "param": null, "code": null}})
 }
 
@@ -2535,5 +2535,130 @@ fn reasoning_fields_and_context_window_cuts_keep_holding() {
             .contains("cut at the output limit (stop_reason: model_context_window_exceeded)"),
         "{}",
         brief_of(&ran)
+    );
+}
+
+/// llama-cpp-python's server, started on a tiny random model that `scripts/tiny-gguf.py`
+/// writes (nothing is downloaded); killed when dropped.
+struct LlamaServer {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl LlamaServer {
+    /// `None` (the test is skipped, saying why) where the package is not installed.
+    fn start(dir: &std::path::Path) -> Option<LlamaServer> {
+        let importable = std::process::Command::new("python3")
+            .args(["-c", "import llama_cpp.server"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !importable {
+            eprintln!(
+                "skipped: llama-cpp-python is not importable here (pip install 'llama-cpp-python[server]' builds it from source)"
+            );
+            return None;
+        }
+        let model = dir.join("tiny.gguf");
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/tiny-gguf.py");
+        let made = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(&model)
+            .status()
+            .expect("python3 runs");
+        assert!(made.success(), "tiny-gguf.py failed");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let log = dir.join("llama-server.log");
+        let out = std::fs::File::create(&log).expect("log");
+        let child = std::process::Command::new("python3")
+            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(&model)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--n_ctx",
+                "4096",
+            ])
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("the server starts");
+        let server = LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/v1"),
+            log,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not start: {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Some(server)
+    }
+
+    /// The chat requests the server logged, by status.
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split("\"POST /v1/chat/completions HTTP/1.1\" ").nth(1))
+            .map(|status| status.split(' ').next().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_real_llama_cpp_python_server_that_refuses_json_schema_is_asked_in_json_mode() {
+    let r = TestRepo::simple();
+    let Some(server) = LlamaServer::start(&r.outside) else {
+        return;
+    };
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &server.url,
+        &["--llm-model", "local", "--max-attempts", "1"],
+    );
+    // Two requests: json_schema (refused with HTTP 500), then json_object, answered.
+    assert_eq!(server.requests(), ["500", "200"], "{}", ran.stderr);
+    let url = server.url.clone();
+    drop(server);
+    // The random model's answer is judged on its content: not a proposal.
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.summary["verdict"], "FAIL");
+    assert_eq!(ran.summary["ended_stage"], "llm_output_invalid");
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema"])
+    );
+    assert!(
+        ran.stderr.contains(
+            "the server refused response_format:json_schema: sent again without (remembered in .git/factory/providers.json)\n"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("HTTP 500"), "{}", ran.stderr);
+    assert_eq!(
+        providers_json(&r)[&format!("{url} local")]["dropped"]["chat"],
+        json!(["response_format:json_schema"])
     );
 }
