@@ -1,5 +1,6 @@
 //! The model client shared by the three wire APIs: sends a request through `http`, retries
-//! transient failures, drops an optional parameter a server refuses by name (and remembers
+//! transient failures (as long as the server's retry hints allow), ends the run on an
+//! exhausted quota, drops an optional parameter a server refuses by name (and remembers
 //! that), switches once to the OpenAI API a server says the model lives on, and turns the
 //! answer into a `Response`. What a server refused is data, never a list of model names.
 
