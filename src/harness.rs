@@ -1115,6 +1115,7 @@ impl Session<'_> {
                 duration_seconds: 0.0,
                 dropped_params: Vec::new(),
                 api_switch: None,
+                served_model: None,
                 reasoning_path: None,
             },
             dir: dir.clone(),
@@ -1417,6 +1418,7 @@ impl Session<'_> {
             a.record.usage = response.usage.clone();
             a.record.dropped_params = response.dropped_params.clone();
             a.record.api_switch = response.api_switch.clone();
+            a.record.served_model = response.served_model.clone();
         }
         if over_budget {
             if let Some(board) = self.board {

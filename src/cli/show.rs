@@ -231,6 +231,9 @@ fn attempt_lines(out: &mut String, a: &AttemptRecord) {
     if let Some(switch) = &a.api_switch {
         out.push_str(&format!("  api: switched {switch}\n"));
     }
+    if let Some(model) = &a.served_model {
+        out.push_str(&format!("  served by: {model}\n"));
+    }
     if !a.dropped_params.is_empty() {
         out.push_str(&format!(
             "  dropped: {} (refused by the server)\n",

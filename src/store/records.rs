@@ -170,6 +170,10 @@ pub struct AttemptRecord {
     /// `chat -> responses` (or back) when the server said the model lives on the other API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_switch: Option<String>,
+    /// The model the answer says it came from, when it names one (SPEC §3.3): a dated
+    /// snapshot behind the alias the run asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_model: Option<String>,
     /// Where the model's reasoning text is stored, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_path: Option<String>,

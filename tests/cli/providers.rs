@@ -13,12 +13,16 @@ struct Recorded {
     path: String,
     headers: Vec<(String, String)>,
     body: Value,
+    /// When the request arrived.
+    at: std::time::Instant,
 }
 
 /// How the loopback server answers one connection.
 enum Reply {
     /// A status and a JSON body, whole.
     Json(u16, String),
+    /// A status, extra headers (`retry-after`, `x-should-retry`…) and a JSON body, whole.
+    Headed(u16, Vec<(&'static str, String)>, String),
     /// `200` with this content type and body, whole.
     Typed(&'static str, Vec<u8>),
     /// `200 text/event-stream`, written in these pieces with a pause between them (a piece
@@ -120,6 +124,7 @@ fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Recorded>>)
             path,
             headers,
             body: serde_json::from_slice(&buf).unwrap_or(Value::Null),
+            at: std::time::Instant::now(),
         });
         let mut stream = stream;
         match reply {
@@ -130,6 +135,18 @@ fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Recorded>>)
                         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     );
+            }
+            Reply::Headed(status, extra, body) => {
+                let mut head =
+                    format!("HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\n");
+                for (name, value) in extra {
+                    head.push_str(&format!("{name}: {value}\r\n"));
+                }
+                let _ = write!(
+                    stream,
+                    "{head}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
             }
             Reply::Typed(content_type, body) => {
                 let _ = write!(
@@ -1981,5 +1998,667 @@ fn a_parameter_dropped_in_a_run_that_ended_in_error_is_not_remembered() {
         !providers_json(&r).to_string().contains("seed"),
         "{}",
         providers_json(&r)
+    );
+}
+
+// ---- Providers, second contact (SPEC §3.3): errors read whole, forced tools refused,
+// quota, retry hints, the model that answered.
+
+fn headed(status: u16, headers: &[(&'static str, &str)], body: Value) -> Reply {
+    Reply::Headed(
+        status,
+        headers.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        body.to_string(),
+    )
+}
+
+/// The first attempt's failure brief, as the model and `show` get it.
+fn brief_of(ran: &Ran) -> String {
+    ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The stored summary of the repo's only run (a run that ended in ERROR prints none).
+fn stored_summary(r: &TestRepo) -> Value {
+    let ids = r.run_ids();
+    serde_json::from_str(&r.git(&["show", &format!("refs/factory/{}:run_summary.json", ids[0])]))
+        .expect("json")
+}
+
+/// How llama-cpp-python's server refuses `response_format: {type: json_schema}`: HTTP 500,
+/// `param: null`, and FastAPI's multi-line words, whose first line is only a heading.
+fn llama_cpp_refusal() -> Value {
+    json!({"error": {
+        "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"/usr/lib/python3/site-packages/llama_cpp/server/app.py\", line 376, in create_chat_completion\n    POST /v1/chat/completions",
+        "type": "internal_server_error", "param": null, "code": null}})
+}
+
+#[test]
+fn a_500_naming_response_format_on_its_second_line_is_a_refusal_not_a_transient_error() {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(500, llama_cpp_refusal()),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "local", "--max-attempts", "1"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2, "json_schema, then json_object: no retry");
+    assert_eq!(seen[0].body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        seen[1].body["response_format"],
+        json!({"type": "json_object"})
+    );
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema"])
+    );
+    assert!(
+        ran.stderr.contains("refused response_format:json_schema"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_multi_line_validation_error_is_shown_by_its_informative_line() {
+    // vLLM's words: pydantic's own form, the field's path under the heading.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        400,
+        json!({"object": "error", "message": "1 validation error for ChatCompletionRequest\nmessages.1.content\n  Input should be a valid string [type=string_type, input_value=None, input_type=NoneType]\n    For further information visit https://errors.pydantic.dev/2.11/v/string_type", "type": "BadRequestError", "param": null, "code": 400}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "local"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert!(
+        ran.stderr.contains(
+            "openai rejected the request (HTTP 400): messages.1.content: Input should be a valid string\n"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("validation error"), "{}", ran.stderr);
+}
+
+#[test]
+fn anthropic_a_model_that_refuses_a_forced_tool_is_offered_it_with_auto() {
+    let r = TestRepo::simple();
+    let input = schema_answer();
+    let events = vec![
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "msg_3", "type": "message", "role": "assistant", "content": [], "model": "claude-opus-4-7", "stop_reason": null, "usage": {"input_tokens": 50, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I'll propose the change with the tool."}}),
+        ),
+        (
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "propose_change", "input": {}}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": input}}),
+        ),
+        (
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 80}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ];
+    let refused = |message: &str| {
+        json_reply(
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}, "request_id": "req_011"}),
+        )
+    };
+    let (url, seen, server) = serve_replies(vec![
+        refused("output_config.format: Extra inputs are not permitted"),
+        refused("tool_choice: type \"tool\" and \"any\" are not supported for this model"),
+        Reply::Sse(vec![sse(&events)]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "anthropic:claude-opus-4-7"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        seen[1].body["tool_choice"],
+        json!({"type": "tool", "name": "propose_change"})
+    );
+    let b = &seen[2].body;
+    assert_eq!(b["tool_choice"], json!({"type": "auto"}));
+    assert_eq!(b["tools"][0]["name"], "propose_change");
+    assert_strict_schema(&b["tools"][0]["input_schema"]);
+    assert!(
+        b["system"]
+            .as_str()
+            .unwrap_or("")
+            .contains("calling the propose_change tool"),
+        "{b}"
+    );
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["output_config.format", "tool_choice"])
+    );
+    let key = format!("{url} claude-opus-4-7");
+    assert_eq!(
+        providers_json(&r)[&key]["dropped"]["anthropic"],
+        json!(["output_config.format", "tool_choice"])
+    );
+}
+
+#[test]
+fn an_exhausted_quota_is_permanent_not_a_rate_limit() {
+    let openai = json!({"error": {"message": "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+    let gemini = json!([{"error": {"code": 429, "message": "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.", "status": "RESOURCE_EXHAUSTED"}}]);
+    let anthropic = json!({"type": "error", "error": {"type": "rate_limit_error", "message": "You have reached your specified API usage limits. You will regain access on 2026-12-01 at 00:00 UTC."}, "request_id": "req_012"});
+    let cases: [(&str, Value, &[&str], &str); 4] = [
+        (
+            "chat",
+            openai.clone(),
+            &["--llm-model", "gpt-4o"],
+            "You exceeded your current quota",
+        ),
+        (
+            "responses",
+            openai,
+            &["--llm-model", "gpt-5", "--llm-api", "responses"],
+            "You exceeded your current quota",
+        ),
+        (
+            "gemini",
+            gemini,
+            &["--llm-model", "gemini-2.5-pro"],
+            "You exceeded your current quota",
+        ),
+        (
+            "anthropic",
+            anthropic,
+            &["--llm-model", "anthropic:claude-opus-4-7"],
+            "You have reached your specified API usage limits",
+        ),
+    ];
+    for (name, body, flags, words) in cases {
+        let r = TestRepo::simple();
+        let before = r.snapshot();
+        let (url, seen, server) =
+            serve_replies(vec![headed(429, &[("x-should-retry", "true")], body)]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, flags);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{name}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{name}: no retry");
+        assert!(
+            ran.stderr
+                .contains("quota or spending limit is used up (HTTP 429): ")
+                && ran.stderr.contains(words),
+            "{name}: {}",
+            ran.stderr
+        );
+        assert_eq!(r.snapshot(), before, "{name}");
+        let s = stored_summary(&r);
+        assert_eq!(s["verdict"], "ERROR", "{name}");
+        assert_eq!(s["ended_stage"], "llm_call_failed", "{name}");
+    }
+}
+
+#[test]
+fn retry_hints_in_milliseconds_seconds_and_dates_are_honoured() {
+    let busy = json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "param": null, "code": "rate_limit_exceeded"}});
+    // retry-after-ms wins over Retry-After (100 s here: honoured, the test would hang).
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        headed(
+            429,
+            &[("retry-after-ms", "300"), ("retry-after", "100")],
+            busy.clone(),
+        ),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        let gap = seen[1].at - seen[0].at;
+        assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
+        assert!(gap < std::time::Duration::from_secs(10), "{gap:?}");
+    }
+    // Retry-After in seconds: a second, not the half-second backoff.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        headed(
+            503,
+            &[("retry-after", "1")],
+            json!({"error": {"message": "overloaded"}}),
+        ),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        let gap = seen[1].at - seen[0].at;
+        assert!(gap >= std::time::Duration::from_millis(950), "{gap:?}");
+    }
+    // Retry-After as an HTTP date already past: retried, no wait asked.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        headed(
+            503,
+            &[("retry-after", "Thu, 01 Jan 2015 00:00:00 GMT")],
+            json!({"error": {"message": "overloaded"}}),
+        ),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+}
+
+#[test]
+fn a_wait_over_120_seconds_fails_the_attempt_at_once_naming_it() {
+    let busy = json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "param": null, "code": "rate_limit_exceeded"}});
+    for (hint, value, named) in [
+        ("retry-after", "300", "asks to wait 300 s before retrying"),
+        (
+            "retry-after-ms",
+            "121000",
+            "asks to wait 121 s before retrying",
+        ),
+        (
+            "retry-after",
+            "Fri, 31 Dec 2100 23:59:59 GMT",
+            "asks to wait ",
+        ),
+    ] {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![headed(429, &[(hint, value)], busy.clone())]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let started = std::time::Instant::now();
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+        server.join().expect("server");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{hint}: waited"
+        );
+        assert_eq!(ran.code, 1, "{hint}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{hint}");
+        assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+        let brief = brief_of(&ran);
+        assert!(
+            brief.contains(named) && brief.contains("longer than the 120 s a request waits"),
+            "{hint}: {brief}"
+        );
+        assert!(
+            brief.contains("HTTP 429: Rate limit reached for requests"),
+            "{brief}"
+        );
+    }
+}
+
+#[test]
+fn x_should_retry_is_obeyed_and_408_409_are_transient() {
+    // A 500 marked x-should-retry: false is sent once (Chat Completions).
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![headed(
+        500,
+        &[("x-should-retry", "false")],
+        json!({"error": {"message": "The server had an error processing your request.", "type": "server_error"}}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+    assert!(
+        brief_of(&ran).contains("x-should-retry: false"),
+        "{}",
+        brief_of(&ran)
+    );
+
+    // Anthropic's 529 overloaded_error marked false: once.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![headed(
+        529,
+        &[("x-should-retry", "false")],
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-opus-4-7",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert!(
+        brief_of(&ran).contains("anthropic: HTTP 529: Overloaded"),
+        "{}",
+        brief_of(&ran)
+    );
+
+    // A 400 marked x-should-retry: true is retried.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        headed(
+            400,
+            &[("x-should-retry", "true"), ("retry-after-ms", "10")],
+            json!({"error": {"message": "Please retry your request.", "type": "invalid_request_error"}}),
+        ),
+        Reply::Sse(vec![chat_stream(&good(), "stop")]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+
+    // 408 and 409 are transient (Responses API).
+    let r = TestRepo::simple();
+    let quick = [("retry-after-ms", "10")];
+    let (url, seen, server) = serve_replies(vec![
+        headed(
+            408,
+            &quick,
+            json!({"error": {"message": "Request timed out."}}),
+        ),
+        headed(
+            409,
+            &quick,
+            json!({"error": {"message": "Conflict: another request is being processed."}}),
+        ),
+        json_reply(200, response_object("completed", &schema_answer(), None)),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "gpt-5", "--llm-api", "responses"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 3);
+}
+
+#[test]
+fn the_model_that_answered_is_recorded_shown_and_written_out() {
+    let snapshot = "gpt-5.1-2026-08-07";
+    let chat = String::from_utf8(chat_stream(&good(), "stop"))
+        .expect("utf-8")
+        .replace("\"model\":\"m\"", &format!("\"model\":\"{snapshot}\""));
+    let mut responses = response_object("completed", &schema_answer(), None);
+    responses["model"] = json!(snapshot);
+    let anthropic = String::from_utf8(anthropic_stream(&schema_answer(), "end_turn"))
+        .expect("utf-8")
+        .replace("\"claude-opus-4-7\"", "\"claude-opus-4-7-20260315\"");
+    let cases: [(Reply, &[&str], &str); 3] = [
+        (
+            Reply::Sse(vec![chat.into_bytes()]),
+            &["--llm-model", "gpt-5.1"],
+            snapshot,
+        ),
+        (
+            json_reply(200, responses),
+            &["--llm-model", "gpt-5.1", "--llm-api", "responses"],
+            snapshot,
+        ),
+        (
+            Reply::Sse(vec![anthropic.into_bytes()]),
+            &["--llm-model", "anthropic:claude-opus-4-7"],
+            "claude-opus-4-7-20260315",
+        ),
+    ];
+    for (reply, flags, served) in cases {
+        let r = TestRepo::simple();
+        let (url, _seen, server) = serve_replies(vec![reply]);
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let out_dir = r.outside.join("out");
+        let mut all: Vec<&str> = flags.to_vec();
+        let out_arg = out_dir.to_string_lossy().to_string();
+        all.extend(["--out", &out_arg]);
+        let ran = run_model(&r, &wo, &url, &all);
+        server.join().expect("server");
+        assert_eq!(ran.code, 0, "{served}: {}", ran.stderr);
+        assert_eq!(ran.summary["attempts"][0]["served_model"], served);
+        let id = ran.summary["run_id"].as_str().expect("id");
+        let stored: Value =
+            serde_json::from_str(&r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]))
+                .expect("json");
+        assert_eq!(stored["attempts"][0]["served_model"], served);
+        let written: Value = serde_json::from_slice(
+            &std::fs::read(out_dir.join(id).join("run_summary.json")).expect("--out"),
+        )
+        .expect("json");
+        assert_eq!(written["attempts"][0]["served_model"], served);
+        let show = r.factory().args(["show", id]).output().expect("show");
+        assert!(
+            stdout_of(&show).contains(&format!("  served by: {served}\n")),
+            "{}",
+            stdout_of(&show)
+        );
+    }
+}
+
+#[test]
+fn reasoning_fields_and_context_window_cuts_keep_holding() {
+    // Chat Completions `reasoning` (vLLM), in deltas: stored, never parsed.
+    let r = TestRepo::simple();
+    let mut events = vec![(
+        None,
+        chat_chunk(
+            json!({"role": "assistant", "reasoning": "Line two becomes TWO."}),
+            None,
+        ),
+    )];
+    events.push((None, chat_chunk(json!({"content": good()}), None)));
+    events.push((None, chat_chunk(json!({}), Some("stop"))));
+    let mut stream = sse(&events);
+    stream.extend_from_slice(b"data: [DONE]\n\n");
+    let (url, _seen, server) = serve_replies(vec![Reply::Sse(vec![stream])]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "qwen3"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(
+        artifact(&r, &ran.summary, "attempt_1/reasoning.txt"),
+        "Line two becomes TWO."
+    );
+
+    // Anthropic `model_context_window_exceeded` is a cut answer.
+    let r = TestRepo::simple();
+    let cut = &schema_answer()[..40];
+    let (url, _seen, server) = serve_replies(vec![Reply::Sse(vec![anthropic_stream(
+        cut,
+        "model_context_window_exceeded",
+    )])]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "anthropic:claude-opus-4-7",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.summary["ended_stage"], "llm_output_invalid");
+    assert!(
+        brief_of(&ran)
+            .contains("cut at the output limit (stop_reason: model_context_window_exceeded)"),
+        "{}",
+        brief_of(&ran)
+    );
+}
+
+/// llama-cpp-python's server, started on a tiny random model that `scripts/tiny-gguf.py`
+/// writes (nothing is downloaded); killed when dropped.
+struct LlamaServer {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl LlamaServer {
+    /// `None` (the test is skipped, saying why) where the package is not installed.
+    fn start(dir: &std::path::Path) -> Option<LlamaServer> {
+        let importable = std::process::Command::new("python3")
+            .args(["-c", "import llama_cpp.server"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !importable {
+            eprintln!(
+                "skipped: llama-cpp-python is not importable here (pip install 'llama-cpp-python[server]' builds it from source)"
+            );
+            return None;
+        }
+        let model = dir.join("tiny.gguf");
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/tiny-gguf.py");
+        let made = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(&model)
+            .status()
+            .expect("python3 runs");
+        assert!(made.success(), "tiny-gguf.py failed");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let log = dir.join("llama-server.log");
+        let out = std::fs::File::create(&log).expect("log");
+        let child = std::process::Command::new("python3")
+            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(&model)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--n_ctx",
+                "4096",
+            ])
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("the server starts");
+        let server = LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/v1"),
+            log,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not start: {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Some(server)
+    }
+
+    /// The chat requests the server logged, by status.
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split("\"POST /v1/chat/completions HTTP/1.1\" ").nth(1))
+            .map(|status| status.split(' ').next().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_real_llama_cpp_python_server_that_refuses_json_schema_is_asked_in_json_mode() {
+    let r = TestRepo::simple();
+    let Some(server) = LlamaServer::start(&r.outside) else {
+        return;
+    };
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &server.url,
+        &["--llm-model", "local", "--max-attempts", "1"],
+    );
+    // Two requests: json_schema (refused with HTTP 500), then json_object, answered.
+    assert_eq!(server.requests(), ["500", "200"], "{}", ran.stderr);
+    let url = server.url.clone();
+    drop(server);
+    // The random model's answer is judged on its content: not a proposal.
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(ran.summary["verdict"], "FAIL");
+    assert_eq!(ran.summary["ended_stage"], "llm_output_invalid");
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema"])
+    );
+    assert!(
+        ran.stderr.contains(
+            "the server refused response_format:json_schema: sent again without (remembered in .git/factory/providers.json)\n"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("HTTP 500"), "{}", ran.stderr);
+    assert_eq!(
+        providers_json(&r)[&format!("{url} local")]["dropped"]["chat"],
+        json!(["response_format:json_schema"])
     );
 }

@@ -84,6 +84,19 @@ pub fn build(
     red: &[&BaselineResult],
 ) -> String {
     let mut p = String::new();
+    order_section(&mut p, order);
+    checks_section(&mut p, order, acceptance);
+    red_section(&mut p, red);
+    context_section(&mut p, context);
+    if let Some(b) = brief {
+        brief_section(&mut p, b);
+    }
+    p.push_str(CONTRACT);
+    p
+}
+
+/// The work order: title, intent, notes, the files that may change, what is forbidden.
+fn order_section(p: &mut String, order: &WorkOrder) {
     let _ = writeln!(p, "# Work order {}: {}\n", order.id, order.title);
     let _ = writeln!(p, "## Intent\n\n{}\n", order.intent.trim_end());
     if let Some(notes) = order.notes.as_deref().filter(|n| !n.trim().is_empty()) {
@@ -101,6 +114,10 @@ pub fn build(
         }
         p.push('\n');
     }
+}
+
+/// The checks the harness runs after applying the change.
+fn checks_section(p: &mut String, order: &WorkOrder, acceptance: &[String]) {
     let _ = writeln!(p, "## Checks the harness runs after applying your change\n");
     let _ = writeln!(p, "- the repository's global verification");
     for c in &order.pass_to_pass {
@@ -122,75 +139,85 @@ pub fn build(
         );
     }
     p.push('\n');
-    if !red.is_empty() {
-        let _ = writeln!(
-            p,
-            "## The failing tests, run on the original files before you were asked\n"
-        );
-        for r in red {
-            let _ = writeln!(p, "command: {}", r.display());
-            match r.exit_code {
-                Some(code) => {
-                    let _ = writeln!(p, "exit code: {code}");
-                }
-                None => {
-                    let _ = writeln!(p, "ended: {}", r.outcome);
-                }
-            }
-            let _ = writeln!(p, "excerpt:\n<<<<<<\n{}\n>>>>>>\n", r.excerpt.trim_end());
-        }
+}
+
+/// The `fail_to_pass` results of the baseline check, when there are any.
+fn red_section(p: &mut String, red: &[&BaselineResult]) {
+    if red.is_empty() {
+        return;
     }
-    if !context.is_empty() {
-        let _ = writeln!(p, "## Context files\n");
-        for f in context {
-            match &f.sha256 {
-                None => {
-                    let _ = writeln!(p, "### {} (does not exist yet; base_sha256 null)\n", f.path);
-                }
-                Some(sha) => {
-                    let _ = writeln!(p, "### {} (sha256 {sha}, {} bytes)\n", f.path, f.size);
-                    let _ = writeln!(p, "<<<<<< {}", f.path);
-                    p.push_str(&f.shown);
-                    if !f.shown.is_empty() && !f.shown.ends_with('\n') {
-                        p.push('\n');
-                    }
-                    let _ = writeln!(p, ">>>>>> {}", f.path);
-                    if f.truncated {
-                        let _ = writeln!(
-                            p,
-                            "[truncated: showing the first {} of {} bytes; the context budget is {} KB]",
-                            f.shown.len(),
-                            f.size,
-                            CONTEXT_BUDGET_BYTES / 1024
-                        );
-                    }
+    let _ = writeln!(
+        p,
+        "## The failing tests, run on the original files before you were asked\n"
+    );
+    for r in red {
+        let _ = writeln!(p, "command: {}", r.display());
+        match r.exit_code {
+            Some(code) => {
+                let _ = writeln!(p, "exit code: {code}");
+            }
+            None => {
+                let _ = writeln!(p, "ended: {}", r.outcome);
+            }
+        }
+        let _ = writeln!(p, "excerpt:\n<<<<<<\n{}\n>>>>>>\n", r.excerpt.trim_end());
+    }
+}
+
+/// The context files, each with its sha256 (or said not to exist yet) and any cut noted.
+fn context_section(p: &mut String, context: &[ContextFile]) {
+    if context.is_empty() {
+        return;
+    }
+    let _ = writeln!(p, "## Context files\n");
+    for f in context {
+        match &f.sha256 {
+            None => {
+                let _ = writeln!(p, "### {} (does not exist yet; base_sha256 null)\n", f.path);
+            }
+            Some(sha) => {
+                let _ = writeln!(p, "### {} (sha256 {sha}, {} bytes)\n", f.path, f.size);
+                let _ = writeln!(p, "<<<<<< {}", f.path);
+                p.push_str(&f.shown);
+                if !f.shown.is_empty() && !f.shown.ends_with('\n') {
                     p.push('\n');
                 }
+                let _ = writeln!(p, ">>>>>> {}", f.path);
+                if f.truncated {
+                    let _ = writeln!(
+                        p,
+                        "[truncated: showing the first {} of {} bytes; the context budget is {} KB]",
+                        f.shown.len(),
+                        f.size,
+                        CONTEXT_BUDGET_BYTES / 1024
+                    );
+                }
+                p.push('\n');
             }
         }
     }
-    if let Some(b) = brief {
-        let _ = writeln!(p, "## The previous attempt failed\n");
-        let _ = writeln!(p, "stage: {}", b.stage.as_str());
-        if let Some(c) = &b.command {
-            let _ = writeln!(p, "command: {c}");
-        }
-        if let Some(code) = b.exit_code {
-            let _ = writeln!(p, "exit code: {code}");
-        }
-        let _ = writeln!(
-            p,
-            "excerpt:\n<<<<<<\n{}\n>>>>>>",
-            b.primary_error_excerpt.trim_end()
-        );
-        let _ = writeln!(p, "reminder: {}\n", b.constraints_reminder);
-        let _ = writeln!(
-            p,
-            "Every attempt starts again from the original files above; propose the whole change again, corrected.\n"
-        );
+}
+
+/// The previous attempt's FailureBrief.
+fn brief_section(p: &mut String, b: &FailureBrief) {
+    let _ = writeln!(p, "## The previous attempt failed\n");
+    let _ = writeln!(p, "stage: {}", b.stage.as_str());
+    if let Some(c) = &b.command {
+        let _ = writeln!(p, "command: {c}");
     }
-    p.push_str(CONTRACT);
-    p
+    if let Some(code) = b.exit_code {
+        let _ = writeln!(p, "exit code: {code}");
+    }
+    let _ = writeln!(
+        p,
+        "excerpt:\n<<<<<<\n{}\n>>>>>>",
+        b.primary_error_excerpt.trim_end()
+    );
+    let _ = writeln!(p, "reminder: {}\n", b.constraints_reminder);
+    let _ = writeln!(
+        p,
+        "Every attempt starts again from the original files above; propose the whole change again, corrected.\n"
+    );
 }
 
 #[cfg(test)]

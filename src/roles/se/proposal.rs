@@ -1,54 +1,11 @@
 //! The proposal contract (SPEC §3.1) and its strict parser.
 
-use crate::roles::tr::diff::looks_like_diff;
+pub use crate::roles::change::{Change, Dialect, Proposal, WriteSpec};
+use crate::roles::tr::detect::{is_envelope, is_search_replace, looks_like_diff};
 use serde_json::Value;
 
 pub const MAX_WRITE_BYTES: usize = 200 * 1024;
 pub const MAX_WRITES_TOTAL: usize = 500 * 1024;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteSpec {
-    pub path: String,
-    /// sha256 of the file's current bytes; `None` means the file must not exist.
-    pub base_sha256: Option<String>,
-    pub content: String,
-    pub executable: Option<bool>,
-}
-
-/// The text dialects a diff may come in (SPEC §3.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Unified,
-    /// `*** Begin Patch … *** End Patch` (Codex-style agents).
-    Envelope,
-    /// `path` + `<<<<<<< SEARCH` / `=======` / `>>>>>>> REPLACE` blocks.
-    SearchReplace,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// A unified diff, as bytes: a bare diff is never decoded (one from JSON is UTF-8).
-    Diff(Vec<u8>),
-    /// Another agent dialect, converted by TR.
-    Dialect(Dialect, Vec<u8>),
-    Writes(Vec<WriteSpec>),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proposal {
-    pub change: Change,
-    pub summary: String,
-}
-
-impl Proposal {
-    /// An explicit "the work is already done" proposal: it goes straight to PO.
-    pub fn is_no_change(&self) -> bool {
-        match &self.change {
-            Change::Diff(d) | Change::Dialect(_, d) => d.iter().all(u8::is_ascii_whitespace),
-            Change::Writes(w) => w.is_empty(),
-        }
-    }
-}
 
 /// How a provider's raw output is to be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,12 +31,12 @@ pub fn parse(raw: &[u8], format: OutputFormat) -> Result<Proposal, String> {
                 json(raw)
             } else if trimmed.is_empty() {
                 Err("the agent printed nothing".to_string())
-            } else if crate::roles::tr::dialects::is_envelope(raw) {
+            } else if is_envelope(raw) {
                 Ok(Proposal {
                     change: Change::Dialect(Dialect::Envelope, raw.to_vec()),
                     summary: String::new(),
                 })
-            } else if crate::roles::tr::dialects::is_search_replace(raw) {
+            } else if is_search_replace(raw) {
                 Ok(Proposal {
                     change: Change::Dialect(Dialect::SearchReplace, raw.to_vec()),
                     summary: String::new(),

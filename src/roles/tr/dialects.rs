@@ -2,8 +2,10 @@
 //! diff (hunks without line numbers, so they are placed by the unique-location passes):
 //! the `*** Begin Patch … *** End Patch` envelope and SEARCH/REPLACE blocks.
 
-use super::diff::{err, show, split_text, FilePatch, Hunk, Line, ParseError};
-use crate::roles::se::proposal::Dialect;
+use super::detect::{foreign_block, split_text};
+pub use super::detect::{is_envelope, is_search_replace};
+use super::diff::{err, mixed, show, FilePatch, Hunk, Line, ParseError};
+use crate::roles::change::Dialect;
 use bstr::ByteSlice;
 
 fn hunk(at_line: usize, header: &str) -> Hunk {
@@ -23,34 +25,6 @@ fn hunk(at_line: usize, header: &str) -> Hunk {
     }
 }
 
-/// The first line at column 0 that decides the dialect: a marker of ours, or a unified diff's
-/// header. A context line quoting a marker (`  *** Begin Patch`) starts with a space; a marker
-/// after a diff header is the diff's content.
-fn first_marker_is(text: &[u8], marker: &str) -> bool {
-    for line in split_text(text) {
-        let line = line.trim_end_with(|c| c == '\r' || c == ' ' || c == '\t');
-        if line == marker.as_bytes() {
-            return true;
-        }
-        if line.starts_with(b"diff --git ")
-            || line.starts_with(b"--- ")
-            || line.starts_with(b"+++ ")
-            || line.starts_with(b"@@")
-        {
-            return false;
-        }
-    }
-    false
-}
-
-pub fn is_envelope(text: &[u8]) -> bool {
-    first_marker_is(text, "*** Begin Patch")
-}
-
-pub fn is_search_replace(text: &[u8]) -> bool {
-    first_marker_is(text, "<<<<<<< SEARCH")
-}
-
 /// A marker or header line of the envelope: its `\r` and surrounding spaces do not matter.
 fn marker(line: &[u8]) -> &[u8] {
     line.trim_with(|c| c == '\r' || c == ' ' || c == '\t')
@@ -61,52 +35,6 @@ fn marker_path(rest: &[u8], n: usize) -> Result<String, ParseError> {
     std::str::from_utf8(marker(rest))
         .map(str::to_string)
         .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
-}
-
-/// A line that starts a change block of some dialect: `*** Begin Patch`, `<<<<<<< SEARCH`, or a
-/// unified diff's `diff --git`, `--- `/`+++ ` pair or `@@ -` hunk header. Markers count at
-/// column 0 only (a quoted, indented marker is text).
-fn block_at(lines: &[&[u8]], i: usize) -> Option<Dialect> {
-    let l = lines[i].trim_end_with(|c| c == '\r' || c == ' ' || c == '\t');
-    if l == b"*** Begin Patch" {
-        Some(Dialect::Envelope)
-    } else if l == b"<<<<<<< SEARCH" {
-        Some(Dialect::SearchReplace)
-    } else if l.starts_with(b"diff --git ")
-        || l.starts_with(b"@@ -")
-        || (l.starts_with(b"--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with(b"+++ ")))
-    {
-        Some(Dialect::Unified)
-    } else {
-        None
-    }
-}
-
-/// A change block of another dialect than `own` starting at line `i` of text that `own`'s
-/// parser reads as prose. Dropping it would apply part of a proposal (SPEC §3.6: never
-/// partial), and reading both dialects in one proposal would guess at what was meant.
-pub(crate) fn foreign_block(lines: &[&[u8]], i: usize, own: Dialect) -> Option<Dialect> {
-    block_at(lines, i).filter(|d| *d != own)
-}
-
-fn dialect_name(d: Dialect) -> &'static str {
-    match d {
-        Dialect::Unified => "unified diff",
-        Dialect::Envelope => "'*** Begin Patch' envelope",
-        Dialect::SearchReplace => "SEARCH/REPLACE block",
-    }
-}
-
-/// The refusal of a proposal that mixes dialects.
-pub(crate) fn mixed(line: usize, own: Dialect, other: Dialect) -> ParseError {
-    err(
-        line,
-        format!(
-            "a {} starts here in a proposal read as a {}: the proposal mixes more than one dialect, so which of its changes are meant is not said; send every change in one dialect",
-            dialect_name(other),
-            dialect_name(own)
-        ),
-    )
 }
 
 /// Parses every `*** Begin Patch` envelope of the text: Add File, Update File (optionally
@@ -149,127 +77,15 @@ fn parse_one_envelope(
             return Ok(i + 1);
         }
         if let Some(path) = l.strip_prefix(b"*** Add File: ") {
-            let mut p = FilePatch {
-                new_path: Some(marker_path(path, n)?),
-                is_new: true,
-                at_line: n,
-                ..FilePatch::default()
-            };
-            let mut h = hunk(n, "*** Add File");
-            i += 1;
-            while i < lines.len() && !lines[i].starts_with(b"*** ") {
-                match lines[i].strip_prefix(b"+") {
-                    Some(text) => h.lines.push(Line::Add(text.to_vec())),
-                    None => return Err(err(i + 1, "a line of an added file must start with '+'")),
-                }
-                i += 1;
-            }
-            p.hunks.push(h);
+            let (p, next) = add_file(lines, i, path)?;
             patches.push(p);
-            continue;
-        }
-        if let Some(path) = l.strip_prefix(b"*** Delete File: ") {
-            // SPEC §3.6: a deletion carries the file's whole content as removed lines. The
-            // envelope as Codex writes it names the file only; here its content may follow
-            // as '-' lines, and a non-empty file deleted without them is refused when planned.
-            let mut h = hunk(n, "*** Delete File");
-            i += 1;
-            while i < lines.len() && !lines[i].starts_with(b"*** ") {
-                match lines[i].strip_prefix(b"-") {
-                    Some(text) => h.lines.push(Line::Remove(text.to_vec())),
-                    None if marker(lines[i]).is_empty() => {}
-                    None => {
-                        return Err(err(
-                            i + 1,
-                            "a line of a deleted file's content must start with '-'",
-                        ))
-                    }
-                }
-                i += 1;
-            }
-            patches.push(FilePatch {
-                old_path: Some(marker_path(path, n)?),
-                is_deleted: true,
-                delete_by_name: true,
-                at_line: n,
-                hunks: if h.lines.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![h]
-                },
-                ..FilePatch::default()
-            });
-            continue;
-        }
-        if let Some(path) = l.strip_prefix(b"*** Update File: ") {
-            let path = marker_path(path, n)?;
-            let mut p = FilePatch {
-                old_path: Some(path.clone()),
-                new_path: Some(path),
-                at_line: n,
-                ..FilePatch::default()
-            };
-            i += 1;
-            if let Some(to) = lines.get(i).and_then(|l| l.strip_prefix(b"*** Move to: ")) {
-                p.new_path = Some(marker_path(to, i + 1)?);
-                p.is_rename = true;
-                i += 1;
-            }
-            let mut current: Option<Hunk> = None;
-            while i < lines.len() {
-                let l = lines[i];
-                if marker(l) == b"*** End of File" {
-                    match current.as_mut().filter(|h| !h.lines.is_empty()) {
-                        Some(h) => h.at_end = true,
-                        None => return Err(err(i + 1, "'*** End of File' before any change line")),
-                    }
-                    i += 1;
-                    continue;
-                }
-                if l.starts_with(b"*** ") {
-                    break;
-                }
-                if let Some(anchor) = l.strip_prefix(b"@@") {
-                    let anchor = marker(anchor);
-                    // `@@ class B:` then `@@ def run`: anchors stack until the hunk's lines.
-                    let stacking = current.as_ref().is_some_and(|h| h.lines.is_empty());
-                    if !stacking {
-                        if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
-                            p.hunks.push(h);
-                        }
-                        current = Some(hunk(i + 1, &l.to_str_lossy()));
-                    }
-                    if let Some(h) = current.as_mut().filter(|_| !anchor.is_empty()) {
-                        h.anchors.push(anchor.to_vec());
-                        if stacking {
-                            h.header = format!("{} {}", h.header, l.to_str_lossy());
-                        }
-                    }
-                    i += 1;
-                    continue;
-                }
-                let h = current.get_or_insert_with(|| hunk(i + 1, "@@"));
-                match l.first() {
-                    Some(b' ') => h.lines.push(Line::Context(l[1..].to_vec())),
-                    Some(b'-') => h.lines.push(Line::Remove(l[1..].to_vec())),
-                    Some(b'+') => h.lines.push(Line::Add(l[1..].to_vec())),
-                    None => h.lines.push(Line::Context(Vec::new())),
-                    Some(b'\r') if l.len() == 1 => h.lines.push(Line::Context(l.to_vec())),
-                    Some(_) => {
-                        return Err(err(
-                            i + 1,
-                            format!("unexpected line in an update: {}", show(l)),
-                        ))
-                    }
-                }
-                i += 1;
-            }
-            if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
-                p.hunks.push(h);
-            }
-            if p.hunks.is_empty() && !p.is_rename {
-                return Err(err(n, "an Update File section with no change"));
-            }
+            i = next;
+        } else if let Some(path) = l.strip_prefix(b"*** Delete File: ") {
+            let (p, next) = delete_file(lines, i, path)?;
+            patches.push(p);
+            i = next;
+        } else if let Some(path) = l.strip_prefix(b"*** Update File: ") {
+            let (mut p, next) = update_file(lines, i, path)?;
             let earlier = patches.iter_mut().find(|e| {
                 !p.is_rename
                     && !e.is_rename
@@ -282,18 +98,164 @@ fn parse_one_envelope(
                 Some(e) => e.hunks.append(&mut p.hunks),
                 None => patches.push(p),
             }
-            continue;
+            i = next;
+        } else if marker(l).is_empty() {
+            i += 1;
+        } else {
+            return Err(err(
+                n,
+                format!("unexpected line in the patch envelope: {}", show(l)),
+            ));
         }
-        if marker(l).is_empty() {
+    }
+    Err(err(lines.len(), "no '*** End Patch' line"))
+}
+
+/// `*** Add File: path` at line `i`, then the file's lines as `+` lines; returns the section
+/// and the index of the next marker line.
+fn add_file(lines: &[&[u8]], mut i: usize, path: &[u8]) -> Result<(FilePatch, usize), ParseError> {
+    let n = i + 1;
+    let mut p = FilePatch {
+        new_path: Some(marker_path(path, n)?),
+        is_new: true,
+        at_line: n,
+        ..FilePatch::default()
+    };
+    let mut h = hunk(n, "*** Add File");
+    i += 1;
+    while i < lines.len() && !lines[i].starts_with(b"*** ") {
+        match lines[i].strip_prefix(b"+") {
+            Some(text) => h.lines.push(Line::Add(text.to_vec())),
+            None => return Err(err(i + 1, "a line of an added file must start with '+'")),
+        }
+        i += 1;
+    }
+    p.hunks.push(h);
+    Ok((p, i))
+}
+
+/// `*** Delete File: path` at line `i`. SPEC §3.6: a deletion carries the file's whole
+/// content as removed lines. The envelope as Codex writes it names the file only; here its
+/// content may follow as '-' lines, and a non-empty file deleted without them is refused when
+/// planned.
+fn delete_file(
+    lines: &[&[u8]],
+    mut i: usize,
+    path: &[u8],
+) -> Result<(FilePatch, usize), ParseError> {
+    let n = i + 1;
+    let mut h = hunk(n, "*** Delete File");
+    i += 1;
+    while i < lines.len() && !lines[i].starts_with(b"*** ") {
+        match lines[i].strip_prefix(b"-") {
+            Some(text) => h.lines.push(Line::Remove(text.to_vec())),
+            None if marker(lines[i]).is_empty() => {}
+            None => {
+                return Err(err(
+                    i + 1,
+                    "a line of a deleted file's content must start with '-'",
+                ))
+            }
+        }
+        i += 1;
+    }
+    let p = FilePatch {
+        old_path: Some(marker_path(path, n)?),
+        is_deleted: true,
+        delete_by_name: true,
+        at_line: n,
+        hunks: if h.lines.is_empty() {
+            Vec::new()
+        } else {
+            vec![h]
+        },
+        ..FilePatch::default()
+    };
+    Ok((p, i))
+}
+
+/// `*** Update File: path` at line `i` (optionally `*** Move to: other`), then its hunks:
+/// `@@ anchor` lines and ` `/`-`/`+` lines, `*** End of File` after a hunk that ends the file.
+fn update_file(
+    lines: &[&[u8]],
+    mut i: usize,
+    path: &[u8],
+) -> Result<(FilePatch, usize), ParseError> {
+    let n = i + 1;
+    let path = marker_path(path, n)?;
+    let mut p = FilePatch {
+        old_path: Some(path.clone()),
+        new_path: Some(path),
+        at_line: n,
+        ..FilePatch::default()
+    };
+    i += 1;
+    if let Some(to) = lines.get(i).and_then(|l| l.strip_prefix(b"*** Move to: ")) {
+        p.new_path = Some(marker_path(to, i + 1)?);
+        p.is_rename = true;
+        i += 1;
+    }
+    let mut current: Option<Hunk> = None;
+    while i < lines.len() {
+        let l = lines[i];
+        if marker(l) == b"*** End of File" {
+            match current.as_mut().filter(|h| !h.lines.is_empty()) {
+                Some(h) => h.at_end = true,
+                None => return Err(err(i + 1, "'*** End of File' before any change line")),
+            }
             i += 1;
             continue;
         }
-        return Err(err(
-            n,
-            format!("unexpected line in the patch envelope: {}", show(l)),
-        ));
+        if l.starts_with(b"*** ") {
+            break;
+        }
+        if let Some(anchor) = l.strip_prefix(b"@@") {
+            anchor_line(&mut p, &mut current, l, anchor, i);
+            i += 1;
+            continue;
+        }
+        let h = current.get_or_insert_with(|| hunk(i + 1, "@@"));
+        match l.first() {
+            Some(b' ') => h.lines.push(Line::Context(l[1..].to_vec())),
+            Some(b'-') => h.lines.push(Line::Remove(l[1..].to_vec())),
+            Some(b'+') => h.lines.push(Line::Add(l[1..].to_vec())),
+            None => h.lines.push(Line::Context(Vec::new())),
+            Some(b'\r') if l.len() == 1 => h.lines.push(Line::Context(l.to_vec())),
+            Some(_) => {
+                return Err(err(
+                    i + 1,
+                    format!("unexpected line in an update: {}", show(l)),
+                ))
+            }
+        }
+        i += 1;
     }
-    Err(err(lines.len(), "no '*** End Patch' line"))
+    if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
+        p.hunks.push(h);
+    }
+    if p.hunks.is_empty() && !p.is_rename {
+        return Err(err(n, "an Update File section with no change"));
+    }
+    Ok((p, i))
+}
+
+/// An `@@ anchor` line at line `i` of an update: it starts a new hunk, or stacks on a hunk
+/// that has no line yet (`@@ class B:` then `@@ def run`).
+fn anchor_line(p: &mut FilePatch, current: &mut Option<Hunk>, l: &[u8], anchor: &[u8], i: usize) {
+    let anchor = marker(anchor);
+    let stacking = current.as_ref().is_some_and(|h| h.lines.is_empty());
+    if !stacking {
+        if let Some(h) = current.take().filter(|h| !h.lines.is_empty()) {
+            p.hunks.push(h);
+        }
+        *current = Some(hunk(i + 1, &l.to_str_lossy()));
+    }
+    if let Some(h) = current.as_mut().filter(|_| !anchor.is_empty()) {
+        h.anchors.push(anchor.to_vec());
+        if stacking {
+            h.header = format!("{} {}", h.header, l.to_str_lossy());
+        }
+    }
 }
 
 fn path_line(line: &[u8]) -> Option<String> {

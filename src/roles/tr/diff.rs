@@ -2,7 +2,8 @@
 //! always come from the diff's headers — never from the model's words, and never from a tool
 //! that silently reinterprets them (`git apply` turns `+++ /tmp/x` into `tmp/x`).
 
-use crate::roles::se::proposal::Dialect;
+use super::detect::{foreign_block, split_text};
+use crate::roles::change::Dialect;
 use bstr::ByteSlice;
 use std::fmt;
 
@@ -149,6 +150,26 @@ pub(crate) fn err(line: usize, message: impl Into<String>) -> ParseError {
     }
 }
 
+fn dialect_name(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Unified => "unified diff",
+        Dialect::Envelope => "'*** Begin Patch' envelope",
+        Dialect::SearchReplace => "SEARCH/REPLACE block",
+    }
+}
+
+/// The refusal of a proposal that mixes dialects.
+pub(crate) fn mixed(line: usize, own: Dialect, other: Dialect) -> ParseError {
+    err(
+        line,
+        format!(
+            "a {} starts here in a proposal read as a {}: the proposal mixes more than one dialect, so which of its changes are meant is not said; send every change in one dialect",
+            dialect_name(other),
+            dialect_name(own)
+        ),
+    )
+}
+
 fn disagreement(line: usize, what: impl std::fmt::Display) -> ParseError {
     ParseError {
         disagree: true,
@@ -165,15 +186,6 @@ pub enum Strip {
     Components(usize),
 }
 
-/// A diff's lines without their `\n`; the text's own final newline is not an empty line.
-pub fn split_text(text: &[u8]) -> Vec<&[u8]> {
-    let mut lines: Vec<&[u8]> = text.split_str("\n").collect();
-    if text.ends_with(b"\n") {
-        lines.pop();
-    }
-    lines
-}
-
 /// A line of the diff for a message: lossy, escaped, at most 160 characters.
 pub(crate) fn show(line: &[u8]) -> String {
     let s: String = line.to_str_lossy().chars().take(160).collect();
@@ -185,18 +197,6 @@ pub(crate) fn show(line: &[u8]) -> String {
 fn header_text(line: &[u8], n: usize) -> Result<&str, ParseError> {
     std::str::from_utf8(line.strip_suffix(b"\r").unwrap_or(line))
         .map_err(|_| err(n, "a file name that is not UTF-8 is not supported"))
-}
-
-/// Whether `text` looks like a unified diff at all (has file headers).
-pub fn looks_like_diff(text: &[u8]) -> bool {
-    let mut prev_minus = false;
-    for line in text.split_str("\n") {
-        if line.starts_with(b"diff --git ") || (prev_minus && line.starts_with(b"+++ ")) {
-            return true;
-        }
-        prev_minus = line.starts_with(b"--- ");
-    }
-    false
 }
 
 /// Parses a git-style or plain unified diff into file sections.
@@ -231,8 +231,8 @@ pub fn parse(text: &[u8], strip: Strip) -> Result<Vec<FilePatch>, ParseError> {
             ));
         } else if line.starts_with(b"GIT binary patch") || line.starts_with(b"Binary files ") {
             return Err(err(i + 1, "binary patch outside a file section"));
-        } else if let Some(other) = super::dialects::foreign_block(&lines, i, Dialect::Unified) {
-            return Err(super::dialects::mixed(i + 1, Dialect::Unified, other));
+        } else if let Some(other) = foreign_block(&lines, i, Dialect::Unified) {
+            return Err(mixed(i + 1, Dialect::Unified, other));
         } else {
             // Preamble or prose between sections (commit messages, `Index:` lines): ignored.
             i += 1;
@@ -463,9 +463,32 @@ fn parse_git_section(
         at_line: line_no,
         ..FilePatch::default()
     };
-    let (mut rename_from, mut rename_to, mut copy_from, mut copy_to) = (None, None, None, None);
-    let mut i = start + 1;
-    let mut headers: Option<(Option<String>, Option<String>)> = None;
+    let (names, i) = read_git_headers(lines, start + 1, &mut patch)?;
+    reconcile_git_names(&mut patch, names, (git_a, git_b), strip, line_no)?;
+    let next = parse_hunks(lines, i, &mut patch)?;
+    Ok((patch, next))
+}
+
+/// The names an extended header of a `diff --git` section gives, besides its first line.
+#[derive(Default)]
+struct GitNames {
+    rename_from: Option<String>,
+    rename_to: Option<String>,
+    copy_from: Option<String>,
+    copy_to: Option<String>,
+    /// The `--- `/`+++ ` pair, when the section has hunks.
+    headers: Option<(Option<String>, Option<String>)>,
+}
+
+/// Reads the extended header lines from line `i` (modes, rename/copy, index, binary, the
+/// `---`/`+++` pair) into `patch` and the names they give; returns those and the index of the
+/// first line after them.
+fn read_git_headers(
+    lines: &[&[u8]],
+    mut i: usize,
+    patch: &mut FilePatch,
+) -> Result<(GitNames, usize), ParseError> {
+    let mut names = GitNames::default();
     while i < lines.len() {
         let n = i + 1;
         let l = match header_text(lines[i], n) {
@@ -493,13 +516,13 @@ fn parse_git_section(
             patch.is_new = true;
             patch.new_mode = Some(parse_mode(v, n)?);
         } else if let Some(v) = l.strip_prefix("rename from ") {
-            rename_from = Some(path_of(v)?);
+            names.rename_from = Some(path_of(v)?);
         } else if let Some(v) = l.strip_prefix("rename to ") {
-            rename_to = Some(path_of(v)?);
+            names.rename_to = Some(path_of(v)?);
         } else if let Some(v) = l.strip_prefix("copy from ") {
-            copy_from = Some(path_of(v)?);
+            names.copy_from = Some(path_of(v)?);
         } else if let Some(v) = l.strip_prefix("copy to ") {
-            copy_to = Some(path_of(v)?);
+            names.copy_to = Some(path_of(v)?);
         } else if l.starts_with("similarity index ")
             || l.starts_with("dissimilarity index ")
             || l.starts_with("index ")
@@ -507,7 +530,7 @@ fn parse_git_section(
         } else if l.starts_with("GIT binary patch") || l.starts_with("Binary files ") {
             patch.binary = true;
         } else if is_file_header_pair(lines, i) {
-            headers = Some(header_pair(lines, i)?);
+            names.headers = Some(header_pair(lines, i)?);
             i += 2;
             break;
         } else {
@@ -515,9 +538,26 @@ fn parse_git_section(
         }
         i += 1;
     }
+    Ok((names, i))
+}
 
-    // Reconcile every source of names; any disagreement is refused, never guessed.
+/// Reconciles every source of names (the `diff --git` line, rename/copy lines, the `---`/`+++`
+/// pair) and sets the section's paths; any disagreement is refused, never guessed.
+fn reconcile_git_names(
+    patch: &mut FilePatch,
+    names: GitNames,
+    (git_a, git_b): (String, String),
+    strip: Strip,
+    line_no: usize,
+) -> Result<(), ParseError> {
     let disagree = |what: String| disagreement(line_no, what);
+    let GitNames {
+        rename_from,
+        rename_to,
+        copy_from,
+        copy_to,
+        headers,
+    } = names;
     patch.is_rename = rename_from.is_some() || rename_to.is_some();
     patch.is_copy = copy_from.is_some() || copy_to.is_some();
     if patch.is_rename && patch.is_copy {
@@ -544,16 +584,8 @@ fn parse_git_section(
             "'diff --git' names {git_a:?} and {git_b:?} but there is no rename or copy line"
         )));
     }
-    let mut old_path = if patch.is_new {
-        None
-    } else {
-        Some(git_a.clone())
-    };
-    let mut new_path = if patch.is_deleted {
-        None
-    } else {
-        Some(git_b.clone())
-    };
+    let mut old_path = if patch.is_new { None } else { Some(git_a) };
+    let mut new_path = if patch.is_deleted { None } else { Some(git_b) };
     if patch.is_new && patch.is_deleted {
         return Err(disagree("both 'new file' and 'deleted file'".into()));
     }
@@ -593,8 +625,7 @@ fn parse_git_section(
     }
     patch.old_path = old_path;
     patch.new_path = new_path;
-    let next = parse_hunks(lines, i, &mut patch)?;
-    Ok((patch, next))
+    Ok(())
 }
 
 /// The extended header lines of a `diff --git` section that carry a name.
@@ -664,6 +695,41 @@ fn malformed(lines: &[&[u8]], at: usize, hunk_line: usize, why: &str) -> ParseEr
 /// change follows before the next file section: anywhere else the diff is malformed, never a
 /// silently shorter hunk.
 fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Markers), ParseError> {
+    let mut hunk = hunk_header(lines, start)?;
+    let body = read_hunk_body(lines, start, &mut hunk)?;
+    let end = body.end;
+    let trailer = |from: usize| {
+        lines[from..end]
+            .iter()
+            .all(|l| is_bare(l) || is_signature(l) || l.starts_with(b"\\"))
+    };
+    if let Some(at) = body.prose {
+        let Some((keep, _)) = body.reached.filter(|(_, from)| trailer(*from)) else {
+            return Err(malformed(lines, at, start + 1, ""));
+        };
+        refuse_changes_after_prose(lines, at, start)?;
+        hunk.lines.truncate(keep);
+        return Ok((hunk, 0, at, body.markers));
+    }
+    if let Some((keep, from)) = body.reached {
+        if from < end && trailer(from) && lines[from..end].iter().any(|l| is_signature(l)) {
+            hunk.lines.truncate(keep);
+            return Ok((hunk, 0, end, body.markers));
+        }
+        refuse_changes_after_blank(lines, start, from, end)?;
+    }
+    let bare_tail = lines[start + 1..end]
+        .iter()
+        .rev()
+        .filter(|l| !l.starts_with(b"\\"))
+        .take_while(|l| is_bare(l))
+        .count();
+    Ok((hunk, bare_tail, end, body.markers))
+}
+
+/// The hunk an `@@` header at line `start` opens, with no lines yet: its ranges, or a
+/// placeholder (`@@ ... @@`, `@@ @@`) when the model gave no numbers.
+fn hunk_header(lines: &[&[u8]], start: usize) -> Result<Hunk, ParseError> {
     let header = lines[start].to_str_lossy();
     let header = header.trim_end_matches('\r');
     let (old_start, old_count, new_start, new_count, placeholder) = match parse_hunk_header(header)
@@ -679,7 +745,7 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Mark
             }
         }
     };
-    let mut hunk = Hunk {
+    Ok(Hunk {
         old_start,
         old_count,
         new_start,
@@ -692,16 +758,32 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Mark
         header: header.to_string(),
         anchors: Vec::new(),
         at_end: false,
-    };
+    })
+}
+
+/// What reading a hunk's body found.
+struct HunkBody {
+    /// The index of the first line after the body.
+    end: usize,
+    /// Where the header's counts were first met exactly: (body length, next diff line).
+    reached: Option<(usize, usize)>,
+    /// A line that is none of ` `, `-`, `+`, `\` or empty, which stopped the reading.
+    prose: Option<usize>,
+    markers: Markers,
+}
+
+/// Reads a hunk's lines after its header into `hunk`, up to the next `@@`, `diff --git` or
+/// file header, a line of prose, or the end of the input.
+fn read_hunk_body(lines: &[&[u8]], start: usize, hunk: &mut Hunk) -> Result<HunkBody, ParseError> {
     let (mut old_n, mut new_n) = (0usize, 0usize);
-    // Where the header's counts were first met exactly: (body length, next diff line).
     let mut reached: Option<(usize, usize)> = None;
     let mut prose: Option<usize> = None;
     let mut markers = Markers::default();
     let mut i = start + 1;
     while i < lines.len() {
         let l = lines[i];
-        let counts_reached = placeholder || (old_n >= old_count && new_n >= new_count);
+        let counts_reached =
+            hunk.placeholder || (old_n >= hunk.old_count && new_n >= hunk.new_count);
         if l.starts_with(b"@@")
             || l.starts_with(b"diff --git ")
             || (is_file_header_pair(lines, i) && (counts_reached || starts_next_file(lines, i)))
@@ -712,29 +794,7 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Mark
             Some(b' ') => hunk.lines.push(Line::Context(l[1..].to_vec())),
             Some(b'-') => hunk.lines.push(Line::Remove(l[1..].to_vec())),
             Some(b'+') => hunk.lines.push(Line::Add(l[1..].to_vec())),
-            Some(b'\\') => {
-                let mark = Some(Marker {
-                    after: hunk.lines.len(),
-                    at: i + 1,
-                });
-                match hunk.lines.last() {
-                    Some(Line::Remove(_)) => {
-                        hunk.old_no_eol = true;
-                        markers.old = mark;
-                    }
-                    Some(Line::Add(_)) => {
-                        hunk.new_no_eol = true;
-                        markers.new = mark;
-                    }
-                    Some(Line::Context(_)) => {
-                        hunk.old_no_eol = true;
-                        hunk.new_no_eol = true;
-                        markers.old = mark;
-                        markers.new = mark;
-                    }
-                    None => return Err(err(i + 1, "'\\ No newline' marker before any line")),
-                }
-            }
+            Some(b'\\') => no_newline_marker(hunk, &mut markers, i)?,
             // A blank context line whose leading space was lost.
             _ if is_bare(l) => hunk.lines.push(Line::Context(l.to_vec())),
             _ => {
@@ -751,79 +811,101 @@ fn parse_hunk(lines: &[&[u8]], start: usize) -> Result<(Hunk, usize, usize, Mark
             }
             _ => {}
         }
-        if !placeholder && reached.is_none() && old_n == old_count && new_n == new_count {
+        if !hunk.placeholder
+            && reached.is_none()
+            && old_n == hunk.old_count
+            && new_n == hunk.new_count
+        {
             reached = Some((hunk.lines.len(), i + 1));
         }
         i += 1;
     }
-    let end = i;
-    let trailer = |from: usize| {
-        lines[from..end]
-            .iter()
-            .all(|l| is_bare(l) || is_signature(l) || l.starts_with(b"\\"))
-    };
-    if let Some(at) = prose {
-        let Some((keep, _)) = reached.filter(|(_, from)| trailer(*from)) else {
-            return Err(malformed(lines, at, start + 1, ""));
-        };
-        // Prose after a complete hunk: it must hold no change before the next file section,
-        // or the damaged line really was inside the hunk.
-        for (j, l) in lines.iter().enumerate().skip(at) {
-            if l.starts_with(b"diff --git ")
-                || is_file_header_pair(lines, j)
-                || starts_mail(l)
-                || super::dialects::foreign_block(lines, j, Dialect::Unified).is_some()
-            {
-                break;
-            }
-            let change = (l.starts_with(b"+") && !l.starts_with(b"+++"))
-                || (l.starts_with(b"-") && !l.starts_with(b"---") && !is_signature(l))
-                || l.starts_with(b"@@");
-            if change {
-                return Err(malformed(
-                    lines,
-                    at,
-                    start + 1,
-                    &format!(" (changes follow it at line {})", j + 1),
-                ));
-            }
+    Ok(HunkBody {
+        end: i,
+        reached,
+        prose,
+        markers,
+    })
+}
+
+/// A `\ No newline at end of file` at line `i`: the hunk line before it ends its side.
+fn no_newline_marker(hunk: &mut Hunk, markers: &mut Markers, i: usize) -> Result<(), ParseError> {
+    let mark = Some(Marker {
+        after: hunk.lines.len(),
+        at: i + 1,
+    });
+    match hunk.lines.last() {
+        Some(Line::Remove(_)) => {
+            hunk.old_no_eol = true;
+            markers.old = mark;
         }
-        hunk.lines.truncate(keep);
-        return Ok((hunk, 0, at, markers));
+        Some(Line::Add(_)) => {
+            hunk.new_no_eol = true;
+            markers.new = mark;
+        }
+        Some(Line::Context(_)) => {
+            hunk.old_no_eol = true;
+            hunk.new_no_eol = true;
+            markers.old = mark;
+            markers.new = mark;
+        }
+        None => return Err(err(i + 1, "'\\ No newline' marker before any line")),
     }
-    if let Some((keep, from)) = reached {
-        if from < end && trailer(from) && lines[from..end].iter().any(|l| is_signature(l)) {
-            hunk.lines.truncate(keep);
-            return Ok((hunk, 0, end, markers));
+    Ok(())
+}
+
+/// Prose at line `at` after a complete hunk: it must hold no change before the next file
+/// section, or the damaged line really was inside the hunk.
+fn refuse_changes_after_prose(lines: &[&[u8]], at: usize, start: usize) -> Result<(), ParseError> {
+    for (j, l) in lines.iter().enumerate().skip(at) {
+        if l.starts_with(b"diff --git ")
+            || is_file_header_pair(lines, j)
+            || starts_mail(l)
+            || foreign_block(lines, j, Dialect::Unified).is_some()
+        {
+            break;
         }
-        // The header's counts were met, then a blank line, then changes. Either the blank line
-        // ends the hunk and the rest is prose that happens to start with `+` or `-` (`git
-        // apply` reads it so), or the header is under-counted and the blank line is context
-        // that lost its space (the recount pass would read it so). Which one is not said, and
-        // the wrong reading writes prose into the file or drops a change: refused. Context
-        // lines after the blank line are kept as context: they write nothing, they only narrow
-        // where the hunk may go.
-        let blank = (from..end).find(|&j| is_bare(lines[j]));
-        let change = blank.and_then(|b| (b + 1..end).find(|&j| is_change_line(lines[j])));
-        if let (Some(b), Some(c)) = (blank, change) {
-            return Err(err(
-                c + 1,
-                format!(
-                    "the hunk at line {} has every line its header counts before the blank line at line {}; {} after the blank line may be prose or more of the hunk, so which is meant is not said; give the header the hunk's true counts, or keep prose apart from the diff",
-                    start + 1,
-                    b + 1,
-                    show(lines[c])
-                ),
+        let change = (l.starts_with(b"+") && !l.starts_with(b"+++"))
+            || (l.starts_with(b"-") && !l.starts_with(b"---") && !is_signature(l))
+            || l.starts_with(b"@@");
+        if change {
+            return Err(malformed(
+                lines,
+                at,
+                start + 1,
+                &format!(" (changes follow it at line {})", j + 1),
             ));
         }
     }
-    let bare_tail = lines[start + 1..end]
-        .iter()
-        .rev()
-        .filter(|l| !l.starts_with(b"\\"))
-        .take_while(|l| is_bare(l))
-        .count();
-    Ok((hunk, bare_tail, end, markers))
+    Ok(())
+}
+
+/// The header's counts were met at line `from`, then a blank line, then changes. Either the
+/// blank line ends the hunk and the rest is prose that happens to start with `+` or `-` (`git
+/// apply` reads it so), or the header is under-counted and the blank line is context that
+/// lost its space (the recount pass would read it so). Which one is not said, and the wrong
+/// reading writes prose into the file or drops a change: refused. Context lines after the
+/// blank line are kept as context: they write nothing, they only narrow where the hunk may go.
+fn refuse_changes_after_blank(
+    lines: &[&[u8]],
+    start: usize,
+    from: usize,
+    end: usize,
+) -> Result<(), ParseError> {
+    let blank = (from..end).find(|&j| is_bare(lines[j]));
+    let change = blank.and_then(|b| (b + 1..end).find(|&j| is_change_line(lines[j])));
+    if let (Some(b), Some(c)) = (blank, change) {
+        return Err(err(
+            c + 1,
+            format!(
+                "the hunk at line {} has every line its header counts before the blank line at line {}; {} after the blank line may be prose or more of the hunk, so which is meant is not said; give the header the hunk's true counts, or keep prose apart from the diff",
+                start + 1,
+                b + 1,
+                show(lines[c])
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A hunk line that changes the file.

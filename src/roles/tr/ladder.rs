@@ -564,86 +564,90 @@ const MANY: usize = 6;
 
 /// Applies every hunk at its unique location, or says which hunk could not be placed and why.
 pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, String> {
-    let last = text.len();
     let mut placements: Vec<(usize, Placement)> = Vec::new();
     for (k, hunk) in hunks.iter().enumerate() {
-        let name = format!("hunk {} of {file} ({})", k + 1, hunk.header);
-        let old = OldSide::of(hunk);
-        if old.lines.is_empty() {
-            if text.is_empty() {
-                placements.push((
-                    k,
-                    Placement {
-                        start: 0,
-                        end: 0,
-                        matched: Vec::new(),
-                    },
-                ));
-                continue;
-            }
-            return Err(format!("{name}: it has no context or removed lines, so its place in the file cannot be found"));
+        placements.push((k, place(pass, file, text, k, hunk)?));
+    }
+    placements.sort_by_key(|(_, p)| p.start);
+    refuse_overlaps(file, &placements)?;
+    Ok(assemble(text, hunks, &placements))
+}
+
+/// The one place hunk `k` goes in the file, or why it has none.
+fn place(pass: Pass, file: &str, text: &Text, k: usize, hunk: &Hunk) -> Result<Placement, String> {
+    let name = format!("hunk {} of {file} ({})", k + 1, hunk.header);
+    let old = OldSide::of(hunk);
+    if old.lines.is_empty() {
+        if text.is_empty() {
+            return Ok(Placement {
+                start: 0,
+                end: 0,
+                matched: Vec::new(),
+            });
         }
-        // An envelope hunk's anchors narrow where it may go, never which of several places
-        // inside that scope it takes: the place must be unique after the last anchor, as it
-        // must be in the whole file without one. Uniqueness needs two places at most; the
-        // brief names a few.
-        let (scope, anchor_line) = match Scope::of(text, hunk) {
-            Ok(s) => s,
-            Err(anchor) => {
-                return Err(format!(
+        return Err(format!(
+            "{name}: it has no context or removed lines, so its place in the file cannot be found"
+        ));
+    }
+    // An envelope hunk's anchors narrow where it may go, never which of several places
+    // inside that scope it takes: the place must be unique after the last anchor, as it
+    // must be in the whole file without one. Uniqueness needs two places at most; the
+    // brief names a few.
+    let (scope, anchor_line) = match Scope::of(text, hunk) {
+        Ok(s) => s,
+        Err(anchor) => {
+            return Err(format!(
                 "{name}: its anchor {} does not occur in the file (after the anchors before it)",
                 show(&anchor)
             ))
-            }
-        };
-        let mut found = match pass {
-            Pass::Recount => exact_places(text, &old, scope, MANY),
-            Pass::Fuzzy => fuzzy_places(text, hunk, &old, scope, MANY),
-        };
-        let after = match anchor_line {
-            Some(a) => format!(" after its anchor at line {}", a + 1),
-            None => String::new(),
-        };
-        let after = if scope.at_end {
-            format!("{after} at the end of the file")
-        } else {
-            after
-        };
-        match found.len() {
-            1 => match found.remove(0) {
-                Ok(p) => placements.push((k, p)),
-                Err(a) => {
-                    return Err(format!(
-                        "{name}: a blank line near line {} is in the file but not in the diff (or the reverse), next to added or removed lines: which side of it the change goes on is ambiguous; give the blank lines around the change exactly as the file has them",
-                        a.near
-                    ))
-                }
-            },
-            0 => {
-                return Err(format!(
-                    "{name}: its lines do not occur in the file{after}; {}",
-                    brief(text, &old.lines)
-                ))
-            }
-            n => {
-                let at: Vec<String> = found
-                    .iter()
-                    .take(5)
-                    .map(|c| (start_of(c) + 1).to_string())
-                    .collect();
-                let n = if n >= MANY {
-                    format!("{MANY} or more")
-                } else {
-                    n.to_string()
-                };
-                return Err(format!(
-                    "{name}: its lines match at {n} places{after} (lines {}); add context lines so it matches only one",
-                    at.join(", ")
-                ));
-            }
+        }
+    };
+    let mut found = match pass {
+        Pass::Recount => exact_places(text, &old, scope, MANY),
+        Pass::Fuzzy => fuzzy_places(text, hunk, &old, scope, MANY),
+    };
+    let after = match anchor_line {
+        Some(a) => format!(" after its anchor at line {}", a + 1),
+        None => String::new(),
+    };
+    let after = if scope.at_end {
+        format!("{after} at the end of the file")
+    } else {
+        after
+    };
+    match found.len() {
+        1 => match found.remove(0) {
+            Ok(p) => Ok(p),
+            Err(a) => Err(format!(
+                "{name}: a blank line near line {} is in the file but not in the diff (or the reverse), next to added or removed lines: which side of it the change goes on is ambiguous; give the blank lines around the change exactly as the file has them",
+                a.near
+            )),
+        },
+        0 => Err(format!(
+            "{name}: its lines do not occur in the file{after}; {}",
+            brief(text, &old.lines)
+        )),
+        n => {
+            let at: Vec<String> = found
+                .iter()
+                .take(5)
+                .map(|c| (start_of(c) + 1).to_string())
+                .collect();
+            let n = if n >= MANY {
+                format!("{MANY} or more")
+            } else {
+                n.to_string()
+            };
+            Err(format!(
+                "{name}: its lines match at {n} places{after} (lines {}); add context lines so it matches only one",
+                at.join(", ")
+            ))
         }
     }
-    placements.sort_by_key(|(_, p)| p.start);
+}
+
+/// Two hunks placed over the same lines: refused (placements sorted by start).
+fn refuse_overlaps(file: &str, placements: &[(usize, Placement)]) -> Result<(), String> {
     for pair in placements.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         if b.1.start < a.1.end {
@@ -658,10 +662,17 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
             ));
         }
     }
+    Ok(())
+}
+
+/// The new file: its lines outside the placed hunks as they are, each hunk's added and
+/// context lines in its place (a blank line the diff lost kept).
+fn assemble(text: &Text, hunks: &[Hunk], placements: &[(usize, Placement)]) -> Vec<u8> {
+    let last = text.len();
     let mut out = Assembly::new(text.endings(hunks), last + 16);
     let mut cursor = 0usize;
     let mut final_eol = text.eol;
-    for (k, place) in &placements {
+    for (k, place) in placements {
         let hunk = &hunks[*k];
         for i in cursor..place.start {
             out.file_line(text.line(i), true);
@@ -699,7 +710,7 @@ pub fn apply(pass: Pass, file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<
         out.file_line(text.line(i), true);
     }
     out.final_eol(final_eol);
-    Ok(out.finish())
+    out.finish()
 }
 
 pub fn recount(file: &str, text: &Text, hunks: &[Hunk]) -> Result<Vec<u8>, String> {

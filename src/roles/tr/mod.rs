@@ -3,6 +3,7 @@
 //! writes — all or nothing.
 
 pub mod apply;
+pub mod detect;
 pub mod dialects;
 pub mod diff;
 pub mod ladder;
@@ -10,7 +11,7 @@ pub mod protect;
 pub mod scope;
 
 use crate::identity::sha256_hex;
-use crate::roles::se::proposal::{Change, Dialect, WriteSpec};
+use crate::roles::change::{Change, Dialect, WriteSpec};
 use crate::store::records::Stage;
 use apply::{ApplyMethod, FileOutcome, FileState};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! `input_schema` it is where a model lacks that), `output_config.effort`, thinking blocks
 //! kept apart from the answer.
 
-use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
 use super::http::{one_line, Sink};
 use super::sse::SseEvent;
 use crate::store::records::Usage;
@@ -13,8 +13,10 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` is required; this is sent when the user gives no limit.
 pub const DEFAULT_MAX_TOKENS: u64 = 16384;
-/// The forced tool's name, when a model lacks `output_config.format`.
+/// The tool's name, when a model lacks `output_config.format`.
 const TOOL: &str = "propose_change";
+/// Said to a model that refuses a forced tool, offered the tool with `tool_choice: auto`.
+const CALL_THE_TOOL: &str = "Answer by calling the propose_change tool once, with the proposal as its input, and write no other text.";
 
 pub struct Messages;
 
@@ -39,7 +41,8 @@ impl Wire for Messages {
                     "json_schema",
                 ],
             ),
-            Param::JsonMode => ("tool_choice", &["tool_choice", "tools", "input_schema"]),
+            Param::JsonMode => ("tools", &["tools", "input_schema"]),
+            Param::ToolChoice => ("tool_choice", &["tool_choice"]),
             Param::Effort => ("output_config.effort", &["output_config.effort", "effort"]),
             Param::MaxOutput => ("max_tokens", &["max_tokens"]),
             Param::Stream => ("stream", &["stream"]),
@@ -58,7 +61,17 @@ impl Wire for Messages {
             "max_tokens".into(),
             json!(ask.settings.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
         );
-        b.insert("system".into(), json!(ask.system));
+        // A model that refuses a forced tool is told to call it (SPEC §3.3).
+        let auto_tool =
+            ask.has(Param::JsonMode) && !ask.has(Param::Schema) && !ask.has(Param::ToolChoice);
+        if auto_tool {
+            b.insert(
+                "system".into(),
+                json!(format!("{} {CALL_THE_TOOL}", ask.system)),
+            );
+        } else {
+            b.insert("system".into(), json!(ask.system));
+        }
         b.insert(
             "messages".into(),
             json!([{"role": "user", "content": ask.prompt}]),
@@ -78,7 +91,11 @@ impl Wire for Messages {
                     "input_schema": ask.schema,
                 }]),
             );
-            b.insert("tool_choice".into(), json!({"type": "tool", "name": TOOL}));
+            if ask.has(Param::ToolChoice) {
+                b.insert("tool_choice".into(), json!({"type": "tool", "name": TOOL}));
+            } else {
+                b.insert("tool_choice".into(), json!({"type": "auto"}));
+            }
         }
         if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {
             output.insert("effort".into(), json!(e));
@@ -109,6 +126,8 @@ struct MessagesReader {
     output_tokens: Option<u64>,
     deltas: u64,
     stopped: bool,
+    /// The `model` the answer names.
+    model: Option<String>,
 }
 
 impl MessagesReader {
@@ -161,7 +180,12 @@ impl Sink for MessagesReader {
             serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "message_start" => self.usage(v.pointer("/message/usage")),
+            "message_start" => {
+                self.usage(v.pointer("/message/usage"));
+                if let Some(m) = v.pointer("/message/model").and_then(Value::as_str) {
+                    self.model = Some(m.to_string());
+                }
+            }
             "content_block_start" => {
                 let started = start_text(&v["content_block"]);
                 *self.block(index) = started;
@@ -211,6 +235,7 @@ impl Sink for MessagesReader {
             .and_then(Value::as_array)
             .ok_or("the response has no content")?;
         self.blocks = parts.iter().map(start_text).collect();
+        self.model = v.get("model").and_then(Value::as_str).map(str::to_string);
         self.stop_reason = v
             .get("stop_reason")
             .and_then(Value::as_str)
@@ -232,12 +257,17 @@ impl Reader for MessagesReader {
                 "the stream ended before the answer was complete (no message_stop)".to_string(),
             );
         }
+        // The tool's input is the answer where the model called it; text beside it (a model
+        // offered the tool with `tool_choice: auto` may say what it is about to do) is kept
+        // with the reasoning, never parsed.
+        let called = self.blocks.iter().any(|(kind, _)| kind == "tool_use");
         let mut text = String::new();
         let mut reasoning = String::new();
         for (kind, t) in &self.blocks {
             match kind.as_str() {
-                "text" | "tool_use" => text.push_str(t),
-                "thinking" => reasoning.push_str(t),
+                "tool_use" => text.push_str(t),
+                "text" if !called => text.push_str(t),
+                "thinking" | "text" => reasoning.push_str(t),
                 _ => {}
             }
         }
@@ -262,6 +292,7 @@ impl Reader for MessagesReader {
             reasoning,
             usage,
             stop,
+            model: self.model,
         })
     }
 }

@@ -1,13 +1,15 @@
 //! The model client shared by the three wire APIs: sends a request through `http`, retries
-//! transient failures, drops an optional parameter a server refuses by name (and remembers
+//! transient failures (as long as the server's retry hints allow), ends the run on an
+//! exhausted quota, drops an optional parameter a server refuses by name (and remembers
 //! that), switches once to the OpenAI API a server says the model lives on, and turns the
 //! answer into a `Response`. What a server refused is data, never a list of model names.
 
-use super::http::{self, Exchange, Failure, ServerError, Sink};
+use super::api::{Answer, Ask, Param, Wire, ALL_PARAMS};
+pub use super::api::{Api, Settings, Stop};
+use super::contract::{Provider, ProviderError, Request, Response};
+use super::http::{self, Exchange, Failure, ServerError};
 use super::memory::Memory;
-use super::{Provider, ProviderError, Request, Response};
 use crate::roles::se::proposal::{self, OutputFormat};
-use crate::store::records::Usage;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,149 +17,8 @@ use std::time::Duration;
 /// At most this many requests for transient failures: the first and three retries.
 const MAX_REQUESTS: u32 = 4;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
-
-/// Which wire API a request speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    Chat,
-    Responses,
-    Anthropic,
-}
-
-impl Api {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Api::Chat => "chat",
-            Api::Responses => "responses",
-            Api::Anthropic => "anthropic",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Api> {
-        match s {
-            "chat" => Some(Api::Chat),
-            "responses" => Some(Api::Responses),
-            _ => None,
-        }
-    }
-}
-
-/// The optional request parameters. `Schema` and `JsonMode` are the two rungs of the
-/// structured-output ladder (for Anthropic: `output_config.format`, then a forced tool).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Param {
-    Temperature,
-    Seed,
-    Schema,
-    JsonMode,
-    Effort,
-    MaxOutput,
-    Stream,
-    StreamOptions,
-    Store,
-}
-
-pub const ALL_PARAMS: [Param; 9] = [
-    Param::Temperature,
-    Param::Seed,
-    Param::Schema,
-    Param::JsonMode,
-    Param::Effort,
-    Param::MaxOutput,
-    Param::Stream,
-    Param::StreamOptions,
-    Param::Store,
-];
-
-/// What the user asked of the model; `None` leaves the choice to the harness or the server.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub temperature: f64,
-    /// The temperature came from a flag or git config: it is sent everywhere and never dropped.
-    pub temperature_set: bool,
-    pub max_output_tokens: Option<u64>,
-    pub reasoning_effort: Option<String>,
-    /// `--llm-api` / `factory.api`: no automatic switch away from it.
-    pub api: Option<Api>,
-    pub total_timeout: Duration,
-    /// `.git/factory/providers.json`, where refused parameters are remembered.
-    pub memory: Option<std::path::PathBuf>,
-    /// The `seed` sent to OpenAI-compatible servers: 0, plus the candidate's index in a race
-    /// (SPEC §5.1), so candidates sample differently yet reproducibly.
-    pub seed: u64,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            temperature: 0.0,
-            temperature_set: false,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            api: None,
-            total_timeout: http::DEFAULT_TOTAL,
-            memory: None,
-            seed: 0,
-        }
-    }
-}
-
-/// One request's content, with the parameters to send.
-pub struct Ask<'a> {
-    pub model: &'a str,
-    pub system: &'a str,
-    pub prompt: &'a str,
-    pub settings: &'a Settings,
-    pub send: &'a BTreeSet<Param>,
-    pub schema: &'a Value,
-}
-
-impl Ask<'_> {
-    pub fn has(&self, p: Param) -> bool {
-        self.send.contains(&p)
-    }
-}
-
-/// Why an answer ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    Complete,
-    /// Stopped by the output limit; the server's words (`finish_reason: length`, …).
-    Cut(String),
-    /// The model refused; its words.
-    Refused(String),
-    /// The answer was larger than any proposal can be (`http::MAX_ANSWER`); nothing of it
-    /// is kept.
-    TooLarge(String),
-}
-
-pub struct Answer {
-    pub text: String,
-    pub reasoning: String,
-    pub usage: Option<Usage>,
-    pub stop: Stop,
-}
-
-/// Turns events (or a whole JSON body) into an `Answer`.
-pub trait Reader: Sink {
-    fn finish(self: Box<Self>) -> Result<Answer, String>;
-}
-
-/// One wire API: its URL, body, parameter names and answer reader.
-pub trait Wire {
-    fn api(&self) -> Api;
-    fn url(&self, base: &str) -> String;
-    /// The name recorded in `dropped_params`, and the words a refusal of it uses; `None`
-    /// when the API has no such parameter.
-    fn names(&self, p: Param) -> Option<(&'static str, &'static [&'static str])>;
-    /// Whether the API requires the parameter (it is then never dropped).
-    fn required(&self, _p: Param) -> bool {
-        false
-    }
-    fn body(&self, ask: &Ask<'_>) -> Value;
-    fn reader(&self) -> Box<dyn Reader>;
-}
+/// The longest wait a server's retry hint is honoured for (as OpenAI's own SDK does).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 
 pub fn wire(api: Api) -> Box<dyn Wire> {
     match api {
@@ -165,6 +26,43 @@ pub fn wire(api: Api) -> Box<dyn Wire> {
         Api::Responses => Box::new(super::responses::Responses),
         Api::Anthropic => Box::new(super::anthropic::Messages),
     }
+}
+
+/// What one call (one attempt's proposal) has done so far, across its requests.
+struct Call {
+    /// Names of the parameters dropped during this call (`dropped_params`).
+    dropped_now: Vec<String>,
+    /// What to remember in `providers.json` once the server answers.
+    learnt: Vec<(Api, String)>,
+    switched_to: Option<Api>,
+    /// `chat -> responses` when the call switched API.
+    api_switch: Option<String>,
+    /// Transient failures so far.
+    transient: u32,
+    backoff: Duration,
+}
+
+impl Default for Call {
+    fn default() -> Self {
+        Call {
+            dropped_now: Vec::new(),
+            learnt: Vec::new(),
+            switched_to: None,
+            api_switch: None,
+            transient: 0,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+/// What follows a failed request.
+enum Flow {
+    /// Send the request again.
+    Retry,
+    /// The call ends with this answer.
+    Done(Box<Response>),
+    /// The server answered with an error status.
+    Status(Box<ServerError>),
 }
 
 pub struct ModelClient {
@@ -260,6 +158,9 @@ impl ModelClient {
         if send.contains(&Param::Schema) {
             send.remove(&Param::JsonMode);
         }
+        if !send.contains(&Param::JsonMode) {
+            send.remove(&Param::ToolChoice);
+        }
         send
     }
 
@@ -277,199 +178,241 @@ impl ModelClient {
     }
 
     fn call(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
-        let mut dropped_now: Vec<String> = Vec::new();
-        let mut learnt: Vec<(Api, String)> = Vec::new();
-        let mut switched_to = None;
-        let mut api_switch = None;
-        let mut transient = 0u32;
-        let mut backoff = FIRST_BACKOFF;
+        let mut call = Call::default();
         loop {
             let w = wire(self.api);
             let send = self.sendable(w.as_ref());
-            let ask = Ask {
-                model: &self.model,
-                system: crate::roles::se::prompt::SYSTEM,
-                prompt: request.prompt,
-                settings: &self.settings,
-                send: &send,
-                schema: &self.schema,
+            let url = w.url(&self.base_url);
+            let error = match self.exchange(w.as_ref(), &send, &url, request, &call) {
+                Ok(answer) => return Ok(self.answered(answer, call)),
+                Err(failure) => match self.transport_failure(failure, &url, &mut call)? {
+                    Flow::Retry => continue,
+                    Flow::Done(response) => return Ok(*response),
+                    Flow::Status(error) => *error,
+                },
             };
-            let ex = Exchange {
-                url: w.url(&self.base_url),
-                headers: self.headers.clone(),
-                body: w.body(&ask),
-            };
-            let mut reader = w.reader();
-            let result = http::exchange(
-                &ex,
-                self.settings.total_timeout,
-                reader.as_mut(),
-                &mut |tokens| (request.on_tokens)(tokens),
-            );
-            let failure = match result {
-                Ok(()) => {
-                    self.answered = true;
-                    self.remember(&learnt, switched_to);
-                    match reader.finish() {
-                        Ok(answer)
-                            if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER =>
-                        {
-                            return Ok(too_large(
-                                format!(
-                                    "the answer was larger than {} MiB",
-                                    http::MAX_ANSWER >> 20
-                                ),
-                                dropped_now,
-                                api_switch,
-                            ));
-                        }
-                        Ok(answer) => {
-                            return Ok(self.response(answer, dropped_now, api_switch));
-                        }
-                        Err(msg) => Failure::Transient(msg),
-                    }
-                }
-                Err(f) => f,
-            };
-            let error = match failure {
-                Failure::TooLarge(why) => return Ok(too_large(why, dropped_now, api_switch)),
-                Failure::Interrupted => {
-                    return Err(ProviderError::Failed(
-                        "interrupted while waiting for the model".to_string(),
-                    ))
-                }
-                Failure::Unreachable(why) if !self.answered => {
-                    return Err(ProviderError::Unreachable {
-                        message: format!("{}: cannot reach {}: {why}", self.provider, ex.url),
-                        hint:
-                            "start the server, or check --llm-base-url (git config factory.baseUrl)"
-                                .to_string(),
-                    })
-                }
-                Failure::NotApi(why) if !self.answered => {
-                    return Err(ProviderError::Unreachable {
-                        message: format!("{}: {} answered 200 but {why}", self.provider, ex.url),
-                        hint: "the base URL points at something that is not the API: check --llm-base-url (git config factory.baseUrl), e.g. a missing /v1".to_string(),
-                    })
-                }
-                Failure::TimedOut(why) => {
-                    self.wait(
-                        &mut transient,
-                        &mut backoff,
-                        None,
-                        format!("{}: {why}", self.provider),
-                    )?;
-                    continue;
-                }
-                Failure::Unreachable(why) | Failure::Transient(why) | Failure::NotApi(why) => {
-                    self.answered = true;
-                    self.wait(
-                        &mut transient,
-                        &mut backoff,
-                        None,
-                        format!("{}: {why}", self.provider),
-                    )?;
-                    continue;
-                }
-                Failure::Status(e) => e,
-            };
-            let first = !self.answered;
-            self.answered = true;
-            // 1. The model lives on the other OpenAI API: switch once.
-            if let Some(other) = self.other_api(&error) {
-                api_switch = Some(format!("{} -> {}", self.api.as_str(), other.as_str()));
-                self.api = other;
-                self.switched = true;
-                switched_to = Some(other);
-                continue;
-            }
-            // 2. Optional parameters the server refused by name.
-            let named: Vec<Param> = send
-                .iter()
-                .copied()
-                .filter(|p| names_param(&error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
-                .collect();
-            let droppable: Vec<Param> = named
-                .iter()
-                .copied()
-                .filter(|p| !self.user_set(*p) && !w.required(*p))
-                .collect();
-            if !droppable.is_empty() && !matches!(error.status, 401 | 403 | 429) {
-                for p in droppable {
-                    let name = w.names(p).map(|n| n.0).unwrap_or("?");
-                    dropped_now.push(name.to_string());
-                    self.dropped.push((w.api(), p));
-                    learnt.push((w.api(), name.to_string()));
-                }
-                continue;
-            }
-            if let Some(p) = named.iter().find(|p| self.user_set(**p)) {
-                let name = w.names(*p).map(|n| n.0).unwrap_or("?");
-                return Err(ProviderError::Fatal(format!(
-                    "{} refused the {name} you set (HTTP {}): {}",
-                    self.provider, error.status, error.message
-                )));
-            }
-            match error.status {
-                401 | 403 => {
-                    return Err(ProviderError::Fatal(format!(
-                        "{} refused the API key (HTTP {}): {}",
-                        self.provider, error.status, error.message
-                    )))
-                }
-                404 if first => {
-                    return Err(ProviderError::Unreachable {
-                        message: format!(
-                            "{}: {} answered HTTP 404: {}",
-                            self.provider, ex.url, error.message
-                        ),
-                        hint: "check the base URL (e.g. a missing /v1) and the model name"
-                            .to_string(),
-                    })
-                }
-                404 => {
-                    return Err(ProviderError::Fatal(format!(
-                        "{}: unknown model or endpoint (HTTP 404): {}",
-                        self.provider, error.message
-                    )))
-                }
-                408 | 409 | 425 | 429 | 500..=599 => {
-                    let msg = format!(
-                        "{}: HTTP {}: {}",
-                        self.provider, error.status, error.message
-                    );
-                    self.wait(&mut transient, &mut backoff, error.retry_after, msg)?;
-                }
-                status => {
-                    return Err(ProviderError::Fatal(format!(
-                        "{} rejected the request (HTTP {status}): {}",
-                        self.provider, error.message
-                    )))
-                }
-            }
+            self.status_failure(error, w.as_ref(), &send, &url, &mut call)?;
         }
     }
 
-    /// Counts a transient failure; sleeps before the next request, or gives up.
+    /// One request: its body built from what is sent, its answer read by the wire's reader.
+    /// Once the server answered, what the call learnt so far is remembered.
+    fn exchange(
+        &mut self,
+        w: &dyn Wire,
+        send: &BTreeSet<Param>,
+        url: &str,
+        request: &Request<'_>,
+        call: &Call,
+    ) -> Result<Answer, Failure> {
+        let ask = Ask {
+            model: &self.model,
+            system: crate::roles::se::prompt::SYSTEM,
+            prompt: request.prompt,
+            settings: &self.settings,
+            send,
+            schema: &self.schema,
+        };
+        let ex = Exchange {
+            url: url.to_string(),
+            headers: self.headers.clone(),
+            body: w.body(&ask),
+        };
+        let mut reader = w.reader();
+        http::exchange(
+            &ex,
+            self.settings.total_timeout,
+            reader.as_mut(),
+            &mut |tokens| (request.on_tokens)(tokens),
+        )?;
+        self.answered = true;
+        self.remember(&call.learnt, call.switched_to);
+        reader.finish().map_err(Failure::Transient)
+    }
+
+    /// The answer of a request that succeeded.
+    fn answered(&self, answer: Answer, call: Call) -> Response {
+        if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER {
+            return too_large(
+                format!("the answer was larger than {} MiB", http::MAX_ANSWER >> 20),
+                call.dropped_now,
+                call.api_switch,
+            );
+        }
+        self.response(answer, call.dropped_now, call.api_switch)
+    }
+
+    /// A request that got no HTTP error status: retried, ended, or refused up front when the
+    /// server was never reached.
+    fn transport_failure(
+        &mut self,
+        failure: Failure,
+        url: &str,
+        call: &mut Call,
+    ) -> Result<Flow, ProviderError> {
+        match failure {
+            Failure::TooLarge(why) => Ok(Flow::Done(Box::new(too_large(
+                why,
+                std::mem::take(&mut call.dropped_now),
+                call.api_switch.take(),
+            )))),
+            Failure::Interrupted => Err(ProviderError::Failed(
+                "interrupted while waiting for the model".to_string(),
+            )),
+            Failure::Unreachable(why) if !self.answered => Err(ProviderError::Unreachable {
+                message: format!("{}: cannot reach {url}: {why}", self.provider),
+                hint: "start the server, or check --llm-base-url (git config factory.baseUrl)"
+                    .to_string(),
+            }),
+            Failure::NotApi(why) if !self.answered => Err(ProviderError::Unreachable {
+                message: format!("{}: {url} answered 200 but {why}", self.provider),
+                hint: "the base URL points at something that is not the API: check --llm-base-url (git config factory.baseUrl), e.g. a missing /v1".to_string(),
+            }),
+            Failure::TimedOut(why) => {
+                self.wait(call, None, format!("{}: {why}", self.provider))?;
+                Ok(Flow::Retry)
+            }
+            Failure::Unreachable(why) | Failure::Transient(why) | Failure::NotApi(why) => {
+                self.answered = true;
+                self.wait(call, None, format!("{}: {why}", self.provider))?;
+                Ok(Flow::Retry)
+            }
+            Failure::Status(e) => Ok(Flow::Status(e)),
+        }
+    }
+
+    /// A server's error status: switch the API, drop a refused parameter, retry a transient
+    /// error (each returns `Ok` for the next request), or end the call.
+    fn status_failure(
+        &mut self,
+        error: ServerError,
+        w: &dyn Wire,
+        send: &BTreeSet<Param>,
+        url: &str,
+        call: &mut Call,
+    ) -> Result<(), ProviderError> {
+        let first = !self.answered;
+        self.answered = true;
+        // 1. The model lives on the other OpenAI API: switch once.
+        if let Some(other) = self.other_api(&error) {
+            call.api_switch = Some(format!("{} -> {}", self.api.as_str(), other.as_str()));
+            self.api = other;
+            self.switched = true;
+            call.switched_to = Some(other);
+            return Ok(());
+        }
+        // 2. An exhausted quota or spending limit: no retry can help (SPEC §3.3).
+        if is_quota(&error) {
+            return Err(ProviderError::Fatal(format!(
+                "{}: the account's quota or spending limit is used up (HTTP {}): {}",
+                self.provider, error.status, error.message
+            )));
+        }
+        // 3. Optional parameters the server refused by name.
+        if self.drop_refused(&error, w, send, call)? {
+            return Ok(());
+        }
+        // 4. Transient errors, and what the server's headers say about retrying.
+        let msg = format!(
+            "{}: HTTP {}: {}",
+            self.provider, error.status, error.message
+        );
+        let transient = matches!(error.status, 408 | 409 | 425 | 429 | 500..=599);
+        match error.hint.should_retry {
+            Some(true) => return self.wait(call, error.hint.after, msg),
+            Some(false) if transient => {
+                return Err(ProviderError::Failed(format!(
+                    "{msg} (the server said not to retry: x-should-retry: false)"
+                )))
+            }
+            None if transient => return self.wait(call, error.hint.after, msg),
+            _ => {}
+        }
+        match error.status {
+            401 | 403 => Err(ProviderError::Fatal(format!(
+                "{} refused the API key (HTTP {}): {}",
+                self.provider, error.status, error.message
+            ))),
+            404 if first => Err(ProviderError::Unreachable {
+                message: format!(
+                    "{}: {url} answered HTTP 404: {}",
+                    self.provider, error.message
+                ),
+                hint: "check the base URL (e.g. a missing /v1) and the model name".to_string(),
+            }),
+            404 => Err(ProviderError::Fatal(format!(
+                "{}: unknown model or endpoint (HTTP 404): {}",
+                self.provider, error.message
+            ))),
+            status => Err(ProviderError::Fatal(format!(
+                "{} rejected the request (HTTP {status}): {}",
+                self.provider, error.message
+            ))),
+        }
+    }
+
+    /// Drops the optional parameters the error names (noting it in `call`; `true`: send the
+    /// request again), or refuses the run when it names one the user set.
+    fn drop_refused(
+        &mut self,
+        error: &ServerError,
+        w: &dyn Wire,
+        send: &BTreeSet<Param>,
+        call: &mut Call,
+    ) -> Result<bool, ProviderError> {
+        let named: Vec<Param> = send
+            .iter()
+            .copied()
+            .filter(|p| names_param(error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
+            .collect();
+        let droppable: Vec<Param> = named
+            .iter()
+            .copied()
+            .filter(|p| !self.user_set(*p) && !w.required(*p))
+            .collect();
+        if !droppable.is_empty() && !matches!(error.status, 401 | 403 | 429) {
+            for p in droppable {
+                let name = w.names(p).map(|n| n.0).unwrap_or("?");
+                call.dropped_now.push(name.to_string());
+                self.dropped.push((w.api(), p));
+                call.learnt.push((w.api(), name.to_string()));
+            }
+            return Ok(true);
+        }
+        if let Some(p) = named.iter().find(|p| self.user_set(**p)) {
+            let name = w.names(*p).map(|n| n.0).unwrap_or("?");
+            return Err(ProviderError::Fatal(format!(
+                "{} refused the {name} you set (HTTP {}): {}",
+                self.provider, error.status, error.message
+            )));
+        }
+        Ok(false)
+    }
+
+    /// Counts a transient failure; sleeps before the next request (as long as the server
+    /// asks, up to `MAX_RETRY_AFTER`), or gives up. A server that asks for a longer wait fails
+    /// the attempt at once, naming the wait.
     fn wait(
         &self,
-        transient: &mut u32,
-        backoff: &mut Duration,
+        call: &mut Call,
         retry_after: Option<Duration>,
         msg: String,
     ) -> Result<(), ProviderError> {
-        *transient += 1;
-        if *transient >= MAX_REQUESTS {
+        if let Some(d) = retry_after.filter(|d| *d > MAX_RETRY_AFTER) {
+            return Err(ProviderError::Failed(format!(
+                "{msg} (the server asks to wait {} s before retrying, longer than the {} s a request waits: try again later)",
+                d.as_secs_f64().ceil(),
+                MAX_RETRY_AFTER.as_secs()
+            )));
+        }
+        call.transient += 1;
+        if call.transient >= MAX_REQUESTS {
             return Err(ProviderError::Failed(format!(
                 "{msg} (gave up after {MAX_REQUESTS} requests)"
             )));
         }
-        pause(
-            retry_after
-                .map(|d| d.min(MAX_RETRY_AFTER))
-                .unwrap_or(*backoff),
-        )?;
-        *backoff *= 2;
+        pause(retry_after.unwrap_or(call.backoff))?;
+        call.backoff *= 2;
         Ok(())
     }
 
@@ -478,7 +421,7 @@ impl ModelClient {
         if self.switched || self.settings.api.is_some() || self.provider != "openai" {
             return None;
         }
-        let msg = error.message.to_ascii_lowercase();
+        let msg = error.text.to_ascii_lowercase();
         match self.api {
             Api::Chat if msg.contains("only supported in v1/responses") => Some(Api::Responses),
             Api::Responses if msg.contains("only supported in v1/chat/completions") => {
@@ -511,6 +454,11 @@ impl ModelClient {
             stop: answer.stop,
             dropped_params: dropped,
             api_switch,
+            served_model: answer
+                .model
+                .as_deref()
+                .map(http::one_line)
+                .filter(|m| !m.is_empty()),
         }
     }
 }
@@ -531,16 +479,26 @@ impl Provider for ModelClient {
     }
 }
 
-/// Whether a server's error names a parameter: in its message, OpenAI's `param` or
-/// pydantic's `loc`, as a whole word (`stream` is not `stream_options`).
+/// Whether a server's error names a parameter: anywhere in its whole message, OpenAI's `param`
+/// or pydantic's `loc`, as a whole word (`stream` is not `stream_options`).
 pub fn names_param(error: &ServerError, words: &[&str]) -> bool {
-    let msg = error.message.to_ascii_lowercase();
+    let msg = error.searched();
     words.iter().any(|w| {
         error.params.iter().any(|p| {
             let p = p.to_ascii_lowercase();
             p == *w || p.starts_with(&format!("{w}.")) || p.starts_with(&format!("{w}["))
         }) || has_word(&msg, w)
     })
+}
+
+/// An exhausted quota or spending limit, in the words of OpenAI (`insufficient_quota`),
+/// Anthropic ("reached your specified API usage limits") and Gemini (`RESOURCE_EXHAUSTED`
+/// naming a quota): permanent, unlike other 429s (SPEC §3.3).
+fn is_quota(error: &ServerError) -> bool {
+    let text = error.text.to_ascii_lowercase();
+    error.kinds.iter().any(|k| k == "insufficient_quota")
+        || (error.kinds.iter().any(|k| k == "RESOURCE_EXHAUSTED") && text.contains("quota"))
+        || text.contains("reached your specified api usage limits")
 }
 
 fn has_word(haystack: &str, word: &str) -> bool {
@@ -577,15 +535,6 @@ fn pause(d: Duration) -> Result<(), ProviderError> {
     Ok(())
 }
 
-/// Reads `usage` objects of the three APIs.
-pub fn usage(v: Option<&Value>, input: &str, output: &str) -> Option<Usage> {
-    let u = v.filter(|u| u.is_object())?;
-    Some(Usage {
-        input_tokens: u.get(input).and_then(Value::as_u64),
-        output_tokens: u.get(output).and_then(Value::as_u64),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,8 +543,10 @@ mod tests {
         ServerError {
             status: 400,
             message: message.to_string(),
+            text: message.to_string(),
             params: params.iter().map(|s| s.to_string()).collect(),
-            retry_after: None,
+            kinds: Vec::new(),
+            hint: Default::default(),
         }
     }
 

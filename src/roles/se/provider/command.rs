@@ -1,7 +1,7 @@
 //! `--agent-command`: any program that reads the request as JSON on stdin and prints its
 //! proposal on stdout. Run like every other command: argv only, own process group, timeout.
 
-use super::{Provider, ProviderError, Request, Response};
+use super::contract::{Provider, ProviderError, Request, Response};
 use crate::roles::po::exec::{self, excerpt, CommandSpec, LogFiles};
 use crate::roles::se::proposal::OutputFormat;
 use serde_json::json;

@@ -10,7 +10,7 @@
 //! the user's `.gitignore` nor `info/exclude` changes and `git check-ignore` already says yes;
 //! and new files matching them never enter the proposal.
 
-use super::{Provider, ProviderError, Request, Response};
+use super::contract::{Provider, ProviderError, Request, Response};
 use crate::config::{Config, AGENT_IGNORE, AGENT_WRITABLE, DEFAULT_AGENT_IGNORE};
 use crate::git::{self, worktree::TempWorktree};
 use crate::roles::po::exec::{self, tail_chars, CommandSpec, LogFiles, Sandbox};

@@ -7,7 +7,7 @@
 use super::sse::{SseEvent, SseParser};
 use serde_json::Value;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// No byte from the server for this long is a transient failure (SPEC §3.3).
 pub const SILENCE: Duration = Duration::from_secs(120);
@@ -44,11 +44,47 @@ pub trait Sink {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerError {
     pub status: u16,
-    /// One line: `error.message`, Gemini's array-wrapped error, pydantic's `loc: msg`.
+    /// The one line shown: the informative line of `text` (a validation error's `loc: msg`,
+    /// not its heading), control characters escaped.
     pub message: String,
+    /// The server's whole message, every line of it: what is searched for the parameter it
+    /// names (SPEC §3.3, "Errors read whole").
+    pub text: String,
     /// Parameter names the body points at (OpenAI's `param`, pydantic's `loc`).
     pub params: Vec<String>,
-    pub retry_after: Option<Duration>,
+    /// The error's kind in the server's words: OpenAI's `type` and `code`, Gemini's `status`.
+    pub kinds: Vec<String>,
+    pub hint: RetryHint,
+}
+
+impl ServerError {
+    /// The whole message as searched for the parameters it names: lowercase, without the
+    /// request values a validation error echoes (`'input': …`, `input_value=…`), which may
+    /// hold every parameter's name without refusing any.
+    pub fn searched(&self) -> String {
+        self.text
+            .lines()
+            .map(|l| {
+                let cut = ["'input': ", "input_value="]
+                    .iter()
+                    .filter_map(|m| l.find(m))
+                    .min()
+                    .unwrap_or(l.len());
+                &l[..cut]
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            .to_ascii_lowercase()
+    }
+}
+
+/// What a server's headers say about retrying (SPEC §3.3, "Retry hints").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryHint {
+    /// `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date.
+    pub after: Option<Duration>,
+    /// `x-should-retry: true` or `false`.
+    pub should_retry: Option<bool>,
 }
 
 pub enum Failure {
@@ -64,16 +100,12 @@ pub enum Failure {
     NotApi(String),
     /// A 2xx body larger than `MAX_BODY`: reading stopped there.
     TooLarge(String),
-    Status(ServerError),
+    Status(Box<ServerError>),
     Interrupted,
 }
 
 enum Msg {
-    Head {
-        status: u16,
-        event_stream: bool,
-        retry_after: Option<Duration>,
-    },
+    Head(Head),
     Bytes(Vec<u8>),
     End,
     Failed(Failure),
@@ -112,11 +144,7 @@ pub fn exchange<S: Sink + ?Sized>(
     let started = Instant::now();
     let silence = silence();
     let mut last = Instant::now();
-    let mut head = None;
-    let mut parser = SseParser::default();
-    let mut buffer = Vec::new();
-    let mut received = 0usize;
-    let mut events = 0usize;
+    let mut body = Body::default();
     loop {
         // Checked on every turn: a server that trickles bytes never lets the wait time out.
         if crate::interrupt::requested() {
@@ -148,87 +176,123 @@ pub fn exchange<S: Sink + ?Sized>(
         last = Instant::now();
         match msg {
             Msg::Failed(f) => return Err(f),
-            Msg::Head {
-                status,
-                event_stream,
-                retry_after,
-            } => head = Some((status, event_stream, retry_after)),
+            Msg::Head(head) => body.head = Some(head),
             Msg::Bytes(bytes) => {
-                received += bytes.len();
-                if matches!(head, Some((200..=299, ..))) && received > MAX_BODY {
-                    return Err(Failure::TooLarge(format!(
-                        "the answer was larger than {} MiB (reading stopped there)",
-                        MAX_BODY >> 20
-                    )));
-                }
-                match head {
-                    Some((200..=299, true, _)) => {
-                        // Kept until the first event: a server may label a plain JSON
-                        // answer as an event stream.
-                        if events == 0 {
-                            buffer.extend_from_slice(&bytes);
-                        }
-                        for event in parser.push(&bytes).map_err(Failure::Transient)? {
-                            events += 1;
-                            buffer = Vec::new();
-                            sink.event(&event).map_err(Failure::Transient)?;
-                        }
-                    }
-                    _ if buffer.len() < MAX_ERROR_BODY || matches!(head, Some((200..=299, ..))) => {
-                        buffer.extend_from_slice(&bytes)
-                    }
-                    _ => {}
-                }
+                body.bytes(&bytes, sink)?;
                 on_tokens(sink.tokens());
             }
-            Msg::End => {
-                let Some((status, event_stream, retry_after)) = head else {
-                    return Err(Failure::Transient("the server sent no answer".to_string()));
-                };
-                if !(200..=299).contains(&status) {
-                    let mut error = server_error(status, &String::from_utf8_lossy(&buffer));
-                    error.retry_after = retry_after;
-                    return Err(Failure::Status(error));
-                }
-                if event_stream {
-                    if let Some(event) = parser.finish().map_err(Failure::Transient)? {
-                        events += 1;
-                        sink.event(&event).map_err(Failure::Transient)?;
-                    }
-                    if events > 0 {
-                        return Ok(());
-                    }
-                    // No event at all: a whole answer under the wrong label is read as one.
-                    if let Ok(value) = serde_json::from_slice::<Value>(&buffer) {
-                        return sink.whole(value).map_err(Failure::Transient);
-                    }
-                    return Ok(());
-                }
-                let text = String::from_utf8(buffer)
-                    .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
-                // A server that ignored `stream` but still framed its answer as events.
-                if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:")
-                {
-                    let mut parser = SseParser::default();
-                    let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
-                    events.extend(parser.finish().map_err(Failure::Transient)?);
-                    for event in &events {
-                        sink.event(event).map_err(Failure::Transient)?;
-                    }
-                    return Ok(());
-                }
-                let value: Value = serde_json::from_str(&text).map_err(|_| {
-                    let page = text.trim_start().starts_with('<');
-                    Failure::NotApi(if page {
-                        "the answer is a web page, not JSON".to_string()
-                    } else {
-                        "the answer is not JSON".to_string()
-                    })
-                })?;
-                return sink.whole(value).map_err(Failure::Transient);
-            }
+            Msg::End => return body.end(sink),
         }
     }
+}
+
+/// A response's head: its status and the headers that decide how it is read.
+struct Head {
+    status: u16,
+    event_stream: bool,
+    hint: RetryHint,
+}
+
+/// A response body as it arrives.
+#[derive(Default)]
+struct Body {
+    head: Option<Head>,
+    parser: SseParser,
+    /// An error body, a whole answer, or a stream's bytes before its first event.
+    buffer: Vec<u8>,
+    received: usize,
+    events: usize,
+}
+
+impl Body {
+    fn success(&self) -> bool {
+        matches!(
+            self.head,
+            Some(Head {
+                status: 200..=299,
+                ..
+            })
+        )
+    }
+
+    /// Bytes of the body: a 2xx stream's events go to `sink` as they complete.
+    fn bytes<S: Sink + ?Sized>(&mut self, bytes: &[u8], sink: &mut S) -> Result<(), Failure> {
+        self.received += bytes.len();
+        if self.success() && self.received > MAX_BODY {
+            return Err(Failure::TooLarge(format!(
+                "the answer was larger than {} MiB (reading stopped there)",
+                MAX_BODY >> 20
+            )));
+        }
+        if self.success() && self.head.as_ref().is_some_and(|h| h.event_stream) {
+            // Kept until the first event: a server may label a plain JSON answer as an
+            // event stream.
+            if self.events == 0 {
+                self.buffer.extend_from_slice(bytes);
+            }
+            for event in self.parser.push(bytes).map_err(Failure::Transient)? {
+                self.events += 1;
+                self.buffer = Vec::new();
+                sink.event(&event).map_err(Failure::Transient)?;
+            }
+        } else if self.buffer.len() < MAX_ERROR_BODY || self.success() {
+            self.buffer.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+
+    /// The body ended: an error status is the server's error; a stream's last event is
+    /// handed over; a whole answer is read.
+    fn end<S: Sink + ?Sized>(mut self, sink: &mut S) -> Result<(), Failure> {
+        let Some(head) = self.head.take() else {
+            return Err(Failure::Transient("the server sent no answer".to_string()));
+        };
+        if !(200..=299).contains(&head.status) {
+            let mut error = server_error(head.status, &String::from_utf8_lossy(&self.buffer));
+            error.hint = head.hint;
+            return Err(Failure::Status(Box::new(error)));
+        }
+        if head.event_stream {
+            if let Some(event) = self.parser.finish().map_err(Failure::Transient)? {
+                self.events += 1;
+                sink.event(&event).map_err(Failure::Transient)?;
+            }
+            if self.events > 0 {
+                return Ok(());
+            }
+            // No event at all: a whole answer under the wrong label is read as one.
+            if let Ok(value) = serde_json::from_slice::<Value>(&self.buffer) {
+                return sink.whole(value).map_err(Failure::Transient);
+            }
+            return Ok(());
+        }
+        read_whole(self.buffer, sink)
+    }
+}
+
+/// A 2xx body that is not labelled as events: JSON, or events from a server that ignored
+/// `stream` but still framed its answer so.
+fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Failure> {
+    let text = String::from_utf8(buffer)
+        .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
+    if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:") {
+        let mut parser = SseParser::default();
+        let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
+        events.extend(parser.finish().map_err(Failure::Transient)?);
+        for event in &events {
+            sink.event(event).map_err(Failure::Transient)?;
+        }
+        return Ok(());
+    }
+    let value: Value = serde_json::from_str(&text).map_err(|_| {
+        let page = text.trim_start().starts_with('<');
+        Failure::NotApi(if page {
+            "the answer is a web page, not JSON".to_string()
+        } else {
+            "the answer is not JSON".to_string()
+        })
+    })?;
+    sink.whole(value).map_err(Failure::Transient)
 }
 
 /// Runs the request on its own thread; the thread ends with the connection (or the global
@@ -258,16 +322,24 @@ fn spawn(ex: &Exchange, total: Duration) -> Receiver<Msg> {
         };
         let event_stream = header("content-type")
             .is_some_and(|t| t.to_ascii_lowercase().contains("text/event-stream"));
-        let retry_after = header("retry-after")
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
+        let hint = RetryHint {
+            after: retry_after(
+                header("retry-after-ms").as_deref(),
+                header("retry-after").as_deref(),
+                std::time::SystemTime::now(),
+            ),
+            should_retry: match header("x-should-retry").map(|v| v.trim().to_ascii_lowercase()) {
+                Some(v) if v == "true" => Some(true),
+                Some(v) if v == "false" => Some(false),
+                _ => None,
+            },
+        };
         if tx
-            .send(Msg::Head {
+            .send(Msg::Head(Head {
                 status,
                 event_stream,
-                retry_after,
-            })
+                hint,
+            }))
             .is_err()
         {
             return;
@@ -318,10 +390,67 @@ fn transport_failure(e: &ureq::Error) -> Failure {
     }
 }
 
-/// Reads a server's error body as the one line it means, in the server's words.
+/// How long a server asks us to wait: `retry-after-ms` (milliseconds), else `Retry-After` as
+/// seconds or as an HTTP date (the wait is then counted from `now`; a date past is no wait).
+pub fn retry_after(ms: Option<&str>, header: Option<&str>, now: SystemTime) -> Option<Duration> {
+    let seconds = |v: &str, scale: f64| {
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s / scale))
+    };
+    if let Some(d) = ms.and_then(|v| seconds(v, 1000.0)) {
+        return Some(d);
+    }
+    let header = header?;
+    if let Some(d) = seconds(header, 1.0) {
+        return Some(d);
+    }
+    let at = http_date(header)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP date as servers send it (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+fn http_date(text: &str) -> Option<SystemTime> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let day: i64 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
+    let year: i64 = year.parse().ok().filter(|y| (1970..=9999).contains(y))?;
+    let hms: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, sec] = hms.as_slice() else {
+        return None;
+    };
+    if !(0..24).contains(h) || !(0..60).contains(m) || !(0..61).contains(sec) {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + m * 60 + sec;
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+}
+
+/// Reads a server's error body: its whole message in the server's words, and the one line
+/// shown of it.
 pub fn server_error(status: u16, body: &str) -> ServerError {
     let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
     let mut params = Vec::new();
+    let mut kinds = Vec::new();
     let mut message = None;
     if let Some(v) = &parsed {
         // Gemini's OpenAI-compatible endpoint wraps its error in an array.
@@ -333,6 +462,11 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
         if let Some(p) = error.and_then(|e| e.get("param")).and_then(Value::as_str) {
             params.push(p.to_string());
         }
+        for key in ["type", "code", "status"] {
+            if let Some(k) = error.and_then(|e| e.get(key)).and_then(Value::as_str) {
+                kinds.push(k.to_string());
+            }
+        }
         message = error
             .and_then(|e| e.get("message"))
             .or(error.filter(|e| e.is_string()))
@@ -340,47 +474,10 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
             .and_then(Value::as_str)
             .map(str::to_string);
         if message.is_none() {
-            // pydantic (FastAPI) validation: detail is a list of {loc, msg}, or a string.
-            match v.get("detail") {
-                Some(Value::String(s)) => message = Some(s.clone()),
-                Some(Value::Array(items)) => {
-                    let parts: Vec<String> = items
-                        .iter()
-                        .map(|item| {
-                            let loc: Vec<String> = item
-                                .get("loc")
-                                .and_then(Value::as_array)
-                                .map(|l| {
-                                    l.iter()
-                                        .map(|p| match p {
-                                            Value::String(s) => s.clone(),
-                                            other => other.to_string(),
-                                        })
-                                        .collect()
-                                })
-                                .unwrap_or_default();
-                            let msg = item.get("msg").and_then(Value::as_str).unwrap_or("invalid");
-                            let named: Vec<&String> =
-                                loc.iter().filter(|p| p.as_str() != "body").collect();
-                            if let Some(last) = named.last() {
-                                params.push((*last).clone());
-                            }
-                            if loc.is_empty() {
-                                msg.to_string()
-                            } else {
-                                format!("{}: {msg}", loc.join("."))
-                            }
-                        })
-                        .collect();
-                    if !parts.is_empty() {
-                        message = Some(parts.join("; "));
-                    }
-                }
-                _ => {}
-            }
+            message = pydantic_detail(v.get("detail"), &mut params);
         }
     }
-    let message = message.unwrap_or_else(|| {
+    let text = message.unwrap_or_else(|| {
         let text = body.trim();
         if text.is_empty() {
             format!("HTTP {status} with an empty body")
@@ -390,10 +487,105 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
     });
     ServerError {
         status,
-        message: one_line(&message),
+        message: one_line(&informative_line(&text)),
+        text,
         params,
-        retry_after: None,
+        kinds,
+        hint: RetryHint::default(),
     }
+}
+
+/// pydantic (FastAPI) validation: `detail` is a list of `{loc, msg}`, or a string.
+fn pydantic_detail(detail: Option<&Value>, params: &mut Vec<String>) -> Option<String> {
+    match detail? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|item| {
+                    let loc: Vec<String> = item
+                        .get("loc")
+                        .and_then(Value::as_array)
+                        .map(|l| {
+                            l.iter()
+                                .map(|p| match p {
+                                    Value::String(s) => s.clone(),
+                                    other => other.to_string(),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let msg = item.get("msg").and_then(Value::as_str).unwrap_or("invalid");
+                    let named: Vec<&String> = loc.iter().filter(|p| p.as_str() != "body").collect();
+                    if let Some(last) = named.last() {
+                        params.push((*last).clone());
+                    }
+                    if loc.is_empty() {
+                        msg.to_string()
+                    } else {
+                        format!("{}: {msg}", loc.join("."))
+                    }
+                })
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }
+        _ => None,
+    }
+}
+
+/// The line of a message that says what is wrong. A validation error's first line is only
+/// its heading (`1 validation error:`, `2 validation errors for Request`); what follows names
+/// the field and the fault, as a Python dict (`{'loc': ('body', 'x'), 'msg': '…'}`, FastAPI)
+/// or as pydantic prints it (the field's path, then the fault indented below it).
+fn informative_line(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let Some(first) = lines.first() else {
+        return String::new();
+    };
+    if !is_validation_heading(first) || lines.len() < 2 {
+        return first.to_string();
+    }
+    let second = lines[1];
+    if let Some(shown) = python_dict_error(second) {
+        return shown;
+    }
+    match lines.get(2) {
+        // pydantic's own form: `response_format.type` then `Input should be … [type=…]`.
+        Some(fault) if !second.contains(' ') => {
+            let fault = fault.split(" [type=").next().unwrap_or(fault);
+            format!("{second}: {fault}")
+        }
+        _ => second.to_string(),
+    }
+}
+
+/// `1 validation error:`, `2 validation errors for CreateChatCompletionRequest`.
+fn is_validation_heading(line: &str) -> bool {
+    let mut words = line.split_whitespace();
+    words.next().is_some_and(|n| n.parse::<u32>().is_ok())
+        && words.next() == Some("validation")
+        && words
+            .next()
+            .is_some_and(|w| w.trim_end_matches(':').starts_with("error"))
+}
+
+/// `{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "Input …"}`
+/// as `body.response_format.type: Input …`.
+fn python_dict_error(line: &str) -> Option<String> {
+    let loc = line.split("'loc': (").nth(1)?.split(')').next()?;
+    let loc: Vec<&str> = loc
+        .split(',')
+        .map(|p| p.trim().trim_matches(|c| c == '\'' || c == '"'))
+        .filter(|p| !p.is_empty())
+        .collect();
+    let msg = line.split("'msg': ").nth(1)?;
+    let quote = msg.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let msg = msg[1..].split(quote).next()?;
+    Some(format!("{}: {msg}", loc.join(".")))
 }
 
 /// The first line, at most 300 characters, with control characters escaped so a server's
@@ -447,5 +639,60 @@ mod tests {
             "Bad gateway"
         );
         assert_eq!(one_line("a\u{1b}]52;c\u{7}b"), "a\\e]52;c\\ab");
+    }
+
+    #[test]
+    fn a_validation_error_is_searched_whole_and_shown_by_its_informative_line() {
+        // FastAPI's words, as llama-cpp-python's server sends them in an HTTP 500.
+        let body = r#"{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n","type":"internal_server_error","param":null,"code":null}}"#;
+        let e = server_error(500, body);
+        assert_eq!(
+            e.message,
+            "body.response_format.type: Input should be 'text' or 'json_object'"
+        );
+        assert!(e.searched().contains("response_format"));
+        assert!(!e.searched().contains("json_schema"), "{}", e.searched());
+        assert_eq!(e.kinds, vec!["internal_server_error"]);
+        // pydantic's own form (vLLM).
+        let e = server_error(
+            400,
+            r#"{"object":"error","message":"1 validation error for ChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]","type":"BadRequestError","param":null,"code":400}"#,
+        );
+        assert_eq!(
+            e.message,
+            "response_format.type: Input should be 'text' or 'json_object'"
+        );
+        assert_eq!(
+            server_error(400, r#"{"error":{"message":"plain\nsecond"}}"#).message,
+            "plain"
+        );
+    }
+
+    #[test]
+    fn retry_hints_in_milliseconds_seconds_and_as_a_date() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(
+            retry_after(Some("1500"), Some("9"), now),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            retry_after(None, Some("2.5"), now),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(
+            retry_after(None, Some("Sun, 06 Nov 1994 08:51:37 GMT"), now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            retry_after(None, Some("Sun, 06 Nov 1994 08:00:00 GMT"), now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(UNIX_EPOCH));
+        assert_eq!(
+            http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_835_481_599))
+        );
+        assert_eq!(retry_after(None, Some("soon"), now), None);
+        assert_eq!(retry_after(Some("-1"), None, now), None);
     }
 }

@@ -2,7 +2,7 @@
 //! runs do not pay the extra request. A cache: unreadable means empty, a failed write is
 //! forgotten.
 
-use super::client::Api;
+use super::api::Api;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,10 @@
 //! demo's scripted proposer.
 
 pub mod anthropic;
+pub mod api;
 pub mod client;
 pub mod command;
+pub mod contract;
 pub mod edits;
 pub mod http;
 pub mod memory;
@@ -14,95 +16,8 @@ pub mod schema;
 pub mod scripted;
 pub mod sse;
 
-use crate::roles::se::proposal::OutputFormat;
-use crate::store::records::{FailureBrief, Usage};
+pub use contract::{Provider, ProviderError, Request, Response};
 use std::path::Path;
-
-/// What a provider is asked for one attempt.
-pub struct Request<'a> {
-    /// The tree the run works in (the user's, or the run's worktree).
-    pub root: &'a Path,
-    pub run_id: &'a str,
-    /// The baseline commit every attempt starts from.
-    pub baseline: &'a str,
-    pub allowed: &'a [String],
-    pub prompt: &'a str,
-    pub work_order: &'a serde_json::Value,
-    pub attempt: u32,
-    pub failure_brief: Option<&'a FailureBrief>,
-    /// The folder where this attempt's artifacts go (an agent's logs land here).
-    pub attempt_dir: &'a Path,
-    pub attempt_rel: &'a str,
-    /// `--sandbox`: an agent that edits files runs under bubblewrap too (SPEC §7).
-    pub sandbox: bool,
-    /// Hears the tokens received so far while a model streams its answer.
-    pub on_tokens: &'a dyn Fn(u64),
-    /// The candidate's index in a best-of-N race (SPEC §5.1); agents get it as
-    /// `FACTORY_CANDIDATE`.
-    pub candidate: Option<u32>,
-}
-
-impl Request<'_> {
-    /// What an agent is told about the run besides its prompt.
-    pub fn candidate_env(&self) -> Vec<(String, String)> {
-        self.candidate
-            .map(|i| vec![("FACTORY_CANDIDATE".to_string(), i.to_string())])
-            .unwrap_or_default()
-    }
-}
-
-/// A provider's answer: `raw` is stored verbatim, `text` (the answer without its reasoning)
-/// is parsed by the harness.
-pub struct Response {
-    /// The exact output, as bytes: an agent's bare diff is never decoded.
-    pub raw: Vec<u8>,
-    /// What the parser judges: the output without reasoning text.
-    pub text: Vec<u8>,
-    pub format: OutputFormat,
-    pub usage: Option<Usage>,
-    /// Reasoning text (`<think>`, `reasoning_content`, reasoning items, thinking blocks).
-    pub reasoning: Option<String>,
-    pub stop: client::Stop,
-    /// Optional parameters the server refused by name during this attempt.
-    pub dropped_params: Vec<String>,
-    /// `chat -> responses` when the server said the model lives on the other API.
-    pub api_switch: Option<String>,
-}
-
-impl Response {
-    /// An answer that is all proposal (agents, replays).
-    pub fn plain(raw: Vec<u8>, format: OutputFormat) -> Self {
-        Response {
-            text: raw.clone(),
-            raw,
-            format,
-            usage: None,
-            reasoning: None,
-            stop: client::Stop::Complete,
-            dropped_params: Vec::new(),
-            api_switch: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProviderError {
-    /// The attempt fails with stage `llm_call_failed`; a later attempt may still succeed.
-    Failed(String),
-    /// The attempt fails with stage `llm_call_failed` and no later attempt can do better
-    /// (a replay with no more proposals): the run ends with its verdict.
-    Exhausted(String),
-    /// The provider refuses us (bad key, unknown model, malformed request): the run ends at
-    /// once with verdict ERROR.
-    Fatal(String),
-    /// The provider cannot be reached (connection refused, unknown host) or answered 404
-    /// before it ever answered: a misconfiguration, refused before the first attempt counts.
-    Unreachable { message: String, hint: String },
-}
-
-pub trait Provider {
-    fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError>;
-}
 
 /// The one door every provider's words come through: answers and error messages are
 /// redacted (`secrets::redact`) before the harness stores, prints or re-prompts with them,
@@ -117,11 +32,12 @@ impl Provider for Redacted {
                 raw: redact_bytes(&r.raw),
                 text: redact_bytes(&r.text),
                 reasoning: r.reasoning.as_deref().map(redact),
+                served_model: r.served_model.as_deref().map(redact),
                 stop: match r.stop {
-                    client::Stop::Complete => client::Stop::Complete,
-                    client::Stop::Cut(why) => client::Stop::Cut(redact(&why)),
-                    client::Stop::Refused(why) => client::Stop::Refused(redact(&why)),
-                    client::Stop::TooLarge(why) => client::Stop::TooLarge(redact(&why)),
+                    api::Stop::Complete => api::Stop::Complete,
+                    api::Stop::Cut(why) => api::Stop::Cut(redact(&why)),
+                    api::Stop::Refused(why) => api::Stop::Refused(redact(&why)),
+                    api::Stop::TooLarge(why) => api::Stop::TooLarge(redact(&why)),
                 },
                 ..r
             }),
@@ -163,6 +79,88 @@ pub enum ProviderSpec {
     },
 }
 
+/// An OpenAI model: OpenAI's own URL speaks the Responses API, any other server Chat
+/// Completions (SPEC §3.3), unless `--llm-api` says which.
+fn open_openai(
+    name: &str,
+    base_url: Option<&str>,
+    model: &api::Settings,
+    need_key: bool,
+) -> crate::error::Result<Box<dyn Provider>> {
+    let key = crate::env::openai_key();
+    if key.is_none() && base_url.is_none() && need_key {
+        return Err(crate::error::Error::new("OPENAI_API_KEY is not set").hint(
+            "export OPENAI_API_KEY=…, or point --llm-base-url at a local OpenAI-compatible server",
+        ));
+    }
+    let base = base_url.unwrap_or(openai::DEFAULT_BASE_URL).to_string();
+    let api = model
+        .api
+        .unwrap_or(if base.trim_end_matches('/') == openai::DEFAULT_BASE_URL {
+            api::Api::Responses
+        } else {
+            api::Api::Chat
+        });
+    let headers = key
+        .map(|k| vec![("authorization", format!("Bearer {k}"))])
+        .unwrap_or_default();
+    Ok(Box::new(client::ModelClient::new(
+        "openai",
+        name.to_string(),
+        base,
+        headers,
+        api,
+        model.clone(),
+    )))
+}
+
+/// An Anthropic model, over the Messages API.
+fn open_anthropic(
+    name: &str,
+    base_url: Option<&str>,
+    model: &api::Settings,
+    need_key: bool,
+) -> crate::error::Result<Box<dyn Provider>> {
+    let key = match crate::env::anthropic_key() {
+        Some(k) => k,
+        None if !need_key => String::new(),
+        None => {
+            return Err(crate::error::Error::new("ANTHROPIC_API_KEY is not set")
+                .hint("export ANTHROPIC_API_KEY=… and run again"))
+        }
+    };
+    let base = base_url.unwrap_or(anthropic::DEFAULT_BASE_URL).to_string();
+    Ok(Box::new(client::ModelClient::new(
+        "anthropic",
+        name.to_string(),
+        base,
+        vec![
+            ("x-api-key", key),
+            ("anthropic-version", anthropic::API_VERSION.to_string()),
+        ],
+        api::Api::Anthropic,
+        model.clone(),
+    )))
+}
+
+/// `--replay PATH|RUN`: a folder of proposals, or a stored run's.
+fn open_replay(dir: &Path, cwd: &Path) -> crate::error::Result<replay::Replay> {
+    use crate::error::Error;
+    if dir.is_dir() {
+        return replay::Replay::from_dir(dir);
+    }
+    let repo = crate::git::open(Some(cwd))?;
+    let name = dir.to_string_lossy();
+    let run = crate::store::resolve(&repo, &name).map_err(|e| {
+        Error::new(format!(
+            "--replay {name}: neither a folder nor a stored run ({})",
+            e.message
+        ))
+        .hint("pass a folder of 1.json/1.diff files, or a run id from git factory log")
+    })?;
+    replay::Replay::from_run(&repo, &run)
+}
+
 fn join_argv(argv: &[String]) -> String {
     shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
@@ -199,7 +197,7 @@ impl ProviderSpec {
     pub fn open(
         &self,
         cwd: &Path,
-        model: &client::Settings,
+        model: &api::Settings,
         need_key: bool,
         agent_timeout: std::time::Duration,
     ) -> crate::error::Result<(Box<dyn Provider>, String)> {
@@ -210,77 +208,25 @@ impl ProviderSpec {
     fn open_unredacted(
         &self,
         cwd: &Path,
-        model: &client::Settings,
+        model: &api::Settings,
         need_key: bool,
         agent_timeout: std::time::Duration,
     ) -> crate::error::Result<(Box<dyn Provider>, String)> {
-        use crate::error::Error;
         Ok(match self {
             ProviderSpec::OpenAi {
                 model: name,
                 base_url,
-            } => {
-                let key = crate::env::openai_key();
-                if key.is_none() && base_url.is_none() && need_key {
-                    return Err(Error::new("OPENAI_API_KEY is not set")
-                        .hint("export OPENAI_API_KEY=…, or point --llm-base-url at a local OpenAI-compatible server"));
-                }
-                let base = base_url
-                    .clone()
-                    .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_string());
-                // OpenAI's own URL speaks the Responses API; any other server Chat Completions.
-                let api = model.api.unwrap_or(
-                    if base.trim_end_matches('/') == openai::DEFAULT_BASE_URL {
-                        client::Api::Responses
-                    } else {
-                        client::Api::Chat
-                    },
-                );
-                let headers = key
-                    .map(|k| vec![("authorization", format!("Bearer {k}"))])
-                    .unwrap_or_default();
-                (
-                    Box::new(client::ModelClient::new(
-                        "openai",
-                        name.clone(),
-                        base,
-                        headers,
-                        api,
-                        model.clone(),
-                    )),
-                    self.identity(),
-                )
-            }
+            } => (
+                open_openai(name, base_url.as_deref(), model, need_key)?,
+                self.identity(),
+            ),
             ProviderSpec::Anthropic {
                 model: name,
                 base_url,
-            } => {
-                let key = match crate::env::anthropic_key() {
-                    Some(k) => k,
-                    None if !need_key => String::new(),
-                    None => {
-                        return Err(Error::new("ANTHROPIC_API_KEY is not set")
-                            .hint("export ANTHROPIC_API_KEY=… and run again"))
-                    }
-                };
-                let base = base_url
-                    .clone()
-                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_string());
-                (
-                    Box::new(client::ModelClient::new(
-                        "anthropic",
-                        name.clone(),
-                        base,
-                        vec![
-                            ("x-api-key", key),
-                            ("anthropic-version", anthropic::API_VERSION.to_string()),
-                        ],
-                        client::Api::Anthropic,
-                        model.clone(),
-                    )),
-                    self.identity(),
-                )
-            }
+            } => (
+                open_anthropic(name, base_url.as_deref(), model, need_key)?,
+                self.identity(),
+            ),
             ProviderSpec::AgentCommand { argv } => (
                 Box::new(command::AgentCommand {
                     argv: argv.clone(),
@@ -296,17 +242,7 @@ impl ProviderSpec {
                 self.identity(),
             ),
             ProviderSpec::Replay { dir } => {
-                let replay = if dir.is_dir() {
-                    replay::Replay::from_dir(dir)?
-                } else {
-                    let repo = crate::git::open(Some(cwd))?;
-                    let name = dir.to_string_lossy();
-                    let run = crate::store::resolve(&repo, &name).map_err(|e| {
-                        Error::new(format!("--replay {name}: neither a folder nor a stored run ({})", e.message))
-                            .hint("pass a folder of 1.json/1.diff files, or a run id from git factory log")
-                    })?;
-                    replay::Replay::from_run(&repo, &run)?
-                };
+                let replay = open_replay(dir, cwd)?;
                 let id = replay.identity.clone();
                 (Box::new(replay), id)
             }

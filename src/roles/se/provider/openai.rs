@@ -2,7 +2,7 @@
 //! points `--llm-base-url` at: vLLM, Ollama, llama.cpp, OpenRouter, Gemini's and Azure's
 //! OpenAI-compatible endpoints.
 
-use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
 use super::http::Sink;
 use super::sse::SseEvent;
 use serde_json::{json, Map, Value};
@@ -36,7 +36,7 @@ impl Wire for Chat {
             Param::MaxOutput => ("max_completion_tokens", &["max_completion_tokens"]),
             Param::Stream => ("stream", &["stream"]),
             Param::StreamOptions => ("stream_options", &["stream_options", "include_usage"]),
-            Param::Store => return None,
+            Param::Store | Param::ToolChoice => return None,
         })
     }
 
@@ -96,6 +96,8 @@ struct ChatReader {
     /// Read as a stream: it must end with a `finish_reason` or `[DONE]`, else it was cut.
     streamed: bool,
     ended: bool,
+    /// The `model` the answer names.
+    model: Option<String>,
 }
 
 /// `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (OpenRouter, Ollama).
@@ -129,6 +131,9 @@ impl Sink for ChatReader {
         if let Some(u) = usage(v.get("usage"), "prompt_tokens", "completion_tokens") {
             self.usage = Some(u);
         }
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            self.model = Some(m.to_string());
+        }
         if let Some(choice) = v.pointer("/choices/0") {
             self.got_choice = true;
             let delta = &choice["delta"];
@@ -156,6 +161,7 @@ impl Sink for ChatReader {
             return Err(format!("the answer is an error: {e}"));
         }
         self.usage = usage(v.get("usage"), "prompt_tokens", "completion_tokens");
+        self.model = v.get("model").and_then(Value::as_str).map(str::to_string);
         let choice = v
             .pointer("/choices/0")
             .ok_or("the response has no choices")?;
@@ -212,6 +218,7 @@ impl Reader for ChatReader {
             reasoning: self.reasoning,
             usage: self.usage,
             stop,
+            model: self.model,
         })
     }
 }

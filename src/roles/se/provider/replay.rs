@@ -1,7 +1,7 @@
 //! `--replay DIR`: attempt N takes proposal N from `N.json` (strict contract) or `N.diff`
 //! (a bare diff), so end-to-end runs are deterministic without any model.
 
-use super::{Provider, ProviderError, Request, Response};
+use super::contract::{Provider, ProviderError, Request, Response};
 use crate::error::{Error, Result};
 use crate::identity::sha256_hex;
 use crate::roles::se::proposal::{self, Change, Dialect, OutputFormat};

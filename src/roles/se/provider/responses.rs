@@ -1,7 +1,7 @@
 //! OpenAI's Responses API (`POST {base}/responses`): the API OpenAI's own URL is spoken
 //! through; every current OpenAI model accepts it and the `*-codex` models require it.
 
-use super::client::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
+use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
 use super::http::{one_line, Sink};
 use super::sse::SseEvent;
 use serde_json::{json, Map, Value};
@@ -26,7 +26,7 @@ impl Wire for Responses {
             Param::MaxOutput => ("max_output_tokens", &["max_output_tokens"]),
             Param::Stream => ("stream", &["stream"]),
             Param::Store => ("store", &["store"]),
-            Param::Seed | Param::StreamOptions => return None,
+            Param::Seed | Param::StreamOptions | Param::ToolChoice => return None,
         })
     }
 
@@ -240,6 +240,7 @@ impl Reader for ResponsesReader {
         };
         Ok(Answer {
             usage: usage(r.get("usage"), "input_tokens", "output_tokens"),
+            model: r.get("model").and_then(Value::as_str).map(str::to_string),
             text: self.text,
             reasoning: self.reasoning,
             stop,

@@ -1,6 +1,6 @@
 //! The demo's built-in proposer: fixed proposals, one per attempt.
 
-use super::{Provider, ProviderError, Request, Response};
+use super::contract::{Provider, ProviderError, Request, Response};
 use crate::roles::se::proposal::OutputFormat;
 
 pub struct Scripted {

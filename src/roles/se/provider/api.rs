@@ -1,0 +1,167 @@
+//! What the model client and the three wire APIs (`openai`, `responses`, `anthropic`) share:
+//! which API a request speaks, the optional parameters, what the user asked of the model, one
+//! request's content, and the answer a wire's reader makes of the body. It sits below both,
+//! so an adapter never imports the client that drives it.
+
+use super::http::{self, Sink};
+use crate::store::records::Usage;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Which wire API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Responses,
+    Anthropic,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Api> {
+        match s {
+            "chat" => Some(Api::Chat),
+            "responses" => Some(Api::Responses),
+            _ => None,
+        }
+    }
+}
+
+/// The optional request parameters. `Schema` and `JsonMode` are the two rungs of the
+/// structured-output ladder (for Anthropic: `output_config.format`, then a tool whose
+/// `input_schema` is the proposal's; `ToolChoice` forces the model to call it, and a model that
+/// refuses that is offered the tool with `tool_choice: auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Param {
+    Temperature,
+    Seed,
+    Schema,
+    JsonMode,
+    Effort,
+    MaxOutput,
+    Stream,
+    StreamOptions,
+    Store,
+    ToolChoice,
+}
+
+pub const ALL_PARAMS: [Param; 10] = [
+    Param::Temperature,
+    Param::Seed,
+    Param::Schema,
+    Param::JsonMode,
+    Param::Effort,
+    Param::MaxOutput,
+    Param::Stream,
+    Param::StreamOptions,
+    Param::Store,
+    Param::ToolChoice,
+];
+
+/// What the user asked of the model; `None` leaves the choice to the harness or the server.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub temperature: f64,
+    /// The temperature came from a flag or git config: it is sent everywhere and never dropped.
+    pub temperature_set: bool,
+    pub max_output_tokens: Option<u64>,
+    pub reasoning_effort: Option<String>,
+    /// `--llm-api` / `factory.api`: no automatic switch away from it.
+    pub api: Option<Api>,
+    pub total_timeout: Duration,
+    /// `.git/factory/providers.json`, where refused parameters are remembered.
+    pub memory: Option<std::path::PathBuf>,
+    /// The `seed` sent to OpenAI-compatible servers: 0, plus the candidate's index in a race
+    /// (SPEC §5.1), so candidates sample differently yet reproducibly.
+    pub seed: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            temperature: 0.0,
+            temperature_set: false,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            api: None,
+            total_timeout: http::DEFAULT_TOTAL,
+            memory: None,
+            seed: 0,
+        }
+    }
+}
+
+/// One request's content, with the parameters to send.
+pub struct Ask<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub prompt: &'a str,
+    pub settings: &'a Settings,
+    pub send: &'a BTreeSet<Param>,
+    pub schema: &'a Value,
+}
+
+impl Ask<'_> {
+    pub fn has(&self, p: Param) -> bool {
+        self.send.contains(&p)
+    }
+}
+
+/// Why an answer ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    Complete,
+    /// Stopped by the output limit; the server's words (`finish_reason: length`, …).
+    Cut(String),
+    /// The model refused; its words.
+    Refused(String),
+    /// The answer was larger than any proposal can be (`http::MAX_ANSWER`); nothing of it
+    /// is kept.
+    TooLarge(String),
+}
+
+pub struct Answer {
+    pub text: String,
+    pub reasoning: String,
+    pub usage: Option<Usage>,
+    pub stop: Stop,
+    /// The model the answer says it came from (a dated snapshot behind an alias).
+    pub model: Option<String>,
+}
+
+/// Turns events (or a whole JSON body) into an `Answer`.
+pub trait Reader: Sink {
+    fn finish(self: Box<Self>) -> Result<Answer, String>;
+}
+
+/// One wire API: its URL, body, parameter names and answer reader.
+pub trait Wire {
+    fn api(&self) -> Api;
+    fn url(&self, base: &str) -> String;
+    /// The name recorded in `dropped_params`, and the words a refusal of it uses; `None`
+    /// when the API has no such parameter.
+    fn names(&self, p: Param) -> Option<(&'static str, &'static [&'static str])>;
+    /// Whether the API requires the parameter (it is then never dropped).
+    fn required(&self, _p: Param) -> bool {
+        false
+    }
+    fn body(&self, ask: &Ask<'_>) -> Value;
+    fn reader(&self) -> Box<dyn Reader>;
+}
+
+/// Reads `usage` objects of the three APIs.
+pub fn usage(v: Option<&Value>, input: &str, output: &str) -> Option<Usage> {
+    let u = v.filter(|u| u.is_object())?;
+    Some(Usage {
+        input_tokens: u.get(input).and_then(Value::as_u64),
+        output_tokens: u.get(output).and_then(Value::as_u64),
+    })
+}
