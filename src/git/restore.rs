@@ -28,7 +28,7 @@
 //! way, so a note a command wrote cannot be told from theirs here.
 
 use crate::error::{Error, Result};
-use crate::roles::tr::apply::FileOutcome;
+use crate::git::files::FileOutcome;
 use git2::build::CheckoutBuilder;
 use git2::{Oid, Repository, Status, StatusOptions};
 use rustix::fs::{AtFlags, Mode, OFlags};
