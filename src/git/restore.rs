@@ -28,7 +28,7 @@
 //! way, so a note a command wrote cannot be told from theirs here.
 
 use crate::error::{Error, Result};
-use crate::git::files::FileOutcome;
+use crate::git::files::{checkout_modes, with_exec, FileOutcome};
 use git2::build::CheckoutBuilder;
 use git2::{Oid, Repository, Status, StatusOptions};
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -458,23 +458,6 @@ const SKIP_WORKTREE: u16 = 0x4000;
 /// `.git/info/exclude` of the common git dir: ignore rules a command can change.
 fn exclude_path(repo: &Repository) -> PathBuf {
     repo.commondir().join("info").join("exclude")
-}
-
-/// The modes a checkout gives a plain and an executable file under this process's umask
-/// (read once: the umask is not changed while we run).
-pub fn checkout_modes() -> (u32, u32) {
-    static MODES: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-    *MODES.get_or_init(|| {
-        let umask = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Umask:"))
-                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            })
-            .unwrap_or(0o022);
-        (0o666 & !umask, 0o777 & !umask)
-    })
 }
 
 fn is_ours(name: &str) -> bool {
@@ -1586,16 +1569,6 @@ fn exact_mode(root: &Path, path: &RelPath) -> Option<u32> {
     meta.is_file().then_some(meta.permissions().mode() & 0o7777)
 }
 
-/// `mode` with the executable bits set where it can be read (0600 → 0700), or cleared.
-pub fn with_exec(mode: u32, executable: bool) -> u32 {
-    let plain = mode & !0o111;
-    if executable {
-        plain | ((plain & 0o444) >> 2)
-    } else {
-        plain
-    }
-}
-
 /// Points HEAD (and the branch it was on) back at the baseline.
 pub fn restore_head(repo: &Repository, head_ref: Option<&str>, commit: Oid) -> Result<Vec<String>> {
     let mut fixed = Vec::new();
@@ -2189,14 +2162,6 @@ fn clean_submodule(root: &Path, path: &[u8], gitlink: Option<Oid>, report: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exec_bits_follow_the_read_bits() {
-        assert_eq!(with_exec(0o600, true), 0o700);
-        assert_eq!(with_exec(0o644, true), 0o755);
-        assert_eq!(with_exec(0o755, false), 0o644);
-        assert_eq!(with_exec(0o600, false), 0o600);
-    }
 
     #[test]
     fn paths_keep_their_bytes_through_json() {

@@ -609,7 +609,7 @@ impl Ctx<'_> {
             match stat {
                 Ok(st) => {
                     let st = file_stat(&st);
-                    let (plain, exec) = crate::git::restore::checkout_modes();
+                    let (plain, exec) = crate::git::files::checkout_modes();
                     let perm = st.mode & 0o7777;
                     if st.mode & 0o170000 == 0o100000 && perm != plain && perm != exec {
                         out.odd_modes.push((i, perm));

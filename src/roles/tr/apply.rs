@@ -543,7 +543,7 @@ pub fn write_state(root: &Path, path: &str, state: Option<&FileState>) -> io::Re
                 .ok()
                 .filter(|m| m.is_file())
                 .map(|m| m.permissions().mode() & 0o7777);
-            let mode = crate::git::restore::with_exec(existing.unwrap_or(0o644), state.executable);
+            let mode = crate::git::files::with_exec(existing.unwrap_or(0o644), state.executable);
             crate::git::nofollow::replace_file(root, path.as_bytes(), &state.bytes, mode)
         }
     }
