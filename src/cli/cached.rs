@@ -132,6 +132,7 @@ pub fn deliver(
             &repo,
             &format!("cached-{}", s.run_id),
             &head.id().to_string(),
+            crate::roles::po::pycache::PyCache::forget_worktree,
         )?;
         let delivered = (|| {
             let wt_repo = Repository::open(&wt.path)?;
