@@ -10,6 +10,7 @@ use super::sweep::SKIP_WORKTREE;
 use crate::error::Result;
 use crate::git::files::checkout_modes;
 use git2::Repository;
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -41,8 +42,48 @@ impl Restore {
         } else {
             Vec::new()
         };
-        let _ = std::fs::remove_dir_all(&saved);
-        std::fs::create_dir_all(&saved)?;
+        let files = GitFiles::save(repo, &root, &saved)?;
+        crate::trace::mark("  restore capture: refs, index, config, hooks");
+        let tree = TreeFacts::walk(repo, &root, known_modes)?;
+        crate::trace::mark("  restore capture: folders");
+        let root_mtime = std::fs::symlink_metadata(&root)
+            .map(|m| mtime_of(&m))
+            .unwrap_or_default();
+        let since = change_time_now(&saved.join("since"));
+        Ok(Restore {
+            root,
+            git_dir: repo.path().to_path_buf(),
+            baseline,
+            head_ref,
+            refs,
+            shared_refs,
+            records,
+            saved,
+            had_index: files.had_index,
+            dirs: tree.dirs,
+            root_mtime,
+            images: Vec::new(),
+            kept: tree.kept,
+            modes: tree.modes,
+            exclude_absent: files.exclude_absent,
+            hooks: files.hooks,
+            since,
+        })
+    }
+}
+
+/// The repository's own files as they were, their bytes copied into `saved`.
+struct GitFiles {
+    had_index: bool,
+    exclude_absent: bool,
+    hooks: Option<HooksFact>,
+}
+
+impl GitFiles {
+    /// Copies the index, `.git/config`, `info/exclude` and the hooks into a fresh `saved`.
+    fn save(repo: &Repository, root: &Path, saved: &Path) -> Result<Self> {
+        let _ = std::fs::remove_dir_all(saved);
+        std::fs::create_dir_all(saved)?;
         let index = repo.path().join("index");
         let had_index = match std::fs::read(&index) {
             Ok(bytes) => {
@@ -63,23 +104,35 @@ impl Restore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(e) => return Err(e.into()),
         };
-        let hooks = match hooks_dir(repo, &root) {
-            Some(dir) => Some(HooksFact::capture(dir, &saved)?),
+        let hooks = match hooks_dir(repo, root) {
+            Some(dir) => Some(HooksFact::capture(dir, saved)?),
             None => None,
         };
-        crate::trace::mark("  restore capture: refs, index, config, hooks");
-        // Folders holding tracked files are not ignored: git need only be asked about the rest.
-        let mut tracked: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        Ok(GitFiles {
+            had_index,
+            exclude_absent,
+            hooks,
+        })
+    }
+}
+
+/// The work tree as the capture's folder walk found it.
+struct TreeFacts {
+    dirs: Vec<DirFact>,
+    kept: Vec<KeptEntry>,
+    modes: Vec<(RelPath, u32)>,
+}
+
+impl TreeFacts {
+    /// One walk of the folders: each folder's mode and time, the untracked entries that are
+    /// kept, and (unless the preflight walk knows them) the odd modes of tracked files.
+    fn walk(
+        repo: &Repository,
+        root: &Path,
+        known_modes: Option<&[(Vec<u8>, u32)]>,
+    ) -> Result<Self> {
         let index = repo.index()?;
-        for entry in index.iter() {
-            let mut path = entry.path.as_slice();
-            while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
-                path = &path[..cut];
-                if !tracked.insert(path.to_vec()) {
-                    break;
-                }
-            }
-        }
+        let tracked = tracked_folders(&index);
         let tracked_dirs: Known<'_> = tracked.iter().map(|p| (p.as_slice(), &NO_FACT)).collect();
         let mut dirs = Vec::new();
         let mut kept = Vec::new();
@@ -87,7 +140,7 @@ impl Restore {
         let (plain, exec) = checkout_modes();
         walk_dirs(
             repo,
-            &root,
+            root,
             b"",
             false,
             Some(&tracked_dirs),
@@ -128,29 +181,21 @@ impl Restore {
         }
         kept.sort_by(|a, b| a.path.cmp(&b.path));
         modes.sort();
-        crate::trace::mark("  restore capture: folders");
-        let root_mtime = std::fs::symlink_metadata(&root)
-            .map(|m| mtime_of(&m))
-            .unwrap_or_default();
-        let since = change_time_now(&saved.join("since"));
-        Ok(Restore {
-            root,
-            git_dir: repo.path().to_path_buf(),
-            baseline,
-            head_ref,
-            refs,
-            shared_refs,
-            records,
-            saved,
-            had_index,
-            dirs,
-            root_mtime,
-            images: Vec::new(),
-            kept,
-            modes,
-            exclude_absent,
-            hooks,
-            since,
-        })
+        Ok(TreeFacts { dirs, kept, modes })
     }
+}
+
+/// Folders holding tracked files are not ignored: git need only be asked about the rest.
+fn tracked_folders(index: &git2::Index) -> HashSet<Vec<u8>> {
+    let mut tracked: HashSet<Vec<u8>> = HashSet::new();
+    for entry in index.iter() {
+        let mut path = entry.path.as_slice();
+        while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
+            path = &path[..cut];
+            if !tracked.insert(path.to_vec()) {
+                break;
+            }
+        }
+    }
+    tracked
 }

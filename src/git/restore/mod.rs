@@ -50,8 +50,6 @@ pub use report::{Purpose, Report};
 
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
-use gitfiles::exclude_path;
-use refs::{changed_refs, restore_records, restore_refs};
 use std::path::Path;
 
 impl Restore {
@@ -120,76 +118,9 @@ impl Restore {
         let mut report = Report::default();
         let baseline = Oid::from_str(&self.baseline)?;
         // 1. Refs.
-        report
-            .git
-            .extend(restore_head(repo, self.head_ref.as_deref(), baseline)?);
-        match &self.refs {
-            Some(refs) => {
-                report.git.extend(restore_refs(repo, refs)?);
-                report.git.extend(restore_records(repo, &self.records));
-            }
-            None => report.left.extend(changed_refs(repo, &self.shared_refs)?),
-        }
-        // 2. The index.
-        if purpose == Purpose::Recover {
-            self.clear_stale_locks(repo, &mut report);
-        }
-        if self.had_index {
-            let saved = std::fs::read(self.saved.join("index"))?;
-            match replace_locked(&repo.path().join("index"), &saved) {
-                Ok(true) => report.git.push(".git/index".to_string()),
-                Ok(false) => {}
-                Err(e) => report.failed.push(format!(".git/index: {e}")),
-            }
-        }
-        if let Ok(saved) = std::fs::read(self.saved.join("config")) {
-            let config = repo.commondir().join("config");
-            if std::fs::read(&config).ok().as_deref() != Some(saved.as_slice()) {
-                // The user's own config edits during a --worktree run are theirs: only
-                // reported there; an in-situ run holds the repo and puts it back.
-                if self.refs.is_some() {
-                    if let Err(e) = replace_locked(&config, &saved) {
-                        report.failed.push(format!(".git/config: {e}"));
-                    }
-                    report.git.push(".git/config".to_string());
-                } else {
-                    report.left.push(".git/config".to_string());
-                }
-            }
-        }
-        if let Some(hooks) = &self.hooks {
-            // In every mode, also where the repo is shared with the user's ongoing work: a
-            // planted hook would run the checks' code on the user's next commit.
-            let differed = hooks.restore(&self.saved, true, &mut report.failed);
-            report.git.extend(differed);
-        }
-        // Ignore rules first: what follows must not trust the ones a command wrote.
-        let exclude = exclude_path(repo);
-        let now = std::fs::read(&exclude).ok();
-        match std::fs::read(self.saved.join("exclude")) {
-            Ok(saved) if now.as_deref() != Some(saved.as_slice()) && self.refs.is_none() => {
-                // Shared with the user's ongoing work (as `.git/config` is): named, not undone.
-                let _ = saved;
-                report
-                    .git
-                    .push(".git/info/exclude (changed, left as is)".to_string());
-            }
-            Ok(saved) if now.as_deref() != Some(saved.as_slice()) => {
-                let written = std::fs::create_dir_all(exclude.parent().unwrap_or(repo.path()))
-                    .and_then(|_| replace_locked(&exclude, &saved));
-                match written {
-                    Ok(_) => report.git.push(".git/info/exclude".to_string()),
-                    Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
-                }
-            }
-            Err(_) if self.exclude_absent && now.is_some() && self.refs.is_some() => {
-                match std::fs::remove_file(&exclude) {
-                    Ok(()) => report.git.push(".git/info/exclude".to_string()),
-                    Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
-                }
-            }
-            _ => {}
-        }
+        self.put_back_refs(repo, baseline, &mut report)?;
+        // 2. The index, `.git/config`, the hooks and `info/exclude`.
+        self.put_back_git_files(repo, purpose, &mut report)?;
         crate::trace::mark("  restore: refs, index, config, hooks, excludes");
         crate::crash::point(purpose.kill_point());
         // 3. The work tree.

@@ -1,12 +1,36 @@
 //! Refs: listed at capture, put back first (HEAD and its branch, every other ref, the run
 //! records a command deleted), or, when shared with the user's ongoing work, only named.
 
-use super::facts::RefFact;
+use super::facts::{RefFact, Restore};
+use super::report::Report;
 use crate::error::Result;
 use git2::{Oid, Repository};
 
 fn is_ours(name: &str) -> bool {
     name.starts_with("refs/factory/") || name.starts_with("refs/notes/factory")
+}
+
+impl Restore {
+    /// Refs, first: HEAD and its branch at the baseline, then every other ref as recorded and
+    /// the run records a command deleted; shared refs are only named.
+    pub(super) fn put_back_refs(
+        &self,
+        repo: &Repository,
+        baseline: Oid,
+        report: &mut Report,
+    ) -> Result<()> {
+        report
+            .git
+            .extend(restore_head(repo, self.head_ref.as_deref(), baseline)?);
+        match &self.refs {
+            Some(refs) => {
+                report.git.extend(restore_refs(repo, refs)?);
+                report.git.extend(restore_records(repo, &self.records));
+            }
+            None => report.left.extend(changed_refs(repo, &self.shared_refs)?),
+        }
+        Ok(())
+    }
 }
 
 /// Every ref outside git-factory's own namespaces, sorted by name.
@@ -59,7 +83,7 @@ pub fn restore_head(repo: &Repository, head_ref: Option<&str>, commit: Oid) -> R
 /// `--worktree` run shares them with the user and with other runs (whose branches
 /// `factory/<run_id>` appear at delivery): none of them is provably a command's, so none is
 /// deleted or moved; the run's report names them instead.
-pub(super) fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
+fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
     let now = list_refs(repo)?;
     let mut out: Vec<String> = now
         .iter()
@@ -101,7 +125,7 @@ pub(super) fn list_records(repo: &Repository) -> Result<Vec<RefFact>> {
 }
 
 /// Run records a command deleted, put back where they were (never over one that exists now).
-pub(super) fn restore_records(repo: &Repository, recorded: &[RefFact]) -> Vec<String> {
+fn restore_records(repo: &Repository, recorded: &[RefFact]) -> Vec<String> {
     let mut fixed = Vec::new();
     for k in recorded {
         if repo.find_reference(&k.name).is_ok() {
@@ -121,7 +145,7 @@ pub(super) fn restore_records(repo: &Repository, recorded: &[RefFact]) -> Vec<St
 }
 
 /// Every ref back as recorded: created ones deleted, moved or deleted ones put back.
-pub(super) fn restore_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
+fn restore_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
     let now = list_refs(repo)?;
     let mut fixed = Vec::new();
     for r in &now {

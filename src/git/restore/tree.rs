@@ -11,8 +11,12 @@ use super::walk::{tree_walk, Dirty};
 use crate::error::Result;
 use git2::build::CheckoutBuilder;
 use git2::Repository;
+use std::path::Path;
 
 impl Restore {
+    /// The work tree step of [`Restore::apply`]: the sweep of what the status walk cannot
+    /// see, then up to three rounds of putting back what it finds (a removal can uncover more),
+    /// then modes, and a name for each path that still differs.
     pub(super) fn restore_tree(
         &self,
         repo: &Repository,
@@ -45,66 +49,9 @@ impl Restore {
         };
         crate::trace::mark("  restore: status walk");
         for round in 0..3 {
-            let mut checkout: Vec<Vec<u8>> = Vec::new();
-            for d in &pending {
-                let name = RelPath::from_bytes(&d.path).display();
-                if d.submodule {
-                    clean_submodule(root, &d.path, d.gitlink, report);
-                } else if d.untracked {
-                    match remove_path(root, &d.path) {
-                        Ok(()) => {
-                            report.paths.push(name.trim_end_matches('/').to_string());
-                            report.files.push(d.path.clone());
-                        }
-                        Err(e) => report.failed.push(format!("{name}: {e}")),
-                    }
-                } else {
-                    if d.modified {
-                        // A change its stat data hides (same size and mtime second) is one
-                        // libgit2's checkout would skip as unmodified: the file goes first
-                        // (never through a link), so it is written again.
-                        let _ = remove_path(root, &d.path);
-                    }
-                    checkout.push(d.path.clone());
-                }
-            }
-            for image in images {
-                match write_image(repo, root, image) {
-                    Ok(true) => {
-                        report.paths.push(image.path.display());
-                        report.files.push(image.path.as_bytes().to_vec());
-                    }
-                    Ok(false) => {}
-                    Err(e) if round == 2 => {
-                        report.failed.push(format!("{}: {e}", image.path.display()))
-                    }
-                    Err(_) => {}
-                }
-            }
-            if !checkout.is_empty() {
-                let mut builder = CheckoutBuilder::new();
-                builder
-                    .force()
-                    .update_index(false)
-                    .remove_untracked(false)
-                    .disable_pathspec_match(true);
-                for p in &checkout {
-                    // Nothing on the way to a tracked path may be a link or a file.
-                    if let Err(e) = real_parents(root, p) {
-                        report
-                            .failed
-                            .push(format!("{}: {e}", RelPath::from_bytes(p).display()));
-                    }
-                    builder.path(p.as_slice());
-                }
-                if let Err(e) = repo.checkout_tree(tree.as_object(), Some(&mut builder)) {
-                    report.failed.push(format!("checkout: {}", e.message()));
-                }
-                report
-                    .paths
-                    .extend(checkout.iter().map(|p| RelPath::from_bytes(p).display()));
-                report.files.extend(checkout.iter().cloned());
-            }
+            let checkout = clear_pending(root, &pending, report);
+            write_images(repo, root, images, round == 2, report);
+            checkout_paths(repo, root, tree, &checkout, report);
             crate::trace::mark("  restore: paths put back");
             self.restore_dirs(repo, &known, report);
             crate::trace::mark("  restore: folders put back");
@@ -118,24 +65,109 @@ impl Restore {
             }
         }
         self.restore_modes(images, report);
-        for d in &pending {
-            let name = RelPath::from_bytes(&d.path).display();
+        name_leftovers(root, &pending, images, report);
+        Ok(())
+    }
+}
+
+/// Removes what the walk found untracked and cleans dirtied submodules; returns the tracked
+/// paths to check out from the baseline.
+fn clear_pending(root: &Path, pending: &[Dirty], report: &mut Report) -> Vec<Vec<u8>> {
+    let mut checkout: Vec<Vec<u8>> = Vec::new();
+    for d in pending {
+        let name = RelPath::from_bytes(&d.path).display();
+        if d.submodule {
+            clean_submodule(root, &d.path, d.gitlink, report);
+        } else if d.untracked {
+            match remove_path(root, &d.path) {
+                Ok(()) => {
+                    report.paths.push(name.trim_end_matches('/').to_string());
+                    report.files.push(d.path.clone());
+                }
+                Err(e) => report.failed.push(format!("{name}: {e}")),
+            }
+        } else {
+            if d.modified {
+                // A change its stat data hides (same size and mtime second) is one
+                // libgit2's checkout would skip as unmodified: the file goes first
+                // (never through a link), so it is written again.
+                let _ = remove_path(root, &d.path);
+            }
+            checkout.push(d.path.clone());
+        }
+    }
+    checkout
+}
+
+/// Writes each image that differs; a failure is named only in the `last` round (an earlier
+/// one may be cleared by what the round removes).
+fn write_images(repo: &Repository, root: &Path, images: &[Image], last: bool, report: &mut Report) {
+    for image in images {
+        match write_image(repo, root, image) {
+            Ok(true) => {
+                report.paths.push(image.path.display());
+                report.files.push(image.path.as_bytes().to_vec());
+            }
+            Ok(false) => {}
+            Err(e) if last => report.failed.push(format!("{}: {e}", image.path.display())),
+            Err(_) => {}
+        }
+    }
+}
+
+/// Checks the tracked `paths` out from the baseline's tree, through real folders only.
+fn checkout_paths(
+    repo: &Repository,
+    root: &Path,
+    tree: &git2::Tree<'_>,
+    paths: &[Vec<u8>],
+    report: &mut Report,
+) {
+    if paths.is_empty() {
+        return;
+    }
+    let mut builder = CheckoutBuilder::new();
+    builder
+        .force()
+        .update_index(false)
+        .remove_untracked(false)
+        .disable_pathspec_match(true);
+    for p in paths {
+        // Nothing on the way to a tracked path may be a link or a file.
+        if let Err(e) = real_parents(root, p) {
+            report
+                .failed
+                .push(format!("{}: {e}", RelPath::from_bytes(p).display()));
+        }
+        builder.path(p.as_slice());
+    }
+    if let Err(e) = repo.checkout_tree(tree.as_object(), Some(&mut builder)) {
+        report.failed.push(format!("checkout: {}", e.message()));
+    }
+    report
+        .paths
+        .extend(paths.iter().map(|p| RelPath::from_bytes(p).display()));
+    report.files.extend(paths.iter().cloned());
+}
+
+/// Names every path that still differs after the last round, unless its failure is named.
+fn name_leftovers(root: &Path, pending: &[Dirty], images: &[Image], report: &mut Report) {
+    for d in pending {
+        let name = RelPath::from_bytes(&d.path).display();
+        if !report.failed.iter().any(|f| f.starts_with(&name)) {
+            report
+                .failed
+                .push(format!("{name}: still differs from the baseline"));
+        }
+    }
+    for image in images {
+        if !image_matches(root, image) {
+            let name = image.path.display();
             if !report.failed.iter().any(|f| f.starts_with(&name)) {
                 report
                     .failed
-                    .push(format!("{name}: still differs from the baseline"));
+                    .push(format!("{name}: could not be written back"));
             }
         }
-        for image in images {
-            if !image_matches(root, image) {
-                let name = image.path.display();
-                if !report.failed.iter().any(|f| f.starts_with(&name)) {
-                    report
-                        .failed
-                        .push(format!("{name}: could not be written back"));
-                }
-            }
-        }
-        Ok(())
     }
 }
