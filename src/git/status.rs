@@ -510,9 +510,19 @@ impl Ctx<'_> {
             node: job.node,
             ..JobOut::default()
         };
+        let files = &self.tracked.nodes[job.node].files[job.from..job.to];
+        if let Some(base) = self.base(job, files.len(), &mut out) {
+            self.check(&base, files, &mut out);
+        }
+        out
+    }
+
+    /// Opens what the job stats its files from; the lead job also stamps the folder and lists
+    /// it unless the snapshot's listing still holds. `None` when the job is done (the folder
+    /// is absent, or the walk must stand aside), with `out` saying so.
+    fn base(&self, job: &Job, files: usize, out: &mut JobOut) -> Option<Base> {
         let node = &self.tracked.nodes[job.node];
         let rel: &[u8] = if node.rel.is_empty() { b"." } else { &node.rel };
-        let files = &node.files[job.from..job.to];
         let open = || {
             rustix::fs::openat(
                 self.root,
@@ -521,73 +531,75 @@ impl Ctx<'_> {
                 Mode::empty(),
             )
         };
-        let base = if job.lead {
-            // The stamp is read before the listing: a change made during the listing shows as
-            // a changed stamp next time.
-            let stamp = match rustix::fs::statat(self.root, rel, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) if st.st_mode & 0o170000 == 0o040000 => {
-                    let st = file_stat(&st);
-                    DirStamp {
-                        dev: st.dev,
-                        ino: st.ino,
-                        mtime: st.mtime,
-                        ctime: st.ctime,
-                    }
-                }
-                Ok(_) | Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {
-                    out.state = Some(DirState::Absent);
-                    return out;
-                }
-                Err(_) => {
-                    out.failed = true;
-                    return out;
-                }
-            };
-            out.state = Some(DirState::Dir(stamp));
-            let holds = self.seen.is_some_and(|s| {
-                s.dirs
-                    .get(&node.rel)
-                    .is_some_and(|r| listing_holds(&r.stamp, &stamp, s.tick))
-            });
-            if holds && files.len() <= FEW {
-                // A few files are cheaper to stat by path than through an opened folder.
-                Base::Root
-            } else {
-                match open().map(|fd| (holds, fd)) {
-                    Ok((true, fd)) => Base::Folder(fd),
-                    Ok((false, fd)) => match Dir::new(fd)
-                        .ok()
-                        .and_then(|mut dir| self.list(job.node, &mut dir).map(|u| (dir, u)))
-                    {
-                        Some((dir, unknown)) => {
-                            out.listing = Some(unknown);
-                            Base::Listed(dir)
-                        }
-                        None => {
-                            out.failed = true;
-                            return out;
-                        }
-                    },
-                    Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {
-                        out.state = Some(DirState::Absent);
-                        return out;
-                    }
-                    Err(_) => {
-                        out.failed = true;
-                        return out;
-                    }
-                }
-            }
-        } else {
-            match open() {
-                Ok(fd) => Base::Folder(fd),
+        if !job.lead {
+            return match open() {
+                Ok(fd) => Some(Base::Folder(fd)),
                 // The folder changed under the walk: libgit2's walk answers instead.
                 Err(_) => {
                     out.failed = true;
-                    return out;
+                    None
+                }
+            };
+        }
+        // The stamp is read before the listing: a change made during the listing shows as
+        // a changed stamp next time.
+        let stamp = match rustix::fs::statat(self.root, rel, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if st.st_mode & 0o170000 == 0o040000 => {
+                let st = file_stat(&st);
+                DirStamp {
+                    dev: st.dev,
+                    ino: st.ino,
+                    mtime: st.mtime,
+                    ctime: st.ctime,
                 }
             }
+            Ok(_) | Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {
+                out.state = Some(DirState::Absent);
+                return None;
+            }
+            Err(_) => {
+                out.failed = true;
+                return None;
+            }
         };
+        out.state = Some(DirState::Dir(stamp));
+        let holds = self.seen.is_some_and(|s| {
+            s.dirs
+                .get(&node.rel)
+                .is_some_and(|r| listing_holds(&r.stamp, &stamp, s.tick))
+        });
+        if holds && files <= FEW {
+            // A few files are cheaper to stat by path than through an opened folder.
+            return Some(Base::Root);
+        }
+        match open().map(|fd| (holds, fd)) {
+            Ok((true, fd)) => Some(Base::Folder(fd)),
+            Ok((false, fd)) => match Dir::new(fd)
+                .ok()
+                .and_then(|mut dir| self.list(job.node, &mut dir).map(|u| (dir, u)))
+            {
+                Some((dir, unknown)) => {
+                    out.listing = Some(unknown);
+                    Some(Base::Listed(dir))
+                }
+                None => {
+                    out.failed = true;
+                    None
+                }
+            },
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {
+                out.state = Some(DirState::Absent);
+                None
+            }
+            Err(_) => {
+                out.failed = true;
+                None
+            }
+        }
+    }
+
+    /// Stats the job's files: what their stat data cannot settle is asked of libgit2 later.
+    fn check(&self, base: &Base, files: &[usize], out: &mut JobOut) {
         for &i in files {
             let e = &self.tracked.entries[i];
             if e.skip {
@@ -597,7 +609,7 @@ impl Ctx<'_> {
                 out.checks.push((i, Check::Ask));
                 continue;
             }
-            let stat = match &base {
+            let stat = match base {
                 Base::Root => {
                     rustix::fs::statat(self.root, e.path.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
                 }
@@ -626,7 +638,6 @@ impl Ctx<'_> {
                 Err(_) => out.checks.push((i, Check::Ask)),
             }
         }
-        out
     }
 
     /// The folder's entries that are not in the index (`.git` never counts, as in git).
@@ -721,44 +732,135 @@ fn fast_walk(repo: &Repository, seen: Option<&Seen>, untracked: Untracked) -> Re
     let Some(workdir) = repo.workdir() else {
         return Ok(None);
     };
-    let config = repo.config()?;
-    let flag = |key: &str, default: bool| config.get_bool(key).unwrap_or(default);
-    if flag("core.ignorecase", false) {
-        return Ok(None);
-    }
-    let cmp_stat = config
-        .get_string("core.checkStat")
-        .map(|v| v.to_ascii_lowercase());
-    let mut index = repo.index()?;
-    index.read(false)?;
-    let Some(stamp) = index_stamp(&index) else {
+    let Some(prep) = Prep::read(repo, workdir, seen)? else {
         return Ok(None);
     };
-    let Some(tracked) = Tracked::read(&index) else {
+    let Some(outs) = prep.stat_all() else {
         return Ok(None);
     };
-    crate::trace::mark("    status: index read");
-    // A snapshot taken against another index says nothing about what is untracked now.
-    let seen = seen.filter(|s| s.index.checksum == stamp.checksum);
-    let racy_from = match seen {
-        // Restoring the index's bytes gives it a new mtime, not new stat data.
-        Some(s) => s.index.mtime.min(stamp.mtime),
-        None => stamp.mtime,
-    };
-    let cmp = Compare {
-        racy_from,
-        trust_ctime: flag("core.trustctime", true),
-        full_stat: cmp_stat.as_deref() != Ok("minimal"),
-    };
-    let root = match rustix::fs::open(
-        workdir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(_) => return Ok(None),
-    };
+    let tracked = &prep.tracked;
+    let mut found = Found::gather(tracked, outs);
+    crate::trace::mark(&format!(
+        "    status: {} of {} folders listed, {} entries stat'ed",
+        found.listing.iter().filter(|l| l.is_some()).count(),
+        tracked.nodes.len(),
+        tracked.entries.len()
+    ));
+    let asked = found.ask.len();
+    found.settle(repo, tracked, untracked)?;
+    crate::trace::mark(&format!(
+        "    status: {asked} racy or changed entries asked of libgit2"
+    ));
+    let ignored = Ignored { repo, workdir };
+    let dirs = found.untracked(&ignored, tracked, prep.seen, untracked)?;
+    crate::trace::mark("    status: untracked entries");
+    found.odd_modes.sort();
+    Ok(Some(Walk {
+        odd_modes: found.odd_modes,
+        dirty: found.dirty,
+        index: prep.stamp,
+        dirs,
+    }))
+}
 
+/// What the walk reads before it stats anything: the index, its stamp, git's stat settings.
+struct Prep<'s> {
+    tracked: Tracked,
+    stamp: IndexStamp,
+    /// The snapshot, when it was taken against this same index.
+    seen: Option<&'s Seen>,
+    cmp: Compare,
+    root: OwnedFd,
+}
+
+impl<'s> Prep<'s> {
+    /// `None` where the fast walk stands aside: a case-insensitive work tree, an index that
+    /// cannot be read or holds a conflict, a root that cannot be opened.
+    fn read(repo: &Repository, workdir: &Path, seen: Option<&'s Seen>) -> Result<Option<Self>> {
+        let config = repo.config()?;
+        let flag = |key: &str, default: bool| config.get_bool(key).unwrap_or(default);
+        if flag("core.ignorecase", false) {
+            return Ok(None);
+        }
+        let cmp_stat = config
+            .get_string("core.checkStat")
+            .map(|v| v.to_ascii_lowercase());
+        let mut index = repo.index()?;
+        index.read(false)?;
+        let Some(stamp) = index_stamp(&index) else {
+            return Ok(None);
+        };
+        let Some(tracked) = Tracked::read(&index) else {
+            return Ok(None);
+        };
+        crate::trace::mark("    status: index read");
+        // A snapshot taken against another index says nothing about what is untracked now.
+        let seen = seen.filter(|s| s.index.checksum == stamp.checksum);
+        let racy_from = match seen {
+            // Restoring the index's bytes gives it a new mtime, not new stat data.
+            Some(s) => s.index.mtime.min(stamp.mtime),
+            None => stamp.mtime,
+        };
+        let cmp = Compare {
+            racy_from,
+            trust_ctime: flag("core.trustctime", true),
+            full_stat: cmp_stat.as_deref() != Ok("minimal"),
+        };
+        let root = match rustix::fs::open(
+            workdir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(_) => return Ok(None),
+        };
+        Ok(Some(Prep {
+            tracked,
+            stamp,
+            seen,
+            cmp,
+            root,
+        }))
+    }
+
+    /// Runs every job, on up to 8 threads for a big index; `None` when one failed or a
+    /// thread panicked (libgit2's walk answers then).
+    fn stat_all(&self) -> Option<Vec<JobOut>> {
+        let jobs = jobs(&self.tracked);
+        let ctx = Ctx {
+            root: &self.root,
+            tracked: &self.tracked,
+            seen: self.seen,
+            cmp: self.cmp,
+        };
+        let next = AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8)
+            .min(1 + self.tracked.entries.len() / 4096);
+        let mut outs = Vec::with_capacity(jobs.len());
+        let mut panicked = false;
+        std::thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads)
+                .map(|_| s.spawn(|| run_jobs(&ctx, &jobs, &next)))
+                .collect();
+            outs.extend(run_jobs(&ctx, &jobs, &next));
+            for h in helpers {
+                match h.join() {
+                    Ok(o) => outs.extend(o),
+                    Err(_) => panicked = true,
+                }
+            }
+        });
+        if panicked || outs.iter().any(|o| o.failed) {
+            return None;
+        }
+        Some(outs)
+    }
+}
+
+/// One job per folder; a big folder's files are split into jobs of `CHUNK`.
+fn jobs(tracked: &Tracked) -> Vec<Job> {
     let mut jobs = Vec::new();
     for (n, node) in tracked.nodes.iter().enumerate() {
         let mut from = 0;
@@ -776,182 +878,178 @@ fn fast_walk(repo: &Repository, seen: Option<&Seen>, untracked: Untracked) -> Re
             from = to;
         }
     }
-    let ctx = Ctx {
-        root: &root,
-        tracked: &tracked,
-        seen,
-        cmp,
-    };
-    let next = AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8)
-        .min(1 + tracked.entries.len() / 4096);
-    let mut outs = Vec::with_capacity(jobs.len());
-    let mut panicked = false;
-    std::thread::scope(|s| {
-        let helpers: Vec<_> = (1..threads)
-            .map(|_| s.spawn(|| run_jobs(&ctx, &jobs, &next)))
-            .collect();
-        outs.extend(run_jobs(&ctx, &jobs, &next));
-        for h in helpers {
-            match h.join() {
-                Ok(o) => outs.extend(o),
-                Err(_) => panicked = true,
-            }
-        }
-    });
-    if panicked || outs.iter().any(|o| o.failed) {
-        return Ok(None);
-    }
+    jobs
+}
 
-    // Gather per folder; a folder is reached only through real folders (never a symlink).
-    let nodes = &tracked.nodes;
-    let mut state: Vec<Option<DirState>> = vec![None; nodes.len()];
-    for o in &outs {
-        if o.state.is_some() {
-            state[o.node] = o.state;
-        }
-    }
-    let mut reached = vec![false; nodes.len()];
-    for (n, node) in nodes.iter().enumerate() {
-        let parent_ok = node.parent.is_none_or(|p| reached[p]);
-        reached[n] = parent_ok && matches!(state[n], Some(DirState::Dir(_)));
-    }
-    let mut listing: Vec<Option<Vec<Unknown>>> = (0..nodes.len()).map(|_| None).collect();
-    let mut ask: Vec<usize> = Vec::new();
-    let mut out: Vec<Dirty> = Vec::new();
-    let mut odd_modes: Vec<(Vec<u8>, u32)> = Vec::new();
-    for o in outs {
-        if !reached[o.node] {
-            continue;
-        }
-        odd_modes.extend(
-            o.odd_modes
-                .iter()
-                .map(|(i, m)| (tracked.entries[*i].path.clone(), *m)),
-        );
-        if o.listing.is_some() {
-            listing[o.node] = o.listing;
-        }
-        for (i, check) in o.checks {
-            match check {
-                Check::Deleted => out.push(dirty(tracked.entries[i].path.clone(), "deleted", true)),
-                Check::Ask => ask.push(i),
+/// The jobs' answers, gathered per folder.
+struct Found {
+    state: Vec<Option<DirState>>,
+    /// Whether each folder was reached through real folders only (never a symlink).
+    reached: Vec<bool>,
+    listing: Vec<Option<Vec<Unknown>>>,
+    /// Entries whose stat data could not settle them, for libgit2.
+    ask: Vec<usize>,
+    dirty: Vec<Dirty>,
+    odd_modes: Vec<(Vec<u8>, u32)>,
+}
+
+impl Found {
+    /// Gathers per folder; a folder is reached only through real folders (never a symlink).
+    fn gather(tracked: &Tracked, outs: Vec<JobOut>) -> Found {
+        let nodes = &tracked.nodes;
+        let mut state: Vec<Option<DirState>> = vec![None; nodes.len()];
+        for o in &outs {
+            if o.state.is_some() {
+                state[o.node] = o.state;
             }
         }
-    }
-    // Entries under a folder that is missing or not a real folder are gone, as git says.
-    for (n, node) in nodes.iter().enumerate() {
-        if reached[n] {
-            continue;
+        let mut reached = vec![false; nodes.len()];
+        for (n, node) in nodes.iter().enumerate() {
+            let parent_ok = node.parent.is_none_or(|p| reached[p]);
+            reached[n] = parent_ok && matches!(state[n], Some(DirState::Dir(_)));
         }
-        for &i in &node.files {
-            let e = &tracked.entries[i];
-            if e.skip {
+        let mut listing: Vec<Option<Vec<Unknown>>> = (0..nodes.len()).map(|_| None).collect();
+        let mut ask: Vec<usize> = Vec::new();
+        let mut out: Vec<Dirty> = Vec::new();
+        let mut odd_modes: Vec<(Vec<u8>, u32)> = Vec::new();
+        for o in outs {
+            if !reached[o.node] {
                 continue;
             }
-            if e.gitlink() || e.intent_to_add {
-                ask.push(i);
-            } else {
-                out.push(dirty(e.path.clone(), "deleted", true));
+            odd_modes.extend(
+                o.odd_modes
+                    .iter()
+                    .map(|(i, m)| (tracked.entries[*i].path.clone(), *m)),
+            );
+            if o.listing.is_some() {
+                listing[o.node] = o.listing;
             }
-        }
-    }
-
-    crate::trace::mark(&format!(
-        "    status: {} of {} folders listed, {} entries stat'ed",
-        listing.iter().filter(|l| l.is_some()).count(),
-        nodes.len(),
-        tracked.entries.len()
-    ));
-    // What the stat data could not settle, libgit2 decides.
-    let asked = ask.len();
-    if ask.len() > 64 + tracked.entries.len() / 64 {
-        let asked: std::collections::HashSet<&[u8]> = ask
-            .iter()
-            .map(|&i| tracked.entries[i].path.as_slice())
-            .collect();
-        out.extend(
-            libgit2_workdir(repo, untracked, false)?
-                .into_iter()
-                .filter(|d| asked.contains(d.raw.as_slice())),
-        );
-    } else {
-        for i in ask {
-            let path = &tracked.entries[i].path;
-            let wt = Status::WT_NEW
-                | Status::WT_MODIFIED
-                | Status::WT_DELETED
-                | Status::WT_TYPECHANGE
-                | Status::WT_RENAMED
-                | Status::CONFLICTED;
-            match repo.status_file(os(path)) {
-                Ok(s) if !s.intersects(wt) => {}
-                Ok(s) => out.push(dirty(path.clone(), label(s & wt).0, true)),
-                Err(_) => out.push(dirty(path.clone(), "modified", true)),
-            }
-        }
-    }
-
-    crate::trace::mark(&format!(
-        "    status: {asked} racy or changed entries asked of libgit2"
-    ));
-    // Untracked entries: from this listing, or from the snapshot where the folder is unchanged.
-    let ignored = Ignored { repo, workdir };
-    let mut dirs: HashMap<Vec<u8>, DirRecord> = HashMap::new();
-    for (n, node) in nodes.iter().enumerate() {
-        if !reached[n] {
-            continue;
-        }
-        let Some(DirState::Dir(stamp)) = state[n] else {
-            continue;
-        };
-        let found: Vec<(Vec<u8>, bool)> = match listing[n].take() {
-            Some(unknown) => {
-                let mut found = Vec::new();
-                for u in unknown {
-                    let path = join(&node.rel, &u.name);
-                    if !ignored.is(&path, u.kind)? {
-                        found.push((u.name, u.kind == Kind::Dir));
+            for (i, check) in o.checks {
+                match check {
+                    Check::Deleted => {
+                        out.push(dirty(tracked.entries[i].path.clone(), "deleted", true))
                     }
+                    Check::Ask => ask.push(i),
                 }
-                found
-            }
-            None => match seen.and_then(|s| s.dirs.get(&node.rel)) {
-                Some(record) => record.untracked.clone(),
-                None => Vec::new(),
-            },
-        };
-        for (name, is_dir) in &found {
-            let path = join(&node.rel, name);
-            // git lists a folder standing where a file is tracked only file by file.
-            let shadows_file = tracked.file_named(n, name).is_some();
-            if *is_dir && shadows_file && untracked == Untracked::Folders {
-                continue;
-            }
-            if *is_dir {
-                ignored.untracked_dir(&path, untracked, &mut out)?;
-            } else {
-                out.push(dirty(path, "untracked", false));
             }
         }
-        dirs.insert(
-            node.rel.clone(),
-            DirRecord {
-                stamp,
-                untracked: found,
-            },
-        );
+        // Entries under a folder that is missing or not a real folder are gone, as git says.
+        for (n, node) in nodes.iter().enumerate() {
+            if reached[n] {
+                continue;
+            }
+            for &i in &node.files {
+                let e = &tracked.entries[i];
+                if e.skip {
+                    continue;
+                }
+                if e.gitlink() || e.intent_to_add {
+                    ask.push(i);
+                } else {
+                    out.push(dirty(e.path.clone(), "deleted", true));
+                }
+            }
+        }
+        Found {
+            state,
+            reached,
+            listing,
+            ask,
+            dirty: out,
+            odd_modes,
+        }
     }
-    crate::trace::mark("    status: untracked entries");
-    odd_modes.sort();
-    Ok(Some(Walk {
-        odd_modes,
-        dirty: out,
-        index: stamp,
-        dirs,
-    }))
+
+    /// What the stat data could not settle, libgit2 decides: path by path, or with one walk
+    /// of its own when there are many.
+    fn settle(&mut self, repo: &Repository, tracked: &Tracked, untracked: Untracked) -> Result<()> {
+        let ask = std::mem::take(&mut self.ask);
+        let out = &mut self.dirty;
+        if ask.len() > 64 + tracked.entries.len() / 64 {
+            let asked: std::collections::HashSet<&[u8]> = ask
+                .iter()
+                .map(|&i| tracked.entries[i].path.as_slice())
+                .collect();
+            out.extend(
+                libgit2_workdir(repo, untracked, false)?
+                    .into_iter()
+                    .filter(|d| asked.contains(d.raw.as_slice())),
+            );
+        } else {
+            for i in ask {
+                let path = &tracked.entries[i].path;
+                let wt = Status::WT_NEW
+                    | Status::WT_MODIFIED
+                    | Status::WT_DELETED
+                    | Status::WT_TYPECHANGE
+                    | Status::WT_RENAMED
+                    | Status::CONFLICTED;
+                match repo.status_file(os(path)) {
+                    Ok(s) if !s.intersects(wt) => {}
+                    Ok(s) => out.push(dirty(path.clone(), label(s & wt).0, true)),
+                    Err(_) => out.push(dirty(path.clone(), "modified", true)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Untracked entries: from this walk's listing, or from the snapshot where the folder is
+    /// unchanged. Returns each reached folder's record for the next snapshot.
+    fn untracked(
+        &mut self,
+        ignored: &Ignored<'_>,
+        tracked: &Tracked,
+        seen: Option<&Seen>,
+        untracked: Untracked,
+    ) -> Result<HashMap<Vec<u8>, DirRecord>> {
+        let mut dirs: HashMap<Vec<u8>, DirRecord> = HashMap::new();
+        for (n, node) in tracked.nodes.iter().enumerate() {
+            if !self.reached[n] {
+                continue;
+            }
+            let Some(DirState::Dir(stamp)) = self.state[n] else {
+                continue;
+            };
+            let found: Vec<(Vec<u8>, bool)> = match self.listing[n].take() {
+                Some(unknown) => {
+                    let mut found = Vec::new();
+                    for u in unknown {
+                        let path = join(&node.rel, &u.name);
+                        if !ignored.is(&path, u.kind)? {
+                            found.push((u.name, u.kind == Kind::Dir));
+                        }
+                    }
+                    found
+                }
+                None => match seen.and_then(|s| s.dirs.get(&node.rel)) {
+                    Some(record) => record.untracked.clone(),
+                    None => Vec::new(),
+                },
+            };
+            for (name, is_dir) in &found {
+                let path = join(&node.rel, name);
+                // git lists a folder standing where a file is tracked only file by file.
+                let shadows_file = tracked.file_named(n, name).is_some();
+                if *is_dir && shadows_file && untracked == Untracked::Folders {
+                    continue;
+                }
+                if *is_dir {
+                    ignored.untracked_dir(&path, untracked, &mut self.dirty)?;
+                } else {
+                    self.dirty.push(dirty(path, "untracked", false));
+                }
+            }
+            dirs.insert(
+                node.rel.clone(),
+                DirRecord {
+                    stamp,
+                    untracked: found,
+                },
+            );
+        }
+        Ok(dirs)
+    }
 }
 
 fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
