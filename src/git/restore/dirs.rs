@@ -154,22 +154,9 @@ impl Restore {
     /// file system that keeps whole seconds, where a same-second change would not show: such
     /// folders are always read.
     fn new_dirs(&self, repo: &Repository, known: &Known<'_>) -> Vec<Vec<u8>> {
-        let moved = |full: &Path, was: (i64, i64)| -> bool {
-            std::fs::symlink_metadata(full)
-                .map(|m| m.is_dir() && (mtime_of(&m) != was || was.1 == 0))
-                .unwrap_or(false)
-        };
-        let mut parents: Vec<&[u8]> = Vec::new();
-        if moved(&self.root, self.root_mtime) {
-            parents.push(b"");
-        }
-        for d in &self.dirs {
-            if moved(&self.root.join(d.path.path()), d.mtime) {
-                parents.push(d.path.as_bytes());
-            }
-        }
         let mut found = Vec::new();
-        for rel in parents {
+        for rel in self.moved_dirs() {
+            let rel = rel.as_slice();
             let full = if rel.is_empty() {
                 self.root.clone()
             } else {

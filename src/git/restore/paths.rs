@@ -2,6 +2,7 @@
 //! refuses a link on the way, a restore removes what a command put where a folder belongs
 //! (a link, a file) and goes on: the tree is being put back, not written into.
 
+use crate::git::nofollow::open_root;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -52,7 +53,7 @@ pub(super) fn present(root: &Path, rel: &[u8]) -> bool {
 /// Opens a folder of the work tree (`b""`: the root) through real folders only.
 pub(super) fn open_dir_at(root: &Path, rel: &[u8]) -> Option<OwnedFd> {
     if rel.is_empty() {
-        return root_fd(root).ok();
+        return open_root(root).ok();
     }
     let (mut parents, name) = split(rel);
     parents.push(name);
@@ -79,14 +80,6 @@ pub(super) fn rmdir_at(root: &Path, rel: &[u8]) -> std::io::Result<()> {
     Ok(rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR)?)
 }
 
-fn root_fd(root: &Path) -> std::io::Result<OwnedFd> {
-    Ok(rustix::fs::open(
-        root,
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?)
-}
-
 pub(super) fn split(path: &[u8]) -> (Vec<&[u8]>, &[u8]) {
     let trimmed = path.strip_suffix(b"/").unwrap_or(path);
     let mut parts: Vec<&[u8]> = trimmed
@@ -105,7 +98,7 @@ pub(super) fn open_parent(
     parents: &[&[u8]],
     make: bool,
 ) -> std::io::Result<Option<OwnedFd>> {
-    let mut fd = root_fd(root)?;
+    let mut fd = open_root(root)?;
     for comp in parents {
         if *comp == b".." || *comp == b"." || comp.eq_ignore_ascii_case(b".git") {
             return Err(std::io::Error::other(
