@@ -139,7 +139,8 @@ pub struct Restore {
     #[serde(default)]
     pub hooks: Option<HooksFact>,
     /// The change time (seconds, nanoseconds) of a file made at capture: Python bytecode in
-    /// the work tree that changed since is a command's, and goes (see [`is_bytecode`]).
+    /// the work tree that changed since is a command's, and goes (see
+    /// [`is_bytecode`](super::python::is_bytecode)).
     #[serde(default)]
     pub since: Option<(i64, i64)>,
 }

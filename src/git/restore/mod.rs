@@ -26,6 +26,12 @@
 //! namespaces only run records a command deleted are put back: concurrent `--worktree` runs
 //! create and advance records and notes (`refs/notes/factory*`) while an in-situ run is under
 //! way, so a note a command wrote cannot be told from theirs here.
+//!
+//! This file is the order; each step has its own room, so a change to one (how hooks are
+//! compared, what the sweep removes) is read without the others. `capture` records `facts`;
+//! `apply` runs `refs`, then `gitfiles` (index, config, hooks, excludes), then `tree` (the
+//! `sweep`, `python`'s bytecode pass, the status `walk`, `images`, `dirs`, `submodule`s), all
+//! writing into one `report`. `paths` reaches a path through real folders only.
 
 mod capture;
 mod dirs;

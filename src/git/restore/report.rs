@@ -41,8 +41,9 @@ pub struct Report {
     /// the refs and `.git/config`/`info/exclude` shared with the user's ongoing work — named
     /// so no message claims it restored.
     pub left: Vec<String>,
-    /// Bytecode commands wrote in the work tree, removed (see [`is_bytecode`]): a cache, not
-    /// a change, so kept apart from `paths`.
+    /// Bytecode commands wrote in the work tree, removed (see
+    /// [`is_bytecode`](super::python::is_bytecode)): a cache, not a change, so kept apart from
+    /// `paths`.
     pub bytecode: Vec<String>,
 }
 
