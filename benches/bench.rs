@@ -622,8 +622,13 @@ fn bench_worktree(work: &Path, runs: usize) {
     let head = git(&root, &["rev-parse", "HEAD"]).trim().to_string();
     let ours = measure(runs, || {
         time(|| {
-            let wt =
-                git_factory::git::worktree::TempWorktree::add(&repo, "bench", &head).expect("add");
+            let wt = git_factory::git::worktree::TempWorktree::add(
+                &repo,
+                "bench",
+                &head,
+                git_factory::roles::po::pycache::PyCache::forget_worktree,
+            )
+            .expect("add");
             wt.remove().expect("remove");
         })
     });

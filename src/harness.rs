@@ -332,6 +332,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
             &repo,
             &format!("run-{run_id}"),
             &baseline.id().to_string(),
+            PyCache::forget_worktree,
         )?)
     } else {
         None
@@ -1881,7 +1882,12 @@ fn candidate_session(
 ) -> Result<()> {
     let repo = Repository::open(&shared.commondir)?;
     let name = format!("cand-{}-{index}", shared.run_id);
-    let worktree = git::worktree::TempWorktree::add(&repo, &name, &shared.baseline.to_string())?;
+    let worktree = git::worktree::TempWorktree::add(
+        &repo,
+        &name,
+        &shared.baseline.to_string(),
+        PyCache::forget_worktree,
+    )?;
     let wt_repo = Repository::open(&worktree.path)?;
     let mut settings = shared.settings.clone();
     settings.seed += u64::from(index);

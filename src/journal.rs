@@ -5,8 +5,8 @@
 //! in `command.pgid`.
 
 use crate::error::{Error, Result};
+use crate::git::files::FileOutcome;
 use crate::git::restore::Restore;
-use crate::roles::tr::apply::FileOutcome;
 use git2::Repository;
 use serde::{Deserialize, Serialize};
 use std::io::Write;

@@ -166,7 +166,11 @@ pub fn remove_leftovers(repo: &git2::Repository, run_id: &str) {
     {
         let name = entry.file_name().to_string_lossy().into_owned();
         if ours(&name, "cand-") || ours(&name, "agent-") {
-            let _ = crate::git::worktree::remove_path(repo, &entry.path());
+            let _ = crate::git::worktree::remove_path(
+                repo,
+                &entry.path(),
+                crate::roles::po::pycache::PyCache::forget_worktree,
+            );
         }
     }
 }
@@ -205,7 +209,11 @@ pub fn remove_orphaned_races(repo: &git2::Repository) -> Vec<String> {
         remove_leftovers(repo, run_id);
         let own = factory_dir.join("worktrees").join(format!("run-{run_id}"));
         if own.exists() {
-            let _ = crate::git::worktree::remove_path(repo, &own);
+            let _ = crate::git::worktree::remove_path(
+                repo,
+                &own,
+                crate::roles::po::pycache::PyCache::forget_worktree,
+            );
         }
         let _ = std::fs::remove_file(factory_dir.join(format!("index.{run_id}")));
         let _ = std::fs::remove_dir_all(factory_dir.join("runs").join(run_id));

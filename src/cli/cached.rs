@@ -156,6 +156,7 @@ fn deliver_in_worktree(
         repo,
         &format!("cached-{}", s.run_id),
         &head.id().to_string(),
+        crate::roles::po::pycache::PyCache::forget_worktree,
     )?;
     let delivered = (|| {
         let wt_repo = Repository::open(&wt.path)?;

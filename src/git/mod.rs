@@ -1,6 +1,7 @@
 //! Repository access: opening, preflight facts, status walks and tree ids. Putting a repo
 //! back is `restore`'s alone.
 
+pub mod files;
 pub mod lock;
 pub mod nofollow;
 pub mod restore;
@@ -8,7 +9,7 @@ pub mod status;
 pub mod worktree;
 
 use crate::error::{Error, Result};
-use crate::roles::tr::apply::FileOutcome;
+use crate::git::files::FileOutcome;
 use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, Oid, Repository, RepositoryState, Status};
 use std::path::{Path, PathBuf};

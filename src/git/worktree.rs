@@ -101,16 +101,22 @@ impl PathLock {
     }
 }
 
+/// Drops what other rooms keep under a worktree's path (the bytecode cache's entries, SPEC
+/// §3.7): called when a path is taken again and when its worktree goes, since another checkout
+/// may use the path next. The caller hands it in, so this floor never names those rooms.
+pub type Forget = fn(git_dir: &Path, worktree: &Path);
+
 /// A detached worktree at `commit`; removed (with its `.git/worktrees/` entry) when dropped.
 pub struct TempWorktree {
     repo_dir: PathBuf,
     pub path: PathBuf,
     removed: bool,
     lock: Option<PathLock>,
+    forget: Forget,
 }
 
 impl TempWorktree {
-    pub fn add(repo: &Repository, name: &str, commit: &str) -> Result<Self> {
+    pub fn add(repo: &Repository, name: &str, commit: &str, forget: Forget) -> Result<Self> {
         let base = crate::git::factory_dir(repo).join("worktrees");
         std::fs::create_dir_all(&base)?;
         let turn = AdminLock::take(repo.commondir());
@@ -152,12 +158,13 @@ impl TempWorktree {
         drop(turn);
         // Bytecode entries an earlier worktree at this path left (a killed process) are not
         // this checkout's.
-        forget_bytecode(repo.commondir(), &path);
+        forget(repo.commondir(), &path);
         let worktree = TempWorktree {
             repo_dir: repo.commondir().to_path_buf(),
             path,
             removed: false,
             lock: Some(lock),
+            forget,
         };
         let mut checkout = Command::new("git");
         // Parallel checkout (as many workers as cores): writing the files is what costs.
@@ -178,7 +185,7 @@ impl TempWorktree {
 
     pub fn remove(mut self) -> Result<()> {
         self.removed = true;
-        let removed = remove_worktree(&self.repo_dir, &self.path);
+        let removed = remove_worktree(&self.repo_dir, &self.path, self.forget);
         if let Some(lock) = self.lock.take() {
             lock.release(&self.repo_dir);
         }
@@ -186,15 +193,9 @@ impl TempWorktree {
     }
 }
 
-/// Drops the bytecode cache's entries of a worktree's files (SPEC §3.7): its path may be
-/// used again by another checkout.
-fn forget_bytecode(git_dir: &Path, path: &Path) {
-    crate::roles::po::pycache::PyCache::in_factory_dir(&git_dir.join("factory")).forget_root(path);
-}
-
 /// Removes a worktree of ours left by a killed process, with git's record of it; one a live
 /// process still holds is left alone.
-pub fn remove_path(repo: &Repository, path: &Path) -> Result<()> {
+pub fn remove_path(repo: &Repository, path: &Path, forget: Forget) -> Result<()> {
     let git_dir = repo.commondir();
     let Some(lock) = path
         .file_name()
@@ -202,12 +203,12 @@ pub fn remove_path(repo: &Repository, path: &Path) -> Result<()> {
     else {
         return Ok(());
     };
-    let removed = remove_worktree(git_dir, path);
+    let removed = remove_worktree(git_dir, path, forget);
     lock.release(git_dir);
     removed
 }
 
-fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
+fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Result<()> {
     // The files go first, outside the turn (on a big repo this is the costly part); git
     // then removes what is left and its record of the worktree. Symlinks are removed, never
     // followed; whatever cannot be removed here is left to git.
@@ -220,7 +221,7 @@ fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
             _ => std::fs::remove_file(entry.path()),
         };
     }
-    forget_bytecode(git_dir, path);
+    forget(git_dir, path);
     let _turn = AdminLock::take(git_dir);
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
@@ -246,7 +247,7 @@ fn remove_worktree(git_dir: &Path, path: &Path) -> Result<()> {
 impl Drop for TempWorktree {
     fn drop(&mut self) {
         if !self.removed {
-            let _ = remove_worktree(&self.repo_dir, &self.path);
+            let _ = remove_worktree(&self.repo_dir, &self.path, self.forget);
         }
         if let Some(lock) = self.lock.take() {
             lock.release(&self.repo_dir);

@@ -128,6 +128,14 @@ impl PyCache {
         }
     }
 
+    /// Removes every entry of a temporary worktree (`TempWorktree`'s [`Forget`]), found
+    /// through the common git dir that holds the cache.
+    ///
+    /// [`Forget`]: crate::git::worktree::Forget
+    pub fn forget_worktree(git_dir: &Path, worktree: &Path) {
+        Self::in_factory_dir(&git_dir.join("factory")).forget_root(worktree);
+    }
+
     /// Empties the cache (`recover`: nothing is known about what a killed run left in it).
     pub fn clear(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -93,7 +93,12 @@ pub fn run_in_temporary_worktree<G>(
     // entries are dropped with it (its files get new mtimes in any later checkout anyway).
     let cache = super::pycache::PyCache::of(repo);
     let scrub = scrub_list(&cfg);
-    let wt = crate::git::worktree::TempWorktree::add(repo, name, commit)?;
+    let wt = crate::git::worktree::TempWorktree::add(
+        repo,
+        name,
+        commit,
+        super::pycache::PyCache::forget_worktree,
+    )?;
     let (view, sandbox) = if sandboxed {
         let view = cache.view(&scratch, &wt.path)?;
         let wt_git_dir = git2::Repository::open(&wt.path)?.path().to_path_buf();

@@ -10,31 +10,9 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// A file's bytes and executable bit: all of a regular file that git records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileState {
-    pub bytes: Vec<u8>,
-    pub executable: bool,
-}
-
-/// One path's state before and after the change (`None` = absent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileOutcome {
-    pub path: String,
-    pub before: Option<FileState>,
-    pub after: Option<FileState>,
-}
-
-impl FileOutcome {
-    pub fn action(&self) -> &'static str {
-        match (&self.before, &self.after) {
-            (None, Some(_)) => "create",
-            (Some(_), None) => "delete",
-            (Some(b), Some(a)) if b.bytes == a.bytes => "mode",
-            _ => "modify",
-        }
-    }
-}
+// The file types live with git: the restore and the journal record them too, and git's floor
+// may not import the roles above it.
+pub use crate::git::files::{FileOutcome, FileState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -565,7 +543,7 @@ pub fn write_state(root: &Path, path: &str, state: Option<&FileState>) -> io::Re
                 .ok()
                 .filter(|m| m.is_file())
                 .map(|m| m.permissions().mode() & 0o7777);
-            let mode = crate::git::restore::with_exec(existing.unwrap_or(0o644), state.executable);
+            let mode = crate::git::files::with_exec(existing.unwrap_or(0o644), state.executable);
             crate::git::nofollow::replace_file(root, path.as_bytes(), &state.bytes, mode)
         }
     }

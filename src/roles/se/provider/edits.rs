@@ -277,8 +277,13 @@ impl Provider for AgentEdits {
             Some(i) => format!("agent-{}-c{i}-{}", request.run_id, request.attempt),
             None => format!("agent-{}-{}", request.run_id, request.attempt),
         };
-        let scratch =
-            TempWorktree::add(&repo, &name, request.baseline).map_err(|e| failed(e.message))?;
+        let scratch = TempWorktree::add(
+            &repo,
+            &name,
+            request.baseline,
+            crate::roles::po::pycache::PyCache::forget_worktree,
+        )
+        .map_err(|e| failed(e.message))?;
         crate::trace::mark("  agent: scratch worktree added");
         let prompt_file = request.attempt_dir.join("agent_prompt.txt");
         std::fs::write(&prompt_file, request.prompt)

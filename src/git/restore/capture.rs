@@ -1,0 +1,201 @@
+//! Capture: the facts a restore needs, recorded before the first change.
+
+use super::dirs::{walk_dirs, Known, NO_FACT};
+use super::facts::{mtime_of, DirFact, HooksFact, KeptEntry, RelPath, Restore};
+use super::gitfiles::exclude_path;
+use super::hooks::hooks_dir;
+use super::python::change_time_now;
+use super::refs::{list_records, list_refs};
+use super::sweep::SKIP_WORKTREE;
+use crate::error::Result;
+use crate::git::files::checkout_modes;
+use git2::Repository;
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+impl Restore {
+    /// Records the worktree `repo` is open on. `own_refs` says whether the refs are this
+    /// run's to put back (in-situ) or shared with the user's ongoing work (`--worktree`).
+    /// With the run's preflight `walk`, the modes of tracked files come from its own stat of
+    /// each; without, the capture's folder walk stats them.
+    pub fn capture(
+        repo: &Repository,
+        saved: PathBuf,
+        own_refs: bool,
+        walk: Option<&crate::git::status::Snapshot>,
+    ) -> Result<Self> {
+        let known_modes = walk.and_then(|w| w.odd_modes());
+        let root = crate::git::workdir(repo)?;
+        let head = repo.find_reference("HEAD")?;
+        let head_ref = head.symbolic_target().map(str::to_string);
+        let baseline = head.peel_to_commit()?.id().to_string();
+        let (refs, shared_refs) = if own_refs {
+            (Some(list_refs(repo)?), Vec::new())
+        } else {
+            (None, list_refs(repo)?)
+        };
+        let records = if own_refs {
+            list_records(repo)?
+        } else {
+            Vec::new()
+        };
+        let files = GitFiles::save(repo, &root, &saved)?;
+        crate::trace::mark("  restore capture: refs, index, config, hooks");
+        let tree = TreeFacts::walk(repo, &root, known_modes)?;
+        crate::trace::mark("  restore capture: folders");
+        let root_mtime = std::fs::symlink_metadata(&root)
+            .map(|m| mtime_of(&m))
+            .unwrap_or_default();
+        let since = change_time_now(&saved.join("since"));
+        Ok(Restore {
+            root,
+            git_dir: repo.path().to_path_buf(),
+            baseline,
+            head_ref,
+            refs,
+            shared_refs,
+            records,
+            saved,
+            had_index: files.had_index,
+            dirs: tree.dirs,
+            root_mtime,
+            images: Vec::new(),
+            kept: tree.kept,
+            modes: tree.modes,
+            exclude_absent: files.exclude_absent,
+            hooks: files.hooks,
+            since,
+        })
+    }
+}
+
+/// The repository's own files as they were, their bytes copied into `saved`.
+struct GitFiles {
+    had_index: bool,
+    exclude_absent: bool,
+    hooks: Option<HooksFact>,
+}
+
+impl GitFiles {
+    /// Copies the index, `.git/config`, `info/exclude` and the hooks into a fresh `saved`.
+    fn save(repo: &Repository, root: &Path, saved: &Path) -> Result<Self> {
+        let _ = std::fs::remove_dir_all(saved);
+        std::fs::create_dir_all(saved)?;
+        let index = repo.path().join("index");
+        let had_index = match std::fs::read(&index) {
+            Ok(bytes) => {
+                std::fs::write(saved.join("index"), bytes)?;
+                true
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e.into()),
+        };
+        if let Ok(bytes) = std::fs::read(repo.commondir().join("config")) {
+            std::fs::write(saved.join("config"), bytes)?;
+        }
+        let exclude_absent = match std::fs::read(exclude_path(repo)) {
+            Ok(bytes) => {
+                std::fs::write(saved.join("exclude"), bytes)?;
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(e.into()),
+        };
+        let hooks = match hooks_dir(repo, root) {
+            Some(dir) => Some(HooksFact::capture(dir, saved)?),
+            None => None,
+        };
+        Ok(GitFiles {
+            had_index,
+            exclude_absent,
+            hooks,
+        })
+    }
+}
+
+/// The work tree as the capture's folder walk found it.
+struct TreeFacts {
+    dirs: Vec<DirFact>,
+    kept: Vec<KeptEntry>,
+    modes: Vec<(RelPath, u32)>,
+}
+
+impl TreeFacts {
+    /// One walk of the folders: each folder's mode and time, the untracked entries that are
+    /// kept, and (unless the preflight walk knows them) the odd modes of tracked files.
+    fn walk(
+        repo: &Repository,
+        root: &Path,
+        known_modes: Option<&[(Vec<u8>, u32)]>,
+    ) -> Result<Self> {
+        let index = repo.index()?;
+        let tracked = tracked_folders(&index);
+        let tracked_dirs: Known<'_> = tracked.iter().map(|p| (p.as_slice(), &NO_FACT)).collect();
+        let mut dirs = Vec::new();
+        let mut kept = Vec::new();
+        let mut modes = Vec::new();
+        let (plain, exec) = checkout_modes();
+        walk_dirs(
+            repo,
+            root,
+            b"",
+            false,
+            Some(&tracked_dirs),
+            &mut |rel, meta, empty| {
+                dirs.push(DirFact {
+                    path: RelPath::from_bytes(rel),
+                    mode: meta.permissions().mode() & 0o7777,
+                    empty,
+                    mtime: mtime_of(meta),
+                })
+            },
+            Some(&mut |rel, entry| {
+                use std::os::unix::fs::DirEntryExt;
+                let in_index = index
+                    .get_path(Path::new(OsStr::from_bytes(rel)), 0)
+                    .is_some_and(|e| e.flags_extended & SKIP_WORKTREE == 0);
+                if !in_index {
+                    kept.push(KeptEntry {
+                        path: RelPath::from_bytes(rel),
+                        ino: entry.ino(),
+                    });
+                } else if known_modes.is_some() {
+                    // The preflight walk stat'ed it already.
+                } else if let Ok(meta) = entry.metadata() {
+                    // One stat per tracked file: the odd modes a checkout would not recreate.
+                    let mode = meta.permissions().mode() & 0o7777;
+                    if meta.is_file() && mode != plain && mode != exec {
+                        modes.push((RelPath::from_bytes(rel), mode));
+                    }
+                }
+            }),
+        );
+        if let Some(known) = known_modes {
+            modes = known
+                .iter()
+                .map(|(p, m)| (RelPath::from_bytes(p), *m))
+                .collect();
+        }
+        kept.sort_by(|a, b| a.path.cmp(&b.path));
+        modes.sort();
+        Ok(TreeFacts { dirs, kept, modes })
+    }
+}
+
+/// Folders holding tracked files are not ignored: git need only be asked about the rest.
+fn tracked_folders(index: &git2::Index) -> HashSet<Vec<u8>> {
+    let mut tracked: HashSet<Vec<u8>> = HashSet::new();
+    for entry in index.iter() {
+        let mut path = entry.path.as_slice();
+        while let Some(cut) = path.iter().rposition(|b| *b == b'/') {
+            path = &path[..cut];
+            if !tracked.insert(path.to_vec()) {
+                break;
+            }
+        }
+    }
+    tracked
+}
