@@ -18,6 +18,7 @@
 
 pub mod budget;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod crash;
 pub mod delivery;
@@ -25,13 +26,11 @@ pub mod env;
 pub mod error;
 pub mod git;
 pub mod graph;
-pub mod harness;
 pub mod identity;
 pub mod interrupt;
 pub mod journal;
-pub mod preflight;
-pub mod race;
 pub mod roles;
+pub mod run;
 pub mod secrets;
 pub mod store;
 pub mod trace;

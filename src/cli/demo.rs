@@ -3,8 +3,8 @@
 //! rolled back, attempt 2 passes. Needs nothing but git and this binary.
 
 use crate::error::{Error, Exit, Result};
-use crate::harness::{self, RunOptions, RunReport};
 use crate::roles::se::provider::ProviderSpec;
+use crate::run::{self, RunOptions, RunReport};
 use crate::ui::Ui;
 use crate::workorder::LoadedWorkOrder;
 use clap::Args;
@@ -132,7 +132,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
         more_models: Vec::new(),
         max_tokens: None,
     };
-    let summary = match harness::run(opts, ui)? {
+    let summary = match run::run(opts, ui)? {
         RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,
         RunReport::DryRun { .. } => return Ok(Exit::Success),
     };
@@ -178,5 +178,5 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
             summary.run_id
         )),
     }
-    Ok(harness::exit_for(summary.verdict))
+    Ok(run::exit_for(summary.verdict))
 }

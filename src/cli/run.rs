@@ -2,8 +2,8 @@
 
 use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
-use crate::harness::{self, RunOptions, RunReport};
 use crate::roles::se::provider::ProviderSpec;
+use crate::run::{self, RunOptions, RunReport};
 use crate::store::records::{RunSummary, Verdict};
 use crate::ui::{self, Ui};
 use crate::workorder::LoadedWorkOrder;
@@ -429,7 +429,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
     }
     crate::interrupt::install();
     let order = opts.work_order.order.clone();
-    match harness::run(opts, ui)? {
+    match run::run(opts, ui)? {
         RunReport::DryRun { prompt } => {
             ui.out(prompt);
             ui.always("dry run: nothing was called and nothing changed");
@@ -474,7 +474,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
                 ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
             }
             final_line_noted(ui, &summary, None, Some(note));
-            Ok(harness::exit_for(summary.verdict))
+            Ok(run::exit_for(summary.verdict))
         }
         RunReport::Finished { summary, out } => {
             report(ui, &summary);
@@ -493,7 +493,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             if summary.verdict == Verdict::Pass && summary.error.is_some() {
                 return Ok(Exit::Refused);
             }
-            Ok(harness::exit_for(summary.verdict))
+            Ok(run::exit_for(summary.verdict))
         }
     }
 }

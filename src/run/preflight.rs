@@ -100,7 +100,7 @@ pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
 /// A program that is not there is misconfiguration, refused before anything is recorded
 /// (SPEC §1.1): the agent, the global verification and the acceptance commands.
 pub fn run_programs(
-    opts: &crate::harness::RunOptions,
+    opts: &super::RunOptions,
     cfg: &crate::config::Config,
     baseline: &git2::Commit<'_>,
     user_root: &Path,

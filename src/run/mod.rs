@@ -1,6 +1,10 @@
 //! One run of the loop in the user's work tree (in-situ mode, SPEC §5): preflight, identity,
 //! the SE/TR/PO nodes the graph drives, rollback, and the run's record.
 
+pub mod preflight;
+pub mod race;
+
+use crate::clock::{unix_ms, utc_now};
 use crate::config::Config;
 use crate::delivery::Delivery;
 use crate::error::{Error, Exit, Result};
@@ -93,44 +97,6 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
         .map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Now, in milliseconds since the epoch (0 if the clock is before it).
-pub fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// RFC 3339 UTC time of now, for the human-readable timestamps of a summary.
-pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    utc_string(secs)
-}
-
-pub fn utc_string(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 /// Refuses an `--out` folder inside the work tree (artifacts would dirty the tree).
 fn check_out_dir(out: &Path, root: &Path) -> Result<()> {
     let absolute = if out.is_absolute() {
@@ -214,18 +180,18 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
         &opts.work_order.order,
     );
     protected.check_allowed(&opts.work_order.order.allowed_files)?;
-    crate::preflight::run_programs(&opts, &cfg, &baseline, &user_root)?;
+    preflight::run_programs(&opts, &cfg, &baseline, &user_root)?;
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let mut model_settings = opts.model.clone();
     model_settings.memory = Some(factory_dir.join("providers.json"));
-    let race = crate::race::Plan::of(&opts)?;
+    let race = race::Plan::of(&opts)?;
     let (provider, mut model_identity) = opts
         .provider
         .open(&user_root, &model_settings, !opts.dry_run, agent_timeout)
         .or_else(|e| match &race {
             // A replay folder of per-candidate folders holds no proposal of its own.
             Some(_) if matches!(opts.provider, ProviderSpec::Replay { .. }) => Ok((
-                Box::new(crate::race::NoProposal) as Box<dyn Provider>,
+                Box::new(race::NoProposal) as Box<dyn Provider>,
                 String::new(),
             )),
             _ => Err(e),
@@ -1995,7 +1961,7 @@ impl Session<'_> {
     /// applies and verifies it where it lands; `Ok(Some(ending))`: the run ends without it.
     fn race(
         &mut self,
-        plan: &crate::race::Plan,
+        plan: &race::Plan,
         opts: &RunOptions,
         settings: &crate::roles::se::provider::client::Settings,
         agent_timeout: Duration,
@@ -2025,11 +1991,11 @@ impl Session<'_> {
             summary: &self.summary,
             ui: self.ui,
         };
-        let owner = crate::race::owner_file(&self.factory_dir, &self.summary.run_id);
+        let owner = race::owner_file(&self.factory_dir, &self.summary.run_id);
         if !self.persist_journal {
             std::fs::write(&owner, std::process::id().to_string())?;
         }
-        let mut runs = crate::race::run_all(&shared, plan, self.ui);
+        let mut runs = race::run_all(&shared, plan, self.ui);
         let _ = std::fs::remove_file(&owner);
         if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
             self.refusal = Some(refusal);
@@ -2048,9 +2014,9 @@ impl Session<'_> {
         let base_tree = self.baseline.tree_id();
         let records: Vec<_> = runs
             .iter()
-            .map(|r| crate::race::record(self.repo, base_tree, r))
+            .map(|r| race::record(self.repo, base_tree, r))
             .collect();
-        let winner = crate::race::select(&records);
+        let winner = race::select(&records);
         let passed = records
             .iter()
             .filter(|c| c.verdict == Verdict::Pass)
@@ -2100,7 +2066,7 @@ impl Session<'_> {
                 "once more in your tree"
             }
         ));
-        self.provider = Box::new(crate::race::Chosen { text, format });
+        self.provider = Box::new(race::Chosen { text, format });
         // The winner's change is replayed, not asked of an agent again: nothing to audit.
         self.audited = false;
         Ok(None)
@@ -2145,16 +2111,4 @@ fn command_excerpt(cmd: &CmdResult) -> String {
         (true, true) => {}
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(utc_string(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_string(1_795_219_200), "2026-11-21T00:00:00Z");
-        assert_eq!(utc_string(951_782_400), "2000-02-29T00:00:00Z");
-    }
 }

@@ -1,10 +1,10 @@
 //! Best of N (SPEC §5.1): N candidates run the single-run loop independently, each in its own
 //! worktree at HEAD, at most `--jobs` at once; the gates' verdicts pick the winner, by rules
 //! that depend on nothing but the candidates' results. The race knows nothing of how an
-//! attempt works, and a candidate nothing of the others: `harness::run_candidate` runs one.
+//! attempt works, and a candidate nothing of the others: `super::run_candidate` runs one.
 
+use super::{CandidateRun, RaceShared, RunOptions};
 use crate::error::{Error, Result};
-use crate::harness::{self, CandidateRun, RaceShared, RunOptions};
 use crate::roles::se::proposal::OutputFormat;
 use crate::roles::se::provider::client::Settings;
 use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request, Response};
@@ -126,7 +126,7 @@ pub(crate) fn run_all(shared: &RaceShared<'_>, plan: &Plan, ui: &Ui) -> Vec<Cand
                 let run = if crate::interrupt::requested() || shared.budget.exhausted() {
                     CandidateRun::not_started(index, &spec, shared.budget.exhausted())
                 } else {
-                    harness::run_candidate(shared, index, &spec, &board)
+                    super::run_candidate(shared, index, &spec, &board)
                 };
                 board.set(index, &run.line(), true);
                 if let Ok(mut done) = done.lock() {
