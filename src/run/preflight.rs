@@ -100,7 +100,7 @@ pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
 /// A program that is not there is misconfiguration, refused before anything is recorded
 /// (SPEC §1.1): the agent, the global verification and the acceptance commands.
 pub fn run_programs(
-    opts: &super::RunOptions,
+    opts: &crate::run::options::RunOptions,
     cfg: &crate::config::Config,
     baseline: &git2::Commit<'_>,
     user_root: &Path,
@@ -141,6 +141,38 @@ pub fn agent(spec: &ProviderSpec) -> Option<(Source, &[String])> {
         ProviderSpec::AgentEdits { argv } => Some((Source::AgentEdits, argv.as_slice())),
         _ => None,
     }
+}
+
+/// Refuses an `--out` folder inside the work tree (artifacts would dirty the tree).
+pub(crate) fn check_out_dir(out: &Path, root: &Path) -> Result<()> {
+    let absolute = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(out)
+    };
+    let mut probe = absolute.clone();
+    let mut tail = Vec::new();
+    while !probe.exists() {
+        match (probe.file_name().map(|n| n.to_os_string()), probe.parent()) {
+            (Some(name), Some(parent)) => {
+                tail.push(name);
+                probe = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = probe.canonicalize().unwrap_or(probe);
+    for name in tail.into_iter().rev() {
+        resolved.push(name);
+    }
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if resolved.starts_with(&root) {
+        return Err(
+            Error::new(format!("--out {} is inside the work tree", out.display()))
+                .hint("choose a folder outside the repository, e.g. --out ../factory-out"),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,9 +1,14 @@
 //! Best of N (SPEC §5.1): N candidates run the single-run loop independently, each in its own
 //! worktree at HEAD, at most `--jobs` at once; the gates' verdicts pick the winner, by rules
 //! that depend on nothing but the candidates' results. The race knows nothing of how an
-//! attempt works, and a candidate nothing of the others: `super::run_candidate` runs one.
+//! attempt works, and a candidate nothing of the others: `candidate::run_candidate` runs one.
 
-use super::{CandidateRun, RaceShared, RunOptions};
+use crate::graph::Ending;
+use crate::run::attempt::session::Session;
+use crate::run::options::RunOptions;
+use candidate::{CandidateRun, RaceShared};
+
+pub(crate) mod candidate;
 use crate::error::{Error, Result};
 use crate::roles::se::proposal::OutputFormat;
 use crate::roles::se::provider::client::Settings;
@@ -126,7 +131,7 @@ pub(crate) fn run_all(shared: &RaceShared<'_>, plan: &Plan, ui: &Ui) -> Vec<Cand
                 let run = if crate::interrupt::requested() || shared.budget.exhausted() {
                     CandidateRun::not_started(index, &spec, shared.budget.exhausted())
                 } else {
-                    super::run_candidate(shared, index, &spec, &board)
+                    candidate::run_candidate(shared, index, &spec, &board)
                 };
                 board.set(index, &run.line(), true);
                 if let Ok(mut done) = done.lock() {
@@ -336,6 +341,124 @@ impl CandidateRun {
             line.push_str(&format!(": {}", e.lines().next().unwrap_or("")));
         }
         line
+    }
+}
+
+impl Session<'_> {
+    /// Races the candidates (SPEC §5.1) and records them in this run. `Ok(None)`: a winner was
+    /// chosen and this session's provider now proposes its change, for the one attempt that
+    /// applies and verifies it where it lands; `Ok(Some(ending))`: the run ends without it.
+    pub(crate) fn race(
+        &mut self,
+        plan: &Plan,
+        opts: &RunOptions,
+        settings: &crate::roles::se::provider::client::Settings,
+        agent_timeout: Duration,
+    ) -> Result<Option<Ending>> {
+        let shared = RaceShared {
+            commondir: self.repo.commondir().to_path_buf(),
+            factory_dir: self.factory_dir.clone(),
+            run_id: self.summary.run_id.clone(),
+            run_dir: self.run_dir.clone(),
+            baseline: self.baseline.id(),
+            wo: self.wo,
+            verify_cmds: &self.verify_cmds,
+            acceptance: &self.acceptance,
+            pass_to_pass: &self.pass_to_pass,
+            fail_to_pass: &self.fail_to_pass,
+            protected: &self.protected,
+            red: &self.red,
+            timeout: self.timeout,
+            env_remove: &self.env_remove,
+            context: &self.context,
+            strict_apply: self.strict_apply,
+            sandbox: opts.sandbox,
+            max_attempts: opts.max_attempts,
+            settings,
+            agent_timeout,
+            budget: self.budget,
+            summary: &self.summary,
+            ui: self.ui,
+        };
+        let owner = owner_file(&self.factory_dir, &self.summary.run_id);
+        if !self.persist_journal {
+            std::fs::write(&owner, std::process::id().to_string())?;
+        }
+        let mut runs = run_all(&shared, plan, self.ui);
+        let _ = std::fs::remove_file(&owner);
+        if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
+            self.refusal = Some(refusal);
+            return Ok(Some(Ending {
+                verdict: Verdict::Error,
+                stage: Stage::Preflight.as_str().to_string(),
+                attempts: 0,
+            }));
+        }
+        // One record: every candidate's attempt commits are parents of the run commit.
+        for r in &runs {
+            self.writer
+                .attempt_commits
+                .extend(r.attempt_commits.iter().copied());
+        }
+        let base_tree = self.baseline.tree_id();
+        let records: Vec<_> = runs
+            .iter()
+            .map(|r| record(self.repo, base_tree, r))
+            .collect();
+        let winner = select(&records);
+        let passed = records
+            .iter()
+            .filter(|c| c.verdict == Verdict::Pass)
+            .count();
+        self.summary.candidates = records;
+        self.summary.winner = winner;
+        let ending = |verdict: Verdict, stage: &str| {
+            Ok(Some(Ending {
+                verdict,
+                stage: stage.to_string(),
+                attempts: 0,
+            }))
+        };
+        if crate::interrupt::requested() {
+            return ending(Verdict::Interrupted, Stage::Interrupted.as_str());
+        }
+        if self.budget.exhausted() {
+            self.summary.winner = None;
+            return ending(Verdict::Fail, Stage::BudgetExhausted.as_str());
+        }
+        let Some(index) = winner else {
+            let all_errors = runs.iter().all(|r| r.verdict == Verdict::Error);
+            self.fatal = all_errors
+                .then(|| runs.iter().find_map(|r| r.error.clone()))
+                .flatten();
+            let stage = runs.first().map(|r| r.stage.clone()).unwrap_or_default();
+            let verdict = if all_errors {
+                Verdict::Error
+            } else {
+                Verdict::Fail
+            };
+            return ending(verdict, &stage);
+        };
+        let won = &runs[index as usize - 1];
+        let Some((text, format)) = won.answer.clone() else {
+            return Err(Error::new(format!(
+                "candidate {index} passed but its answer was not kept"
+            )));
+        };
+        self.ui.info(format!(
+            "  {passed}/{} candidates passed; candidate {index} wins ({}): verifying it {}",
+            runs.len(),
+            won.model,
+            if opts.worktree {
+                "once more before it is committed"
+            } else {
+                "once more in your tree"
+            }
+        ));
+        self.provider = Box::new(Chosen { text, format });
+        // The winner's change is replayed, not asked of an agent again: nothing to audit.
+        self.audited = false;
+        Ok(None)
     }
 }
 
