@@ -1,108 +1,96 @@
-//! Deliver and record (SPEC §5): a PASS onto the user's tree, a commit or a branch, then the
-//! final record and notes.
+//! Deliver (SPEC §5): a PASS onto the user's tree as asked — left uncommitted, one commit on
+//! the current branch, or a branch — and a delivery that failed half-way undone.
 
-use crate::clock::utc_now;
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
 use crate::git::restore::Purpose;
 use crate::graph::Ending;
 use crate::run::attempt::session::Session;
-use crate::store;
-use crate::store::records::{RunSummary, Stage, Verdict};
-use std::time::Duration;
+use crate::store::records::{Stage, Verdict};
 
-impl Session<'_> {
-    /// Records the verdict, delivers a PASS as asked, and writes the final record and notes.
-    pub(crate) fn finish(&mut self, ending: &Ending, elapsed: Duration) -> Result<RunSummary> {
-        let mut result_commit = None;
-        let mut verdict = ending.verdict;
-        let mut ended_stage = ending.stage.clone();
-        let passed = self.passed.take();
-        let tree_after = match (&ending.verdict, &passed) {
-            (Verdict::Pass, Some((plan, tree))) => {
-                let mut tree = *tree;
-                if self.delivery != Delivery::Uncommitted {
-                    self.journal_stage("commit", None)?;
-                    let summary = self
-                        .summary
-                        .attempts
-                        .last()
-                        .and_then(|a| a.summary.clone())
-                        .unwrap_or_default();
-                    let message =
-                        crate::delivery::message(&self.wo.order, &summary, &self.summary.run_id);
-                    let delivered = crate::delivery::deliver(
-                        self.repo,
-                        &self.delivery,
-                        &self.baseline,
-                        &message,
-                        &plan.outcomes,
-                    );
-                    match delivered {
-                        Ok(delivered) => {
-                            result_commit = delivered.commit;
-                            if let Some(why) = delivered.refused {
-                                let left = match self.delivery {
-                                    Delivery::Branch(_) => format!(
-                                        "bring it into your tree with git factory apply {}",
-                                        self.summary.run_id
-                                    ),
-                                    _ => "it is in the work tree, uncommitted".to_string(),
-                                };
-                                self.fatal = Some(format!(
-                                    "{why}; the change passed but was not committed ({left})"
-                                ));
-                            }
-                        }
-                        Err(e) => {
-                            // Undone through the same restore as any rollback: the run could
-                            // not finish, so the repo goes back to the baseline.
-                            self.undo_delivery(&e)?;
-                            verdict = Verdict::Error;
-                            ended_stage = Stage::Exception.as_str().to_string();
-                            tree = self.baseline.tree_id();
-                        }
-                    }
-                }
-                tree
+/// How the run ended once its change was delivered: what the final record says.
+pub struct Landed {
+    pub verdict: Verdict,
+    pub stage: String,
+    /// The tree the run left: baseline + change on PASS, else the baseline's.
+    pub tree_after: git2::Oid,
+    pub result_commit: Option<git2::Oid>,
+    /// How long the run took up to its delivery.
+    pub elapsed: std::time::Duration,
+}
+
+/// Delivers a PASS as the plan asks; anything else leaves the baseline.
+pub fn land(session: &mut Session<'_>, ending: &Ending) -> Result<Landed> {
+    let mut landed = Landed {
+        verdict: ending.verdict,
+        stage: ending.stage.clone(),
+        tree_after: session.baseline.tree_id(),
+        result_commit: None,
+        elapsed: session.started.elapsed(),
+    };
+    let passed = session.passed.take();
+    let (Verdict::Pass, Some((plan, tree))) = (&ending.verdict, &passed) else {
+        return Ok(landed);
+    };
+    landed.tree_after = *tree;
+    if session.delivery == Delivery::Uncommitted {
+        return Ok(landed);
+    }
+    session.journal_stage("commit", None)?;
+    let summary = (session.summary.attempts.last())
+        .and_then(|a| a.summary.clone())
+        .unwrap_or_default();
+    let message =
+        crate::delivery::message(&session.plan.wo.order, &summary, &session.summary.run_id);
+    let delivered = crate::delivery::deliver(
+        session.repo,
+        &session.delivery,
+        &session.baseline,
+        &message,
+        &plan.outcomes,
+    );
+    match delivered {
+        Ok(delivered) => {
+            landed.result_commit = delivered.commit;
+            if let Some(why) = delivered.refused {
+                let left = match session.delivery {
+                    Delivery::Branch(_) => format!(
+                        "bring it into your tree with git factory apply {}",
+                        session.summary.run_id
+                    ),
+                    _ => "it is in the work tree, uncommitted".to_string(),
+                };
+                session.fatal = Some(format!(
+                    "{why}; the change passed but was not committed ({left})"
+                ));
             }
-            _ => self.baseline.tree_id(),
-        };
-        let s = &mut self.summary;
-        s.verdict = verdict;
-        s.ended_stage = ended_stage;
-        s.repo_tree_hash_after = tree_after.to_string();
-        s.result_commit = result_commit.map(|c| c.to_string());
-        s.ended_utc = utc_now();
-        s.duration_seconds = elapsed.as_secs_f64();
-        s.error = self.fatal.clone();
-        self.save()?;
-        let line = store::note_line(&self.summary);
-        store::append_note(self.repo, self.baseline.id(), &line)?;
-        if let Some(c) = result_commit {
-            store::append_note(self.repo, c, &line)?;
         }
-        Ok(self.summary.clone())
+        Err(e) => {
+            // Undone through the same restore as any rollback: the run could not finish, so
+            // the repo goes back to the baseline.
+            undo(session, &e)?;
+            landed.verdict = Verdict::Error;
+            landed.stage = Stage::Exception.as_str().to_string();
+            landed.tree_after = session.baseline.tree_id();
+        }
     }
+    Ok(landed)
+}
 
-    /// A delivery that failed half-way (a held `index.lock`, a refused ref) is undone: refs,
-    /// index and tree back to the baseline, and the error named in the record.
-    pub(crate) fn undo_delivery(&mut self, cause: &Error) -> Result<()> {
-        self.journal_stage("delivery_undo", None)?;
-        let images = self.journal.restore.images.clone();
-        let report = self
-            .journal
-            .restore
-            .apply_with(self.repo, &images, Purpose::Delivery)?;
-        let mut text = format!(
-            "delivering the change failed: {}; the repo is back at the baseline",
-            cause.message
-        );
-        if let Some(e) = report.error("undoing the delivery") {
-            text.push_str(&format!("; {}: {}", e.message, e.details.join("; ")));
-            self.unrestored = true;
-        }
-        self.fatal = Some(text);
-        Ok(())
+/// A delivery that failed half-way (a held `index.lock`, a refused ref) is undone: refs,
+/// index and tree back to the baseline, and the error named in the record.
+fn undo(session: &mut Session<'_>, cause: &Error) -> Result<()> {
+    session.journal_stage("delivery_undo", None)?;
+    let images = session.journal.restore.images.clone();
+    let report = (session.journal.restore).apply_with(session.repo, &images, Purpose::Delivery)?;
+    let mut text = format!(
+        "delivering the change failed: {}; the repo is back at the baseline",
+        cause.message
+    );
+    if let Some(e) = report.error("undoing the delivery") {
+        text.push_str(&format!("; {}: {}", e.message, e.details.join("; ")));
+        session.unrestored = true;
     }
+    session.fatal = Some(text);
+    Ok(())
 }

@@ -3,12 +3,13 @@
 
 use crate::git;
 use crate::graph::Outcome;
-use crate::roles::se::proposal::Change;
+use crate::roles::se::proposal::{Change, Proposal};
 use crate::roles::tr::{self, apply, diff::Strip, Rules};
 use crate::run::attempt::session::Session;
 use crate::run::files::write_json;
 use crate::store::records::Stage;
 use serde::Serialize;
+use std::path::Path;
 
 #[derive(Serialize)]
 pub(crate) struct ApplyResult<'a> {
@@ -26,6 +27,8 @@ pub(crate) struct FileAction<'a> {
 }
 
 impl Session<'_> {
+    /// TR for one attempt: the proposal stored, scoped and planned in memory, refused when it
+    /// repeats an earlier attempt's change, else written all or nothing.
     pub(crate) fn apply(&mut self, attempt: u32) -> Outcome {
         let (dir, rel) = {
             let a = self.current();
@@ -34,6 +37,24 @@ impl Session<'_> {
         let Some(proposal) = self.current().proposal.clone() else {
             return self.fail(Stage::Exception, None, "no proposal to apply");
         };
+        if let Some(outcome) = self.store_proposal(&proposal, &dir, &rel) {
+            return outcome;
+        }
+        let plan = match self.scope(&proposal, &dir) {
+            Ok(plan) => plan,
+            Err(outcome) => return outcome,
+        };
+        let fingerprint = plan.fingerprint();
+        if let Some(outcome) = self.repeated(&plan, &fingerprint) {
+            return outcome;
+        }
+        self.seen.push((fingerprint, attempt));
+        let dialect = matches!(proposal.change, Change::Dialect(..));
+        self.write_change(attempt, plan, dialect, &dir)
+    }
+
+    /// The proposal as the model gave it, in the attempt's folder.
+    fn store_proposal(&mut self, proposal: &Proposal, dir: &Path, rel: &str) -> Option<Outcome> {
         let written = match &proposal.change {
             Change::Diff(text) | Change::Dialect(_, text) => {
                 self.current().record.patch_path = format!("{rel}/proposed_patch.diff");
@@ -51,17 +72,22 @@ impl Session<'_> {
         };
         if let Err(e) = written {
             self.fatal = Some(format!("cannot store the proposal: {e}"));
-            return Outcome::Fatal(Stage::Exception);
+            return Some(Outcome::Fatal(Stage::Exception));
         }
-        let allowed = self.wo.order.allowed_files.clone();
+        None
+    }
+
+    /// The change planned in memory within the work order's scope (SPEC §3.5).
+    fn scope(&mut self, proposal: &Proposal, dir: &Path) -> Result<tr::Plan, Outcome> {
+        let allowed = self.plan.wo.order.allowed_files.clone();
         let rules = Rules {
             allowed: Some(&allowed),
-            protected: Some(&self.protected),
+            protected: Some(&self.plan.protected),
             strip: Strip::Auto,
-            strict_only: self.strict_apply,
+            strict_only: self.plan.strict_apply,
         };
-        let plan = match tr::plan(&proposal.change, &self.root, &rules) {
-            Ok(plan) => plan,
+        match tr::plan(&proposal.change, &self.root, &rules) {
+            Ok(plan) => Ok(plan),
             Err(refusal) => {
                 let result = ApplyResult {
                     ok: false,
@@ -72,30 +98,36 @@ impl Session<'_> {
                 };
                 let _ = write_json(&dir.join("apply_result.json"), &result);
                 self.current().record.touched_files = refusal.touched.clone();
-                return self.fail(refusal.stage, None, &refusal.message);
+                Err(self.fail(refusal.stage, None, &refusal.message))
             }
-        };
-        let fingerprint = plan.fingerprint();
-        if let Some((_, earlier)) = self.seen.iter().find(|(f, _)| *f == fingerprint).cloned() {
-            let earlier_record = self
-                .summary
-                .attempts
-                .iter()
-                .find(|r| r.attempt_index == earlier)
-                .cloned();
-            let (stage, text) = match earlier_record.and_then(|r| r.failure_brief) {
-                Some(b) => (b.stage, b.primary_error_excerpt),
-                None => (Stage::AcceptanceFailed, String::new()),
-            };
-            let text = format!(
-                "you repeated attempt {earlier}'s change exactly; it was not applied again. It failed with:\n{text}"
-            );
-            let a = self.current();
-            a.record.repeat_of = Some(earlier);
-            a.record.touched_files = plan.touched.clone();
-            return self.fail(stage, None, &text);
         }
-        self.seen.push((fingerprint, attempt));
+    }
+
+    /// A change an earlier attempt already tried fails again without being applied.
+    fn repeated(&mut self, plan: &tr::Plan, fingerprint: &str) -> Option<Outcome> {
+        let (_, earlier) = self.seen.iter().find(|(f, _)| f == fingerprint).cloned()?;
+        let earlier_record = self
+            .summary
+            .attempts
+            .iter()
+            .find(|r| r.attempt_index == earlier)
+            .cloned();
+        let (stage, text) = match earlier_record.and_then(|r| r.failure_brief) {
+            Some(b) => (b.stage, b.primary_error_excerpt),
+            None => (Stage::AcceptanceFailed, String::new()),
+        };
+        let text = format!(
+            "you repeated attempt {earlier}'s change exactly; it was not applied again. It failed with:\n{text}"
+        );
+        let a = self.current();
+        a.record.repeat_of = Some(earlier);
+        a.record.touched_files = plan.touched.clone();
+        Some(self.fail(stage, None, &text))
+    }
+
+    /// Writes the planned change into the tree (journaled first, with its pre-images) and
+    /// commits the tree it makes as the attempt's.
+    fn write_change(&mut self, attempt: u32, plan: tr::Plan, dialect: bool, dir: &Path) -> Outcome {
         if let Err(e) = self.journal_stage("apply", Some(&plan.outcomes)) {
             self.fatal = Some(e.message);
             return Outcome::Fatal(Stage::Exception);
@@ -107,7 +139,6 @@ impl Session<'_> {
                 &format!("writing the change failed: {e}"),
             );
         }
-        let dialect = matches!(proposal.change, Change::Dialect(..));
         let tree =
             git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes).and_then(|t| {
                 if dialect {

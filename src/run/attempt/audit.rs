@@ -26,7 +26,7 @@ impl Session<'_> {
             self.repo,
             &[],
             Purpose::AgentAudit,
-            self.preflight.as_ref(),
+            self.preflight,
         ) {
             Ok(report) => report,
             Err(e) => {

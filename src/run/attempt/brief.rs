@@ -11,12 +11,12 @@ impl Session<'_> {
     pub(crate) fn reminder(&self) -> String {
         let mut s = format!(
             "change only {}; reply with the JSON contract only",
-            self.wo.order.allowed_files.join(", ")
+            self.plan.wo.order.allowed_files.join(", ")
         );
-        if !self.wo.order.forbidden.is_empty() {
+        if !self.plan.wo.order.forbidden.is_empty() {
             s.push_str(&format!(
                 "; forbidden: {}",
-                self.wo.order.forbidden.join("; ")
+                self.plan.wo.order.forbidden.join("; ")
             ));
         }
         s

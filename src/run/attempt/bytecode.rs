@@ -16,7 +16,7 @@ impl Session<'_> {
         if self.sandbox.is_none() {
             return Ok(self.pycache.dir().to_path_buf());
         }
-        let scratch = self.factory_dir.join("tmp");
+        let scratch = self.plan.factory_dir.join("tmp");
         match &mut self.pyview {
             Some(view) => self.pycache.refresh(view, &scratch, &self.root)?,
             None => self.pyview = Some(self.pycache.view(&scratch, &self.root)?),
@@ -49,7 +49,7 @@ impl Session<'_> {
     /// an attempt's checks compiles the interpreter's modules they needed but the cache
     /// lacked (`after: Some(view)`).
     pub(crate) fn warm_pycache(&self, after: Option<&pycache::View>) {
-        let scratch = self.factory_dir.join("tmp");
+        let scratch = self.plan.factory_dir.join("tmp");
         let (Ok(tree), Ok(()), Ok(logs)) = (
             self.baseline.tree(),
             std::fs::create_dir_all(&scratch),
@@ -69,8 +69,8 @@ impl Session<'_> {
             root: &self.root,
             interpreter: &interpreter,
             sandbox: self.sandbox.as_ref(),
-            env_remove: &self.env_remove,
-            timeout: self.timeout,
+            env_remove: &self.plan.env_remove,
+            timeout: self.plan.timeout,
             log_dir: logs.path(),
         };
         let Some(view) = after else {

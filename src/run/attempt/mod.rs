@@ -14,6 +14,7 @@ mod apply;
 mod audit;
 pub(crate) mod brief;
 mod bytecode;
+mod open;
 mod propose;
 mod rollback;
 pub(crate) mod session;
@@ -159,9 +160,10 @@ impl Session<'_> {
     pub(crate) fn pgid_file(&self) -> PathBuf {
         match self.candidate {
             Some(i) => self
+                .plan
                 .factory_dir
                 .join(format!("command.{}.{i}.pgid", self.summary.run_id)),
-            None => self.factory_dir.join("command.pgid"),
+            None => self.plan.factory_dir.join("command.pgid"),
         }
     }
 

@@ -6,18 +6,20 @@ use crate::roles::se::audit::Audit;
 use crate::roles::se::prompt;
 use crate::roles::se::proposal;
 use crate::roles::se::provider::client::Stop;
-use crate::roles::se::provider::{ProviderError, Request};
+use crate::roles::se::provider::{ProviderError, Request, Response};
 use crate::run::attempt::session::Session;
 use crate::store::records::Stage;
 use std::path::Path;
 use std::time::Instant;
 
 impl Session<'_> {
+    /// SE for one attempt: the prompt built and stored, the provider asked, its answer kept
+    /// and judged; a proposal that parses is the attempt's.
     pub(crate) fn propose(&mut self, attempt: u32, dir: &Path, rel: &str) -> Outcome {
         let text = prompt::build(
-            &self.wo.order,
-            &self.context,
-            &self.wo.order.acceptance_commands,
+            &self.plan.wo.order,
+            &self.plan.context,
+            &self.plan.wo.order.acceptance_commands,
             self.brief.as_ref(),
             &if attempt == 1 {
                 self.red.iter().collect()
@@ -29,6 +31,29 @@ impl Session<'_> {
             self.fatal = Some(format!("cannot write prompt.txt: {e}"));
             return Outcome::Fatal(Stage::Exception);
         }
+        let answer = match self.ask(attempt, dir, rel, &text) {
+            Ok(answer) => answer,
+            Err(outcome) => return outcome,
+        };
+        let response = match self.answered(answer) {
+            Ok(response) => response,
+            Err(outcome) => return outcome,
+        };
+        if let Some(outcome) = self.keep(&response, dir, rel) {
+            return outcome;
+        }
+        self.judge(&response)
+    }
+
+    /// Asks the provider, showing the wait; an agent's changes outside its worktree are
+    /// audited after it exits (`Err`: the attempt's outcome).
+    fn ask(
+        &mut self,
+        attempt: u32,
+        dir: &Path,
+        rel: &str,
+        text: &str,
+    ) -> Result<Result<Response, ProviderError>, Outcome> {
         let baseline = self.baseline.id().to_string();
         let progress = self
             .ui
@@ -38,9 +63,9 @@ impl Session<'_> {
             root: &self.root,
             run_id: &self.summary.run_id,
             baseline: &baseline,
-            allowed: &self.wo.order.allowed_files,
-            prompt: &text,
-            work_order: &self.wo.raw,
+            allowed: &self.plan.wo.order.allowed_files,
+            prompt: text,
+            work_order: &self.plan.wo.raw,
             attempt,
             failure_brief: self.brief.as_ref(),
             attempt_dir: dir,
@@ -55,7 +80,7 @@ impl Session<'_> {
             Ok(a) => a,
             Err(e) => {
                 self.fatal = Some(e.message);
-                return Outcome::Fatal(Stage::Exception);
+                return Err(Outcome::Fatal(Stage::Exception));
             }
         };
         let asked = Instant::now();
@@ -84,30 +109,41 @@ impl Session<'_> {
         );
         if self.audited {
             if let Some(outcome) = self.agent_audit(audit, dir, &answer) {
-                return outcome;
+                return Err(outcome);
             }
         }
-        let response = match answer {
-            Ok(r) => r,
-            Err(ProviderError::Failed(msg)) => return self.fail(Stage::LlmCallFailed, None, &msg),
+        Ok(answer)
+    }
+
+    /// The provider's failure as the attempt's outcome; a misconfiguration found by the
+    /// first request refuses the run instead.
+    fn answered(&mut self, answer: Result<Response, ProviderError>) -> Result<Response, Outcome> {
+        match answer {
+            Ok(r) => Ok(r),
+            Err(ProviderError::Failed(msg)) => Err(self.fail(Stage::LlmCallFailed, None, &msg)),
             Err(ProviderError::Exhausted(msg)) => {
                 let _ = self.fail(Stage::LlmCallFailed, None, &msg);
-                return Outcome::Exhausted(Stage::LlmCallFailed);
+                Err(Outcome::Exhausted(Stage::LlmCallFailed))
             }
             Err(ProviderError::Fatal(msg)) => {
                 let _ = self.fail(Stage::LlmCallFailed, None, &msg);
                 self.fatal = Some(msg);
-                return Outcome::Fatal(Stage::LlmCallFailed);
+                Err(Outcome::Fatal(Stage::LlmCallFailed))
             }
             Err(ProviderError::Unreachable { message, hint }) => {
                 if self.summary.attempts.is_empty() {
                     // Misconfiguration, caught before any attempt counts: refused, unrecorded.
                     self.refusal = Some(Error::new(message).hint(hint));
-                    return Outcome::Fatal(Stage::Preflight);
+                    return Err(Outcome::Fatal(Stage::Preflight));
                 }
-                return self.fail(Stage::LlmCallFailed, None, &message);
+                Err(self.fail(Stage::LlmCallFailed, None, &message))
             }
-        };
+        }
+    }
+
+    /// Keeps the answer in the attempt's files and record, and spends its tokens: `Some`
+    /// when that spent the `--max-tokens` budget.
+    fn keep(&mut self, response: &Response, dir: &Path, rel: &str) -> Option<Outcome> {
         let _ = std::fs::write(dir.join("llm_output.txt"), &response.raw);
         let over_budget = self.budget.spend(response.usage.as_ref());
         {
@@ -129,7 +165,7 @@ impl Session<'_> {
             // Every other candidate in flight stops too.
             crate::interrupt::halt();
             let _ = self.fail(Stage::BudgetExhausted, None, &text);
-            return Outcome::Exhausted(Stage::BudgetExhausted);
+            return Some(Outcome::Exhausted(Stage::BudgetExhausted));
         }
         if let Some(switch) = &response.api_switch {
             self.ui.info(format!(
@@ -147,6 +183,11 @@ impl Session<'_> {
                 self.current().record.reasoning_path = Some(format!("{rel}/reasoning.txt"));
             }
         }
+        None
+    }
+
+    /// An answer cut short, refused or too large fails; else it is parsed into a proposal.
+    fn judge(&mut self, response: &Response) -> Outcome {
         match &response.stop {
             Stop::Complete => {}
             Stop::Cut(why) => {

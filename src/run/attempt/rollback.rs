@@ -15,7 +15,7 @@ impl Session<'_> {
     ) -> Result<()> {
         if self.persist_journal {
             self.journal
-                .stage(&self.factory_dir, self.repo, stage, outcomes)
+                .stage(&self.plan.factory_dir, self.repo, stage, outcomes)
         } else {
             self.journal.stage = stage.to_string();
             match outcomes {
@@ -51,12 +51,10 @@ impl Session<'_> {
         purpose: Purpose,
     ) -> Result<git::restore::Report> {
         self.journal_stage(stage, None)?;
-        let report = self.journal.restore.apply_walked(
-            self.repo,
-            images,
-            purpose,
-            self.preflight.as_ref(),
-        )?;
+        let report =
+            self.journal
+                .restore
+                .apply_walked(self.repo, images, purpose, self.preflight)?;
         self.pycache.forget(
             &self.root,
             (images.iter().map(|i| i.path.as_bytes()))

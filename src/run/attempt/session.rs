@@ -8,20 +8,19 @@ use crate::graph::Outcome;
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
 use crate::roles::po::pycache::{self, PyCache};
-use crate::roles::se::prompt::ContextFile;
 use crate::roles::se::proposal::{self, Proposal};
 use crate::roles::se::provider::Provider;
-use crate::roles::tr::{protect::Protected, Plan};
+use crate::roles::tr;
 use crate::run::files::write_json;
+use crate::run::plan::Plan;
 use crate::store::records::{
     AttemptRecord, BaselineResult, CmdResult, FailureBrief, RunSummary, Stage,
 };
 use crate::store::{self, RunWriter};
 use crate::ui::{self, Ui};
-use crate::workorder::LoadedWorkOrder;
 use git2::{Commit, Repository};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The state of the attempt under way.
 pub(crate) struct Attempt {
@@ -29,7 +28,7 @@ pub(crate) struct Attempt {
     pub(crate) dir: PathBuf,
     pub(crate) rel: String,
     pub(crate) proposal: Option<Proposal>,
-    pub(crate) plan: Option<Plan>,
+    pub(crate) plan: Option<tr::Plan>,
     /// The tree this attempt's change made, once applied.
     pub(crate) tree: Option<git2::Oid>,
     pub(crate) applied: bool,
@@ -49,7 +48,6 @@ pub(crate) struct Session<'a> {
     pub(crate) candidate: Option<u32>,
     /// The passing attempt's answer.
     pub(crate) passed_answer: Option<(Vec<u8>, proposal::OutputFormat)>,
-    pub(crate) factory_dir: PathBuf,
     /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are
     /// forgotten.
     pub(crate) pycache: PyCache,
@@ -62,18 +60,18 @@ pub(crate) struct Session<'a> {
     /// The last restore left paths it could not put back (named in the record).
     pub(crate) unrestored: bool,
     /// In-situ only: the preflight status walk, which later checks of the tree build on.
-    pub(crate) preflight: Option<git::status::Snapshot>,
+    pub(crate) preflight: Option<&'a git::status::Snapshot>,
     pub(crate) sandbox: Option<Sandbox>,
     pub(crate) delivery: Delivery,
     pub(crate) repo: &'a Repository,
+    /// The run's plan: the work order, protected paths, context, limits.
+    pub(crate) plan: &'a Plan,
     pub(crate) root: PathBuf,
     pub(crate) ui: &'a Ui,
-    pub(crate) wo: &'a LoadedWorkOrder,
     pub(crate) baseline: Commit<'a>,
     pub(crate) provider: Box<dyn Provider>,
     /// The proposer is an agent program (it runs with the user's privileges): audited.
     pub(crate) audited: bool,
-    pub(crate) strict_apply: bool,
     pub(crate) run_dir: PathBuf,
     pub(crate) writer: RunWriter,
     pub(crate) summary: RunSummary,
@@ -81,23 +79,19 @@ pub(crate) struct Session<'a> {
     pub(crate) acceptance: Vec<Vec<String>>,
     pub(crate) pass_to_pass: Vec<Vec<String>>,
     pub(crate) fail_to_pass: Vec<Vec<String>>,
-    /// Paths no proposal may touch (SPEC §3.5).
-    pub(crate) protected: Protected,
     /// The baseline's red `fail_to_pass` results, for the first prompt.
     pub(crate) red: Vec<BaselineResult>,
-    pub(crate) timeout: Duration,
-    pub(crate) env_remove: Vec<String>,
-    pub(crate) context: Vec<ContextFile>,
     pub(crate) current: Option<Attempt>,
     /// The previous attempt's brief, fed to the next prompt.
     pub(crate) brief: Option<FailureBrief>,
     /// Fingerprints of changes already tried, with the attempt that tried them.
     pub(crate) seen: Vec<(String, u32)>,
     /// The passing attempt's change and the tree it made (baseline + change).
-    pub(crate) passed: Option<(Plan, git2::Oid)>,
+    pub(crate) passed: Option<(tr::Plan, git2::Oid)>,
     pub(crate) fatal: Option<String>,
     /// A misconfiguration found by the first model request: the run is refused, unrecorded.
     pub(crate) refusal: Option<Error>,
+    pub(crate) started: Instant,
 }
 
 impl Session<'_> {

@@ -21,8 +21,8 @@ impl Session<'_> {
         std::fs::create_dir_all(&log_dir)?;
         let po = PoRun {
             root: &self.root,
-            timeout: self.timeout,
-            env_remove: &self.env_remove,
+            timeout: self.plan.timeout,
+            env_remove: &self.plan.env_remove,
             env_set: PyCache::env(&prefix, &self.root),
             log_dir,
             log_rel: "baseline".to_string(),
@@ -97,8 +97,8 @@ impl Session<'_> {
         };
         let po = PoRun {
             root: &self.root,
-            timeout: self.timeout,
-            env_remove: &self.env_remove,
+            timeout: self.plan.timeout,
+            env_remove: &self.plan.env_remove,
             env_set: PyCache::env(&prefix, &self.root),
             log_dir: dir.clone(),
             log_rel: rel,

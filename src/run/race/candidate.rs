@@ -1,5 +1,6 @@
 //! One candidate of a race (SPEC §5.1): its own attempt loop in its own worktree.
 
+use crate::budget::Budget;
 use crate::clock::utc_now;
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
@@ -8,42 +9,29 @@ use crate::graph::{self, Ending};
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
 use crate::roles::po::pycache::PyCache;
-use crate::roles::se::prompt::ContextFile;
 use crate::roles::se::proposal;
 use crate::roles::se::provider::ProviderSpec;
-use crate::roles::tr::protect::Protected;
 use crate::run::attempt::session::Session;
+use crate::run::plan::Plan;
 use crate::store::records::{AttemptRecord, BaselineResult, RunSummary, Stage, Verdict};
 use crate::store::RunWriter;
 use crate::ui::{self, Ui};
-use crate::workorder::LoadedWorkOrder;
 use git2::Repository;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// What the candidates of a race share: the run's facts, read-only (SPEC §5.1).
+/// What the candidates of a race share, read-only (SPEC §5.1): the run's plan, and what its
+/// own session found before the race (the checks, the baseline's red commands).
 pub(crate) struct RaceShared<'a> {
     pub commondir: PathBuf,
-    pub factory_dir: PathBuf,
-    pub run_id: String,
+    pub plan: &'a Plan,
     pub run_dir: PathBuf,
-    pub baseline: git2::Oid,
-    pub wo: &'a LoadedWorkOrder,
     pub verify_cmds: &'a [Vec<String>],
     pub acceptance: &'a [Vec<String>],
     pub pass_to_pass: &'a [Vec<String>],
     pub fail_to_pass: &'a [Vec<String>],
-    pub protected: &'a Protected,
     pub red: &'a [BaselineResult],
-    pub timeout: Duration,
-    pub env_remove: &'a [String],
-    pub context: &'a [ContextFile],
-    pub strict_apply: bool,
-    pub sandbox: bool,
-    pub max_attempts: u32,
-    pub settings: &'a crate::roles::se::provider::client::Settings,
-    pub agent_timeout: Duration,
-    pub budget: &'a crate::budget::Budget,
+    pub budget: &'a Budget,
     pub summary: &'a RunSummary,
     pub ui: &'a Ui,
 }
@@ -98,6 +86,9 @@ pub(crate) fn run_candidate(
     run
 }
 
+/// Candidate `index` in its worktree: the provider opened there with its own seed, what
+/// putting the worktree back needs captured, its attempt loop driven; the worktree and the
+/// saved bytes removed after.
 fn candidate_session(
     shared: &RaceShared<'_>,
     index: u32,
@@ -105,13 +96,14 @@ fn candidate_session(
     board: &ui::Board,
     run: &mut CandidateRun,
 ) -> Result<()> {
+    let plan = shared.plan;
     let repo = Repository::open(&shared.commondir)?;
-    let name = format!("cand-{}-{index}", shared.run_id);
-    let worktree = git::worktree::TempWorktree::add(&repo, &name, &shared.baseline.to_string())?;
+    let name = format!("cand-{}-{index}", plan.run_id);
+    let worktree = git::worktree::TempWorktree::add(&repo, &name, &plan.baseline.to_string())?;
     let wt_repo = Repository::open(&worktree.path)?;
-    let mut settings = shared.settings.clone();
+    let mut settings = plan.settings.clone();
     settings.seed += u64::from(index);
-    let (provider, identity) = spec.open(&worktree.path, &settings, true, shared.agent_timeout)?;
+    let (provider, identity) = spec.open(&worktree.path, &settings, true, plan.agent_timeout)?;
     run.model = identity.clone();
     let dir = shared.run_dir.join(format!("candidate_{index}"));
     std::fs::create_dir_all(&dir)?;
@@ -119,13 +111,13 @@ fn candidate_session(
     // shares with the user's repo are not its to put back.
     let restore = git::restore::Restore::capture(
         &wt_repo,
-        crate::journal::saved_dir(&shared.factory_dir, &format!("{}.{index}", shared.run_id)),
+        crate::journal::saved_dir(&plan.factory_dir, &format!("{}.{index}", plan.run_id)),
         false,
         None,
     )?;
     let saved = restore.saved.clone();
     let journal = Journal {
-        run_id: shared.run_id.clone(),
+        run_id: plan.run_id.clone(),
         pid: std::process::id(),
         stage: "preflight".to_string(),
         restore,
@@ -133,7 +125,7 @@ fn candidate_session(
     let ui = shared.ui.silent();
     let mut summary = shared.summary.clone();
     summary.config.model = identity;
-    let sandbox = shared.sandbox.then(|| {
+    let sandbox = plan.sandbox.then(|| {
         Sandbox::for_checks(
             worktree.path.clone(),
             vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
@@ -146,8 +138,7 @@ fn candidate_session(
             board: Some(board),
             candidate: Some(index),
             passed_answer: None,
-            factory_dir: shared.factory_dir.clone(),
-            pycache: PyCache::in_factory_dir(&shared.factory_dir),
+            pycache: PyCache::in_factory_dir(&plan.factory_dir),
             pyview: None,
             journal,
             persist_journal: false,
@@ -158,61 +149,64 @@ fn candidate_session(
             repo: &wt_repo,
             root: worktree.path.clone(),
             ui: &ui,
-            wo: shared.wo,
-            baseline: wt_repo.find_commit(shared.baseline)?,
+            plan,
+            baseline: wt_repo.find_commit(plan.baseline)?,
             provider,
             audited: spec.is_agent(),
-            strict_apply: shared.strict_apply,
             run_dir: dir.clone(),
-            writer: RunWriter::new(&shared.run_id, &dir, None),
+            writer: RunWriter::new(&plan.run_id, &dir, None),
             summary,
             verify_cmds: shared.verify_cmds.to_vec(),
             acceptance: shared.acceptance.to_vec(),
             pass_to_pass: shared.pass_to_pass.to_vec(),
             fail_to_pass: shared.fail_to_pass.to_vec(),
-            protected: shared.protected.clone(),
             red: shared.red.to_vec(),
-            timeout: shared.timeout,
-            env_remove: shared.env_remove.to_vec(),
-            context: shared.context.to_vec(),
             current: None,
             brief: None,
             seen: Vec::new(),
             passed: None,
             fatal: None,
             refusal: None,
+            started: Instant::now(),
         };
-        let budget = shared.budget;
-        let stop = || crate::interrupt::requested() || budget.exhausted();
-        let ending = match graph::drive(&mut session, shared.max_attempts, &stop) {
-            Ok(ending) => ending,
-            Err(e) => {
-                let _ = session.rollback();
-                session.fatal = Some(e.message.clone());
-                Ending {
-                    verdict: Verdict::Error,
-                    stage: Stage::Exception.as_str().to_string(),
-                    attempts: session.summary.attempts.len() as u32,
-                }
-            }
-        };
-        session.summary.verdict = ending.verdict;
-        session.summary.ended_stage = ending.stage.clone();
-        session.summary.error = session.fatal.clone();
-        session.summary.ended_utc = utc_now();
-        let _ = session.save();
-        run.verdict = ending.verdict;
-        run.stage = ending.stage;
-        run.attempts = session.summary.attempts.clone();
-        if ending.verdict == Verdict::Pass {
-            run.tree = session.passed.as_ref().map(|(_, tree)| *tree);
-            run.answer = session.passed_answer.take();
-        }
-        run.attempt_commits = session.writer.attempt_commits.clone();
-        run.error = session.fatal.clone();
-        run.refusal = session.refusal.take();
+        drive(&mut session, run);
     }
     drop(wt_repo);
     let _ = std::fs::remove_dir_all(&saved);
     worktree.remove()
+}
+
+/// The candidate's attempt loop, stopped by Ctrl-C or by a spent budget; what it ended with
+/// goes into `run` (its own record is written, but moves no ref).
+fn drive(session: &mut Session<'_>, run: &mut CandidateRun) {
+    let budget = session.budget;
+    let stop = || crate::interrupt::requested() || budget.exhausted();
+    let max_attempts = session.plan.max_attempts;
+    let ending = match graph::drive(session, max_attempts, &stop) {
+        Ok(ending) => ending,
+        Err(e) => {
+            let _ = session.rollback();
+            session.fatal = Some(e.message.clone());
+            Ending {
+                verdict: Verdict::Error,
+                stage: Stage::Exception.as_str().to_string(),
+                attempts: session.summary.attempts.len() as u32,
+            }
+        }
+    };
+    session.summary.verdict = ending.verdict;
+    session.summary.ended_stage = ending.stage.clone();
+    session.summary.error = session.fatal.clone();
+    session.summary.ended_utc = utc_now();
+    let _ = session.save();
+    run.verdict = ending.verdict;
+    run.stage = ending.stage;
+    run.attempts = session.summary.attempts.clone();
+    if ending.verdict == Verdict::Pass {
+        run.tree = session.passed.as_ref().map(|(_, tree)| *tree);
+        run.answer = session.passed_answer.take();
+    }
+    run.attempt_commits = session.writer.attempt_commits.clone();
+    run.error = session.fatal.clone();
+    run.refusal = session.refusal.take();
 }

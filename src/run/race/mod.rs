@@ -5,14 +5,12 @@
 
 use crate::graph::Ending;
 use crate::run::attempt::session::Session;
-use crate::run::options::RunOptions;
+use crate::run::candidates::{Chosen, Race};
 use candidate::{CandidateRun, RaceShared};
 
 pub(crate) mod candidate;
 use crate::error::{Error, Result};
-use crate::roles::se::proposal::OutputFormat;
-use crate::roles::se::provider::client::Settings;
-use crate::roles::se::provider::{Provider, ProviderError, ProviderSpec, Request, Response};
+use crate::roles::se::provider::ProviderSpec;
 use crate::store::records::{CandidateRecord, Stage, Verdict};
 use crate::ui::{Board, Ui};
 use std::collections::BTreeMap;
@@ -21,113 +19,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// What a race was asked for, checked.
-pub struct Plan {
-    pub candidates: u32,
-    pub jobs: u32,
-    /// The models given, in order; candidate i uses `models[(i − 1) mod len]`.
-    pub models: Vec<ProviderSpec>,
-}
-
-impl Plan {
-    /// `None` for a single run (one candidate is a plain run, with the same run id).
-    pub fn of(opts: &RunOptions) -> Result<Option<Plan>> {
-        if opts.candidates == 0 {
-            return Err(Error::new("--candidates must be at least 1").hint("e.g. --candidates 4"));
-        }
-        if opts.jobs == Some(0) {
-            return Err(Error::new("--jobs must be at least 1").hint("e.g. --jobs 2"));
-        }
-        let mut models = vec![opts.provider.clone()];
-        models.extend(opts.more_models.iter().cloned());
-        if models.len() > 1 && opts.candidates < models.len() as u32 {
-            return Err(Error::new(format!(
-                "{} models were given for {} candidate(s): some would never run",
-                models.len(),
-                opts.candidates
-            ))
-            .hint(format!(
-                "add --candidates {} (or more) to race them",
-                models.len()
-            )));
-        }
-        if opts.candidates == 1 {
-            return Ok(None);
-        }
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1);
-        Ok(Some(Plan {
-            candidates: opts.candidates,
-            jobs: opts
-                .jobs
-                .unwrap_or_else(|| opts.candidates.min(cpus))
-                .min(opts.candidates),
-            models,
-        }))
-    }
-
-    /// Candidate `index`'s provider: its model, and with `--replay DIR` its own folder
-    /// `DIR/<index>/` when there is one (a flat DIR serves every candidate).
-    pub fn spec(&self, index: u32) -> ProviderSpec {
-        let spec = &self.models[(index as usize - 1) % self.models.len()];
-        match spec {
-            ProviderSpec::Replay { dir } if dir.join(index.to_string()).is_dir() => {
-                ProviderSpec::Replay {
-                    dir: dir.join(index.to_string()),
-                }
-            }
-            other => other.clone(),
-        }
-    }
-
-    /// The `model` part of the config hash (SPEC §4.3): the models given joined by `,`; a
-    /// replay of per-candidate folders is named by the hash of every candidate's replay.
-    /// Opening every candidate's provider also refuses a missing key or proposal up front.
-    pub fn identity(
-        &self,
-        cwd: &Path,
-        settings: &Settings,
-        need_key: bool,
-        agent_timeout: Duration,
-    ) -> Result<String> {
-        let mut each = Vec::new();
-        for index in 1..=self.candidates {
-            let (_, id) = self
-                .spec(index)
-                .open(cwd, settings, need_key, agent_timeout)
-                .map_err(|e| {
-                    let message = format!("candidate {index}: {}", e.message);
-                    Error { message, ..e }
-                })?;
-            each.push(id);
-        }
-        if self.models.len() > 1 {
-            return Ok(each[..self.models.len()].join(","));
-        }
-        if each.iter().all(|id| *id == each[0]) {
-            return Ok(each[0].clone());
-        }
-        Ok(format!(
-            "replay:{}",
-            crate::identity::sha256_hex(each.join(",").as_bytes())
-        ))
-    }
-}
-
 /// Runs every candidate, at most `jobs` at once, and returns them in index order.
-pub(crate) fn run_all(shared: &RaceShared<'_>, plan: &Plan, ui: &Ui) -> Vec<CandidateRun> {
-    let board = Board::new(ui, plan.candidates as usize);
+pub(crate) fn run_all(shared: &RaceShared<'_>, race: &Race, ui: &Ui) -> Vec<CandidateRun> {
+    let board = Board::new(ui, race.candidates as usize);
     let next = AtomicU32::new(1);
     let done: Mutex<Vec<CandidateRun>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
-        for _ in 0..plan.jobs {
+        for _ in 0..race.jobs {
             scope.spawn(|| loop {
                 let index = next.fetch_add(1, Ordering::SeqCst);
-                if index > plan.candidates {
+                if index > race.candidates {
                     break;
                 }
-                let spec = plan.spec(index);
+                let spec = race.spec(index);
                 let run = if crate::interrupt::requested() || shared.budget.exhausted() {
                     CandidateRun::not_started(index, &spec, shared.budget.exhausted())
                 } else {
@@ -278,32 +182,6 @@ pub fn select(candidates: &[CandidateRecord]) -> Option<u32> {
         .map(|(_, _, index)| *index)
 }
 
-/// The winner's proposal, handed to the run's own single attempt, which applies and verifies
-/// it where it lands (the user's tree in-situ).
-pub struct Chosen {
-    pub text: Vec<u8>,
-    pub format: OutputFormat,
-}
-
-impl Provider for Chosen {
-    fn propose(&mut self, _request: &Request<'_>) -> std::result::Result<Response, ProviderError> {
-        Ok(Response::plain(self.text.clone(), self.format))
-    }
-}
-
-/// Stands in for a replay folder that only holds per-candidate folders: the run's own
-/// attempt is only ever given the winner's proposal.
-pub struct NoProposal;
-
-impl Provider for NoProposal {
-    fn propose(&mut self, request: &Request<'_>) -> std::result::Result<Response, ProviderError> {
-        Err(ProviderError::Exhausted(format!(
-            "replay has no proposal {}",
-            request.attempt
-        )))
-    }
-}
-
 impl CandidateRun {
     /// A candidate the race stopped before it began (Ctrl-C, or the budget ran out).
     pub(crate) fn not_started(index: u32, spec: &ProviderSpec, budget: bool) -> Self {
@@ -344,122 +222,110 @@ impl CandidateRun {
     }
 }
 
-impl Session<'_> {
-    /// Races the candidates (SPEC §5.1) and records them in this run. `Ok(None)`: a winner was
-    /// chosen and this session's provider now proposes its change, for the one attempt that
-    /// applies and verifies it where it lands; `Ok(Some(ending))`: the run ends without it.
-    pub(crate) fn race(
-        &mut self,
-        plan: &Plan,
-        opts: &RunOptions,
-        settings: &crate::roles::se::provider::client::Settings,
-        agent_timeout: Duration,
-    ) -> Result<Option<Ending>> {
-        let shared = RaceShared {
-            commondir: self.repo.commondir().to_path_buf(),
-            factory_dir: self.factory_dir.clone(),
-            run_id: self.summary.run_id.clone(),
-            run_dir: self.run_dir.clone(),
-            baseline: self.baseline.id(),
-            wo: self.wo,
-            verify_cmds: &self.verify_cmds,
-            acceptance: &self.acceptance,
-            pass_to_pass: &self.pass_to_pass,
-            fail_to_pass: &self.fail_to_pass,
-            protected: &self.protected,
-            red: &self.red,
-            timeout: self.timeout,
-            env_remove: &self.env_remove,
-            context: &self.context,
-            strict_apply: self.strict_apply,
-            sandbox: opts.sandbox,
-            max_attempts: opts.max_attempts,
-            settings,
-            agent_timeout,
-            budget: self.budget,
-            summary: &self.summary,
-            ui: self.ui,
-        };
-        let owner = owner_file(&self.factory_dir, &self.summary.run_id);
-        if !self.persist_journal {
-            std::fs::write(&owner, std::process::id().to_string())?;
-        }
-        let mut runs = run_all(&shared, plan, self.ui);
-        let _ = std::fs::remove_file(&owner);
-        if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
-            self.refusal = Some(refusal);
-            return Ok(Some(Ending {
-                verdict: Verdict::Error,
-                stage: Stage::Preflight.as_str().to_string(),
-                attempts: 0,
-            }));
-        }
-        // One record: every candidate's attempt commits are parents of the run commit.
-        for r in &runs {
-            self.writer
-                .attempt_commits
-                .extend(r.attempt_commits.iter().copied());
-        }
-        let base_tree = self.baseline.tree_id();
-        let records: Vec<_> = runs
-            .iter()
-            .map(|r| record(self.repo, base_tree, r))
-            .collect();
-        let winner = select(&records);
-        let passed = records
-            .iter()
-            .filter(|c| c.verdict == Verdict::Pass)
-            .count();
-        self.summary.candidates = records;
-        self.summary.winner = winner;
-        let ending = |verdict: Verdict, stage: &str| {
-            Ok(Some(Ending {
-                verdict,
-                stage: stage.to_string(),
-                attempts: 0,
-            }))
-        };
-        if crate::interrupt::requested() {
-            return ending(Verdict::Interrupted, Stage::Interrupted.as_str());
-        }
-        if self.budget.exhausted() {
-            self.summary.winner = None;
-            return ending(Verdict::Fail, Stage::BudgetExhausted.as_str());
-        }
-        let Some(index) = winner else {
-            let all_errors = runs.iter().all(|r| r.verdict == Verdict::Error);
-            self.fatal = all_errors
-                .then(|| runs.iter().find_map(|r| r.error.clone()))
-                .flatten();
-            let stage = runs.first().map(|r| r.stage.clone()).unwrap_or_default();
-            let verdict = if all_errors {
-                Verdict::Error
-            } else {
-                Verdict::Fail
-            };
-            return ending(verdict, &stage);
-        };
-        let won = &runs[index as usize - 1];
-        let Some((text, format)) = won.answer.clone() else {
-            return Err(Error::new(format!(
-                "candidate {index} passed but its answer was not kept"
-            )));
-        };
-        self.ui.info(format!(
-            "  {passed}/{} candidates passed; candidate {index} wins ({}): verifying it {}",
-            runs.len(),
-            won.model,
-            if opts.worktree {
-                "once more before it is committed"
-            } else {
-                "once more in your tree"
-            }
-        ));
-        self.provider = Box::new(Chosen { text, format });
-        // The winner's change is replayed, not asked of an agent again: nothing to audit.
-        self.audited = false;
-        Ok(None)
+/// Races the candidates (SPEC §5.1) and records them in this run. `Ok(None)`: a winner was
+/// chosen and the session's provider now proposes its change, for the one attempt that
+/// applies and verifies it where it lands; `Ok(Some(ending))`: the run ends without it.
+pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Ending>> {
+    let plan = session.plan;
+    let shared = RaceShared {
+        commondir: session.repo.commondir().to_path_buf(),
+        plan,
+        run_dir: session.run_dir.clone(),
+        verify_cmds: &session.verify_cmds,
+        acceptance: &session.acceptance,
+        pass_to_pass: &session.pass_to_pass,
+        fail_to_pass: &session.fail_to_pass,
+        red: &session.red,
+        budget: session.budget,
+        summary: &session.summary,
+        ui: session.ui,
+    };
+    let owner = owner_file(&plan.factory_dir, &plan.run_id);
+    if !session.persist_journal {
+        std::fs::write(&owner, std::process::id().to_string())?;
     }
+    let mut runs = run_all(&shared, race, session.ui);
+    let _ = std::fs::remove_file(&owner);
+    if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
+        session.refusal = Some(refusal);
+        return Ok(Some(Ending {
+            verdict: Verdict::Error,
+            stage: Stage::Preflight.as_str().to_string(),
+            attempts: 0,
+        }));
+    }
+    let winner = record_all(session, &runs);
+    let ending = |verdict: Verdict, stage: &str| {
+        Ok(Some(Ending {
+            verdict,
+            stage: stage.to_string(),
+            attempts: 0,
+        }))
+    };
+    if crate::interrupt::requested() {
+        return ending(Verdict::Interrupted, Stage::Interrupted.as_str());
+    }
+    if session.budget.exhausted() {
+        session.summary.winner = None;
+        return ending(Verdict::Fail, Stage::BudgetExhausted.as_str());
+    }
+    let Some(index) = winner else {
+        let all_errors = runs.iter().all(|r| r.verdict == Verdict::Error);
+        session.fatal = all_errors
+            .then(|| runs.iter().find_map(|r| r.error.clone()))
+            .flatten();
+        let stage = runs.first().map(|r| r.stage.clone()).unwrap_or_default();
+        let verdict = if all_errors {
+            Verdict::Error
+        } else {
+            Verdict::Fail
+        };
+        return ending(verdict, &stage);
+    };
+    hand_over(session, &runs, index)?;
+    Ok(None)
+}
+
+/// One record for the whole race: every candidate's attempt commits are parents of the run
+/// commit, and the summary lists the candidates and the winner, which it returns.
+fn record_all(session: &mut Session<'_>, runs: &[CandidateRun]) -> Option<u32> {
+    for r in runs {
+        (session.writer.attempt_commits).extend(r.attempt_commits.iter().copied());
+    }
+    let base_tree = session.baseline.tree_id();
+    let records: Vec<_> = runs
+        .iter()
+        .map(|r| record(session.repo, base_tree, r))
+        .collect();
+    let winner = select(&records);
+    session.summary.candidates = records;
+    session.summary.winner = winner;
+    winner
+}
+
+/// The winner's proposal becomes what the session's provider proposes.
+fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Result<()> {
+    let won = &runs[index as usize - 1];
+    let Some((text, format)) = won.answer.clone() else {
+        return Err(Error::new(format!(
+            "candidate {index} passed but its answer was not kept"
+        )));
+    };
+    let passed = (runs.iter()).filter(|r| r.verdict == Verdict::Pass).count();
+    session.ui.info(format!(
+        "  {passed}/{} candidates passed; candidate {index} wins ({}): verifying it {}",
+        runs.len(),
+        won.model,
+        if session.plan.worktree {
+            "once more before it is committed"
+        } else {
+            "once more in your tree"
+        }
+    ));
+    session.provider = Box::new(Chosen { text, format });
+    // The winner's change is replayed, not asked of an agent again: nothing to audit.
+    session.audited = false;
+    Ok(())
 }
 
 #[cfg(test)]
