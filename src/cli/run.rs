@@ -354,12 +354,13 @@ fn model_settings(
     })
 }
 
-pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
+/// The run's options: the flags, with git config and the work order's defaults filled in.
+fn run_options(args: &RunArgs) -> Result<RunOptions> {
     let work_order = args.load_work_order()?;
     let repo = crate::git::open(args.repo.as_deref())?;
     let cfg = Config::of(&repo);
     drop(repo);
-    let provider = provider_spec(&args, &cfg)?;
+    let provider = provider_spec(args, &cfg)?;
     let baseline_check = match (args.baseline_check, args.no_baseline_check) {
         (true, _) => true,
         (_, true) => false,
@@ -368,7 +369,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             .unwrap_or_else(|| work_order.order.has_contract()),
     };
     let sandbox = super::sandbox_wanted(args.sandbox, args.no_sandbox, &cfg)?;
-    let model = model_settings(&args, &cfg, &provider)?;
+    let model = model_settings(args, &cfg, &provider)?;
     let more_models = args
         .llm_model
         .iter()
@@ -427,6 +428,11 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
         ))
         .hint("use a number such as 0 or 0.7"));
     }
+    Ok(opts)
+}
+
+pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
+    let opts = run_options(&args)?;
     crate::interrupt::install();
     let order = opts.work_order.order.clone();
     match run::run(opts, ui)? {
@@ -435,47 +441,7 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             ui.always("dry run: nothing was called and nothing changed");
             Ok(Exit::Success)
         }
-        RunReport::Cached { summary } => {
-            // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
-            let deliver = summary.verdict == Verdict::Pass
-                && (args.branch.is_some() || (args.commit && !args.worktree));
-            let (where_, hint, note) = if deliver {
-                let commit = super::cached::deliver(
-                    args.repo.as_deref(),
-                    &summary,
-                    &order,
-                    args.branch.as_deref(),
-                    args.worktree,
-                )?;
-                let short = crate::git::short(&commit.to_string()).to_string();
-                let place = match &args.branch {
-                    Some(name) => format!("on branch {name}"),
-                    None => "on the current branch".to_string(),
-                };
-                (
-                    format!("its recorded change is now committed {place} as {short}"),
-                    None,
-                    format!("from the cache; committed as {short}"),
-                )
-            } else {
-                let repo = crate::git::open(args.repo.as_deref())?;
-                let (where_, hint) = super::cached::whereabouts(&repo, &summary);
-                (where_, Some(hint), "from the cache".to_string())
-            };
-            if args.json {
-                print_json(ui, &summary);
-            }
-            ui.info(format!(
-                "run {} is already recorded ({}); nothing was run again: {where_}",
-                summary.run_id,
-                summary.verdict.as_str()
-            ));
-            if let Some(hint) = hint {
-                ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
-            }
-            final_line_noted(ui, &summary, None, Some(note));
-            Ok(run::exit_for(summary.verdict))
-        }
+        RunReport::Cached { summary } => report_cached(ui, &args, &summary, &order),
         RunReport::Finished { summary, out } => {
             report(ui, &summary);
             if args.json {
@@ -496,6 +462,55 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             Ok(run::exit_for(summary.verdict))
         }
     }
+}
+
+/// A run served from the cache (SPEC §5): where its change is, or with `--commit`/`--branch`
+/// that change delivered as a new run would.
+fn report_cached(
+    ui: &Ui,
+    args: &RunArgs,
+    summary: &RunSummary,
+    order: &crate::workorder::WorkOrder,
+) -> Result<Exit> {
+    // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
+    let deliver = summary.verdict == Verdict::Pass
+        && (args.branch.is_some() || (args.commit && !args.worktree));
+    let (where_, hint, note) = if deliver {
+        let commit = super::cached::deliver(
+            args.repo.as_deref(),
+            summary,
+            order,
+            args.branch.as_deref(),
+            args.worktree,
+        )?;
+        let short = crate::git::short(&commit.to_string()).to_string();
+        let place = match &args.branch {
+            Some(name) => format!("on branch {name}"),
+            None => "on the current branch".to_string(),
+        };
+        (
+            format!("its recorded change is now committed {place} as {short}"),
+            None,
+            format!("from the cache; committed as {short}"),
+        )
+    } else {
+        let repo = crate::git::open(args.repo.as_deref())?;
+        let (where_, hint) = super::cached::whereabouts(&repo, summary);
+        (where_, Some(hint), "from the cache".to_string())
+    };
+    if args.json {
+        print_json(ui, summary);
+    }
+    ui.info(format!(
+        "run {} is already recorded ({}); nothing was run again: {where_}",
+        summary.run_id,
+        summary.verdict.as_str()
+    ));
+    if let Some(hint) = hint {
+        ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
+    }
+    final_line_noted(ui, summary, None, Some(note));
+    Ok(run::exit_for(summary.verdict))
 }
 
 pub fn print_json(ui: &Ui, summary: &RunSummary) {

@@ -11,10 +11,10 @@
 //! imports it. Only `plan` (with `preflight`) reads the options; every later stage reads
 //! the [`plan::Plan`].
 
+mod artifacts;
 pub mod attempt;
 pub mod candidates;
 mod deliver;
-mod files;
 pub mod options;
 pub mod place;
 pub mod plan;

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::git::{lock::RepoLock, restore::Restore, status::Snapshot, worktree::TempWorktree};
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
-use crate::run::files::copy_dir;
+use crate::run::artifacts::copy_dir;
 use crate::run::plan::Plan;
 use crate::run::preflight::Claim;
 use crate::store::records::RunSummary;

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{Nodes, Outcome};
-use crate::run::files::write_json;
+use crate::run::artifacts::write_json;
 use crate::store::records::{AttemptRecord, Stage};
 use crate::ui;
 use session::{Attempt, Session};

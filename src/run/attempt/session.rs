@@ -11,7 +11,7 @@ use crate::roles::po::pycache::{self, PyCache};
 use crate::roles::se::proposal::{self, Proposal};
 use crate::roles::se::provider::Provider;
 use crate::roles::tr;
-use crate::run::files::write_json;
+use crate::run::artifacts::write_json;
 use crate::run::plan::Plan;
 use crate::store::records::{
     AttemptRecord, BaselineResult, CmdResult, FailureBrief, RunSummary, Stage,

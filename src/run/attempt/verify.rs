@@ -5,9 +5,9 @@ use crate::graph::Outcome;
 use crate::roles::po::baseline;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
+use crate::run::artifacts::write_json;
 use crate::run::attempt::brief::command_excerpt;
 use crate::run::attempt::session::Session;
-use crate::run::files::write_json;
 use crate::store::records::{BaselineCheck, Stage};
 
 impl Session<'_> {
