@@ -14,7 +14,8 @@
 //! ```
 //!
 //! The harness — never the model — decides retries, rollback and termination, and records
-//! every run in git (`refs/factory/<run_id>`, `refs/notes/factory`).
+//! every run in git (`refs/factory/<run_id>`, `refs/notes/factory`). A run is a pipeline of
+//! stages in [`run`]: plan, place, the attempt loop (or a race of them), deliver, record.
 
 pub mod budget;
 pub mod cli;

@@ -12,6 +12,7 @@
 //! the [`plan::Plan`].
 
 mod artifacts;
+pub mod asked;
 pub mod attempt;
 pub mod candidates;
 mod deliver;
