@@ -1,6 +1,16 @@
 //! The attempt loop (SPEC §2): SE → TR → PO over one place, as the graph drives it, with a
 //! rollback after each failed attempt and the brief for the next.
 
+mod apply;
+mod audit;
+mod brief;
+mod bytecode;
+mod open;
+mod propose;
+mod rollback;
+pub(crate) mod session;
+mod verify;
+
 use crate::error::{Error, Result};
 use crate::graph::{Nodes, Outcome};
 use crate::run::artifacts::write_json;
@@ -9,16 +19,6 @@ use crate::ui;
 use session::{Attempt, Session};
 use std::path::PathBuf;
 use std::time::Instant;
-
-mod apply;
-mod audit;
-pub(crate) mod brief;
-mod bytecode;
-mod open;
-mod propose;
-mod rollback;
-pub(crate) mod session;
-mod verify;
 
 impl Nodes for Session<'_> {
     fn se(&mut self, attempt: u32) -> Outcome {
