@@ -14,10 +14,12 @@
 //! ```
 //!
 //! The harness — never the model — decides retries, rollback and termination, and records
-//! every run in git (`refs/factory/<run_id>`, `refs/notes/factory`).
+//! every run in git (`refs/factory/<run_id>`, `refs/notes/factory`). A run is a pipeline of
+//! stages in [`run`]: plan, place, the attempt loop (or a race of them), deliver, record.
 
 pub mod budget;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod crash;
 pub mod delivery;
@@ -26,14 +28,12 @@ pub mod error;
 pub mod evidence;
 pub mod git;
 pub mod graph;
-pub mod harness;
 pub mod identity;
 pub mod interrupt;
 pub mod journal;
 pub mod ops;
-pub mod preflight;
-pub mod race;
 pub mod roles;
+pub mod run;
 pub mod secrets;
 pub mod store;
 pub mod trace;

@@ -3,8 +3,8 @@
 //! rolled back, attempt 2 passes. Needs nothing but git and this binary.
 
 use crate::error::{Error, Exit, Result};
-use crate::harness::{self, RunOptions, RunReport};
 use crate::roles::se::provider::ProviderSpec;
+use crate::run::{self, RunOptions, RunReport};
 use crate::ui::Ui;
 use crate::workorder::LoadedWorkOrder;
 use clap::Args;
@@ -68,7 +68,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
     let (dir, scratch) = demo_dir(args.dir.clone())?;
     make_repo(&dir)?;
     ui.info(format!("demo repo: {}", dir.display()));
-    let summary = match harness::run(demo_options(&dir)?, ui)? {
+    let summary = match run::run(demo_options(&dir)?, ui)? {
         RunReport::Finished { summary, .. } | RunReport::Cached { summary } => summary,
         RunReport::DryRun { .. } => return Ok(Exit::Success),
     };
@@ -88,7 +88,7 @@ pub fn cmd_demo(ui: &Ui, args: DemoArgs) -> Result<Exit> {
             summary.run_id
         )),
     }
-    Ok(harness::exit_for(summary.verdict))
+    Ok(run::exit_for(summary.verdict))
 }
 
 /// The folder for the demo repo: `wanted`, which must be new or empty, else a temporary

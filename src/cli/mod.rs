@@ -86,18 +86,7 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
-/// `--sandbox` / `--no-sandbox`, else git config `factory.sandbox`, else off.
-pub(crate) fn sandbox_wanted(
-    on: bool,
-    off: bool,
-    cfg: &crate::config::Config,
-) -> crate::error::Result<bool> {
-    Ok(match (on, off) {
-        (true, _) => true,
-        (_, true) => false,
-        _ => cfg.bool(crate::config::SANDBOX)?.unwrap_or(false),
-    })
-}
+pub(crate) use crate::run::asked::sandbox_wanted;
 
 /// `<run>` where it is optional (`show`, `apply`, `reverify`): the run the id or prefix names,
 /// else the newest run, as `git show` shows HEAD.

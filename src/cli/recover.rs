@@ -3,10 +3,10 @@
 //! [`Restore`](crate::git::restore::Restore) (refs, index, then the tree), records the run
 //! as INTERRUPTED and clears the journal.
 
+use crate::clock::utc_now;
 use crate::error::{Error, Exit, Result};
 use crate::git::restore::Purpose;
 use crate::git::{self, lock::RepoLock};
-use crate::harness::utc_now;
 use crate::journal::Journal;
 use crate::store::{self, records::Verdict, RunWriter};
 use crate::ui::Ui;
@@ -24,7 +24,7 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let factory_dir = git::factory_dir(&here);
     let _lock = RepoLock::acquire(&factory_dir)?;
     // `--worktree` races whose process is gone: their worktrees (they have no journal).
-    for run_id in crate::race::remove_orphaned_races(&here) {
+    for run_id in crate::run::race::leftovers::remove_orphaned_races(&here) {
         ui.info(format!(
             "removed the worktrees of run {run_id}, a --worktree race that was killed"
         ));
@@ -39,7 +39,7 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     // The killed run's checks may have compiled versions of files that are gone now.
     crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
     // A race's candidates: their commands, worktrees and scratch files.
-    crate::race::remove_leftovers(&here, &j.run_id);
+    crate::run::race::leftovers::remove_leftovers(&here, &j.run_id);
     // The worktree the run changed, by its recorded path — never the one we were run from
     // unless that is it.
     let repo = if j.restore.belongs_to(&here) {

@@ -1,9 +1,7 @@
 //! `git factory run`: one work order through the loop.
 
-use crate::config::{self, Config};
 use crate::error::{Error, Exit, Result};
-use crate::harness::{self, RunOptions, RunReport};
-use crate::roles::se::provider::ProviderSpec;
+use crate::run::{self, asked::Asked, RunReport};
 use crate::store::records::{RunSummary, Verdict};
 use crate::ui::{self, Ui};
 use crate::workorder::LoadedWorkOrder;
@@ -211,271 +209,52 @@ impl RunArgs {
     }
 }
 
-fn provider_spec(args: &RunArgs, cfg: &Config) -> Result<ProviderSpec> {
-    let chosen = [
-        args.agent_command.is_some(),
-        args.agent_edits.is_some(),
-        args.replay.is_some(),
-        !args.llm_model.is_empty(),
-    ]
-    .iter()
-    .filter(|b| **b)
-    .count();
-    if chosen > 1 {
-        return Err(Error::new("more than one SE provider given")
-            .hint("use one of --llm-model, --agent-command, --agent-edits or --replay"));
-    }
-    if let Some(cmd) = &args.agent_edits {
-        let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {
-            Error::new(format!("--agent-edits {cmd:?} cannot be split into arguments"))
-                .hint("quote it like a shell word list, e.g. --agent-edits 'claude -p --permission-mode acceptEdits'")
-        })?;
-        return Ok(ProviderSpec::AgentEdits { argv });
-    }
-    if let Some(cmd) = &args.agent_command {
-        let argv = shlex::split(cmd).filter(|a| !a.is_empty()).ok_or_else(|| {
-            Error::new(format!(
-                "--agent-command {cmd:?} cannot be split into arguments"
-            ))
-            .hint("quote it like a shell word list, e.g. --agent-command 'my-agent --json'")
-        })?;
-        return Ok(ProviderSpec::AgentCommand { argv });
-    }
-    if let Some(dir) = &args.replay {
-        return Ok(ProviderSpec::Replay { dir: dir.clone() });
-    }
-    let model = args.llm_model.first().cloned().or_else(|| cfg.string(config::MODEL)).ok_or_else(|| {
-        Error::new("no SE provider: no model given")
-            .hint("pass --llm-model openai:gpt-4o (or set git config factory.model), --agent-command or --replay")
-    })?;
-    let base_url = args
-        .llm_base_url
-        .clone()
-        .or_else(|| cfg.string(config::BASE_URL))
-        .or_else(crate::env::openai_base_url);
-    ProviderSpec::model(&model, base_url)
-}
-
-/// What the user asked of a model API (SPEC §3.3); the `--llm-*` flags apply to models only.
-fn model_settings(
-    args: &RunArgs,
-    cfg: &Config,
-    provider: &ProviderSpec,
-) -> Result<crate::roles::se::provider::client::Settings> {
-    use crate::roles::se::provider::client::{Api, Settings};
-    if !provider.is_model() {
-        let given = [
-            ("--llm-api", args.llm_api.is_some()),
-            (
-                "--llm-max-output-tokens",
-                args.llm_max_output_tokens.is_some(),
-            ),
-            (
-                "--llm-reasoning-effort",
-                args.llm_reasoning_effort.is_some(),
-            ),
-        ];
-        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
-            return Err(
-                Error::new(format!("{flag} applies to --llm-model only")).hint(format!(
-                    "drop {flag}, or use --llm-model instead of an agent or a replay"
-                )),
-            );
+impl RunArgs {
+    /// The flags as the library takes them.
+    fn asked(&self) -> Asked {
+        Asked {
+            repo: self.repo.clone(),
+            out: self.out.clone(),
+            llm_model: self.llm_model.clone(),
+            llm_base_url: self.llm_base_url.clone(),
+            llm_temperature: self.llm_temperature,
+            llm_api: self.llm_api.clone(),
+            llm_max_output_tokens: self.llm_max_output_tokens,
+            llm_reasoning_effort: self.llm_reasoning_effort.clone(),
+            agent_command: self.agent_command.clone(),
+            agent_edits: self.agent_edits.clone(),
+            agent_timeout: self.agent_timeout,
+            replay: self.replay.clone(),
+            max_attempts: self.max_attempts,
+            timeout_seconds: self.timeout_seconds,
+            strict_apply: self.strict_apply,
+            force: self.force,
+            dry_run: self.dry_run,
+            worktree: self.worktree,
+            commit: self.commit,
+            branch: self.branch.clone(),
+            sandbox: self.sandbox,
+            no_sandbox: self.no_sandbox,
+            baseline_check: self.baseline_check,
+            no_baseline_check: self.no_baseline_check,
+            candidates: self.candidates,
+            jobs: self.jobs,
+            max_tokens: self.max_tokens,
         }
     }
-    if args.llm_api.is_some() && matches!(provider, ProviderSpec::Anthropic { .. }) {
-        return Err(Error::new(
-            "--llm-api chooses between OpenAI's APIs; anthropic: speaks the Messages API",
-        )
-        .hint("drop --llm-api for anthropic: models"));
-    }
-    let configured_api = match provider {
-        ProviderSpec::OpenAi { .. } => cfg.string(config::API),
-        _ => None,
-    };
-    let api = match args.llm_api.clone().or(configured_api) {
-        None => None,
-        Some(a) => Some(Api::parse(a.trim()).ok_or_else(|| {
-            Error::new(format!(
-                "git config {} has an invalid value {a:?}",
-                config::API
-            ))
-            .hint(format!(
-                "use responses or chat: git config {} chat",
-                config::API
-            ))
-        })?),
-    };
-    let max_output_tokens: Option<u64> = match args.llm_max_output_tokens {
-        Some(n) => Some(n),
-        None => cfg
-            .string(config::MAX_OUTPUT_TOKENS)
-            .map(|_| cfg.value(None, config::MAX_OUTPUT_TOKENS, 0u64))
-            .transpose()?,
-    };
-    if max_output_tokens == Some(0) {
-        return Err(Error::new("--llm-max-output-tokens must be at least 1")
-            .hint("e.g. --llm-max-output-tokens 16000"));
-    }
-    let effort = args
-        .llm_reasoning_effort
-        .clone()
-        .or_else(|| cfg.string(config::REASONING_EFFORT))
-        .map(|e| e.trim().to_string());
-    if let Some(e) = &effort {
-        if e.is_empty()
-            || !e
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        {
-            return Err(Error::new(format!(
-                "--llm-reasoning-effort {e:?} is not an effort level"
-            ))
-            .hint("use low, medium or high (or the API's own levels, e.g. minimal, xhigh, max)"));
-        }
-    }
-    let llm_timeout = cfg.value(None, config::LLM_TIMEOUT, config::DEFAULT_LLM_TIMEOUT)?;
-    if llm_timeout == 0 {
-        return Err(
-            Error::new("git config factory.llmTimeout must be at least 1 second")
-                .hint("e.g. git config factory.llmTimeout 900"),
-        );
-    }
-    Ok(Settings {
-        temperature: cfg.value(args.llm_temperature, config::TEMPERATURE, 0.0)?,
-        temperature_set: args.llm_temperature.is_some()
-            || cfg.string(config::TEMPERATURE).is_some(),
-        max_output_tokens,
-        reasoning_effort: effort,
-        api,
-        total_timeout: std::time::Duration::from_secs(llm_timeout),
-        memory: None,
-        seed: 0,
-    })
 }
 
 pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
-    let work_order = args.load_work_order()?;
-    let repo = crate::git::open(args.repo.as_deref())?;
-    let cfg = Config::of(&repo);
-    drop(repo);
-    let provider = provider_spec(&args, &cfg)?;
-    let baseline_check = match (args.baseline_check, args.no_baseline_check) {
-        (true, _) => true,
-        (_, true) => false,
-        _ => cfg
-            .bool(config::BASELINE_CHECK)?
-            .unwrap_or_else(|| work_order.order.has_contract()),
-    };
-    let sandbox = super::sandbox_wanted(args.sandbox, args.no_sandbox, &cfg)?;
-    let model = model_settings(&args, &cfg, &provider)?;
-    let more_models = args
-        .llm_model
-        .iter()
-        .skip(1)
-        .map(|m| {
-            let base_url = match &provider {
-                ProviderSpec::OpenAi { base_url, .. }
-                | ProviderSpec::Anthropic { base_url, .. } => base_url.clone(),
-                _ => None,
-            };
-            ProviderSpec::model(m, base_url)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if args.max_tokens == Some(0) {
-        return Err(Error::new("--max-tokens must be at least 1").hint("e.g. --max-tokens 200000"));
-    }
-    let opts = RunOptions {
-        candidates: args.candidates,
-        jobs: args.jobs,
-        more_models,
-        max_tokens: args.max_tokens,
-        model,
-        repo_dir: args.repo.clone(),
-        work_order,
-        out: args.out.clone(),
-        provider,
-        temperature: cfg.value(args.llm_temperature, config::TEMPERATURE, 0.0)?,
-        max_attempts: cfg.value(
-            args.max_attempts,
-            config::MAX_ATTEMPTS,
-            config::DEFAULT_MAX_ATTEMPTS,
-        )?,
-        timeout_seconds: cfg.value(
-            args.timeout_seconds,
-            config::TIMEOUT_SECONDS,
-            config::DEFAULT_TIMEOUT_SECONDS,
-        )?,
-        agent_timeout_seconds: cfg.value(
-            args.agent_timeout,
-            config::AGENT_TIMEOUT,
-            config::DEFAULT_AGENT_TIMEOUT,
-        )?,
-        strict_apply: args.strict_apply,
-        force: args.force,
-        dry_run: args.dry_run,
-        sandbox,
-        worktree: args.worktree,
-        commit: args.commit,
-        branch: args.branch.clone(),
-        baseline_check,
-    };
-    if !opts.temperature.is_finite() || opts.temperature < 0.0 {
-        return Err(Error::new(format!(
-            "--llm-temperature {} is not a valid temperature",
-            opts.temperature
-        ))
-        .hint("use a number such as 0 or 0.7"));
-    }
+    let opts = args.asked().resolve(args.load_work_order()?)?;
     crate::interrupt::install();
     let order = opts.work_order.order.clone();
-    match harness::run(opts, ui)? {
+    match run::run(opts, ui)? {
         RunReport::DryRun { prompt } => {
             ui.out(prompt);
             ui.always("dry run: nothing was called and nothing changed");
             Ok(Exit::Success)
         }
-        RunReport::Cached { summary } => {
-            // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
-            let deliver = summary.verdict == Verdict::Pass
-                && (args.branch.is_some() || (args.commit && !args.worktree));
-            let (where_, hint, note) = if deliver {
-                let commit = super::cached::deliver(
-                    args.repo.as_deref(),
-                    &summary,
-                    &order,
-                    args.branch.as_deref(),
-                    args.worktree,
-                )?;
-                let short = crate::git::short(&commit.to_string()).to_string();
-                let place = match &args.branch {
-                    Some(name) => format!("on branch {name}"),
-                    None => "on the current branch".to_string(),
-                };
-                (
-                    format!("its recorded change is now committed {place} as {short}"),
-                    None,
-                    format!("from the cache; committed as {short}"),
-                )
-            } else {
-                let repo = crate::git::open(args.repo.as_deref())?;
-                let (where_, hint) = super::cached::whereabouts(&repo, &summary);
-                (where_, Some(hint), "from the cache".to_string())
-            };
-            if args.json {
-                print_json(ui, &summary);
-            }
-            ui.info(format!(
-                "run {} is already recorded ({}); nothing was run again: {where_}",
-                summary.run_id,
-                summary.verdict.as_str()
-            ));
-            if let Some(hint) = hint {
-                ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
-            }
-            final_line_noted(ui, &summary, None, Some(note));
-            Ok(harness::exit_for(summary.verdict))
-        }
+        RunReport::Cached { summary } => report_cached(ui, &args, &summary, &order),
         RunReport::Finished { summary, out } => {
             report(ui, &summary);
             if args.json {
@@ -493,9 +272,58 @@ pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
             if summary.verdict == Verdict::Pass && summary.error.is_some() {
                 return Ok(Exit::Refused);
             }
-            Ok(harness::exit_for(summary.verdict))
+            Ok(run::exit_for(summary.verdict))
         }
     }
+}
+
+/// A run served from the cache (SPEC §5): where its change is, or with `--commit`/`--branch`
+/// that change delivered as a new run would.
+fn report_cached(
+    ui: &Ui,
+    args: &RunArgs,
+    summary: &RunSummary,
+    order: &crate::workorder::WorkOrder,
+) -> Result<Exit> {
+    // In --worktree mode a PASS is already on its branch; --commit adds nothing there.
+    let deliver = summary.verdict == Verdict::Pass
+        && (args.branch.is_some() || (args.commit && !args.worktree));
+    let (where_, hint, note) = if deliver {
+        let commit = super::cached::deliver(
+            args.repo.as_deref(),
+            summary,
+            order,
+            args.branch.as_deref(),
+            args.worktree,
+        )?;
+        let short = crate::git::short(&commit.to_string()).to_string();
+        let place = match &args.branch {
+            Some(name) => format!("on branch {name}"),
+            None => "on the current branch".to_string(),
+        };
+        (
+            format!("its recorded change is now committed {place} as {short}"),
+            None,
+            format!("from the cache; committed as {short}"),
+        )
+    } else {
+        let repo = crate::git::open(args.repo.as_deref())?;
+        let (where_, hint) = super::cached::whereabouts(&repo, summary);
+        (where_, Some(hint), "from the cache".to_string())
+    };
+    if args.json {
+        print_json(ui, summary);
+    }
+    ui.info(format!(
+        "run {} is already recorded ({}); nothing was run again: {where_}",
+        summary.run_id,
+        summary.verdict.as_str()
+    ));
+    if let Some(hint) = hint {
+        ui.info(format!("{} {hint}", console::style("hint:").cyan().bold()));
+    }
+    final_line_noted(ui, summary, None, Some(note));
+    Ok(run::exit_for(summary.verdict))
 }
 
 pub fn print_json(ui: &Ui, summary: &RunSummary) {

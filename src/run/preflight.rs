@@ -2,7 +2,12 @@
 //! is the user's to fix, not a model FAIL that burns attempts and leaves a record.
 
 use crate::error::{Error, Result};
+use crate::git::{lock::RepoLock, status::Snapshot};
+use crate::journal::Journal;
+use crate::roles::po::exec::Sandbox;
 use crate::roles::se::provider::ProviderSpec;
+use crate::run::options::RunOptions;
+use git2::Repository;
 use std::path::{Path, PathBuf};
 
 /// Where a command names its program: the work order's acceptance commands, the global
@@ -100,7 +105,7 @@ pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
 /// A program that is not there is misconfiguration, refused before anything is recorded
 /// (SPEC §1.1): the agent, the global verification and the acceptance commands.
 pub fn run_programs(
-    opts: &crate::harness::RunOptions,
+    opts: &RunOptions,
     cfg: &crate::config::Config,
     baseline: &git2::Commit<'_>,
     user_root: &Path,
@@ -141,6 +146,100 @@ pub fn agent(spec: &ProviderSpec) -> Option<(Source, &[String])> {
         ProviderSpec::AgentEdits { argv } => Some((Source::AgentEdits, argv.as_slice())),
         _ => None,
     }
+}
+
+/// The user's tree claimed for an in-situ run (SPEC §5's preflight): the repo lock held, no
+/// interrupted run, no operation in progress, a clean tree. A worktree run claims nothing of
+/// the user's (it takes no lock and ignores the user's tree); a dry run takes no lock.
+pub struct Claim {
+    pub(crate) lock: Option<RepoLock>,
+    /// In-situ only: the preflight status walk, which later checks of the tree build on.
+    pub(crate) preflight: Option<Snapshot>,
+}
+
+impl Claim {
+    pub fn take(
+        repo: &Repository,
+        factory_dir: &Path,
+        worktree: bool,
+        dry_run: bool,
+    ) -> Result<Claim> {
+        // In-situ: another run in progress is named before anything else (its applied change
+        // would otherwise show up as a dirty tree).
+        let lock = if dry_run || worktree {
+            None
+        } else {
+            Some(RepoLock::acquire(factory_dir)?)
+        };
+        if lock.is_some() {
+            if let Some(j) = Journal::read(factory_dir)? {
+                return Err(crate::journal::interrupted_error(&j));
+            }
+        } else if !dry_run {
+            crate::journal::refuse_if_pending(repo, crate::journal::Beside::Allow)?;
+        }
+        // The preflight walk is kept: the rollback check lists again only folders changed since.
+        let preflight = if worktree {
+            None
+        } else {
+            crate::git::ensure_no_operation(repo)?;
+            let snapshot = Snapshot::take(repo)?;
+            snapshot.ensure_clean()?;
+            crate::trace::mark("preflight status walk");
+            Some(snapshot)
+        };
+        Ok(Claim { lock, preflight })
+    }
+}
+
+/// The options' own refusals: no sandbox to be had, `--out` inside the tree, no attempt
+/// allowed, a `--branch` that cannot be made.
+pub fn check_options(repo: &Repository, opts: &RunOptions, user_root: &Path) -> Result<()> {
+    if opts.sandbox {
+        Sandbox::require()?;
+    }
+    if let Some(out) = &opts.out {
+        check_out_dir(out, user_root)?;
+    }
+    if opts.max_attempts == 0 {
+        return Err(Error::new("--max-attempts must be at least 1").hint("e.g. --max-attempts 2"));
+    }
+    if let Some(name) = &opts.branch {
+        crate::delivery::check_requested_branch(repo, name, opts.force)?;
+    }
+    Ok(())
+}
+
+/// Refuses an `--out` folder inside the work tree (artifacts would dirty the tree).
+pub(crate) fn check_out_dir(out: &Path, root: &Path) -> Result<()> {
+    let absolute = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(out)
+    };
+    let mut probe = absolute.clone();
+    let mut tail = Vec::new();
+    while !probe.exists() {
+        match (probe.file_name().map(|n| n.to_os_string()), probe.parent()) {
+            (Some(name), Some(parent)) => {
+                tail.push(name);
+                probe = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = probe.canonicalize().unwrap_or(probe);
+    for name in tail.into_iter().rev() {
+        resolved.push(name);
+    }
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if resolved.starts_with(&root) {
+        return Err(
+            Error::new(format!("--out {} is inside the work tree", out.display()))
+                .hint("choose a folder outside the repository, e.g. --out ../factory-out"),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,192 @@
+//! TR: a proposal scoped, planned in memory and written all or nothing; its tree committed as
+//! the attempt's.
+
+use crate::git;
+use crate::graph::Outcome;
+use crate::roles::se::proposal::{Change, Proposal};
+use crate::roles::tr::{self, apply, diff::Strip, Rules};
+use crate::run::artifacts::write_json;
+use crate::run::attempt::session::Session;
+use crate::store::records::Stage;
+use serde::Serialize;
+use std::path::Path;
+
+#[derive(Serialize)]
+pub(crate) struct ApplyResult<'a> {
+    pub(crate) ok: bool,
+    pub(crate) method: Option<&'a str>,
+    pub(crate) touched_files: &'a [String],
+    pub(crate) files: Vec<FileAction<'a>>,
+    pub(crate) error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct FileAction<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) action: &'a str,
+}
+
+impl Session<'_> {
+    /// TR for one attempt: the proposal stored, scoped and planned in memory, refused when it
+    /// repeats an earlier attempt's change, else written all or nothing.
+    pub(crate) fn apply(&mut self, attempt: u32) -> Outcome {
+        let (dir, rel) = {
+            let a = self.current();
+            (a.dir.clone(), a.rel.clone())
+        };
+        let Some(proposal) = self.current().proposal.clone() else {
+            return self.fail(Stage::Exception, None, "no proposal to apply");
+        };
+        if let Some(outcome) = self.store_proposal(&proposal, &dir, &rel) {
+            return outcome;
+        }
+        let plan = match self.scope(&proposal, &dir) {
+            Ok(plan) => plan,
+            Err(outcome) => return outcome,
+        };
+        let fingerprint = plan.fingerprint();
+        if let Some(outcome) = self.repeated(&plan, &fingerprint) {
+            return outcome;
+        }
+        self.seen.push((fingerprint, attempt));
+        let dialect = matches!(proposal.change, Change::Dialect(..));
+        self.write_change(attempt, plan, dialect, &dir)
+    }
+
+    /// The proposal as the model gave it, in the attempt's folder.
+    fn store_proposal(&mut self, proposal: &Proposal, dir: &Path, rel: &str) -> Option<Outcome> {
+        let written = match &proposal.change {
+            Change::Diff(text) | Change::Dialect(_, text) => {
+                self.current().record.patch_path = format!("{rel}/proposed_patch.diff");
+                std::fs::write(dir.join("proposed_patch.diff"), text)
+            }
+            Change::Writes(writes) => {
+                self.current().record.patch_path = format!("{rel}/proposed_writes.json");
+                let list: Vec<serde_json::Value> = writes
+                    .iter()
+                    .map(|w| serde_json::json!({"path": w.path, "base_sha256": w.base_sha256, "content": w.content, "executable": w.executable}))
+                    .collect();
+                write_json(&dir.join("proposed_writes.json"), &list)
+                    .map_err(|e| std::io::Error::other(e.message))
+            }
+        };
+        if let Err(e) = written {
+            self.fatal = Some(format!("cannot store the proposal: {e}"));
+            return Some(Outcome::Fatal(Stage::Exception));
+        }
+        None
+    }
+
+    /// The change planned in memory within the work order's scope (SPEC §3.5).
+    fn scope(&mut self, proposal: &Proposal, dir: &Path) -> Result<tr::Plan, Outcome> {
+        let allowed = self.plan.wo.order.allowed_files.clone();
+        let rules = Rules {
+            allowed: Some(&allowed),
+            protected: Some(&self.plan.protected),
+            strip: Strip::Auto,
+            strict_only: self.plan.strict_apply,
+        };
+        match tr::plan(&proposal.change, &self.root, &rules) {
+            Ok(plan) => Ok(plan),
+            Err(refusal) => {
+                let result = ApplyResult {
+                    ok: false,
+                    method: None,
+                    touched_files: &refusal.touched,
+                    files: Vec::new(),
+                    error: Some(&refusal.message),
+                };
+                let _ = write_json(&dir.join("apply_result.json"), &result);
+                self.current().record.touched_files = refusal.touched.clone();
+                Err(self.fail(refusal.stage, None, &refusal.message))
+            }
+        }
+    }
+
+    /// A change an earlier attempt already tried fails again without being applied.
+    fn repeated(&mut self, plan: &tr::Plan, fingerprint: &str) -> Option<Outcome> {
+        let (_, earlier) = self.seen.iter().find(|(f, _)| f == fingerprint).cloned()?;
+        let earlier_record = self
+            .summary
+            .attempts
+            .iter()
+            .find(|r| r.attempt_index == earlier)
+            .cloned();
+        let (stage, text) = match earlier_record.and_then(|r| r.failure_brief) {
+            Some(b) => (b.stage, b.primary_error_excerpt),
+            None => (Stage::AcceptanceFailed, String::new()),
+        };
+        let text = format!(
+            "you repeated attempt {earlier}'s change exactly; it was not applied again. It failed with:\n{text}"
+        );
+        let a = self.current();
+        a.record.repeat_of = Some(earlier);
+        a.record.touched_files = plan.touched.clone();
+        Some(self.fail(stage, None, &text))
+    }
+
+    /// Writes the planned change into the tree (journaled first, with its pre-images) and
+    /// commits the tree it makes as the attempt's.
+    fn write_change(&mut self, attempt: u32, plan: tr::Plan, dialect: bool, dir: &Path) -> Outcome {
+        if let Err(e) = self.journal_stage("apply", Some(&plan.outcomes)) {
+            self.fatal = Some(e.message);
+            return Outcome::Fatal(Stage::Exception);
+        }
+        if let Err(e) = apply::write_outcomes(&self.root, &plan.outcomes) {
+            return self.fail(
+                Stage::PatchApplyFailed,
+                None,
+                &format!("writing the change failed: {e}"),
+            );
+        }
+        let tree =
+            git::tree_with(self.repo, self.baseline.tree_id(), &plan.outcomes).and_then(|t| {
+                if dialect {
+                    // Stored as the unified diff it amounts to (the raw text is in llm_output.txt).
+                    let diff = git::diff_trees(self.repo, self.baseline.tree_id(), t)?;
+                    std::fs::write(dir.join("proposed_patch.diff"), diff)?;
+                }
+                let commit = self
+                    .writer
+                    .attempt_commit(self.repo, &self.baseline, t, attempt)?;
+                Ok((t, commit))
+            });
+        let files: Vec<FileAction<'_>> = plan
+            .outcomes
+            .iter()
+            .map(|o| FileAction {
+                path: &o.path,
+                action: o.action(),
+            })
+            .collect();
+        let result = ApplyResult {
+            ok: true,
+            method: Some(plan.method.as_str()),
+            touched_files: &plan.touched,
+            files,
+            error: None,
+        };
+        let _ = write_json(&dir.join("apply_result.json"), &result);
+        let method = plan.method.as_str().to_string();
+        let count = plan.outcomes.len();
+        let a = self.current();
+        a.applied = true;
+        a.record.apply_ok = true;
+        a.record.apply_method = Some(method.clone());
+        a.record.touched_files = plan.touched.clone();
+        a.plan = Some(plan);
+        match tree {
+            Ok((tree, commit)) => {
+                a.tree = Some(tree);
+                a.record.tree_commit = Some(commit.to_string());
+            }
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Outcome::Fatal(Stage::Exception);
+            }
+        }
+        self.ui
+            .info(format!("  TR applied {count} file(s) ({method})"));
+        Outcome::Ok
+    }
+}

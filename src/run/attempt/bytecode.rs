@@ -1,0 +1,95 @@
+//! The attempt loop's side of the bytecode cache (SPEC §3.7): filled from the baseline, seen
+//! through a view by sandboxed checks, and forgotten for every path a change or restore writes.
+
+use crate::roles::po::pycache::{self, PyCache};
+use crate::run::attempt::session::Session;
+use std::path::PathBuf;
+
+impl Session<'_> {
+    /// The bytecode cache as the next checks see it, with the entries of `changed` forgotten
+    /// first: the shared cache itself, or under `--sandbox` a per-attempt view of it (dropped
+    /// with the attempt) whose shared entries are read-only.
+    pub(crate) fn check_cache(&mut self, changed: &[&str]) -> std::io::Result<PathBuf> {
+        self.pycache
+            .forget(&self.root, changed.iter().map(|p| p.as_bytes()));
+        let _ = self.pycache.create();
+        if self.sandbox.is_none() {
+            return Ok(self.pycache.dir().to_path_buf());
+        }
+        let scratch = self.plan.factory_dir.join("tmp");
+        match &mut self.pyview {
+            Some(view) => self.pycache.refresh(view, &scratch, &self.root)?,
+            None => self.pyview = Some(self.pycache.view(&scratch, &self.root)?),
+        }
+        Ok(self
+            .pyview
+            .as_ref()
+            .map_or(self.pycache.dir(), pycache::View::path)
+            .to_path_buf())
+    }
+
+    /// Unsandboxed checks wrote the shared bytecode cache: what they compiled of the work tree
+    /// goes (SPEC §3.7). Sandboxed checks wrote only their view, refreshed before the next.
+    pub(crate) fn drop_checks_bytecode(&self, mark: Option<(i64, i64)>) {
+        if let Some(mark) = mark {
+            self.pycache.drop_compiled_since(&self.root, mark);
+        }
+    }
+
+    /// See [`PyCache::mark`]; `None` under `--sandbox` (nothing to drop).
+    pub(crate) fn bytecode_mark(&self) -> Option<(i64, i64)> {
+        self.sandbox
+            .is_none()
+            .then(|| self.pycache.mark())
+            .flatten()
+    }
+
+    /// Fills the bytecode cache from the baseline's own files before any change is applied
+    /// (`after: None`; SPEC §3.7), and under `--sandbox`, whose checks cannot write it, after
+    /// an attempt's checks compiles the interpreter's modules they needed but the cache
+    /// lacked (`after: Some(view)`).
+    pub(crate) fn warm_pycache(&self, after: Option<&pycache::View>) {
+        let scratch = self.plan.factory_dir.join("tmp");
+        let (Ok(tree), Ok(()), Ok(logs)) = (
+            self.baseline.tree(),
+            std::fs::create_dir_all(&scratch),
+            tempfile::Builder::new()
+                .prefix("pycache-logs-")
+                .tempdir_in(&scratch),
+        ) else {
+            return;
+        };
+        let interpreter = pycache::interpreter_of(&[
+            &self.verify_cmds,
+            &self.pass_to_pass,
+            &self.fail_to_pass,
+            &self.acceptance,
+        ]);
+        let how = pycache::Compiler {
+            root: &self.root,
+            interpreter: &interpreter,
+            sandbox: self.sandbox.as_ref(),
+            env_remove: &self.plan.env_remove,
+            timeout: self.plan.timeout,
+            log_dir: logs.path(),
+        };
+        let Some(view) = after else {
+            let list = PyCache::prefill_list(&tree, &self.root);
+            if list.is_empty() {
+                return;
+            }
+            let progress = self
+                .ui
+                .progress("  PO filling the bytecode cache".to_string());
+            let filled = (self.pycache).prefill(list, &how);
+            progress.finish(self.ui, None);
+            if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
+                self.ui.detail(
+                    "    compileall reported errors in the baseline; the cache is partly cold",
+                );
+            }
+            return;
+        };
+        let _ = (self.pycache).learn(view, &how);
+    }
+}

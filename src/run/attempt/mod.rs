@@ -1,0 +1,181 @@
+//! The attempt loop (SPEC §2): SE → TR → PO over one place, as the graph drives it, with a
+//! rollback after each failed attempt and the brief for the next.
+
+mod apply;
+mod audit;
+mod brief;
+mod bytecode;
+mod open;
+mod propose;
+mod rollback;
+pub(crate) mod session;
+mod verify;
+
+use crate::error::{Error, Result};
+use crate::graph::{Nodes, Outcome};
+use crate::run::artifacts::write_json;
+use crate::store::records::{AttemptRecord, Stage};
+use crate::ui;
+use session::{Attempt, Session};
+use std::path::PathBuf;
+use std::time::Instant;
+
+impl Nodes for Session<'_> {
+    fn se(&mut self, attempt: u32) -> Outcome {
+        let (dir, rel) = match self.se_start(attempt) {
+            Ok(paths) => paths,
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Outcome::Fatal(Stage::Exception);
+            }
+        };
+        self.ui.info(format!(
+            "{} {attempt}/{}",
+            ui::bold("attempt"),
+            self.summary.max_attempts
+        ));
+        self.show(attempt, "SE");
+        self.staged(|s| s.propose(attempt, &dir, &rel))
+    }
+
+    fn tr(&mut self, attempt: u32) -> Outcome {
+        self.show(attempt, "TR");
+        self.staged(|s| s.apply(attempt))
+    }
+
+    fn po(&mut self, attempt: u32) -> Outcome {
+        self.show(attempt, "PO");
+        self.staged(|s| s.verify())
+    }
+
+    fn interrupt(&mut self, attempt: u32) -> Outcome {
+        if self.current.is_none() {
+            let _ = self.se_start(attempt);
+        }
+        // Stopped because another candidate spent the last of the token budget.
+        if self.budget.exhausted() && !crate::interrupt::requested() {
+            let _ = self.fail(
+                Stage::BudgetExhausted,
+                None,
+                "the --max-tokens budget ran out",
+            );
+            return Outcome::Failed(Stage::BudgetExhausted);
+        }
+        let _ = self.fail(
+            Stage::Interrupted,
+            None,
+            "the run was interrupted (SIGINT/SIGTERM)",
+        );
+        Outcome::Failed(Stage::Interrupted)
+    }
+
+    fn end_attempt(&mut self, _attempt: u32, passed: bool, last: bool) -> Result<()> {
+        let Some(mut current) = self.current.take() else {
+            return Ok(());
+        };
+        if passed {
+            if let Some(plan) = current.plan.take() {
+                // The restore forgot the bytecode of the change's files and of what it put back.
+                let side = self.restore_side_effects(&plan)?;
+                if !side.is_empty() {
+                    self.ui.warn(format!(
+                        "restored files the checks changed: {}",
+                        side.join(", ")
+                    ));
+                }
+                self.summary.side_effects = side;
+                let tree = current.tree.unwrap_or_else(|| self.baseline.tree_id());
+                self.passed = Some((plan, tree));
+                self.passed_answer = current.answer.take();
+            }
+        } else {
+            self.current = Some(current);
+            let rolled = self.rollback();
+            current = self.current.take().expect("just put back");
+            rolled?;
+        }
+        if let Some(brief) = &current.brief {
+            write_json(&current.dir.join("failure_brief.json"), brief)?;
+        }
+        current.record.failure_brief = current.brief.clone();
+        current.record.duration_seconds = current.started.elapsed().as_secs_f64();
+        self.brief = current.brief.clone();
+        self.summary.attempts.push(current.record);
+        if last {
+            // The run's final record is written next, by finish(); one ref update, not two.
+            return Ok(());
+        }
+        self.save()
+    }
+}
+
+impl Session<'_> {
+    /// Opens an attempt's record and artifact folder.
+    pub(crate) fn se_start(&mut self, attempt: u32) -> Result<(PathBuf, String)> {
+        let (dir, rel) = self.attempt_files(attempt);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
+        self.current = Some(Attempt {
+            record: AttemptRecord {
+                attempt_index: attempt,
+                baseline_commit: self.baseline.id().to_string(),
+                patch_path: String::new(),
+                touched_files: Vec::new(),
+                apply_ok: false,
+                verify: Vec::new(),
+                pass_to_pass: Vec::new(),
+                fail_to_pass: Vec::new(),
+                acceptance: Vec::new(),
+                failure_brief: None,
+                apply_method: None,
+                usage: None,
+                summary: None,
+                tree_commit: None,
+                repeat_of: None,
+                duration_seconds: 0.0,
+                dropped_params: Vec::new(),
+                api_switch: None,
+                served_model: None,
+                reasoning_path: None,
+            },
+            dir: dir.clone(),
+            rel: rel.clone(),
+            proposal: None,
+            plan: None,
+            tree: None,
+            applied: false,
+            brief: None,
+            started: Instant::now(),
+            answer: None,
+        });
+        Ok((dir, rel))
+    }
+
+    pub(crate) fn attempt_files(&self, attempt: u32) -> (PathBuf, String) {
+        let rel = format!("attempt_{attempt}");
+        (self.run_dir.join(&rel), rel)
+    }
+
+    /// Where the running command's process group is noted for `recover`; a race's
+    /// candidates each have their own (SPEC §7).
+    pub(crate) fn pgid_file(&self) -> PathBuf {
+        match self.candidate {
+            Some(i) => self
+                .plan
+                .factory_dir
+                .join(format!("command.{}.{i}.pgid", self.summary.run_id)),
+            None => self.plan.factory_dir.join("command.pgid"),
+        }
+    }
+
+    /// Puts a race candidate's stage on its board line.
+    pub(crate) fn show(&self, attempt: u32, stage: &str) {
+        if let (Some(board), Some(i)) = (self.board, self.candidate) {
+            board.set(
+                i,
+                &format!("attempt {attempt}/{} {stage}", self.summary.max_attempts),
+                false,
+            );
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! SE: one model (or agent) request, its answer stored and parsed into a proposal.
+
+use crate::error::Error;
+use crate::graph::Outcome;
+use crate::roles::se::audit::Audit;
+use crate::roles::se::prompt;
+use crate::roles::se::proposal;
+use crate::roles::se::provider::client::Stop;
+use crate::roles::se::provider::{ProviderError, Request, Response};
+use crate::run::attempt::session::Session;
+use crate::store::records::Stage;
+use std::path::Path;
+use std::time::Instant;
+
+impl Session<'_> {
+    /// SE for one attempt: the prompt built and stored, the provider asked, its answer kept
+    /// and judged; a proposal that parses is the attempt's.
+    pub(crate) fn propose(&mut self, attempt: u32, dir: &Path, rel: &str) -> Outcome {
+        let text = prompt::build(
+            &self.plan.wo.order,
+            &self.plan.context,
+            &self.plan.wo.order.acceptance_commands,
+            self.brief.as_ref(),
+            &if attempt == 1 {
+                self.red.iter().collect()
+            } else {
+                Vec::new()
+            },
+        );
+        if let Err(e) = std::fs::write(dir.join("prompt.txt"), &text) {
+            self.fatal = Some(format!("cannot write prompt.txt: {e}"));
+            return Outcome::Fatal(Stage::Exception);
+        }
+        let answer = match self.ask(attempt, dir, rel, &text) {
+            Ok(answer) => answer,
+            Err(outcome) => return outcome,
+        };
+        let response = match self.answered(answer) {
+            Ok(response) => response,
+            Err(outcome) => return outcome,
+        };
+        if let Some(outcome) = self.keep(&response, dir, rel) {
+            return outcome;
+        }
+        self.judge(&response)
+    }
+
+    /// Asks the provider, showing the wait; an agent's changes outside its worktree are
+    /// audited after it exits (`Err`: the attempt's outcome).
+    fn ask(
+        &mut self,
+        attempt: u32,
+        dir: &Path,
+        rel: &str,
+        text: &str,
+    ) -> Result<Result<Response, ProviderError>, Outcome> {
+        let baseline = self.baseline.id().to_string();
+        let progress = self
+            .ui
+            .progress(format!("  SE waiting for {}", self.summary.config.model));
+        let on_tokens = |n: u64| progress.set_detail(format!("{n} tokens received"));
+        let request = Request {
+            root: &self.root,
+            run_id: &self.summary.run_id,
+            baseline: &baseline,
+            allowed: &self.plan.wo.order.allowed_files,
+            prompt: text,
+            work_order: &self.plan.wo.raw,
+            attempt,
+            failure_brief: self.brief.as_ref(),
+            attempt_dir: dir,
+            attempt_rel: rel,
+            sandbox: self.sandbox.is_some(),
+            on_tokens: &on_tokens,
+            candidate: self.candidate,
+        };
+        // What the run's restore does not own (shared refs, other worktrees' HEADs) is
+        // recorded before an agent runs, to name anything it changed there.
+        let audit = match self.audited.then(|| Audit::capture(self.repo)).transpose() {
+            Ok(a) => a,
+            Err(e) => {
+                self.fatal = Some(e.message);
+                return Err(Outcome::Fatal(Stage::Exception));
+            }
+        };
+        let asked = Instant::now();
+        let answer = self.provider.propose(&request);
+        let tokens = match &answer {
+            Ok(r) => r
+                .usage
+                .as_ref()
+                .map(|u| {
+                    format!(
+                        ", {} in / {} out tokens",
+                        u.input_tokens.unwrap_or(0),
+                        u.output_tokens.unwrap_or(0)
+                    )
+                })
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let took = asked.elapsed().as_secs_f64();
+        progress.finish(
+            self.ui,
+            Some(match &answer {
+                Ok(_) => format!("  SE answered in {took:.1}s{tokens}"),
+                Err(_) => format!("  SE failed after {took:.1}s"),
+            }),
+        );
+        if self.audited {
+            if let Some(outcome) = self.agent_audit(audit, dir, &answer) {
+                return Err(outcome);
+            }
+        }
+        Ok(answer)
+    }
+
+    /// The provider's failure as the attempt's outcome; a misconfiguration found by the
+    /// first request refuses the run instead.
+    fn answered(&mut self, answer: Result<Response, ProviderError>) -> Result<Response, Outcome> {
+        match answer {
+            Ok(r) => Ok(r),
+            Err(ProviderError::Failed(msg)) => Err(self.fail(Stage::LlmCallFailed, None, &msg)),
+            Err(ProviderError::Exhausted(msg)) => {
+                let _ = self.fail(Stage::LlmCallFailed, None, &msg);
+                Err(Outcome::Exhausted(Stage::LlmCallFailed))
+            }
+            Err(ProviderError::Fatal(msg)) => {
+                let _ = self.fail(Stage::LlmCallFailed, None, &msg);
+                self.fatal = Some(msg);
+                Err(Outcome::Fatal(Stage::LlmCallFailed))
+            }
+            Err(ProviderError::Unreachable { message, hint }) => {
+                if self.summary.attempts.is_empty() {
+                    // Misconfiguration, caught before any attempt counts: refused, unrecorded.
+                    self.refusal = Some(Error::new(message).hint(hint));
+                    return Err(Outcome::Fatal(Stage::Preflight));
+                }
+                Err(self.fail(Stage::LlmCallFailed, None, &message))
+            }
+        }
+    }
+
+    /// Keeps the answer in the attempt's files and record, and spends its tokens: `Some`
+    /// when that spent the `--max-tokens` budget.
+    fn keep(&mut self, response: &Response, dir: &Path, rel: &str) -> Option<Outcome> {
+        let _ = std::fs::write(dir.join("llm_output.txt"), &response.raw);
+        let over_budget = self.budget.spend(response.usage.as_ref());
+        {
+            let a = self.current();
+            a.answer = Some((response.text.clone(), response.format));
+            a.record.usage = response.usage.clone();
+            a.record.dropped_params = response.dropped_params.clone();
+            a.record.api_switch = response.api_switch.clone();
+            a.record.served_model = response.served_model.clone();
+        }
+        if over_budget {
+            if let Some(board) = self.board {
+                board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+            }
+            let text = format!(
+                "the --max-tokens budget of {} tokens is spent ({} reported so far)",
+                self.budget.limit().unwrap_or(0),
+                self.budget.used()
+            );
+            // Every other candidate in flight stops too.
+            crate::interrupt::halt();
+            let _ = self.fail(Stage::BudgetExhausted, None, &text);
+            return Some(Outcome::Exhausted(Stage::BudgetExhausted));
+        }
+        if let Some(switch) = &response.api_switch {
+            self.ui.info(format!(
+                "  the server serves this model on the other API: switched {switch}"
+            ));
+        }
+        if !response.dropped_params.is_empty() {
+            self.ui.info(format!(
+                "  the server refused {}: sent again without (remembered in .git/factory/providers.json)",
+                response.dropped_params.join(", ")
+            ));
+        }
+        if let Some(reasoning) = &response.reasoning {
+            if std::fs::write(dir.join("reasoning.txt"), reasoning).is_ok() {
+                self.current().record.reasoning_path = Some(format!("{rel}/reasoning.txt"));
+            }
+        }
+        None
+    }
+
+    /// An answer cut short, refused or too large fails; else it is parsed into a proposal.
+    fn judge(&mut self, response: &Response) -> Outcome {
+        match &response.stop {
+            Stop::Complete => {}
+            Stop::Cut(why) => {
+                let text = format!(
+                    "your answer was cut at the output limit ({why}) before it was complete: propose a smaller change (fewer files, a shorter diff, only the hunks that change), or the user can raise --llm-max-output-tokens"
+                );
+                return self.fail(Stage::LlmOutputInvalid, None, &text);
+            }
+            Stop::Refused(why) => {
+                let text = format!("the model refused to answer: {why}");
+                return self.fail(Stage::LlmOutputInvalid, None, &text);
+            }
+            Stop::TooLarge(why) => {
+                let text = format!("{why}: propose a smaller change (fewer files, a diff of only the hunks that change)");
+                return self.fail(Stage::LlmOutputInvalid, None, &text);
+            }
+        }
+        match proposal::parse(&response.text, response.format) {
+            Ok(p) => {
+                let a = self.current();
+                a.record.summary = Some(p.summary.clone());
+                a.proposal = Some(p);
+                Outcome::Ok
+            }
+            Err(why) => {
+                let start: String = String::from_utf8_lossy(&response.raw)
+                    .chars()
+                    .take(300)
+                    .collect();
+                let text = format!("{why}\nyour output began with:\n{start}");
+                self.fail(Stage::LlmOutputInvalid, None, &text)
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! PO: the baseline check before any model call (SPEC §3.8) and an attempt's checks.
+
+use crate::error::Result;
+use crate::graph::Outcome;
+use crate::roles::po::baseline;
+use crate::roles::po::pycache::PyCache;
+use crate::roles::po::verify::{self, PoRun};
+use crate::run::artifacts::write_json;
+use crate::run::attempt::brief::command_excerpt;
+use crate::run::attempt::session::Session;
+use crate::store::records::{BaselineCheck, Stage};
+
+impl Session<'_> {
+    /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
+    /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
+    /// tree as it was. What the commands leave behind is removed as after an attempt.
+    pub(crate) fn baseline_check(&mut self) -> Result<bool> {
+        self.journal_stage("baseline_check", None)?;
+        let prefix = self.check_cache(&[])?;
+        let log_dir = self.run_dir.join("baseline");
+        std::fs::create_dir_all(&log_dir)?;
+        let po = PoRun {
+            root: &self.root,
+            timeout: self.plan.timeout,
+            env_remove: &self.plan.env_remove,
+            env_set: PyCache::env(&prefix, &self.root),
+            log_dir,
+            log_rel: "baseline".to_string(),
+            sandbox: self.sandbox.clone().map(|mut s| {
+                s.scratch.push(prefix.clone());
+                s
+            }),
+            pgid_file: Some(self.pgid_file()),
+        };
+        let contract = baseline::Contract {
+            repo: self.repo,
+            tree: self.baseline.tree_id(),
+            verify: &self.verify_cmds,
+            pass_to_pass: &self.pass_to_pass,
+            fail_to_pass: &self.fail_to_pass,
+        };
+        let ui = self.ui;
+        let started = self.bytecode_mark();
+        let checked = baseline::check(&contract, &po, |kind, argv| {
+            let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
+            ui.progress(format!("  baseline {kind}: {shown}"))
+        });
+        self.drop_checks_bytecode(started);
+        // Logs are kept only for commands that ran (a cached check leaves no folder).
+        let _ = std::fs::remove_dir(self.run_dir.join("baseline"));
+        if checked.as_ref().map_or(true, |r| r.ran) {
+            self.rollback()?;
+        }
+        let report = checked?;
+        let satisfied = report.finding == baseline::Finding::Satisfied;
+        self.red = report.red().into_iter().cloned().collect();
+        let cached = report.results.iter().filter(|r| r.cached).count();
+        self.ui.info(format!(
+            "  baseline check: {} red, {} command(s){}",
+            self.red.len(),
+            report.results.len(),
+            if cached > 0 {
+                format!(", {cached} from the cache")
+            } else {
+                String::new()
+            }
+        ));
+        self.summary.baseline_check = Some(BaselineCheck {
+            result: if satisfied {
+                Stage::AlreadySatisfied.as_str()
+            } else {
+                "red"
+            }
+            .to_string(),
+            commands: report.results,
+        });
+        Ok(satisfied)
+    }
+
+    pub(crate) fn verify(&mut self) -> Outcome {
+        let (dir, rel) = {
+            let a = self.current();
+            (a.dir.clone(), a.rel.clone())
+        };
+        // No check may run bytecode of another version of a changed file; sandboxed checks
+        // see the cache through the run's view of it, refreshed for each attempt.
+        let changed: Vec<String> = (self.current().plan.iter())
+            .flat_map(|p| p.outcomes.iter().map(|o| o.path.clone()))
+            .collect();
+        let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
+        let prefix = match self.check_cache(&changed) {
+            Ok(cache) => cache,
+            Err(e) => {
+                self.fatal = Some(format!("cannot create a scratch folder: {e}"));
+                return Outcome::Fatal(Stage::Exception);
+            }
+        };
+        let po = PoRun {
+            root: &self.root,
+            timeout: self.plan.timeout,
+            env_remove: &self.plan.env_remove,
+            env_set: PyCache::env(&prefix, &self.root),
+            log_dir: dir.clone(),
+            log_rel: rel,
+            sandbox: self.sandbox.clone().map(|mut s| {
+                s.scratch.push(prefix.clone());
+                s
+            }),
+            pgid_file: Some(self.pgid_file()),
+        };
+        let ui = self.ui;
+        let checks = verify::Checks {
+            verify: &self.verify_cmds,
+            pass_to_pass: &self.pass_to_pass,
+            fail_to_pass: &self.fail_to_pass,
+            acceptance: &self.acceptance,
+        };
+        let started = self.bytecode_mark();
+        let outcome = po.run_checks(&checks, |kind, argv| {
+            let shown = shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
+            ui.progress(format!("  PO {kind}: {shown}"))
+        });
+        self.drop_checks_bytecode(started);
+        if let Some(view) = &self.pyview {
+            self.warm_pycache(Some(view));
+        }
+        let _ = write_json(&dir.join("verify_result.json"), &outcome.verify);
+        for (name, results) in [
+            ("pass_to_pass_result.json", &outcome.pass_to_pass),
+            ("fail_to_pass_result.json", &outcome.fail_to_pass),
+        ] {
+            if !results.is_empty() {
+                let _ = write_json(&dir.join(name), results);
+            }
+        }
+        let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);
+        let failing = outcome.failing_command().cloned();
+        {
+            let a = self.current();
+            a.record.verify = outcome.verify;
+            a.record.pass_to_pass = outcome.pass_to_pass;
+            a.record.fail_to_pass = outcome.fail_to_pass;
+            a.record.acceptance = outcome.acceptance;
+        }
+        match (outcome.failed, failing) {
+            (Some(stage), Some(cmd)) => {
+                let text = command_excerpt(&cmd);
+                self.fail(stage, Some(&cmd), &text)
+            }
+            _ => Outcome::Ok,
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Place (SPEC §5): where a run happens — the user's work tree, under the repo lock claimed at
+//! preflight, or a worktree of its own at the baseline, always removed. The place owns its
+//! locks, the run's staging folder, what putting the tree back needs, and its cleanup.
+
+use crate::error::{Error, Result};
+use crate::git::{lock::RepoLock, restore::Restore, status::Snapshot, worktree::TempWorktree};
+use crate::journal::Journal;
+use crate::roles::po::exec::Sandbox;
+use crate::run::artifacts::copy_dir;
+use crate::run::plan::Plan;
+use crate::run::preflight::Claim;
+use crate::store::records::RunSummary;
+use git2::Repository;
+use std::path::{Path, PathBuf};
+
+pub struct Place<'r> {
+    user: &'r Repository,
+    /// A worktree run's tree: the repo opened there (dropped before the worktree goes).
+    own: Option<Repository>,
+    worktree: Option<TempWorktree>,
+    /// The tree the run changes.
+    pub root: PathBuf,
+    /// The staging folder of the run's artifacts, under `.git/factory/runs/`.
+    pub run_dir: PathBuf,
+    /// In-situ only: the preflight status walk, which later checks of the tree build on.
+    pub preflight: Option<Snapshot>,
+    factory_dir: PathBuf,
+    /// A worktree run keeps no journal on disk (see [`discard_journal`]).
+    worktree_run: bool,
+    _lock: Option<RepoLock>,
+    _run_lock: RepoLock,
+}
+
+impl<'r> Place<'r> {
+    /// Takes the place: the claimed lock names the run, the run's own lock is taken, the
+    /// staging folder made afresh, and in worktree mode a fresh worktree added at the baseline.
+    pub fn enter(user: &'r Repository, claim: Claim, plan: &Plan) -> Result<Self> {
+        let Claim {
+            mut lock,
+            preflight,
+        } = claim;
+        if let Some(lock) = lock.as_mut() {
+            lock.describe(&plan.run_id)?;
+        }
+        // Two runs of the same run_id (two --worktree runs of one order) would share the
+        // staging folder and the worktree: the second refuses, naming the first.
+        let run_lock = RepoLock::acquire_run(&plan.factory_dir, &plan.run_id)?;
+        let run_dir = plan.factory_dir.join("runs").join(&plan.run_id);
+        if run_dir.exists() {
+            std::fs::remove_dir_all(&run_dir)?;
+        }
+        std::fs::create_dir_all(&run_dir)?;
+        let worktree = if plan.worktree {
+            let name = format!("run-{}", plan.run_id);
+            Some(TempWorktree::add(
+                user,
+                &name,
+                &plan.baseline.to_string(),
+                crate::roles::po::pycache::PyCache::forget_worktree,
+            )?)
+        } else {
+            None
+        };
+        let own = match &worktree {
+            Some(wt) => Some(Repository::open(&wt.path)?),
+            None => None,
+        };
+        let root = (worktree.as_ref())
+            .map(|w| w.path.clone())
+            .unwrap_or_else(|| plan.user_root.clone());
+        Ok(Place {
+            user,
+            own,
+            worktree,
+            root,
+            run_dir,
+            preflight,
+            factory_dir: plan.factory_dir.clone(),
+            worktree_run: plan.worktree,
+            _lock: lock,
+            _run_lock: run_lock,
+        })
+    }
+
+    /// The repository of the tree the run changes.
+    pub fn repo(&self) -> &Repository {
+        self.own.as_ref().unwrap_or(self.user)
+    }
+
+    /// From here on the tree may change: what putting it back needs is recorded first (the
+    /// run's own worktree gets its HEAD and index back between attempts too, but the refs it
+    /// shares with the user's ongoing work are not its to put back). In-situ the journal is
+    /// written, so `recover` can finish the run if it is killed.
+    pub fn capture(&self, plan: &Plan) -> Result<Journal> {
+        let restore = Restore::capture(
+            self.repo(),
+            crate::journal::saved_dir(&plan.factory_dir, &plan.run_id),
+            !plan.worktree,
+            self.preflight.as_ref(),
+        )?;
+        let journal = Journal {
+            run_id: plan.run_id.clone(),
+            pid: std::process::id(),
+            stage: "preflight".to_string(),
+            restore,
+        };
+        if !plan.worktree {
+            // Nothing is changed yet, so the write need not survive a power cut (a killed
+            // process leaves it in place); the apply stage, which has pre-images, is fsynced.
+            journal.write(&plan.factory_dir, false)?;
+        }
+        crate::trace::mark("journal + saved index");
+        Ok(journal)
+    }
+
+    /// The sandbox the run's checks run in: the tree writable, the repo's own folders and
+    /// the tree's Python environments read-only.
+    pub fn sandbox(&self, journal: &Journal) -> Sandbox {
+        let mut read_only = vec![
+            self.user.commondir().to_path_buf(),
+            self.repo().path().to_path_buf(),
+        ];
+        read_only.extend(journal.restore.environments());
+        Sandbox::for_checks(self.root.clone(), read_only)
+    }
+
+    /// Drops the run's repo and removes its worktree, if it has one.
+    fn give_back_worktree(&mut self) -> Result<()> {
+        self.own = None;
+        match self.worktree.take() {
+            Some(wt) => wt.remove(),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives the place up unrecorded (a refusal after preflight): the worktree removed,
+    /// `withdraw` run on the user's repo, the staging folder and the journal gone.
+    pub fn abandon(
+        mut self,
+        journal: &Journal,
+        withdraw: impl FnOnce(&Repository) -> Result<()>,
+    ) -> Result<()> {
+        self.give_back_worktree()?;
+        withdraw(self.user)?;
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+        discard_journal(journal, self.worktree_run, &self.factory_dir);
+        Ok(())
+    }
+
+    /// Leaves the place after the final record: the worktree removed, the artifacts copied to
+    /// `--out`, the staging folder removed, and the journal too — unless the last restore left
+    /// paths it could not put back: they are named in the record and the journal stays, so
+    /// every command points at recover, which tries again once they are fixed.
+    pub fn leave(
+        mut self,
+        journal: &Journal,
+        unrestored: bool,
+        finished: Result<RunSummary>,
+        out: Option<&Path>,
+    ) -> Result<(RunSummary, Option<PathBuf>)> {
+        self.give_back_worktree()?;
+        let summary = finished?;
+        let out = match out {
+            Some(out) => {
+                let dest = out.join(&summary.run_id);
+                copy_dir(&self.run_dir, &dest).map_err(|e| {
+                    Error::new(format!("cannot write --out {}: {e}", dest.display()))
+                })?;
+                Some(dest)
+            }
+            None => None,
+        };
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+        crate::trace::mark("cleanup");
+        if self.worktree_run || !unrestored {
+            discard_journal(journal, self.worktree_run, &self.factory_dir);
+        }
+        Ok((summary, out))
+    }
+}
+
+/// A finished (or refused) run's journal: a worktree run has none on disk (the shared one
+/// belongs to in-situ runs), only its saved bytes.
+fn discard_journal(journal: &Journal, worktree: bool, factory_dir: &Path) {
+    if worktree {
+        let _ = std::fs::remove_dir_all(&journal.restore.saved);
+    } else {
+        journal.clear(factory_dir);
+    }
+}

@@ -1,0 +1,331 @@
+//! Plan (SPEC §4.3, §5): the run's options resolved once into a plain [`Plan`] — the
+//! preflight refusals, the provider opened, protected paths and the contract, the identity
+//! and the cache lookup. Every later stage reads the plan, never the options.
+
+use crate::clock::{unix_ms, utc_now};
+use crate::config::Config;
+use crate::delivery::Delivery;
+use crate::error::Result;
+use crate::git;
+use crate::identity;
+use crate::roles::po::{baseline, verify};
+use crate::roles::se::prompt::{self, ContextFile};
+use crate::roles::se::provider::client::Settings;
+use crate::roles::se::provider::{Provider, ProviderSpec};
+use crate::roles::tr::protect::Protected;
+use crate::run::candidates::{NoProposal, Race};
+use crate::run::options::RunOptions;
+use crate::run::preflight::{self, Claim};
+use crate::store::{
+    self,
+    records::{Contract, RunConfig, RunSummary, Verdict},
+};
+use crate::workorder::LoadedWorkOrder;
+use git2::{Oid, Repository};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Everything a run does, decided before anything changes.
+pub struct Plan {
+    /// The run's identity (SPEC §4.3) and the config it hashes.
+    pub run_id: String,
+    pub config: RunConfig,
+    pub baseline: Oid,
+    pub tree_before: Oid,
+    /// The run's earlier record (an unfinished or `--force`d one), kept as a parent.
+    pub previous_commit: Option<Oid>,
+    pub user_root: PathBuf,
+    pub factory_dir: PathBuf,
+    /// In a worktree of its own (`--worktree`), or in the user's tree.
+    pub worktree: bool,
+    pub out: Option<PathBuf>,
+    pub wo: LoadedWorkOrder,
+    pub context: Vec<ContextFile>,
+    /// Paths no proposal may touch (SPEC §3.5), and the contract the record keeps.
+    pub protected: Protected,
+    pub contract: Option<Contract>,
+    /// `factory.verify` as configured (the commands are read in the run's tree), and the
+    /// environment variables no check sees.
+    pub configured_verify: Vec<String>,
+    pub env_remove: Vec<String>,
+    /// SE: the model settings every provider of the run opens with; agents are audited.
+    pub settings: Settings,
+    pub audited: bool,
+    pub race: Option<Race>,
+    pub max_attempts: u32,
+    pub timeout: Duration,
+    pub agent_timeout: Duration,
+    pub strict_apply: bool,
+    pub sandbox: bool,
+    pub baseline_check: bool,
+    pub delivery: Delivery,
+    pub max_tokens: Option<u64>,
+}
+
+/// What resolving a run's options came to.
+pub enum Resolved {
+    /// A run to make: its plan, its opened provider, and the user's tree claimed (in-situ).
+    Run(Box<Planned>),
+    /// A finished run with this identity is recorded already.
+    Cached(Box<RunSummary>),
+    /// `--dry-run`: the first prompt.
+    DryRun(String),
+}
+
+pub struct Planned {
+    pub plan: Plan,
+    pub provider: Box<dyn Provider>,
+    pub claim: Claim,
+}
+
+/// The provider of the run, the model identity it hashes, and the settings it opened with.
+struct Opened {
+    provider: Box<dyn Provider>,
+    identity: String,
+    settings: Settings,
+    race: Option<Race>,
+}
+
+/// Resolves `opts` in the order of SPEC §5's preflight: the refusals first, then the
+/// provider, the identity and the cache, then the context the first prompt shows.
+pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
+    let user_root = git::workdir(repo)?;
+    let baseline = git::head_commit(repo)?;
+    crate::trace::mark("opened repo");
+    let factory_dir = git::factory_dir(repo);
+    let claim = Claim::take(repo, &factory_dir, opts.worktree, opts.dry_run)?;
+    preflight::check_options(repo, &opts, &user_root)?;
+    let cfg = Config::of(repo);
+    // Protected paths (SPEC §3.5): an order that allows one is refused like any invalid order.
+    let protect = cfg.multi(crate::config::PROTECT);
+    let protected = Protected::for_run(repo, &baseline.tree()?, &protect, &opts.work_order.order);
+    protected.check_allowed(&opts.work_order.order.allowed_files)?;
+    preflight::run_programs(&opts, &cfg, &baseline, &user_root)?;
+    let opened = open_provider(&opts, &factory_dir, &user_root)?;
+    crate::trace::mark("provider opened");
+
+    // Identity (SPEC §4.3). In-situ the tree is clean, so the work tree's tree id is HEAD's;
+    // in worktree mode the run starts from HEAD's tree by definition.
+    let tree_before = baseline.tree_id();
+    let config = run_config(&opts, &opened);
+    let run_id = identity::run_id(
+        &opts.work_order.hash,
+        &tree_before.to_string(),
+        &config.config_hash,
+    );
+    let previous = store::find_run(repo, &run_id)?;
+    crate::trace::mark("identity and cache lookup");
+    if let Some(prev) = &previous {
+        if prev.summary.verdict.is_final() && !opts.force {
+            return Ok(Resolved::Cached(Box::new(prev.summary.clone())));
+        }
+    }
+    let previous_commit = previous.as_ref().map(|p| p.commit).or_else(|| {
+        // A record that cannot be read is still kept as a parent.
+        repo.refname_to_id(&store::run_ref(&run_id)).ok()
+    });
+    if opts.worktree && opts.branch.is_none() {
+        crate::delivery::check_branch(repo, &format!("factory/{run_id}"), opts.force)?;
+    }
+    let context = read_context(repo, &opts, &baseline, &user_root)?;
+    if opts.dry_run {
+        return Ok(Resolved::DryRun(first_prompt(
+            repo,
+            &opts,
+            tree_before,
+            &context,
+        )));
+    }
+    let plan = Plan {
+        contract: (opts.work_order.order.has_contract() || !protect.is_empty()).then(|| Contract {
+            fail_to_pass: opts.work_order.order.fail_to_pass.clone(),
+            pass_to_pass: opts.work_order.order.pass_to_pass.clone(),
+            protected: protected.listing(),
+        }),
+        delivery: delivery(&opts, &run_id),
+        configured_verify: cfg.multi(crate::config::VERIFY),
+        env_remove: verify::scrub_list(&cfg),
+        audited: opts.provider.is_agent(),
+        settings: opened.settings,
+        race: opened.race,
+        run_id,
+        config,
+        baseline: baseline.id(),
+        tree_before,
+        previous_commit,
+        user_root,
+        factory_dir,
+        context,
+        protected,
+        worktree: opts.worktree,
+        out: opts.out,
+        max_attempts: opts.max_attempts,
+        timeout: Duration::from_secs(opts.timeout_seconds),
+        agent_timeout: Duration::from_secs(opts.agent_timeout_seconds),
+        strict_apply: opts.strict_apply,
+        sandbox: opts.sandbox,
+        baseline_check: opts.baseline_check,
+        max_tokens: opts.max_tokens,
+        wo: opts.work_order,
+    };
+    let provider = opened.provider;
+    Ok(Resolved::Run(Box::new(Planned {
+        plan,
+        provider,
+        claim,
+    })))
+}
+
+/// Opens the run's provider, and with `--candidates` every candidate's once up front: a
+/// missing key or replay file is refused before anything changes.
+fn open_provider(opts: &RunOptions, factory_dir: &Path, user_root: &Path) -> Result<Opened> {
+    let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
+    let mut settings = opts.model.clone();
+    settings.memory = Some(factory_dir.join("providers.json"));
+    let race = Race::of(opts)?;
+    let (provider, mut identity) = opts
+        .provider
+        .open(user_root, &settings, !opts.dry_run, agent_timeout)
+        .or_else(|e| match &race {
+            // A replay folder of per-candidate folders holds no proposal of its own.
+            Some(_) if matches!(opts.provider, ProviderSpec::Replay { .. }) => {
+                Ok((Box::new(NoProposal) as Box<dyn Provider>, String::new()))
+            }
+            _ => Err(e),
+        })?;
+    if let Some(race) = &race {
+        identity = race.identity(user_root, &settings, !opts.dry_run, agent_timeout)?;
+    }
+    Ok(Opened {
+        provider,
+        identity,
+        settings,
+        race,
+    })
+}
+
+/// The config the identity hashes (SPEC §4.3), as the record keeps it.
+fn run_config(opts: &RunOptions, opened: &Opened) -> RunConfig {
+    let apply_mode = if opts.strict_apply {
+        "strict"
+    } else {
+        "ladder"
+    };
+    let config_hash = identity::config_hash_with(
+        &opened.identity,
+        opts.temperature,
+        opts.max_attempts,
+        opts.timeout_seconds,
+        apply_mode,
+        &identity::ConfigExtras {
+            reasoning_effort: opts.model.reasoning_effort.as_deref(),
+            max_output_tokens: opts.model.max_output_tokens,
+            candidates: opened.race.as_ref().map(|r| r.candidates),
+        },
+    );
+    RunConfig {
+        model: opened.identity.clone(),
+        temperature: opts.temperature,
+        max_attempts: opts.max_attempts,
+        timeout_seconds: opts.timeout_seconds,
+        prompt_version: identity::PROMPT_VERSION.to_string(),
+        apply: apply_mode.to_string(),
+        config_hash,
+        reasoning_effort: opts.model.reasoning_effort.clone(),
+        max_output_tokens: opts.model.max_output_tokens,
+    }
+}
+
+/// The work order's context files, checked and read: in worktree mode from HEAD's tree,
+/// in-situ from the work tree.
+fn read_context(
+    repo: &Repository,
+    opts: &RunOptions,
+    baseline: &git2::Commit<'_>,
+    user_root: &Path,
+) -> Result<Vec<ContextFile>> {
+    let head_tree = baseline.tree()?;
+    crate::workorder::check_context_files(
+        &opts.work_order.order,
+        repo,
+        user_root,
+        opts.worktree.then_some(&head_tree),
+    )?;
+    Ok(prompt::read_context(&opts.work_order.order, |path| {
+        if opts.worktree {
+            let entry = head_tree.get_path(Path::new(path)).ok()?;
+            Some(repo.find_blob(entry.id()).ok()?.content().to_vec())
+        } else {
+            std::fs::read(user_root.join(path)).ok()
+        }
+    }))
+}
+
+/// `--dry-run`'s answer: the first prompt, with the baseline's red commands the cache knows.
+fn first_prompt(
+    repo: &Repository,
+    opts: &RunOptions,
+    tree_before: Oid,
+    context: &[ContextFile],
+) -> String {
+    prompt::build(
+        &opts.work_order.order,
+        context,
+        &opts.work_order.order.acceptance_commands,
+        None,
+        &if opts.baseline_check {
+            baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv())
+        } else {
+            Vec::new()
+        }
+        .iter()
+        .collect::<Vec<_>>(),
+    )
+}
+
+/// Where a PASS goes (SPEC §5): a worktree run's onto a branch, an in-situ run's into the
+/// user's tree, committed when asked.
+fn delivery(opts: &RunOptions, run_id: &str) -> Delivery {
+    match (&opts.branch, opts.worktree, opts.commit) {
+        (Some(name), true, _) => Delivery::Branch(name.clone()),
+        (None, true, _) => Delivery::Branch(format!("factory/{run_id}")),
+        (Some(name), false, _) => Delivery::NewBranchCheckedOut(name.clone()),
+        (None, false, true) => Delivery::CurrentBranch,
+        (None, false, false) => Delivery::Uncommitted,
+    }
+}
+
+impl Plan {
+    /// The run's record as it opens: verdict RUNNING, no attempt yet.
+    pub fn opening_summary(&self) -> RunSummary {
+        RunSummary {
+            run_id: self.run_id.clone(),
+            repo_path: self.user_root.display().to_string(),
+            work_order_path: self.wo.source.clone(),
+            work_order_hash: self.wo.hash.clone(),
+            repo_baseline_commit: self.baseline.to_string(),
+            repo_tree_hash_before: self.tree_before.to_string(),
+            repo_tree_hash_after: String::new(),
+            max_attempts: self.max_attempts,
+            attempts: Vec::new(),
+            verdict: Verdict::Running,
+            ended_stage: String::new(),
+            started_utc: utc_now(),
+            ended_utc: String::new(),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            mode: if self.worktree { "worktree" } else { "in_situ" }.to_string(),
+            config: self.config.clone(),
+            result_commit: None,
+            duration_seconds: 0.0,
+            work_order_id: self.wo.order.id.clone(),
+            work_order_title: self.wo.order.title.clone(),
+            side_effects: Vec::new(),
+            error: None,
+            candidates: Vec::new(),
+            winner: None,
+            contract: self.contract.clone(),
+            baseline_check: None,
+            started_unix_ms: Some(unix_ms()),
+        }
+    }
+}

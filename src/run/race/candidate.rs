@@ -1,0 +1,217 @@
+//! One candidate of a race (SPEC §5.1): its own attempt loop in its own worktree.
+
+use crate::budget::Budget;
+use crate::clock::utc_now;
+use crate::delivery::Delivery;
+use crate::error::{Error, Result};
+use crate::git;
+use crate::graph::{self, Ending};
+use crate::journal::Journal;
+use crate::roles::po::exec::Sandbox;
+use crate::roles::po::pycache::PyCache;
+use crate::roles::se::proposal;
+use crate::roles::se::provider::ProviderSpec;
+use crate::run::attempt::session::Session;
+use crate::run::plan::Plan;
+use crate::store::records::{AttemptRecord, BaselineResult, RunSummary, Stage, Verdict};
+use crate::store::RunWriter;
+use crate::ui::{self, Ui};
+use git2::Repository;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What the candidates of a race share, read-only (SPEC §5.1): the run's plan, and what its
+/// own session found before the race (the checks, the baseline's red commands).
+pub(crate) struct RaceShared<'a> {
+    pub commondir: PathBuf,
+    pub plan: &'a Plan,
+    pub run_dir: PathBuf,
+    pub verify_cmds: &'a [Vec<String>],
+    pub acceptance: &'a [Vec<String>],
+    pub pass_to_pass: &'a [Vec<String>],
+    pub fail_to_pass: &'a [Vec<String>],
+    pub red: &'a [BaselineResult],
+    pub budget: &'a Budget,
+    pub summary: &'a RunSummary,
+    pub ui: &'a Ui,
+}
+
+/// How one candidate ended.
+pub(crate) struct CandidateRun {
+    pub index: u32,
+    pub model: String,
+    pub verdict: Verdict,
+    pub stage: String,
+    pub attempts: Vec<AttemptRecord>,
+    /// On PASS: the tree its change made (baseline + change).
+    pub tree: Option<git2::Oid>,
+    /// On PASS: the answer that made it.
+    pub answer: Option<(Vec<u8>, proposal::OutputFormat)>,
+    pub attempt_commits: Vec<git2::Oid>,
+    pub error: Option<String>,
+    /// Its provider turned out misconfigured: the whole run is refused.
+    pub refusal: Option<Error>,
+    pub duration: Duration,
+}
+
+/// Runs one candidate: its own attempt loop in its own fresh worktree at the baseline, its
+/// artifacts under `candidate_<index>/`. It writes no ref and touches nothing of the user's:
+/// the race records all candidates at once. Its worktree is removed whatever happens.
+pub(crate) fn run_candidate(
+    shared: &RaceShared<'_>,
+    index: u32,
+    spec: &ProviderSpec,
+    board: &ui::Board,
+) -> CandidateRun {
+    let started = Instant::now();
+    let mut run = CandidateRun {
+        index,
+        model: spec.identity(),
+        verdict: Verdict::Error,
+        stage: Stage::Exception.as_str().to_string(),
+        attempts: Vec::new(),
+        tree: None,
+        answer: None,
+        attempt_commits: Vec::new(),
+        error: None,
+        refusal: None,
+        duration: Duration::ZERO,
+    };
+    if let Err(e) = candidate_session(shared, index, spec, board, &mut run) {
+        run.verdict = Verdict::Error;
+        run.stage = Stage::Exception.as_str().to_string();
+        run.error = Some(e.message);
+    }
+    run.duration = started.elapsed();
+    run
+}
+
+/// Candidate `index` in its worktree: the provider opened there with its own seed, what
+/// putting the worktree back needs captured, its attempt loop driven; the worktree and the
+/// saved bytes removed after.
+fn candidate_session(
+    shared: &RaceShared<'_>,
+    index: u32,
+    spec: &ProviderSpec,
+    board: &ui::Board,
+    run: &mut CandidateRun,
+) -> Result<()> {
+    let plan = shared.plan;
+    let repo = Repository::open(&shared.commondir)?;
+    let name = format!("cand-{}-{index}", plan.run_id);
+    let worktree = git::worktree::TempWorktree::add(
+        &repo,
+        &name,
+        &plan.baseline.to_string(),
+        crate::roles::po::pycache::PyCache::forget_worktree,
+    )?;
+    let wt_repo = Repository::open(&worktree.path)?;
+    let mut settings = plan.settings.clone();
+    settings.seed += u64::from(index);
+    let (provider, identity) = spec.open(&worktree.path, &settings, true, plan.agent_timeout)?;
+    run.model = identity.clone();
+    let dir = shared.run_dir.join(format!("candidate_{index}"));
+    std::fs::create_dir_all(&dir)?;
+    // The candidate's own worktree gets its HEAD and index back between attempts; the refs it
+    // shares with the user's repo are not its to put back.
+    let restore = git::restore::Restore::capture(
+        &wt_repo,
+        crate::journal::saved_dir(&plan.factory_dir, &format!("{}.{index}", plan.run_id)),
+        false,
+        None,
+    )?;
+    let saved = restore.saved.clone();
+    let journal = Journal {
+        run_id: plan.run_id.clone(),
+        pid: std::process::id(),
+        stage: "preflight".to_string(),
+        restore,
+    };
+    let ui = shared.ui.silent();
+    let mut summary = shared.summary.clone();
+    summary.config.model = identity;
+    let sandbox = plan.sandbox.then(|| {
+        Sandbox::for_checks(
+            worktree.path.clone(),
+            vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
+        )
+    });
+    {
+        let mut session = Session {
+            record: false,
+            budget: shared.budget,
+            board: Some(board),
+            candidate: Some(index),
+            passed_answer: None,
+            pycache: PyCache::in_factory_dir(&plan.factory_dir),
+            pyview: None,
+            journal,
+            persist_journal: false,
+            unrestored: false,
+            preflight: None,
+            sandbox,
+            delivery: Delivery::Uncommitted,
+            repo: &wt_repo,
+            root: worktree.path.clone(),
+            ui: &ui,
+            plan,
+            baseline: wt_repo.find_commit(plan.baseline)?,
+            provider,
+            audited: spec.is_agent(),
+            run_dir: dir.clone(),
+            writer: RunWriter::new(&plan.run_id, &dir, None),
+            summary,
+            verify_cmds: shared.verify_cmds.to_vec(),
+            acceptance: shared.acceptance.to_vec(),
+            pass_to_pass: shared.pass_to_pass.to_vec(),
+            fail_to_pass: shared.fail_to_pass.to_vec(),
+            red: shared.red.to_vec(),
+            current: None,
+            brief: None,
+            seen: Vec::new(),
+            passed: None,
+            fatal: None,
+            refusal: None,
+            started: Instant::now(),
+        };
+        drive(&mut session, run);
+    }
+    drop(wt_repo);
+    let _ = std::fs::remove_dir_all(&saved);
+    worktree.remove()
+}
+
+/// The candidate's attempt loop, stopped by Ctrl-C or by a spent budget; what it ended with
+/// goes into `run` (its own record is written, but moves no ref).
+fn drive(session: &mut Session<'_>, run: &mut CandidateRun) {
+    let budget = session.budget;
+    let stop = || crate::interrupt::requested() || budget.exhausted();
+    let max_attempts = session.plan.max_attempts;
+    let ending = match graph::drive(session, max_attempts, &stop) {
+        Ok(ending) => ending,
+        Err(e) => {
+            let _ = session.rollback();
+            session.fatal = Some(e.message.clone());
+            Ending {
+                verdict: Verdict::Error,
+                stage: Stage::Exception.as_str().to_string(),
+                attempts: session.summary.attempts.len() as u32,
+            }
+        }
+    };
+    session.summary.verdict = ending.verdict;
+    session.summary.ended_stage = ending.stage.clone();
+    session.summary.error = session.fatal.clone();
+    session.summary.ended_utc = utc_now();
+    let _ = session.save();
+    run.verdict = ending.verdict;
+    run.stage = ending.stage;
+    run.attempts = session.summary.attempts.clone();
+    if ending.verdict == Verdict::Pass {
+        run.tree = session.passed.as_ref().map(|(_, tree)| *tree);
+        run.answer = session.passed_answer.take();
+    }
+    run.attempt_commits = session.writer.attempt_commits.clone();
+    run.error = session.fatal.clone();
+    run.refusal = session.refusal.take();
+}
