@@ -24,6 +24,24 @@ pub fn openai_base_url() -> Option<String> {
     var(OPENAI_BASE_URL)
 }
 
+/// The folders of `PATH`, in order, as bytes (an empty entry is the current folder, as the
+/// shell reads it).
+pub fn path_dirs() -> Vec<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        std::path::PathBuf::from(".")
+                    } else {
+                        d
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The user's home folder (`~/` in git config values).
 pub fn home() -> Option<std::path::PathBuf> {
     var("HOME").map(std::path::PathBuf::from)

@@ -103,8 +103,9 @@ fn runnable(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    crate::env::path_dirs()
+        .iter()
+        .any(|dir| dir.join(program).is_file())
 }
 
 impl Signer {

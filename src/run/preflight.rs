@@ -24,7 +24,7 @@ pub enum Source {
 
 /// The program `argv[0]` names, found the way `execvp` finds it: a name without `/` through
 /// PATH, anything else as a path.
-fn found(program: &str, path_var: Option<&std::ffi::OsStr>) -> bool {
+fn found(program: &str, path_dirs: &[PathBuf]) -> bool {
     let executable = |p: &Path| {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -32,17 +32,7 @@ fn found(program: &str, path_var: Option<&std::ffi::OsStr>) -> bool {
     if program.contains('/') {
         return executable(Path::new(program));
     }
-    path_var.is_some_and(|paths| {
-        std::env::split_paths(paths)
-            .map(|d| {
-                if d.as_os_str().is_empty() {
-                    PathBuf::from(".")
-                } else {
-                    d
-                }
-            })
-            .any(|d| executable(&d.join(program)))
-    })
+    path_dirs.iter().any(|d| executable(&d.join(program)))
 }
 
 /// The refusal for a program that is not on PATH, naming the fix for where it came from.
@@ -84,7 +74,7 @@ fn refusal(source: Source, argv: &[String]) -> Error {
 /// are checked by name only (a path such as `./check.sh` may be the change itself); an
 /// agent is checked by name or by absolute path.
 pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
-    let path_var = std::env::var_os("PATH");
+    let path_dirs = crate::env::path_dirs();
     for (source, argv) in commands {
         let Some(program) = argv.first() else {
             continue;
@@ -95,7 +85,7 @@ pub fn programs(commands: &[(Source, &[String])]) -> Result<()> {
             }
             _ => !program.contains('/'),
         };
-        if checked && !found(program, path_var.as_deref()) {
+        if checked && !found(program, &path_dirs) {
             return Err(refusal(*source, argv));
         }
     }
@@ -255,11 +245,11 @@ mod tests {
         std::fs::write(&plain, "x").expect("write");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let path = std::env::join_paths([dir.path()]).expect("join");
-        assert!(found("tool", Some(&path)));
-        assert!(!found("plain", Some(&path)), "not executable");
-        assert!(!found("nope", Some(&path)));
-        assert!(!found("tool", None));
-        assert!(found(&tool.display().to_string(), None));
+        let path = [dir.path().to_path_buf()];
+        assert!(found("tool", &path));
+        assert!(!found("plain", &path), "not executable");
+        assert!(!found("nope", &path));
+        assert!(!found("tool", &[]));
+        assert!(found(&tool.display().to_string(), &[]));
     }
 }

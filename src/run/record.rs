@@ -31,16 +31,5 @@ pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
 
 /// A refused run leaves refs as they were: its ref goes back to the earlier record, or away.
 pub fn withdraw(repo: &Repository, plan: &Plan) -> Result<()> {
-    let refname = store::run_ref(&plan.run_id);
-    match plan.previous_commit {
-        Some(commit) => {
-            repo.reference(&refname, commit, true, "factory: refused run")?;
-        }
-        None => {
-            if let Ok(mut r) = repo.find_reference(&refname) {
-                r.delete()?;
-            }
-        }
-    }
-    Ok(())
+    store::withdraw_run(repo, &plan.run_id, plan.previous_commit)
 }

@@ -23,6 +23,23 @@ pub fn run_ref(run_id: &str) -> String {
     format!("{RUN_REF_PREFIX}{run_id}")
 }
 
+/// Puts `refs/factory/<run_id>` back as it was before a refused run: at the earlier record,
+/// or away when there was none.
+pub fn withdraw_run(repo: &Repository, run_id: &str, previous: Option<git2::Oid>) -> Result<()> {
+    let refname = run_ref(run_id);
+    match previous {
+        Some(commit) => {
+            repo.reference(&refname, commit, true, "factory: refused run")?;
+        }
+        None => {
+            if let Ok(mut r) = repo.find_reference(&refname) {
+                r.delete()?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn signature(repo: &Repository) -> Result<Signature<'static>> {
     match repo.signature() {
         Ok(sig) => Ok(sig.to_owned()),

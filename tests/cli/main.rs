@@ -3,6 +3,7 @@
 mod common;
 
 mod agents;
+mod architecture;
 mod attest;
 mod candidates;
 mod contracts;
