@@ -4,7 +4,9 @@
 //! attempt commits (parent: baseline; tree: the repo after that attempt's change), plus the
 //! previous run commit when a run was forced again.
 
+pub mod backoff;
 pub mod checked;
+pub mod notes;
 pub mod records;
 pub mod share;
 pub mod view;
@@ -302,43 +304,11 @@ pub fn append_note(repo: &Repository, target: Oid, line: &str) -> Result<()> {
     append_note_in(repo, NOTES_REF, target, line)
 }
 
-/// Appends a line to a note, retrying while another process holds the notes ref's lock
-/// (runs in several worktrees finish at the same time).
+/// Appends a line to a note, keeping every line already there byte for byte (a fetched note
+/// can hold any bytes), and trying again while other processes change the notes (runs in
+/// several worktrees finish at the same time).
 pub fn append_note_in(repo: &Repository, notes_ref: &str, target: Oid, line: &str) -> Result<()> {
-    let sig = signature(repo)?;
-    let mut last = None;
-    for attempt in 0..100 {
-        let existing = repo
-            .find_note(Some(notes_ref), target)
-            .ok()
-            .and_then(|n| n.message().map(str::to_string))
-            .unwrap_or_default();
-        if existing.lines().any(|l| l == line) {
-            return Ok(());
-        }
-        let mut text = existing;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(line);
-        text.push('\n');
-        match repo.note(&sig, &sig, Some(notes_ref), target, &text, true) {
-            Ok(_) => return Ok(()),
-            // libgit2 reports a ref lock another process holds as a plain OS error.
-            Err(e)
-                if e.code() == git2::ErrorCode::Locked
-                    || e.message().contains("failed to create locked file")
-                    || e.code() == git2::ErrorCode::Modified =>
-            {
-                last = Some(e);
-                std::thread::sleep(std::time::Duration::from_millis(5 + attempt % 7 * 3));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(last
-        .map(Error::from)
-        .unwrap_or_else(|| Error::new("could not update notes")))
+    notes::append_line(repo, notes_ref, target, line.as_bytes())
 }
 
 /// A run found in the store.
