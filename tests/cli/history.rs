@@ -2,6 +2,7 @@
 //! records of a bounded size, and `git factory prune`.
 
 use crate::common::*;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const APP: [&str; 3] = ["one", "two", "three"];
@@ -140,4 +141,179 @@ fn a_fetched_note_line_that_is_not_utf8_survives_the_next_runs_append() {
     // And `git log --notes` still shows the run lines.
     let log = r.git(&["log", "-1", "--notes=factory", "--format=%N"]);
     assert!(log.contains(&next) && log.contains(&mine), "{log}");
+}
+
+/// `git factory ARGS` in `dir` as a plain child process, hermetic like `TestRepo::factory`.
+fn spawn_factory(r: &TestRepo, dir: &Path, args: &[&str]) -> std::process::Child {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("git-factory"));
+    cmd.current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", &r.home)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .env("NO_COLOR", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().expect("spawn git-factory")
+}
+
+/// Live processes working inside `dir` (their current directory is there).
+fn processes_in(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else {
+            continue;
+        };
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if cwd.starts_with(dir) && !state.contains(") Z ") {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            out.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    out
+}
+
+/// Every run ref and every line of the `refs/notes/factory` note on `main` in the bare remote.
+fn remote_state(r: &TestRepo, bare: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
+    let runs = String::from_utf8(git_ok(
+        r,
+        bare,
+        &[
+            "for-each-ref",
+            "--format=%(refname:lstrip=2)",
+            "refs/factory/",
+        ],
+    ))
+    .expect("ascii")
+    .lines()
+    .map(str::to_string)
+    .collect();
+    let lines = note_lines(r, bare, "main")
+        .into_iter()
+        .map(|l| String::from_utf8(l).expect("our lines are ascii"))
+        .collect();
+    (runs, lines)
+}
+
+#[test]
+fn eight_clones_pushing_at_once_to_one_remote_all_land_every_run_and_line() {
+    let r = TestRepo::simple();
+    let bare = origin(&r);
+    let clones: Vec<PathBuf> = (0..8)
+        .map(|i| clone_of(&r, &bare, &format!("clone{i}")))
+        .collect();
+    let mut runs = BTreeSet::new();
+    let mut lines = BTreeSet::new();
+    for round in 0..3 {
+        for (i, dir) in clones.iter().enumerate() {
+            let name = format!("c{i}r{round}");
+            let id = a_run(&r, dir, &name);
+            lines.insert(format!("factory {id} FAIL wo-{name} attempts=1"));
+            runs.insert(id);
+        }
+        let start = std::time::Instant::now();
+        let pushers: Vec<_> = clones
+            .iter()
+            .map(|dir| spawn_factory(&r, dir, &["push"]))
+            .collect();
+        for (i, child) in pushers.into_iter().enumerate() {
+            let out = child.wait_with_output().expect("wait");
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "round {round}, clone {i}: {}",
+                stderr_of(&out)
+            );
+            assert_eq!(
+                stderr_of(&out),
+                "pushed 1 run and the merged notes (origin)\n",
+                "round {round}, clone {i}"
+            );
+        }
+        eprintln!(
+            "round {round}: 8 concurrent pushers all landed in {:.2} s",
+            start.elapsed().as_secs_f64()
+        );
+        let (remote_runs, remote_lines) = remote_state(&r, &bare);
+        assert_eq!(remote_runs, runs, "round {round}: every run ref arrived");
+        assert_eq!(
+            remote_lines, lines,
+            "round {round}: every note line arrived"
+        );
+    }
+    assert_eq!(processes_in(r.tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_push_the_remote_partly_refuses_names_what_was_sent_and_what_was_not() {
+    let r = TestRepo::simple();
+    let bare = origin(&r);
+    // The remote takes run refs but refuses notes (a hook of its owner's).
+    let hook = bare.join("hooks").join("update");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncase \"$1\" in refs/notes/*) echo \"notes are closed here\" >&2; exit 1;; esac\nexit 0\n",
+    )
+    .expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let id = a_run(&r, &r.root, "mine");
+    let start = std::time::Instant::now();
+    let out = r.factory().arg("push").output().expect("push");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "a hook's refusal is not a race: no waiting it out"
+    );
+    let err = stderr_of(&out);
+    assert!(
+        err.starts_with(
+            "error: push to origin: refs/notes/factory refused: [remote rejected] (hook declined)\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("sent to origin: 1 run ({id})")),
+        "{err}"
+    );
+    assert!(err.contains("remote: notes are closed here"), "{err}");
+    assert!(
+        err.contains("not sent: refs/notes/factory [remote rejected] (hook declined)"),
+        "{err}"
+    );
+    assert!(!err.contains("nothing was changed"), "{err}");
+    let (runs, _) = (
+        String::from_utf8(git_ok(&r, &bare, &["for-each-ref", "refs/factory/"])).expect("ascii"),
+        (),
+    );
+    assert!(runs.contains(&id), "the run did arrive: {runs}");
+    let (code, _) = r.git_code(&[
+        "--git-dir",
+        bare.to_str().expect("utf8"),
+        "rev-parse",
+        "-q",
+        "--verify",
+        "refs/notes/factory",
+    ]);
+    assert_ne!(code, 0, "the notes did not");
 }
