@@ -9,6 +9,7 @@ pub mod checked;
 pub mod notes;
 pub mod records;
 pub mod share;
+pub mod streams;
 pub mod view;
 
 use crate::error::{Error, Result};
@@ -40,6 +41,8 @@ pub struct RunWriter {
     blobs: HashMap<PathBuf, (u64, Option<SystemTime>, Oid)>,
     pub attempt_commits: Vec<Oid>,
     pub previous: Option<Oid>,
+    /// `factory.recordLogBytes`, read at the first checkpoint.
+    log_cap: Option<u64>,
 }
 
 impl RunWriter {
@@ -57,6 +60,7 @@ impl RunWriter {
             blobs: HashMap::new(),
             attempt_commits: Vec::new(),
             previous,
+            log_cap: None,
         }
     }
 
@@ -77,7 +81,14 @@ impl RunWriter {
                 let oid = match self.blobs.get(&path) {
                     Some((len, mtime, oid)) if (*len, *mtime) == stamp => *oid,
                     _ => {
-                        let oid = repo.blob_path(&path)?;
+                        let cap = self
+                            .log_cap
+                            .unwrap_or(crate::config::DEFAULT_RECORD_LOG_BYTES);
+                        let oid = if streams::is_command_stream(&name) && meta.len() > cap {
+                            repo.blob(&streams::capped_stream(&path, meta.len(), cap)?)?
+                        } else {
+                            repo.blob_path(&path)?
+                        };
                         self.blobs.insert(path.clone(), (stamp.0, stamp.1, oid));
                         oid
                     }
@@ -106,6 +117,9 @@ impl RunWriter {
 
     /// Writes the artifact folder as the run commit and moves `refs/factory/<run_id>` to it.
     pub fn checkpoint(&mut self, repo: &Repository, message: &str) -> Result<Oid> {
+        if self.log_cap.is_none() {
+            self.log_cap = Some(streams::record_log_bytes(&crate::config::Config::of(repo))?);
+        }
         let dir = self.dir.clone();
         let tree = self.tree_of(repo, &dir)?;
         crate::trace::mark("    checkpoint: artifact tree");

@@ -317,3 +317,117 @@ fn a_push_the_remote_partly_refuses_names_what_was_sent_and_what_was_not() {
     ]);
     assert_ne!(code, 0, "the notes did not");
 }
+
+/// A passing run whose check prints a first line, `middle` bytes, and a last line, with
+/// `--out`; returns (run id, the out folder).
+fn a_loud_run(r: &TestRepo, name: &str, middle: usize, config: &[&str]) -> (String, PathBuf) {
+    let mut order = basic_order(&[&format!(
+        "sh -c 'echo FIRST-LINE; yes 0123456789abcde | head -c {middle}; echo LAST-LINE'"
+    )]);
+    order["id"] = format!("wo-{name}").into();
+    let wo = r.work_order(order);
+    let replay = r.replay(
+        &format!("rp-{name}"),
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), name),
+        )],
+    );
+    let out_dir = r.outside.join(format!("out-{name}"));
+    // Through git, so `git -c factory.X=…` reaches the run as it does for a user.
+    let bin = assert_cmd::cargo::cargo_bin("git-factory");
+    let path = format!(
+        "{}:{}",
+        bin.parent().expect("dir").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut git = assert_cmd::Command::new("git");
+    hermetic(&mut git, &r.home);
+    let out = git
+        .current_dir(&r.root)
+        .env("PATH", path)
+        .args(config.iter().flat_map(|c| ["-c", c]))
+        .args(["factory", "run", "--json", "--out"])
+        .arg(&out_dir)
+        .arg("-w")
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let id = s["run_id"].as_str().expect("id").to_string();
+    r.git(&["reset", "-q", "--hard"]);
+    let dir = out_dir.join(&id);
+    (id, dir)
+}
+
+#[test]
+fn a_record_keeps_the_head_and_tail_of_a_huge_stream_and_out_keeps_it_whole() {
+    let r = TestRepo::simple();
+    let middle = 3 * 1024 * 1024;
+    let (id, out) = a_loud_run(&r, "loud", middle, &[]);
+    let path = "attempt_1/acceptance_0_stdout.txt";
+    let whole = std::fs::read(out.join(path)).expect("--out has the stream");
+    assert_eq!(
+        whole.len(),
+        "FIRST-LINE\n".len() + middle + "LAST-LINE\n".len()
+    );
+    let record = git_ok(
+        &r,
+        &r.root,
+        &["cat-file", "blob", &format!("refs/factory/{id}:{path}")],
+    );
+    let cap = 1024 * 1024;
+    let left_out = whole.len() - cap;
+    let marker = format!(
+        "\n[git-factory: {left_out} bytes left out here; the record keeps the first {} and the last {} bytes of {} (factory.recordLogBytes); run with --out DIR to keep whole streams]\n",
+        cap / 2,
+        cap / 2,
+        whole.len()
+    );
+    assert!(record.len() <= cap + marker.len(), "{}", record.len());
+    assert_eq!(
+        &record[..cap / 2],
+        &whole[..cap / 2],
+        "the head, byte for byte"
+    );
+    assert_eq!(
+        &record[record.len() - cap / 2..],
+        &whole[whole.len() - cap / 2..],
+        "the tail, byte for byte"
+    );
+    assert_eq!(&record[cap / 2..record.len() - cap / 2], marker.as_bytes());
+    assert!(record.starts_with(b"FIRST-LINE\n") && record.ends_with(b"LAST-LINE\n"));
+
+    let out = r
+        .factory()
+        .args(["show", &id, "--log", "acceptance:0"])
+        .output()
+        .expect("show");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains(marker.trim()),
+        "show --log shows the marker"
+    );
+
+    // A smaller cap from git config; a stream under it is kept whole.
+    let (id, out) = a_loud_run(&r, "capped", 10_000, &["factory.recordLogBytes=4096"]);
+    let whole = std::fs::read(out.join(path)).expect("--out");
+    let record = git_ok(
+        &r,
+        &r.root,
+        &["cat-file", "blob", &format!("refs/factory/{id}:{path}")],
+    );
+    assert!(record.len() < 4096 + 300, "{}", record.len());
+    assert!(record.starts_with(&whole[..2048]) && record.ends_with(&whole[whole.len() - 2048..]));
+    let (id, out) = a_loud_run(&r, "quiet", 100, &[]);
+    let whole = std::fs::read(out.join(path)).expect("--out");
+    let record = git_ok(
+        &r,
+        &r.root,
+        &["cat-file", "blob", &format!("refs/factory/{id}:{path}")],
+    );
+    assert_eq!(record, whole);
+}
