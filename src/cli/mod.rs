@@ -10,6 +10,7 @@ pub mod generated;
 pub mod hook;
 pub mod log;
 pub mod patch;
+pub mod prune;
 pub mod push;
 pub mod recover;
 pub mod reverify;
@@ -77,6 +78,8 @@ pub enum Command {
     Fetch(fetch::FetchArgs),
     /// Roll back a run that was killed mid-way and record it as INTERRUPTED
     Recover(recover::RecoverArgs),
+    /// Remove old run records and their note lines (objects are left to git gc)
+    Prune(prune::PruneArgs),
     /// Print the completion script for bash, zsh, fish, elvish or powershell
     Completions(completions::CompletionsArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
@@ -212,6 +215,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Verify(args) => verify::cmd_verify(&ui, args),
         Command::Hook(args) => hook::cmd_hook(&ui, args),
         Command::Recover(args) => recover::cmd_recover(&ui, args),
+        Command::Prune(args) => prune::cmd_prune(&ui, args),
         Command::Push(args) => push::cmd_push(&ui, args),
         Command::Fetch(args) => fetch::cmd_fetch(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),

@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod checked;
 pub mod notes;
+pub mod prune;
 pub mod records;
 pub mod share;
 pub mod streams;

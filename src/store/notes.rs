@@ -69,9 +69,13 @@ pub fn all(repo: &Repository, notes_ref: &str) -> Result<Vec<(Oid, Vec<u8>)>> {
     let Some(commit) = head(repo, notes_ref)? else {
         return Ok(Vec::new());
     };
-    let tree = repo.find_commit(commit)?.tree()?;
+    all_in(repo, &repo.find_commit(commit)?.tree()?)
+}
+
+/// Every note of a notes tree, sorted by the object it annotates.
+pub fn all_in(repo: &Repository, tree: &Tree<'_>) -> Result<Vec<(Oid, Vec<u8>)>> {
     let mut out = Vec::new();
-    collect(repo, &tree, String::new(), &mut out)?;
+    collect(repo, tree, String::new(), &mut out)?;
     out.sort();
     Ok(out)
 }

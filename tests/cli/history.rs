@@ -431,3 +431,188 @@ fn a_record_keeps_the_head_and_tail_of_a_huge_stream_and_out_keeps_it_whole() {
     );
     assert_eq!(record, whole);
 }
+
+/// A FAIL run of work order `wo_id`, made distinct by `variant` (its intent); returns its id.
+fn a_run_of(r: &TestRepo, wo_id: &str, variant: &str) -> String {
+    let mut order = basic_order(&["false"]);
+    order["id"] = wo_id.into();
+    order["intent"] = format!("Replace two with TWO ({variant}).").into();
+    let wo = r.work_order(order);
+    let replay = r.replay(
+        &format!("rp-{variant}"),
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), variant),
+        )],
+    );
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    s["run_id"].as_str().expect("id").to_string()
+}
+
+fn prune(r: &TestRepo, days_ahead: u64, args: &[&str]) -> std::process::Output {
+    r.factory()
+        .env(
+            "GIT_FACTORY_TEST_CLOCK_AHEAD",
+            (days_ahead * 86_400).to_string(),
+        )
+        .arg("prune")
+        .args(args)
+        .output()
+        .expect("prune")
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn prune_removes_old_runs_beyond_the_newest_per_work_order_with_their_note_lines() {
+    let r = TestRepo::simple();
+    let a1 = a_run_of(&r, "wo-a", "1");
+    let a2 = a_run_of(&r, "wo-a", "2");
+    let a3 = a_run_of(&r, "wo-a", "3");
+    let b1 = a_run_of(&r, "wo-b", "1");
+    // A run killed after its first record: RUNNING until recovered.
+    let mut order = basic_order(&["false"]);
+    order["id"] = "wo-a".into();
+    order["intent"] = "Replace two with TWO (killed).".into();
+    let wo = r.work_order(order);
+    let replay = r.replay(
+        "rp-killed",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "killed"),
+        )],
+    );
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "after_preflight")
+        .args(["run", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let running: Vec<String> = r
+        .run_ids()
+        .into_iter()
+        .filter(|id| ![&a1, &a2, &a3, &b1].contains(&id))
+        .collect();
+    assert_eq!(running.len(), 1, "{running:?}");
+    let running = running[0].clone();
+    // Someone's own line on the baseline's note, in Latin-1, written by git.
+    let mut note = git_ok(&r, &r.root, &["notes", "--ref=factory", "show", "HEAD"]);
+    note.extend_from_slice(b"reviewed by Ren\xe9\n");
+    let file = r.outside.join("note");
+    std::fs::write(&file, &note).expect("write");
+    r.git(&[
+        "notes",
+        "--ref=factory",
+        "add",
+        "-f",
+        "-F",
+        file.to_str().expect("utf8"),
+        "HEAD",
+    ]);
+    let line = |id: &str, wo: &str| format!("factory {id} FAIL {wo} attempts=1").into_bytes();
+    let all = r.run_ids();
+
+    // No age given: nothing ages out.
+    let out = prune(&r, 100, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        "nothing to prune: runs never age out here\nhint: give an age (git factory prune --older-than 90d) or set one (git config factory.pruneOlderThan 90d)\n"
+    );
+    // Today, nothing is 90 days old.
+    let out = prune(&r, 0, &["--older-than", "90d"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(stderr_of(&out), "nothing to prune: 5 runs kept\n");
+    assert_eq!(stdout_of(&out), "");
+    // An age that does not read is refused.
+    let out = prune(&r, 0, &["--older-than", "90 days"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr_of(&out),
+        "error: --older-than has an invalid age \"90 days\"\nhint: give a number and a unit: 90d, 12h, 2w, 30m, 45s (or never)\n"
+    );
+    assert_eq!(r.run_ids(), all);
+
+    // A hundred days on, a dry run lists what would go and removes nothing.
+    let out = prune(
+        &r,
+        100,
+        &["--older-than", "90d", "--keep", "1", "--dry-run"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out),
+        format!(
+            "would remove {a3} FAIL wo-a (started 100 days ago)\nwould remove {a2} FAIL wo-a (started 100 days ago)\nwould remove {a1} FAIL wo-a (started 100 days ago)\n"
+        )
+    );
+    assert_eq!(
+        stderr_of(&out),
+        "would remove 3 runs and 3 note lines; 2 runs kept\n"
+    );
+    assert_eq!(r.run_ids(), all);
+    assert_eq!(
+        git_ok(&r, &r.root, &["notes", "--ref=factory", "show", "HEAD"]),
+        note
+    );
+
+    // The age from git config; the newest two of wo-a stay (one of them RUNNING).
+    r.git(&["config", "factory.pruneOlderThan", "90d"]);
+    let out = prune(&r, 100, &["--keep", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        stdout_of(&out),
+        format!(
+            "removed {a2} FAIL wo-a (started 100 days ago)\nremoved {a1} FAIL wo-a (started 100 days ago)\n"
+        )
+    );
+    assert_eq!(
+        stderr_of(&out),
+        "removed 2 runs and 2 note lines; 3 runs kept (their objects stay until git gc)\n"
+    );
+    assert_eq!(
+        r.run_ids(),
+        sorted(vec![a3.clone(), b1.clone(), running.clone()])
+    );
+    let mut want = vec![
+        line(&a3, "wo-a"),
+        line(&b1, "wo-b"),
+        b"reviewed by Ren\xe9".to_vec(),
+    ];
+    want.sort();
+    assert_eq!(
+        note_lines(&r, &r.root, "HEAD"),
+        want,
+        "other lines byte for byte"
+    );
+
+    // Keeping none: everything old goes but the RUNNING run.
+    let out = prune(&r, 100, &["--keep", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.run_ids(), vec![running.clone()]);
+    assert_eq!(
+        note_lines(&r, &r.root, "HEAD"),
+        vec![b"reviewed by Ren\xe9".to_vec()]
+    );
+    let log = r
+        .factory()
+        .args(["log", "--oneline"])
+        .output()
+        .expect("log");
+    assert_eq!(log.status.code(), Some(0));
+    let log = stdout_of(&log);
+    assert!(
+        log.contains(&running) && !log.contains(&a3) && !log.contains(&b1),
+        "{log}"
+    );
+}
