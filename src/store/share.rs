@@ -501,3 +501,129 @@ fn naming_what_was_sent(mut err: Error, remote: &str, sent: &Shared) -> Error {
     }
     err
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_answers_say_which_refs_landed() {
+        let out = b"To ../o.git\n*\t0123456789abcdef0123456789abcdef01234567:refs/factory/aaaaaaaaaaaa\t[new reference]\n \trefs/notes/factory:refs/notes/factory\t1111111..2222222\n!\trefs/notes/factory-attest:refs/notes/factory-attest\t[rejected] (fetch first)\nDone\n";
+        let answers = parse_porcelain(out);
+        let got: Vec<(&str, bool, &str)> = answers
+            .iter()
+            .map(|a| (a.dst.as_str(), a.landed, a.summary.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("refs/factory/aaaaaaaaaaaa", true, "[new reference]"),
+                ("refs/notes/factory", true, "1111111..2222222"),
+                (
+                    "refs/notes/factory-attest",
+                    false,
+                    "[rejected] (fetch first)"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn races_are_told_from_refusals() {
+        for race in [
+            "[rejected] (fetch first)",
+            "[rejected] (non-fast-forward)",
+            "[remote rejected] (failed to update ref)",
+            "[remote rejected] (failed to lock)",
+            "[rejected] (stale info)",
+            "error: cannot lock ref 'refs/notes/factory': is at 1 but expected 2",
+        ] {
+            assert!(lost_a_race(race), "{race}");
+        }
+        for refusal in [
+            "[remote rejected] (hook declined)",
+            "[remote rejected] (pre-receive hook declined)",
+            "[remote rejected] (deny updating a hidden ref)",
+            "fatal: 'nowhere' does not appear to be a git repository",
+        ] {
+            assert!(!lost_a_race(refusal), "{refusal}");
+        }
+    }
+
+    /// A repo with one commit, a run ref on it and a note line; and a bare remote.
+    fn repo_and_remote() -> (tempfile::TempDir, Repository, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path().join("repo")).expect("init");
+        {
+            let mut cfg = repo.config().expect("config");
+            cfg.set_str("user.name", "T").expect("name");
+            cfg.set_str("user.email", "t@example.invalid")
+                .expect("email");
+        }
+        {
+            let sig = super::super::signature(&repo).expect("sig");
+            let tree = repo
+                .find_tree(repo.treebuilder(None).expect("tb").write().expect("tree"))
+                .expect("tree");
+            let commit = repo
+                .commit(None, &sig, &sig, "base", &tree, &[])
+                .expect("commit");
+            repo.reference(&super::super::run_ref("aaaaaaaaaaaa"), commit, true, "run")
+                .expect("ref");
+            super::super::append_note(&repo, commit, "factory aaaaaaaaaaaa FAIL wo attempts=1")
+                .expect("note");
+        }
+        let bare = dir.path().join("origin.git");
+        let made = Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&bare)
+            .output()
+            .expect("git");
+        assert!(made.status.success());
+        (dir, repo, bare)
+    }
+
+    #[test]
+    fn a_ref_the_remote_keeps_locked_is_tried_until_patience_runs_out_naming_what_was_sent() {
+        let (_dir, repo, bare) = repo_and_remote();
+        std::fs::create_dir_all(bare.join("refs/notes")).expect("mkdir");
+        let lock = bare.join("refs/notes/factory.lock");
+        std::fs::write(&lock, "").expect("lock");
+        let remote = bare.to_str().expect("utf8");
+        let start = std::time::Instant::now();
+        let err = push_until_landed(&repo, remote, SHARED_NOTES, Duration::from_secs(2))
+            .expect_err("the notes cannot land");
+        assert!(start.elapsed() >= Duration::from_secs(2));
+        assert!(start.elapsed() < Duration::from_secs(15));
+        assert_eq!(
+            err.message,
+            format!("push to {remote}: refs/notes/factory still refused after 2 s of merging and trying again: [remote rejected] (failed to update ref)")
+        );
+        assert_eq!(
+            err.details.first().map(String::as_str),
+            Some(format!("sent to {remote}: 1 run (aaaaaaaaaaaa)").as_str())
+        );
+        assert!(err.details.contains(
+            &"not sent: refs/notes/factory [remote rejected] (failed to update ref)".to_string()
+        ));
+        assert!(!format!("{:?}", err.hint).contains("nothing was changed"));
+
+        // Once the other process lets go, the next try lands.
+        let releaser = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(700));
+                std::fs::remove_file(lock).expect("unlock");
+            })
+        };
+        let shared = push_until_landed(&repo, remote, SHARED_NOTES, Duration::from_secs(30))
+            .expect("lands once unlocked");
+        releaser.join().expect("thread");
+        assert!(shared.notes && shared.runs.is_empty(), "{shared:?}");
+        let remote_repo = Repository::open_bare(&bare).expect("bare");
+        assert_eq!(
+            remote_repo.refname_to_id(NOTES_REF).ok(),
+            repo.refname_to_id(NOTES_REF).ok()
+        );
+    }
+}
