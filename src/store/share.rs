@@ -320,7 +320,11 @@ enum Round {
     /// Everything to send is on the remote.
     Landed,
     /// Some refs were refused (the rest of the round landed).
-    Refused(Vec<PushedRef>, Vec<String>),
+    Refused {
+        refs: Vec<PushedRef>,
+        /// The remote's own words (`remote: …` lines), a few at most.
+        remote_says: Vec<String>,
+    },
 }
 
 /// Sends our runs and `notes_refs` to `remote` until everything has landed: a round reads the
@@ -340,7 +344,10 @@ pub fn push_until_landed(
     loop {
         let failure = match push_round(repo, remote, notes_refs, &what, &mut sent) {
             Ok(Round::Landed) => return Ok(sent),
-            Ok(Round::Refused(refused, remote_says)) => {
+            Ok(Round::Refused {
+                refs: refused,
+                remote_says,
+            }) => {
                 let retry = refused.iter().all(|r| lost_a_race(&r.summary));
                 if retry && backoff.wait() {
                     continue;
@@ -438,7 +445,10 @@ fn push_round(
         .map(|l| l.trim_end().to_string())
         .take(4)
         .collect();
-    Ok(Round::Refused(refused, remote_says))
+    Ok(Round::Refused {
+        refs: refused,
+        remote_says,
+    })
 }
 
 /// The refusal of a push whose refs were refused: which, and why.

@@ -302,10 +302,8 @@ fn a_push_the_remote_partly_refuses_names_what_was_sent_and_what_was_not() {
         "{err}"
     );
     assert!(!err.contains("nothing was changed"), "{err}");
-    let (runs, _) = (
-        String::from_utf8(git_ok(&r, &bare, &["for-each-ref", "refs/factory/"])).expect("ascii"),
-        (),
-    );
+    let runs =
+        String::from_utf8(git_ok(&r, &bare, &["for-each-ref", "refs/factory/"])).expect("ascii");
     assert!(runs.contains(&id), "the run did arrive: {runs}");
     let (code, _) = r.git_code(&[
         "--git-dir",
