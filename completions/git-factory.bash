@@ -46,6 +46,9 @@ _git__factory() {
             git__factory,patch)
                 cmd="git__factory__subcmd__patch"
                 ;;
+            git__factory,prune)
+                cmd="git__factory__subcmd__prune"
+                ;;
             git__factory,push)
                 cmd="git__factory__subcmd__push"
                 ;;
@@ -105,6 +108,9 @@ _git__factory() {
                 ;;
             git__factory__subcmd__help,patch)
                 cmd="git__factory__subcmd__help__subcmd__patch"
+                ;;
+            git__factory__subcmd__help,prune)
+                cmd="git__factory__subcmd__help__subcmd__prune"
                 ;;
             git__factory__subcmd__help,push)
                 cmd="git__factory__subcmd__help__subcmd__push"
@@ -167,7 +173,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover attest completions demo help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -373,7 +379,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help)
-            opts="run log show apply verify hook checkout reverify patch push fetch recover attest completions demo help"
+            opts="run log show apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -569,6 +575,20 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help__subcmd__patch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__prune)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -850,6 +870,36 @@ _git__factory() {
             fi
             case "${prev}" in
                 -p)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__prune)
+            opts="-q -v -h -V --older-than --keep --dry-run --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --older-than)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -31,12 +31,17 @@ pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 pub const SANDBOX: &str = "factory.sandbox";
 /// Whether a PASS of `run` is recorded as signed evidence (`--attest`, SPEC §6.1).
 pub const ATTEST: &str = "factory.attest";
+/// The most of each command stream a run record keeps (SPEC §4.1); `--out` keeps it whole.
+pub const RECORD_LOG_BYTES: &str = "factory.recordLogBytes";
+/// The age past which `prune` removes run records (`90d`; default: never).
+pub const PRUNE_OLDER_THAN: &str = "factory.pruneOlderThan";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;
 pub const DEFAULT_AGENT_TIMEOUT: u64 = 1800;
 /// Seconds one model request may take in all (streamed or not).
 pub const DEFAULT_LLM_TIMEOUT: u64 = 900;
+pub const DEFAULT_RECORD_LOG_BYTES: u64 = 1024 * 1024;
 
 /// The repository's effective configuration (system, global, local, worktree), with the
 /// `git -c` settings of the command line over it.

@@ -69,6 +69,19 @@ pub fn crash_point() -> Option<String> {
     var("GIT_FACTORY_TEST_CRASH_AT")
 }
 
+/// With the `test-hooks` feature, `GIT_FACTORY_TEST_CLOCK_AHEAD` (seconds) moves the clock
+/// that ages are measured with (`prune`) into the future, so tests can look at today's runs
+/// from months ahead. Without the feature it is never read.
+#[cfg(feature = "test-hooks")]
+pub fn test_clock_ahead() -> Option<u64> {
+    var("GIT_FACTORY_TEST_CLOCK_AHEAD").and_then(|v| v.parse().ok())
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub fn test_clock_ahead() -> Option<u64> {
+    None
+}
+
 /// `GIT_FACTORY_TRACE=1`: print how long each phase of a run took, for profiling.
 pub fn trace() -> bool {
     std::env::var_os("GIT_FACTORY_TRACE").is_some()

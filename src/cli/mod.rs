@@ -11,6 +11,7 @@ pub mod generated;
 pub mod hook;
 pub mod log;
 pub mod patch;
+pub mod prune;
 pub mod push;
 pub mod recover;
 pub mod reverify;
@@ -80,6 +81,8 @@ pub enum Command {
     Recover(recover::RecoverArgs),
     /// Check the signed evidence that a revision's tree passed its checks
     Attest(attest::AttestArgs),
+    /// Remove old run records and their note lines (objects are left to git gc)
+    Prune(prune::PruneArgs),
     /// Print the completion script for bash, zsh, fish, elvish or powershell
     Completions(completions::CompletionsArgs),
     /// Make a demo repo and run a work order through the loop with a scripted proposer
@@ -205,6 +208,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Hook(args) => hook::cmd_hook(&ui, args),
         Command::Recover(args) => recover::cmd_recover(&ui, args),
         Command::Attest(args) => attest::cmd_attest(&ui, args),
+        Command::Prune(args) => prune::cmd_prune(&ui, args),
         Command::Push(args) => push::cmd_push(&ui, args),
         Command::Fetch(args) => fetch::cmd_fetch(&ui, args),
         Command::Checkout(args) => checkout::cmd_checkout(&ui, args),

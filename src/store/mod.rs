@@ -4,9 +4,13 @@
 //! attempt commits (parent: baseline; tree: the repo after that attempt's change), plus the
 //! previous run commit when a run was forced again.
 
+pub mod backoff;
 pub mod checked;
+pub mod notes;
+pub mod prune;
 pub mod records;
 pub mod share;
+pub mod streams;
 pub mod view;
 
 use crate::error::{Error, Result};
@@ -55,6 +59,8 @@ pub struct RunWriter {
     blobs: HashMap<PathBuf, (u64, Option<SystemTime>, Oid)>,
     pub attempt_commits: Vec<Oid>,
     pub previous: Option<Oid>,
+    /// `factory.recordLogBytes`, read at the first checkpoint.
+    log_cap: Option<u64>,
 }
 
 impl RunWriter {
@@ -72,6 +78,7 @@ impl RunWriter {
             blobs: HashMap::new(),
             attempt_commits: Vec::new(),
             previous,
+            log_cap: None,
         }
     }
 
@@ -92,7 +99,14 @@ impl RunWriter {
                 let oid = match self.blobs.get(&path) {
                     Some((len, mtime, oid)) if (*len, *mtime) == stamp => *oid,
                     _ => {
-                        let oid = repo.blob_path(&path)?;
+                        let cap = self
+                            .log_cap
+                            .unwrap_or(crate::config::DEFAULT_RECORD_LOG_BYTES);
+                        let oid = if streams::is_command_stream(&name) && meta.len() > cap {
+                            repo.blob(&streams::capped_stream(&path, meta.len(), cap)?)?
+                        } else {
+                            repo.blob_path(&path)?
+                        };
                         self.blobs.insert(path.clone(), (stamp.0, stamp.1, oid));
                         oid
                     }
@@ -121,6 +135,9 @@ impl RunWriter {
 
     /// Writes the artifact folder as the run commit and moves `refs/factory/<run_id>` to it.
     pub fn checkpoint(&mut self, repo: &Repository, message: &str) -> Result<Oid> {
+        if self.log_cap.is_none() {
+            self.log_cap = Some(streams::record_log_bytes(&crate::config::Config::of(repo))?);
+        }
         let dir = self.dir.clone();
         let tree = self.tree_of(repo, &dir)?;
         crate::trace::mark("    checkpoint: artifact tree");
@@ -319,43 +336,11 @@ pub fn append_note(repo: &Repository, target: Oid, line: &str) -> Result<()> {
     append_note_in(repo, NOTES_REF, target, line)
 }
 
-/// Appends a line to a note, retrying while another process holds the notes ref's lock
-/// (runs in several worktrees finish at the same time).
+/// Appends a line to a note, keeping every line already there byte for byte (a fetched note
+/// can hold any bytes), and trying again while other processes change the notes (runs in
+/// several worktrees finish at the same time).
 pub fn append_note_in(repo: &Repository, notes_ref: &str, target: Oid, line: &str) -> Result<()> {
-    let sig = signature(repo)?;
-    let mut last = None;
-    for attempt in 0..100 {
-        let existing = repo
-            .find_note(Some(notes_ref), target)
-            .ok()
-            .and_then(|n| n.message().map(str::to_string))
-            .unwrap_or_default();
-        if existing.lines().any(|l| l == line) {
-            return Ok(());
-        }
-        let mut text = existing;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(line);
-        text.push('\n');
-        match repo.note(&sig, &sig, Some(notes_ref), target, &text, true) {
-            Ok(_) => return Ok(()),
-            // libgit2 reports a ref lock another process holds as a plain OS error.
-            Err(e)
-                if e.code() == git2::ErrorCode::Locked
-                    || e.message().contains("failed to create locked file")
-                    || e.code() == git2::ErrorCode::Modified =>
-            {
-                last = Some(e);
-                std::thread::sleep(std::time::Duration::from_millis(5 + attempt % 7 * 3));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(last
-        .map(Error::from)
-        .unwrap_or_else(|| Error::new("could not update notes")))
+    notes::append_line(repo, notes_ref, target, line.as_bytes())
 }
 
 /// A run found in the store.

@@ -7,22 +7,26 @@
 //!
 //! git itself does the transport (its remotes, credentials and protocols are the point).
 
+use super::backoff::Backoff;
 use super::{run_ids, NOTES_REF, RUN_REF_PREFIX};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
+use std::collections::BTreeMap;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// Signed evidence: one DSSE envelope per line of the note on a tree (SPEC §6.1).
 pub const ATTEST_NOTES_REF: &str = "refs/notes/factory-attest";
 
-/// The notes refs `push` and `fetch` share, each merged with `cat_sort_uniq`.
-const SHARED_NOTES: [&str; 2] = [NOTES_REF, ATTEST_NOTES_REF];
+/// The notes refs shared with a remote; each is merged with `cat_sort_uniq` before it is
+/// sent and when it is fetched.
+pub const SHARED_NOTES: &[&str] = &[NOTES_REF, ATTEST_NOTES_REF];
 
 /// Where fetched records wait before they are taken in (removed at the end).
 const INCOMING_RUNS: &str = "refs/factory-incoming/";
 
-/// Where a remote's notes wait before they are merged (`refs/notes/factory-incoming` for
-/// `refs/notes/factory`).
+/// Where a remote's notes ref waits to be merged: `refs/notes/factory-incoming` for
+/// `refs/notes/factory`.
 fn incoming_notes(notes_ref: &str) -> String {
     format!("{notes_ref}-incoming")
 }
@@ -66,7 +70,14 @@ fn output(mut cmd: Command, what: &str, remote: &str) -> Result<Output> {
     if out.status.success() {
         return Ok(out);
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    Err(git_error(what, &String::from_utf8_lossy(&out.stderr)).hint(format!(
+        "check the remote with git remote -v (or name one: git factory {} <remote>); nothing was changed for {remote}",
+        if what.starts_with("push") { "push" } else { "fetch" }
+    )))
+}
+
+/// git's complaint as an error: its first line as the message, the next ones as details.
+fn git_error(what: &str, stderr: &str) -> Error {
     let first = stderr
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -82,17 +93,19 @@ fn output(mut cmd: Command, what: &str, remote: &str) -> Result<Output> {
     {
         err = err.detail(line.to_string());
     }
-    Err(err.hint(format!(
-        "check the remote with git remote -v (or name one: git factory {} <remote>); nothing was changed for {remote}",
-        if what.starts_with("push") { "push" } else { "fetch" }
-    )))
+    err
 }
 
-/// The remote's run refs and notes ref, as (name, id).
-fn remote_refs(repo: &Repository, remote: &str, what: &str) -> Result<Vec<(String, Oid)>> {
+/// The remote's run refs and notes refs, as (name, id).
+fn remote_refs(
+    repo: &Repository,
+    remote: &str,
+    notes_refs: &[&str],
+    what: &str,
+) -> Result<Vec<(String, Oid)>> {
     let mut cmd = git(repo)?;
     cmd.args(["ls-remote", "--refs", remote, "refs/factory/*"])
-        .args(SHARED_NOTES);
+        .args(notes_refs);
     let out = output(cmd, what, remote)?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -160,8 +173,8 @@ fn merge_remote_notes(
                 "-q",
                 "-s",
                 "cat_sort_uniq",
+                &incoming,
             ]);
-            merge.arg(&incoming);
             output(merge, what, remote)?;
             true
         }
@@ -185,7 +198,7 @@ fn not_a_commit(repo: &Repository, oid: Oid) -> Option<String> {
 /// fast-forward ours) and merges its notes into ours.
 pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
     let what = format!("fetch from {remote}");
-    let theirs = remote_refs(repo, remote, &what)?;
+    let theirs = remote_refs(repo, remote, SHARED_NOTES, &what)?;
     let mut shared = Shared::default();
     if theirs.iter().any(|(n, _)| n.starts_with(RUN_REF_PREFIX)) {
         fetch_into(
@@ -194,7 +207,7 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
             &format!("+{RUN_REF_PREFIX}*:{INCOMING_RUNS}*"),
             &what,
         )?;
-        let ours: std::collections::BTreeMap<String, Oid> = run_ids(repo)?.into_iter().collect();
+        let ours: BTreeMap<String, Oid> = run_ids(repo)?.into_iter().collect();
         let mut incoming: Vec<(String, Oid)> = Vec::new();
         for r in repo
             .references_glob(&format!("{INCOMING_RUNS}*"))?
@@ -252,56 +265,380 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
     Ok(shared)
 }
 
-/// `git factory push <remote>`: merges the remote's notes into ours first, then sends our
-/// runs (new ones, and records that fast-forward theirs) and the merged notes. A push that
-/// loses a race with another one is tried again from the merge.
+/// How long `push` keeps trying when other clones push first.
+pub const PUSH_PATIENCE: Duration = Duration::from_secs(60);
+
+/// `git factory push <remote>`: merges the remote's notes into ours, then sends our runs (new
+/// ones, and records that fast-forward theirs) and the merged notes; a push that loses a race
+/// with another clone is merged and sent again (see [`push_until_landed`]).
 pub fn push(repo: &Repository, remote: &str) -> Result<Shared> {
+    push_until_landed(repo, remote, SHARED_NOTES, PUSH_PATIENCE)
+}
+
+/// One ref of a `git push --porcelain` answer.
+#[derive(Debug)]
+struct PushedRef {
+    /// The ref on the remote.
+    dst: String,
+    landed: bool,
+    /// git's word on it (`[new reference]`, `[rejected] (fetch first)`, …).
+    summary: String,
+}
+
+fn parse_porcelain(stdout: &[u8]) -> Vec<PushedRef> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.splitn(3, '\t');
+            let flag = fields.next()?;
+            let (_, dst) = fields.next()?.rsplit_once(':')?;
+            (flag.len() == 1).then(|| PushedRef {
+                dst: dst.to_string(),
+                landed: flag != "!",
+                summary: fields.next().unwrap_or("").to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Whether git's words say another process got there first (a push that moved the ref, a
+/// lock held): worth merging and trying again, unlike a hook's or a permission refusal.
+fn lost_a_race(text: &str) -> bool {
+    [
+        "fetch first",
+        "non-fast-forward",
+        "stale info",
+        "already exists",
+        "failed to update ref",
+        "failed to lock",
+        "cannot lock ref",
+        "incorrect old value",
+        "Unable to create",
+        "but expected",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
+}
+
+/// What one round of a push came to.
+enum Round {
+    /// Everything to send is on the remote.
+    Landed,
+    /// Some refs were refused (the rest of the round landed).
+    Refused {
+        refs: Vec<PushedRef>,
+        /// The remote's own words (`remote: …` lines), a few at most.
+        remote_says: Vec<String>,
+    },
+}
+
+/// Sends our runs and `notes_refs` to `remote` until everything has landed: a round reads the
+/// remote's refs, merges each of its notes refs into ours (`cat_sort_uniq`), and pushes what
+/// the remote lacks. A round refused because another clone pushed first is tried again after
+/// a jittered pause, for up to `patience`; any other refusal ends it at once. A push that
+/// fails names what was sent and what was not.
+pub fn push_until_landed(
+    repo: &Repository,
+    remote: &str,
+    notes_refs: &[&str],
+    patience: Duration,
+) -> Result<Shared> {
     let what = format!("push to {remote}");
-    let mut last = None;
-    for _ in 0..3 {
-        let theirs = remote_refs(repo, remote, &what)?;
-        let mut shared = Shared::default();
-        let remote_notes =
-            |notes_ref: &str| theirs.iter().find(|(n, _)| n == notes_ref).map(|(_, o)| *o);
-        for notes_ref in SHARED_NOTES {
-            if remote_notes(notes_ref).is_some() {
-                merge_remote_notes(repo, remote, notes_ref, &what)?;
-            }
-        }
-        let theirs_runs: std::collections::BTreeMap<&str, Oid> = theirs
-            .iter()
-            .filter_map(|(n, o)| Some((n.strip_prefix(RUN_REF_PREFIX)?, *o)))
-            .collect();
-        let mut refspecs = Vec::new();
-        for (id, oid) in run_ids(repo)? {
-            match theirs_runs.get(id.as_str()) {
-                None => {}
-                Some(t) if *t == oid => continue,
-                Some(t) if repo.find_commit(*t).is_ok() && repo.graph_descendant_of(oid, *t)? => {}
-                Some(_) => {
-                    shared.diverged.push(id);
+    let mut sent = Shared::default();
+    let mut backoff = Backoff::new(patience, Duration::from_millis(50), Duration::from_secs(2));
+    loop {
+        let failure = match push_round(repo, remote, notes_refs, &what, &mut sent) {
+            Ok(Round::Landed) => return Ok(sent),
+            Ok(Round::Refused {
+                refs: refused,
+                remote_says,
+            }) => {
+                let retry = refused.iter().all(|r| lost_a_race(&r.summary));
+                if retry && backoff.wait() {
                     continue;
                 }
+                refused_error(
+                    remote,
+                    &what,
+                    &refused,
+                    &remote_says,
+                    retry.then_some(patience),
+                )
             }
-            refspecs.push(format!("{oid}:{}", super::run_ref(&id)));
-            shared.runs.push(id);
-        }
-        for notes_ref in SHARED_NOTES {
-            let ours_notes = repo.refname_to_id(notes_ref).ok();
-            if ours_notes.is_some() && ours_notes != remote_notes(notes_ref) {
-                refspecs.push(format!("{notes_ref}:{notes_ref}"));
-                shared.notes = true;
+            Err(e) => {
+                let text = format!("{} {}", e.message, e.details.join(" "));
+                if lost_a_race(&text) && backoff.wait() {
+                    continue;
+                }
+                e
             }
-        }
-        if refspecs.is_empty() {
-            return Ok(shared);
-        }
-        let mut push = git(repo)?;
-        push.args(["push", "-q", remote]).args(&refspecs);
-        match output(push, &what, remote) {
-            Ok(_) => return Ok(shared),
-            Err(e) => last = Some(e),
+        };
+        return Err(naming_what_was_sent(failure, remote, &sent));
+    }
+}
+
+fn push_round(
+    repo: &Repository,
+    remote: &str,
+    notes_refs: &[&str],
+    what: &str,
+    sent: &mut Shared,
+) -> Result<Round> {
+    let theirs = remote_refs(repo, remote, notes_refs, what)?;
+    let theirs_of = |name: &str| theirs.iter().find(|(n, _)| n == name).map(|(_, o)| *o);
+    for notes_ref in notes_refs {
+        if theirs_of(notes_ref).is_some() {
+            merge_remote_notes(repo, remote, notes_ref, what)?;
         }
     }
-    Err(last.unwrap_or_else(|| Error::new(format!("{what} failed"))))
+    let theirs_runs: BTreeMap<&str, Oid> = theirs
+        .iter()
+        .filter_map(|(n, o)| Some((n.strip_prefix(RUN_REF_PREFIX)?, *o)))
+        .collect();
+    let mut refspecs = Vec::new();
+    sent.diverged.clear();
+    for (id, oid) in run_ids(repo)? {
+        match theirs_runs.get(id.as_str()) {
+            None => {}
+            Some(t) if *t == oid => continue,
+            Some(t) if repo.find_commit(*t).is_ok() && repo.graph_descendant_of(oid, *t)? => {}
+            Some(_) => {
+                sent.diverged.push(id);
+                continue;
+            }
+        }
+        refspecs.push(format!("{oid}:{}", super::run_ref(&id)));
+    }
+    for notes_ref in notes_refs {
+        let ours = repo.refname_to_id(notes_ref).ok();
+        if ours.is_some() && ours != theirs_of(notes_ref) {
+            refspecs.push(format!("{notes_ref}:{notes_ref}"));
+        }
+    }
+    if refspecs.is_empty() {
+        return Ok(Round::Landed);
+    }
+    let mut push = git(repo)?;
+    // Not `-q`: git then prints the porcelain lines only when something failed.
+    push.args(["push", "--porcelain", remote]).args(&refspecs);
+    let out = push.output().map_err(|e| {
+        Error::new(format!("{what}: cannot run git: {e}"))
+            .hint("install git and make sure it is on PATH")
+    })?;
+    let answers = parse_porcelain(&out.stdout);
+    for answer in answers.iter().filter(|a| a.landed) {
+        if let Some(id) = answer.dst.strip_prefix(RUN_REF_PREFIX) {
+            if !sent.runs.iter().any(|r| r == id) {
+                sent.runs.push(id.to_string());
+            }
+        } else if notes_refs.contains(&answer.dst.as_str()) {
+            sent.notes = true;
+        }
+    }
+    if out.status.success() {
+        return Ok(Round::Landed);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let refused: Vec<PushedRef> = answers.into_iter().filter(|a| !a.landed).collect();
+    if refused.is_empty() {
+        // Nothing reached the remote (it is not there, or the connection failed).
+        return Err(git_error(what, &stderr));
+    }
+    let remote_says = stderr
+        .lines()
+        .filter(|l| l.starts_with("remote: "))
+        .map(|l| l.trim_end().to_string())
+        .take(4)
+        .collect();
+    Ok(Round::Refused {
+        refs: refused,
+        remote_says,
+    })
+}
+
+/// The refusal of a push whose refs were refused: which, and why.
+fn refused_error(
+    remote: &str,
+    what: &str,
+    refused: &[PushedRef],
+    remote_says: &[String],
+    gave_up_after: Option<Duration>,
+) -> Error {
+    let names: Vec<&str> = refused.iter().map(|r| r.dst.as_str()).collect();
+    let why = refused.first().map_or("", |r| r.summary.as_str());
+    let mut err = match gave_up_after {
+        Some(t) => Error::new(format!(
+            "{what}: {} still refused after {} s of merging and trying again: {why}",
+            names.join(", "),
+            t.as_secs()
+        )),
+        None => Error::new(format!("{what}: {} refused: {why}", names.join(", "))),
+    };
+    for line in remote_says {
+        err = err.detail(line.clone());
+    }
+    for r in refused {
+        err = err.detail(format!("not sent: {} {}", r.dst, r.summary));
+    }
+    err.hint(match gave_up_after {
+        Some(_) => format!(
+            "other clones kept pushing first; run git factory push {remote} again"
+        ),
+        None => format!(
+            "ask the owner of {remote} why it refuses them, then run git factory push {remote} again"
+        ),
+    })
+}
+
+/// A push failure that says what reached the remote before it failed, so "nothing was
+/// changed" is never said of a push that sent runs.
+fn naming_what_was_sent(mut err: Error, remote: &str, sent: &Shared) -> Error {
+    if sent.runs.is_empty() && !sent.notes {
+        return err;
+    }
+    let mut line = format!(
+        "sent to {remote}: {} run{}",
+        sent.runs.len(),
+        if sent.runs.len() == 1 { "" } else { "s" }
+    );
+    if !sent.runs.is_empty() {
+        line.push_str(&format!(" ({})", sent.runs.join(", ")));
+    }
+    if sent.notes {
+        line.push_str(" and the merged notes");
+    }
+    err.details.insert(0, line);
+    if let Some(hint) = &mut err.hint {
+        if let Some(cut) = hint.find("; nothing was changed for") {
+            hint.truncate(cut);
+        }
+        hint.push_str(&format!(" (what was sent stays on {remote})"));
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_answers_say_which_refs_landed() {
+        let out = b"To ../o.git\n*\t0123456789abcdef0123456789abcdef01234567:refs/factory/aaaaaaaaaaaa\t[new reference]\n \trefs/notes/factory:refs/notes/factory\t1111111..2222222\n!\trefs/notes/factory-attest:refs/notes/factory-attest\t[rejected] (fetch first)\nDone\n";
+        let answers = parse_porcelain(out);
+        let got: Vec<(&str, bool, &str)> = answers
+            .iter()
+            .map(|a| (a.dst.as_str(), a.landed, a.summary.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("refs/factory/aaaaaaaaaaaa", true, "[new reference]"),
+                ("refs/notes/factory", true, "1111111..2222222"),
+                (
+                    "refs/notes/factory-attest",
+                    false,
+                    "[rejected] (fetch first)"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn races_are_told_from_refusals() {
+        for race in [
+            "[rejected] (fetch first)",
+            "[rejected] (non-fast-forward)",
+            "[remote rejected] (failed to update ref)",
+            "[remote rejected] (failed to lock)",
+            "[rejected] (stale info)",
+            "error: cannot lock ref 'refs/notes/factory': is at 1 but expected 2",
+        ] {
+            assert!(lost_a_race(race), "{race}");
+        }
+        for refusal in [
+            "[remote rejected] (hook declined)",
+            "[remote rejected] (pre-receive hook declined)",
+            "[remote rejected] (deny updating a hidden ref)",
+            "fatal: 'nowhere' does not appear to be a git repository",
+        ] {
+            assert!(!lost_a_race(refusal), "{refusal}");
+        }
+    }
+
+    /// A repo with one commit, a run ref on it and a note line; and a bare remote.
+    fn repo_and_remote() -> (tempfile::TempDir, Repository, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path().join("repo")).expect("init");
+        {
+            let mut cfg = repo.config().expect("config");
+            cfg.set_str("user.name", "T").expect("name");
+            cfg.set_str("user.email", "t@example.invalid")
+                .expect("email");
+        }
+        {
+            let sig = super::super::signature(&repo).expect("sig");
+            let tree = repo
+                .find_tree(repo.treebuilder(None).expect("tb").write().expect("tree"))
+                .expect("tree");
+            let commit = repo
+                .commit(None, &sig, &sig, "base", &tree, &[])
+                .expect("commit");
+            repo.reference(&super::super::run_ref("aaaaaaaaaaaa"), commit, true, "run")
+                .expect("ref");
+            super::super::append_note(&repo, commit, "factory aaaaaaaaaaaa FAIL wo attempts=1")
+                .expect("note");
+        }
+        let bare = dir.path().join("origin.git");
+        let made = Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&bare)
+            .output()
+            .expect("git");
+        assert!(made.status.success());
+        (dir, repo, bare)
+    }
+
+    #[test]
+    fn a_ref_the_remote_keeps_locked_is_tried_until_patience_runs_out_naming_what_was_sent() {
+        let (_dir, repo, bare) = repo_and_remote();
+        std::fs::create_dir_all(bare.join("refs/notes")).expect("mkdir");
+        let lock = bare.join("refs/notes/factory.lock");
+        std::fs::write(&lock, "").expect("lock");
+        let remote = bare.to_str().expect("utf8");
+        let start = std::time::Instant::now();
+        let err = push_until_landed(&repo, remote, SHARED_NOTES, Duration::from_secs(2))
+            .expect_err("the notes cannot land");
+        assert!(start.elapsed() >= Duration::from_secs(2));
+        assert!(start.elapsed() < Duration::from_secs(15));
+        assert_eq!(
+            err.message,
+            format!("push to {remote}: refs/notes/factory still refused after 2 s of merging and trying again: [remote rejected] (failed to update ref)")
+        );
+        assert_eq!(
+            err.details.first().map(String::as_str),
+            Some(format!("sent to {remote}: 1 run (aaaaaaaaaaaa)").as_str())
+        );
+        assert!(err.details.contains(
+            &"not sent: refs/notes/factory [remote rejected] (failed to update ref)".to_string()
+        ));
+        assert!(!format!("{:?}", err.hint).contains("nothing was changed"));
+
+        // Once the other process lets go, the next try lands.
+        let releaser = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(700));
+                std::fs::remove_file(lock).expect("unlock");
+            })
+        };
+        let shared = push_until_landed(&repo, remote, SHARED_NOTES, Duration::from_secs(30))
+            .expect("lands once unlocked");
+        releaser.join().expect("thread");
+        assert!(shared.notes && shared.runs.is_empty(), "{shared:?}");
+        let remote_repo = Repository::open_bare(&bare).expect("bare");
+        assert_eq!(
+            remote_repo.refname_to_id(NOTES_REF).ok(),
+            repo.refname_to_id(NOTES_REF).ok()
+        );
+    }
 }

@@ -10,6 +10,7 @@ mod contracts;
 mod delivery;
 mod demo;
 mod generated;
+mod history;
 mod log_show;
 mod newcomer;
 mod patch;
