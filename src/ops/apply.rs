@@ -41,7 +41,7 @@ pub fn apply_run(repo: &Repository, root: &Path, run: &StoredRun) -> Result<Appl
         Ok(tree) => tree,
         Err(conflicts) => return Ok(Applied::Conflict(conflicts)),
     };
-    let outcomes = outcomes(repo, root, &trees.ours, &result)?;
+    let outcomes = outcomes(repo, root, &trees.ours, &result, &run.run_id)?;
     write_outcomes(root, &outcomes).map_err(|e| {
         Error::new(format!(
             "writing the change failed (nothing was left half-written): {e}"
@@ -136,8 +136,9 @@ fn outcomes(
     root: &Path,
     ours: &Tree<'_>,
     result: &Tree<'_>,
+    run_id: &str,
 ) -> Result<Vec<FileOutcome>> {
-    let paths = changed_paths(repo, ours, result)?;
+    let paths = changed_paths(repo, ours, result, run_id)?;
     let dirty: Vec<String> = git::dirty_paths(repo, true)?
         .into_iter()
         .map(|d| d.path)
@@ -208,15 +209,31 @@ fn refuse_linked_parent(root: &Path, path: &str) -> Result<()> {
     Ok(())
 }
 
-fn changed_paths(repo: &Repository, a: &Tree<'_>, b: &Tree<'_>) -> Result<Vec<String>> {
+/// The paths that differ between `a` and `b`. A name that is not UTF-8 (only a crafted or
+/// foreign record has one: a work order's paths are JSON) is refused, never written under a
+/// lossy spelling.
+fn changed_paths(
+    repo: &Repository,
+    a: &Tree<'_>,
+    b: &Tree<'_>,
+    run_id: &str,
+) -> Result<Vec<String>> {
     let diff = repo.diff_tree_to_tree(Some(a), Some(b), None)?;
     let mut paths: Vec<String> = Vec::new();
     for d in diff.deltas() {
-        for f in [d.old_file().path(), d.new_file().path()]
+        for f in [d.old_file().path_bytes(), d.new_file().path_bytes()]
             .into_iter()
             .flatten()
         {
-            let p = f.to_string_lossy().into_owned();
+            let p = String::from_utf8(f.to_vec()).map_err(|_| {
+                Error::new(format!(
+                    "run {run_id} changes {}, a name that is not UTF-8; apply cannot write it byte for byte, so nothing was written",
+                    bstr::ByteSlice::escape_bytes(f)
+                ))
+                .hint(format!(
+                    "materialise the attempt with git factory checkout {run_id} --attempt N DIR"
+                ))
+            })?;
             if !paths.contains(&p) {
                 paths.push(p);
             }

@@ -1524,3 +1524,43 @@ fn a_sandboxed_check_cannot_read_the_verify_cache_secret() {
     let out = r.run_replay(&wo, &replay, &["--max-attempts", "1", "--force"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
 }
+
+#[test]
+fn apply_refuses_a_name_it_cannot_write_faithfully() {
+    let r = TestRepo::simple();
+    let p = Publisher::new(&r);
+    let blob = p.hash("blob", b"planted\n");
+    let attempt = p.attempt_with(("100644", b"caf\xe9.txt", &blob));
+    p.publish("beef00000001", &attempt, &[]);
+    fetched(&r, &p);
+    let before_all = everything(r.tmp.path());
+    let before = r.snapshot();
+    let out = r
+        .factory()
+        .args(["apply", "beef00000001"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("error: run beef00000001 changes caf\\xE9.txt, a name that is not UTF-8; apply cannot write it byte for byte, so nothing was written"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "hint: materialise the attempt with git factory checkout beef00000001 --attempt N DIR"
+        ),
+        "{err}"
+    );
+    assert_eq!(r.snapshot(), before);
+    let after_all = everything(r.tmp.path());
+    let lossy = r.root.join("caf\u{fffd}.txt");
+    assert!(!lossy.exists(), "written under a lossy name");
+    let changed: Vec<&PathBuf> = before_all
+        .keys()
+        .chain(after_all.keys())
+        .filter(|k| before_all.get(*k) != after_all.get(*k))
+        .filter(|k| !k.ends_with(".git/factory") && !k.ends_with(".git/factory/lock"))
+        .collect();
+    assert!(changed.is_empty(), "apply wrote {changed:?}");
+}
