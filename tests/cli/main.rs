@@ -9,6 +9,7 @@ mod contracts;
 mod delivery;
 mod demo;
 mod generated;
+mod isolation;
 mod log_show;
 mod newcomer;
 mod patch;

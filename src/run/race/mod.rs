@@ -4,6 +4,7 @@
 //! attempt works, and a candidate nothing of the others: `candidate::run_candidate` runs one.
 
 pub(crate) mod candidate;
+mod guard;
 pub mod leftovers;
 
 use crate::error::{Error, Result};
@@ -192,7 +193,7 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         return ending(Verdict::Interrupted, Stage::Interrupted.as_str());
     }
     if session.budget.exhausted() {
-        session.summary.winner = None;
+        session.summary.winner = Some(None);
         return ending(Verdict::Fail, Stage::BudgetExhausted.as_str());
     }
     let Some(index) = winner else {
@@ -208,6 +209,18 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         };
         return ending(verdict, &stage);
     };
+    if !session.plan.worktree {
+        // The user may have worked during the race: their tree is delivered into only when
+        // it is exactly as at preflight (SPEC §5.1).
+        let changed = guard::changed_since_preflight(session)?;
+        if !changed.is_empty() {
+            return Ok(Some(guard::undelivered(
+                session,
+                &runs[index as usize - 1],
+                &changed,
+            )));
+        }
+    }
     hand_over(session, &runs, index)?;
     Ok(None)
 }
@@ -225,7 +238,7 @@ fn record_all(session: &mut Session<'_>, runs: &[CandidateRun]) -> Option<u32> {
         .collect();
     let winner = select(&records);
     session.summary.candidates = records;
-    session.summary.winner = winner;
+    session.summary.winner = Some(winner);
     winner
 }
 

@@ -1,0 +1,330 @@
+//! Runs that never step on each other, nor on the user (SPEC §5.1, §7): a race that finds the
+//! user's tree changed delivers nothing, a race without a PASS says so, and a PASS signs its
+//! evidence when asked.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+fn good() -> String {
+    diff_replace("app.txt", &APP, "two", "TWO")
+}
+
+fn bad() -> String {
+    diff_replace("app.txt", &APP, "two", "zwei")
+}
+
+/// A replay folder of per-candidate folders: candidate i proposes `diffs[i-1]`.
+fn per_candidate(r: &TestRepo, name: &str, diffs: &[String]) -> std::path::PathBuf {
+    let dir = r.outside.join(name);
+    for (i, d) in diffs.iter().enumerate() {
+        let sub = dir.join((i + 1).to_string());
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        std::fs::write(sub.join("1.json"), proposal(d, "try")).expect("write");
+    }
+    dir
+}
+
+/// Waits until no live process's command line holds `marker` (the kernel may take a moment).
+fn none_left(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = processes_with(marker);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        left = processes_with(marker);
+    }
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+fn summary_of(stdout: &[u8]) -> Value {
+    serde_json::from_slice(stdout).unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_race_without_a_pass_records_winner_null() {
+    let r = TestRepo::simple();
+    let dir = per_candidate(&r, "replays", &[bad(), bad()]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .run_replay(
+            &wo,
+            &dir,
+            &["--candidates", "2", "--max-attempts", "1", "--json"],
+        )
+        .clone();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["verdict"], "FAIL");
+    assert_eq!(
+        s.as_object().and_then(|o| o.get("winner")),
+        Some(&Value::Null),
+        "the key is there, null: {s}"
+    );
+    // The stored record says the same.
+    let id = s["run_id"].as_str().expect("run_id");
+    let stored = r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]);
+    let stored: Value = serde_json::from_str(&stored).expect("json");
+    assert_eq!(
+        stored.as_object().and_then(|o| o.get("winner")),
+        Some(&Value::Null)
+    );
+    // A run without a race has no winner key at all.
+    let single = r.replay("single", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &single, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s = summary_of(&out.stdout);
+    assert!(
+        s.as_object().is_some_and(|o| !o.contains_key("winner")),
+        "{s}"
+    );
+}
+
+/// The user commits, stages, edits and adds a file while the candidates' checks wait; the
+/// winner is then not delivered and none of that is touched.
+fn race_while_the_user_works(round: usize) {
+    let r = TestRepo::simple();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let marker = format!("race-check-{round}-{}", std::process::id());
+    // Each candidate's check says it started, then waits for the test (at most 30 s).
+    let check = format!(
+        "sh -c ': {marker}; mktemp -p {g} started.XXXXXX >/dev/null; i=0; while [ ! -e {g}/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; grep -qx TWO app.txt'",
+        g = gate.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let dir = per_candidate(&r, "replays", &[good(), good()]);
+    let child = r
+        .spawn(&["run", "--json", "--candidates", "2", "--jobs", "2", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "the checks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The user works meanwhile.
+    r.write("notes.txt", "my notes\n");
+    r.git(&["add", "notes.txt"]);
+    r.git(&["commit", "-qm", "my work"]);
+    r.write("m.txt", "staged\n");
+    r.git(&["add", "m.txt"]);
+    r.write("other.txt", "my edit\n");
+    r.write("n.txt", "my new file\n");
+    let mine = r.snapshot();
+    let head = r.git(&["rev-parse", "HEAD"]);
+    std::fs::write(gate.join("go"), "").expect("go");
+    let out = child.wait_with_output().expect("waits");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+    assert_eq!(s["delivered"], false, "{s}");
+    assert!(s["winner"].as_u64().is_some(), "{s}");
+    let id = s["run_id"].as_str().expect("run_id").to_string();
+    // Nothing of the user's was touched: their commit, index, edit and new file stand.
+    assert_eq!(r.snapshot(), mine, "{stderr}");
+    assert_eq!(r.git(&["rev-parse", "HEAD"]), head);
+    assert!(!stderr.contains("restored side effects"), "{stderr}");
+    // The final line names what changed and how to bring the winner in.
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(last.contains("PASS"), "{stderr}");
+    assert!(last.contains("not delivered"), "{last}");
+    assert!(last.contains("refs/heads/main moved"), "{last}");
+    assert!(last.contains("the index changed"), "{last}");
+    assert!(last.contains("other.txt"), "{last}");
+    assert!(last.contains("n.txt"), "{last}");
+    assert!(last.contains(&format!("git factory apply {id}")), "{last}");
+    none_left(&marker);
+    // The winner is there to bring in once the user is ready.
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "the rest of my work"]);
+    let applied = r.factory().args(["apply", &id]).output().expect("apply");
+    assert_eq!(applied.status.code(), Some(0), "{}", stderr_of(&applied));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(r.read("other.txt").as_deref(), Some("my edit\n"));
+}
+
+#[test]
+fn a_race_never_delivers_over_work_the_user_did_meanwhile() {
+    for round in 0..3 {
+        race_while_the_user_works(round);
+    }
+}
+
+#[test]
+fn an_untouched_tree_still_gets_the_winner() {
+    let r = TestRepo::simple();
+    let dir = per_candidate(&r, "replays", &[bad(), good()]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &dir, &["--candidates", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["winner"], 2);
+    assert!(s.as_object().is_some_and(|o| !o.contains_key("delivered")));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// --attest on a run (SPEC §6.1)
+
+fn signing_tools() -> bool {
+    let here = ["ssh-keygen"].iter().all(|p| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !here {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ssh-keygen is missing on CI"
+        );
+        eprintln!("ssh-keygen is not installed; skipping");
+    }
+    here
+}
+
+/// An ed25519 key made here, trusted as `principal`, set as this repo's signing key.
+fn ssh_signing(r: &TestRepo, principal: &str) {
+    let dir = r.home.join("keys");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let key = dir.join("id");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", principal, "-f"])
+        .arg(&key)
+        .env("HOME", &r.home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ssh-keygen");
+    assert!(made.status.success(), "{}", stderr_of(&made));
+    let public = dir.join("id.pub");
+    let text = std::fs::read_to_string(&public).expect("pub");
+    let allowed = r.home.join("allowed_signers");
+    std::fs::write(&allowed, format!("{principal} {}", text.trim())).expect("write");
+    r.git(&["config", "gpg.format", "ssh"]);
+    r.git(&["config", "user.signingKey", path_str(&public)]);
+    r.git(&["config", "gpg.ssh.allowedSignersFile", path_str(&allowed)]);
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8")
+}
+
+fn attested(r: &TestRepo) -> std::process::Output {
+    r.factory()
+        .env_remove("SSH_AUTH_SOCK")
+        .args(["attest", "verify", "HEAD"])
+        .output()
+        .expect("attest verify")
+}
+
+#[test]
+fn a_passing_run_with_attest_signs_its_result_tree() {
+    if !signing_tools() {
+        return;
+    }
+    let r = TestRepo::simple();
+    ssh_signing(&r, "alice@example.com");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit", "--attest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let verified = attested(&r);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr_of(&verified));
+    assert!(
+        stderr_of(&verified).contains("attested by alice@example.com"),
+        "{}",
+        stderr_of(&verified)
+    );
+    // The statement names the run and the checks that passed.
+    let tree = r.git(&["rev-parse", "HEAD^{tree}"]);
+    let note = r.git(&["notes", "--ref", "factory-attest", "show", tree.trim()]);
+    assert_eq!(note.lines().filter(|l| !l.is_empty()).count(), 1, "{note}");
+
+    // --no-attest wins over factory.attest; a failing run is never attested.
+    r.git(&["config", "factory.attest", "true"]);
+    let replay = r.replay("r2", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(serde_json::json!({
+        "id": "wo-2", "title": "t", "intent": "i", "allowed_files": ["app.txt"],
+        "acceptance_commands": ["false"],
+    }));
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let out = r.run_replay(
+        &wo,
+        &replay,
+        &["--max-attempts", "1", "--force", "--no-attest"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let note = r.git(&["notes", "--ref", "factory-attest", "list"]);
+    assert_eq!(note.lines().count(), 1, "{note}");
+}
+
+#[test]
+fn a_keyless_attest_run_is_refused_before_any_model_call() {
+    let r = TestRepo::simple();
+    let ran = r.outside.join("ran");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&[&format!("touch {}", ran.display())]));
+    let before = r.snapshot();
+    for flags in [&["--attest"][..], &[]] {
+        if flags.is_empty() {
+            r.git(&["config", "factory.attest", "true"]);
+        }
+        let out = r.run_replay(&wo, &replay, flags);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains("git config user.signingKey"),
+            "{}",
+            stderr_of(&out)
+        );
+        assert!(!ran.exists(), "no check ran");
+        assert!(r.run_ids().is_empty(), "no record");
+    }
+    r.git(&["config", "--unset", "factory.attest"]);
+    assert_eq!(r.snapshot(), before);
+    // --no-attest runs without a key.
+    r.git(&["config", "factory.attest", "true"]);
+    let out = r.run_replay(&wo, &replay, &["--no-attest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_signature_that_fails_after_a_pass_is_a_warning() {
+    if !signing_tools() {
+        return;
+    }
+    let r = TestRepo::simple();
+    ssh_signing(&r, "alice@example.com");
+    // The key is there at preflight, gone by the time the PASS is signed.
+    let key = r.home.join("keys/id");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&[&format!(
+        "sh -c 'rm -f {}; grep -qx TWO app.txt'",
+        key.display()
+    )]));
+    let out = r.run_replay(&wo, &replay, &["--attest", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(summary_of(&out.stdout)["verdict"], "PASS");
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("warning: the PASS stands, but its evidence was not signed"),
+        "{stderr}"
+    );
+    assert_eq!(
+        r.git_code(&["rev-parse", "-q", "--verify", "refs/notes/factory-attest"])
+            .0,
+        1
+    );
+}
