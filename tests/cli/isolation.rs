@@ -328,3 +328,53 @@ fn a_signature_that_fails_after_a_pass_is_a_warning() {
         1
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A commit hook's checkout (SPEC §7)
+
+#[test]
+fn a_commit_hook_that_checks_out_another_commit_is_undone_entirely() {
+    let r = TestRepo::simple();
+    // Another commit that changes a file the run's change never touches, and adds one.
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("other.txt", "the other commit's\n");
+    r.write("x.txt", "only on side\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "side"]);
+    let side = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    r.git(&["checkout", "-q", "main"]);
+    let head = r.git(&["rev-parse", "HEAD"]);
+    let index = std::fs::read(r.root.join(".git/index")).expect("index");
+    let hook = r.root.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, format!("#!/bin/sh\ngit checkout -q {side}\n")).expect("hook");
+    std::fs::set_permissions(
+        &hook,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .expect("chmod");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit"]);
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("a commit hook moved HEAD"), "{stderr}");
+    assert!(
+        stderr.contains("the files it changed were put back too: other.txt, x.txt"),
+        "{stderr}"
+    );
+    // HEAD, its branch and the index as before; the change uncommitted in the tree, and
+    // nothing of the other commit left.
+    assert_eq!(r.git(&["symbolic-ref", "HEAD"]), "refs/heads/main\n");
+    assert_eq!(r.git(&["rev-parse", "main"]), head);
+    assert_eq!(
+        std::fs::read(r.root.join(".git/index")).expect("index"),
+        index
+    );
+    assert_eq!(r.read("other.txt").as_deref(), Some("keep me\n"));
+    assert!(
+        r.read("x.txt").is_none(),
+        "the other commit's new file is gone"
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
+}
