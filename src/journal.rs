@@ -2,7 +2,7 @@
 //! every mutation of the user's tree — durably (fsync of the file and the folder) before an
 //! apply, the stage whose pre-images a power cut must not lose — with the [`Restore`] that
 //! `recover` applies after a crash. The running command's process group is noted beside it,
-//! in `command.pgid`.
+//! in a file named by the run and its harness process (see `run::orphans`).
 
 use crate::error::{Error, Result};
 use crate::git::files::FileOutcome;
@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 pub struct Journal {
     pub run_id: String,
     pub pid: u32,
+    /// The harness process that wrote it ([`crate::harness::marker`]): its commands carry
+    /// this in their environment, and its files name it. `None` in a journal from before.
+    #[serde(default)]
+    pub harness: Option<String>,
     pub stage: String,
     /// What putting the repo back needs, recorded before the first change: the worktree
     /// (root and git dir), baseline, HEAD and refs, saved index, pre-images with modes.

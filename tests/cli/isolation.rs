@@ -378,3 +378,223 @@ fn a_commit_hook_that_checks_out_another_commit_is_undone_entirely() {
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Every run's own state; recover after a kill (SPEC §7)
+
+/// A work order whose check notes it started (`<gate>/<name>.started`), then waits for
+/// `<gate>/<name>.go` (at most 40 s), then writes `<gate>/<name>.late` and passes. Its command
+/// line carries `marker`.
+fn waiting_order(
+    r: &TestRepo,
+    id: &str,
+    gate: &Path,
+    name: &str,
+    marker: &str,
+) -> std::path::PathBuf {
+    let g = gate.display();
+    let check = format!(
+        "sh -c ': {marker}; touch {g}/{name}.started; i=0; while [ ! -e {g}/{name}.go ] && [ $i -lt 800 ]; do sleep 0.05; i=$((i+1)); done; touch {g}/{name}.late; grep -qx TWO app.txt'"
+    );
+    let mut order = basic_order(&[&check]);
+    order["id"] = Value::from(id);
+    r.work_order(order)
+}
+
+fn wait_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn show_json(r: &TestRepo, id: &str) -> Value {
+    let out = r
+        .factory()
+        .args(["show", id, "--json"])
+        .output()
+        .expect("show");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+fn worktrees_left(r: &TestRepo) -> Vec<String> {
+    r.git(&["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .filter(|p| Path::new(p) != r.root.as_path())
+        .map(str::to_string)
+        .collect()
+}
+
+fn one_kill_beside_a_live_worktree_run(round: usize) {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let pid = std::process::id();
+    let (mark_a, mark_b) = (
+        format!("insitu-{round}-{pid}"),
+        format!("beside-{round}-{pid}"),
+    );
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo_a = waiting_order(&r, "wo-a", &gate, "a", &mark_a);
+    let wo_b = waiting_order(&r, "wo-b", &gate, "b", &mark_b);
+    let mut a = r
+        .spawn(&["run", "-w"])
+        .arg(&wo_a)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn a");
+    let b = r
+        .spawn(&["run", "--worktree", "--json", "-w"])
+        .arg(&wo_b)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn b");
+    wait_file(&gate.join("a.started"));
+    wait_file(&gate.join("b.started"));
+    a.kill().expect("kill -9");
+    let _ = a.wait();
+    let out = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // The killed run's check is stopped before its tree is restored; it never writes again.
+    none_left(&mark_a);
+    assert_eq!(r.snapshot(), before);
+    // The live worktree run was neither signalled nor recorded: it goes on and passes.
+    assert!(
+        !processes_with(&mark_b).is_empty(),
+        "the live run's check was stopped"
+    );
+    std::fs::write(gate.join("b.go"), "").expect("go");
+    std::fs::write(gate.join("a.go"), "").expect("go");
+    let b = b.wait_with_output().expect("b");
+    assert_eq!(b.status.code(), Some(0), "{}", stderr_of(&b));
+    assert_eq!(summary_of(&b.stdout)["verdict"], "PASS");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !gate.join("a.late").exists(),
+        "the killed run's check wrote after recover"
+    );
+    let ids = r.run_ids();
+    let verdicts: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            show_json(&r, id)["verdict"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    let mut sorted = verdicts.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["INTERRUPTED", "PASS"], "{ids:?} {verdicts:?}");
+    none_left(&mark_b);
+}
+
+#[test]
+fn recover_after_one_kill_never_touches_a_live_run() {
+    for round in 0..3 {
+        one_kill_beside_a_live_worktree_run(round);
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_kill_right_after_a_check_starts_leaves_no_check_running_after_recover() {
+    use std::os::unix::process::ExitStatusExt;
+    for round in 0..3 {
+        let r = TestRepo::simple();
+        let before = r.snapshot();
+        let gate = r.outside.join("gate");
+        std::fs::create_dir_all(&gate).expect("mkdir");
+        let mark = format!("gap-{round}-{}", std::process::id());
+        let wo = waiting_order(&r, "wo-gap", &gate, "c", &mark);
+        let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+        let out = r
+            .factory()
+            .env("GIT_FACTORY_TEST_CRASH_AT", "spawned_acceptance")
+            .args(["run", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+        wait_file(&gate.join("c.started"));
+        let rec = r.factory().arg("recover").output().expect("recover");
+        assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+        none_left(&mark);
+        assert_eq!(r.snapshot(), before);
+        assert!(!gate.join("c.late").exists());
+        assert_eq!(show_json(&r, &r.run_ids()[0])["verdict"], "INTERRUPTED");
+    }
+}
+
+fn killed_worktree_run_is_recovered(flags: &[&str], round: usize) {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let mark = format!("wt-{}-{round}-{}", flags.len(), std::process::id());
+    let wo = waiting_order(&r, "wo-wt", &gate, "w", &mark);
+    let replay = if flags.is_empty() {
+        r.replay("r", &[("1.json", proposal(&good(), "fix"))])
+    } else {
+        per_candidate(&r, "replays", &[good(), good()])
+    };
+    let mut child = r
+        .spawn(&["run", "--worktree", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_file(&gate.join("w.started"));
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let out = r.factory().arg("recover").output().expect("recover");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("that was killed"), "{stderr}");
+    none_left(&mark);
+    assert!(worktrees_left(&r).is_empty(), "{:?}", worktrees_left(&r));
+    assert_eq!(r.snapshot(), before);
+    let ids = r.run_ids();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(show_json(&r, &ids[0])["verdict"], "INTERRUPTED");
+    // Nothing is left for a second recover.
+    let again = r.factory().arg("recover").output().expect("recover");
+    assert!(
+        stderr_of(&again).contains("nothing to recover"),
+        "{}",
+        stderr_of(&again)
+    );
+}
+
+#[test]
+fn recover_completes_a_killed_worktree_run() {
+    for round in 0..2 {
+        killed_worktree_run_is_recovered(&[], round);
+    }
+}
+
+#[test]
+fn recover_completes_a_killed_worktree_race() {
+    for round in 0..2 {
+        killed_worktree_run_is_recovered(&["--candidates", "2", "--jobs", "2"], round);
+    }
+}

@@ -15,7 +15,6 @@ use crate::run::candidates::{Chosen, Race};
 use crate::store::records::{CandidateRecord, Stage, Verdict};
 use crate::ui::{Board, Ui};
 use candidate::{CandidateRun, RaceShared};
-use leftovers::owner_file;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -167,12 +166,8 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         summary: &session.summary,
         ui: session.ui,
     };
-    let owner = owner_file(&plan.factory_dir, &plan.run_id);
-    if !session.persist_journal {
-        std::fs::write(&owner, std::process::id().to_string())?;
-    }
+    // A killed race is found by its place's journal (in-situ) or owner file (--worktree).
     let mut runs = run_all(&shared, race, session.ui);
-    let _ = std::fs::remove_file(&owner);
     if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
         session.refusal = Some(refusal);
         return Ok(Some(Ending {
