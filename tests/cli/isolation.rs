@@ -464,6 +464,36 @@ fn one_kill_beside_a_live_worktree_run(round: usize) {
         .expect("spawn b");
     wait_file(&gate.join("a.started"));
     wait_file(&gate.join("b.started"));
+    // Each run's state is its own, named by the run and its process (a group file is
+    // written a moment after its command starts).
+    let listing = || {
+        std::fs::read_dir(r.root.join(".git/factory"))
+            .expect("factory dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+    };
+    let count = |names: &[String], prefix: &str, pid: u32| {
+        names
+            .iter()
+            .filter(|n| n.starts_with(prefix) && n.contains(&format!(".{pid}.")))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut factory = listing();
+    while (count(&factory, "command.", a.id()) == 0 || count(&factory, "command.", b.id()) == 0)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        factory = listing();
+    }
+    let by = |prefix: &str, pid: u32| count(&factory, prefix, pid);
+    assert_eq!(r.journals().len(), 1, "{factory:?}");
+    assert_eq!(by("journal.", a.id()), 1, "{factory:?}");
+    assert_eq!(by("command.", a.id()), 1, "{factory:?}");
+    assert_eq!(by("command.", b.id()), 1, "{factory:?}");
+    assert_eq!(by("run.", b.id()), 1, "{factory:?}");
+    assert!(!factory.iter().any(|n| n == "command.pgid"), "{factory:?}");
     a.kill().expect("kill -9");
     let _ = a.wait();
     let out = r.factory().arg("recover").output().expect("recover");
