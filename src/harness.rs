@@ -117,4 +117,32 @@ mod tests {
         assert!(!alive(&format!("{}.1", std::process::id())));
         assert!(!alive("not-a-marker"));
     }
+
+    #[test]
+    fn only_the_commands_of_the_named_harness_are_stopped() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let spawn = |marker: &str| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .env(VAR, marker)
+                .process_group(0)
+                .spawn()
+                .expect("sleep")
+        };
+        let mut gone = spawn("1.gone");
+        let mut kept = spawn("1.kept");
+        // Its environment is its own once it has exec'd.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while carrying("1.gone").is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(stop_commands_of("1.gone"), 1);
+        assert_eq!(gone.wait().expect("waits").signal(), Some(9));
+        assert!(
+            kept.try_wait().expect("polls").is_none(),
+            "another harness's command runs on"
+        );
+        let _ = kept.kill();
+        let _ = kept.wait();
+    }
 }

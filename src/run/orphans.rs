@@ -26,7 +26,9 @@ pub fn pgid_file(factory_dir: &Path, run_id: &str, candidate: Option<u32>) -> Pa
 }
 
 /// Stops every command the run `run_id` of harness `harness` left running: the process
-/// groups its files note, then any process that carries the harness's marker.
+/// groups its files note, then — when that harness is gone, so every command it started is
+/// a leftover — any process that carries its marker. A harness still alive (a journal its
+/// run left unrestored) keeps its other runs' commands.
 pub fn stop_commands(factory_dir: &Path, run_id: &str, harness: &str) {
     let prefix = format!("command.{run_id}.{harness}.");
     for entry in std::fs::read_dir(factory_dir)
@@ -40,7 +42,9 @@ pub fn stop_commands(factory_dir: &Path, run_id: &str, harness: &str) {
             crate::roles::po::exec::stop_noted_group(&entry.path());
         }
     }
-    crate::harness::stop_commands_of(harness);
+    if !crate::harness::alive(harness) {
+        crate::harness::stop_commands_of(harness);
+    }
 }
 
 /// A run outside the user's tree, as its owner file names it.
