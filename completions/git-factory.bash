@@ -985,7 +985,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__run)
-            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
+            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -89,6 +89,8 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l sandbox 
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-sandbox -d 'Run the checks without the sandbox, whatever factory.sandbox says'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l baseline-check -d 'Before any model call, run verification and the contract (pass_to_pass, fail_to_pass) on the baseline [default: on when the work order has a contract] [config: factory.baselineCheck]'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-baseline-check -d 'Do not run the baseline check'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l attest -d 'On PASS, sign the evidence for the result tree with your git signing key (an in-toto statement in a DSSE envelope, noted in refs/notes/factory-attest); no key configured is refused before anything runs [config: factory.attest]'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-attest -d 'Do not sign evidence, whatever factory.attest says'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'

@@ -4,6 +4,7 @@
 //! (worktree mode).
 
 use crate::error::{Error, Result};
+use crate::git::restore::{Purpose, Restore};
 use crate::roles::tr::apply::FileOutcome;
 use crate::workorder::WorkOrder;
 use git2::{Oid, Repository};
@@ -457,15 +458,49 @@ impl SavedIndex {
     }
 }
 
+/// A hook that moved HEAD is undone through the one restore: refs and the index as captured,
+/// the work tree back to baseline + change (the files a checkout brought in put back or
+/// removed). What it put back, and anything it could not, is named.
+fn undo_hook(
+    repo: &Repository,
+    restore: &Restore,
+    outcomes: &[FileOutcome],
+    why: String,
+) -> Result<String> {
+    let images = restore.change_images(repo, outcomes)?;
+    let report = restore.apply_with(repo, &images, Purpose::Delivery)?;
+    let changed: Vec<&str> = (report.paths.iter())
+        .filter(|p| !outcomes.iter().any(|o| o.path == **p))
+        .map(String::as_str)
+        .collect();
+    let mut why = why;
+    if !changed.is_empty() {
+        let more = if changed.len() > 10 { ", …" } else { "" };
+        let shown: Vec<&str> = changed.iter().take(10).copied().collect();
+        why.push_str(&format!(
+            "; the files it changed were put back too: {}{more}",
+            shown.join(", ")
+        ));
+    }
+    if let Some(e) = report.error("undoing the hook") {
+        why.push_str(&format!("; {}: {}", e.message, e.details.join("; ")));
+    }
+    Ok(why)
+}
+
 /// Makes the delivery's commit as `git add` + `git commit` would: the change staged through
 /// git (filters, autocrlf, attributes), the hooks run, the commit's tree read from the index.
-/// A refusing hook leaves nothing committed and the index as it was.
+/// A refusing hook leaves nothing committed and the index as it was. A hook that moved HEAD
+/// (checked out another branch or commit) is undone entirely through `undo`, the restore
+/// captured before the change (SPEC §7): refs, the index, and every work-tree file the
+/// checkout changed, the change itself left in the tree uncommitted.
 pub fn deliver(
     repo: &Repository,
     delivery: &Delivery,
     baseline: &git2::Commit<'_>,
     message: &str,
     outcomes: &[FileOutcome],
+    undo: Option<&Restore>,
 ) -> Result<Delivered> {
     if *delivery == Delivery::Uncommitted {
         return Ok(Delivered::default());
@@ -478,8 +513,14 @@ pub fn deliver(
     // A hook is the user's code, but it must not choose where the commit goes: one that
     // switched branch (or moved it) would have the change land elsewhere.
     if let Some(why) = head_before.moved_in(repo, &hooks) {
-        head_before.put_back(repo)?;
-        saved.put_back()?;
+        let why = match undo {
+            Some(restore) => undo_hook(repo, restore, outcomes, why)?,
+            None => {
+                head_before.put_back(repo)?;
+                saved.put_back()?;
+                why
+            }
+        };
         return Ok(Delivered {
             commit: None,
             refused: Some(why),

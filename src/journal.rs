@@ -1,8 +1,9 @@
-//! The in-situ journal: written to `.git/factory/journal.json` (temp file and rename) before
+//! The in-situ journal: written to `.git/factory/journal.<run_id>.<harness>.json`, named by the
+//! run and the process that runs it (temp file and rename), before
 //! every mutation of the user's tree — durably (fsync of the file and the folder) before an
 //! apply, the stage whose pre-images a power cut must not lose — with the [`Restore`] that
 //! `recover` applies after a crash. The running command's process group is noted beside it,
-//! in `command.pgid`.
+//! in a file named by the run and its harness process (see `run::orphans`).
 
 use crate::error::{Error, Result};
 use crate::git::files::FileOutcome;
@@ -16,14 +17,41 @@ use std::path::{Path, PathBuf};
 pub struct Journal {
     pub run_id: String,
     pub pid: u32,
+    /// The harness process that wrote it ([`crate::harness::marker`]): its commands carry
+    /// this in their environment, and its files name it. `None` in a journal from before.
+    #[serde(default)]
+    pub harness: Option<String>,
     pub stage: String,
     /// What putting the repo back needs, recorded before the first change: the worktree
     /// (root and git dir), baseline, HEAD and refs, saved index, pre-images with modes.
     pub restore: Restore,
 }
 
-pub fn path(factory_dir: &Path) -> PathBuf {
-    factory_dir.join("journal.json")
+/// The file of a run's journal: named by the run and its harness process; a journal written
+/// before runs had their own files is `journal.json`.
+fn path_of(factory_dir: &Path, run_id: &str, harness: Option<&str>) -> PathBuf {
+    match harness {
+        Some(harness) => factory_dir.join(format!("journal.{run_id}.{harness}.json")),
+        None => factory_dir.join("journal.json"),
+    }
+}
+
+/// Every journal file in `factory_dir` (an in-situ run holds the repo lock, so there is at
+/// most one of a live run; a killed run's stays until `recover`).
+fn journal_files(factory_dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("journal.") && name.ends_with(".json")
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
 }
 
 /// The folder holding a run's saved index and config bytes.
@@ -32,23 +60,34 @@ pub fn saved_dir(factory_dir: &Path, run_id: &str) -> PathBuf {
 }
 
 impl Journal {
+    /// The journal left in `factory_dir`, if any.
     pub fn read(factory_dir: &Path) -> Result<Option<Journal>> {
-        match std::fs::read(path(factory_dir)) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                Error::new(format!(
-                    "the journal .git/factory/journal.json is unreadable: {e}"
-                ))
-                .hint("inspect it; if no run was interrupted, remove it")
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
+        for file in journal_files(factory_dir) {
+            match std::fs::read(&file) {
+                Ok(bytes) => {
+                    return serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                        Error::new(format!("the journal {} is unreadable: {e}", file.display()))
+                            .hint("inspect it; if no run was interrupted, remove it")
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(None)
+    }
+
+    /// This journal's file.
+    pub fn path(&self, factory_dir: &Path) -> PathBuf {
+        path_of(factory_dir, &self.run_id, self.harness.as_deref())
     }
 
     /// Writes the journal; `durable` adds the fsyncs that make it survive a power cut.
     pub fn write(&self, factory_dir: &Path, durable: bool) -> Result<()> {
-        let target = path(factory_dir);
-        let tmp = factory_dir.join("journal.json.tmp");
+        let target = self.path(factory_dir);
+        let mut tmp = target.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let text =
             serde_json::to_vec_pretty(self).map_err(|e| Error::new(format!("journal: {e}")))?;
         let mut f = std::fs::File::create(&tmp)?;
@@ -84,7 +123,7 @@ impl Journal {
 
     /// Removes the journal and the bytes it kept.
     pub fn clear(&self, factory_dir: &Path) {
-        let _ = std::fs::remove_file(path(factory_dir));
+        let _ = std::fs::remove_file(self.path(factory_dir));
         let _ = std::fs::remove_dir_all(&self.restore.saved);
     }
 }

@@ -28,6 +28,7 @@ pub mod error;
 pub mod evidence;
 pub mod git;
 pub mod graph;
+pub mod harness;
 pub mod identity;
 pub mod interrupt;
 pub mod journal;

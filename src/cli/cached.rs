@@ -163,7 +163,7 @@ fn deliver_in_worktree(
         write_outcomes(&wt.path, outcomes)
             .map_err(|e| Error::new(format!("writing the change failed: {e}")))?;
         let base = wt_repo.find_commit(head.id())?;
-        crate::delivery::deliver(&wt_repo, delivery, &base, message, outcomes)
+        crate::delivery::deliver(&wt_repo, delivery, &base, message, outcomes, None)
     })();
     wt.remove()?;
     delivered_commit(s, delivered?)
@@ -191,7 +191,9 @@ fn deliver_in_place(
     let root = git::workdir(repo)?;
     let delivered = write_outcomes(&root, outcomes)
         .map_err(|e| Error::new(format!("writing the change failed: {e}")))
-        .and_then(|()| crate::delivery::deliver(repo, delivery, head, message, outcomes))
+        .and_then(|()| {
+            crate::delivery::deliver(repo, delivery, head, message, outcomes, Some(&restore))
+        })
         .and_then(|d| delivered_commit(s, d));
     let undone = match &delivered {
         Ok(_) => None,

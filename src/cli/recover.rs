@@ -3,12 +3,11 @@
 //! [`Restore`](crate::git::restore::Restore) (refs, index, then the tree), records the run
 //! as INTERRUPTED and clears the journal.
 
-use crate::clock::utc_now;
 use crate::error::{Error, Exit, Result};
 use crate::git::restore::Purpose;
 use crate::git::{self, lock::RepoLock};
 use crate::journal::Journal;
-use crate::store::{self, records::Verdict, RunWriter};
+use crate::run::orphans;
 use crate::ui::Ui;
 use clap::Args;
 
@@ -23,10 +22,13 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let here = git::open(args.repo.as_deref())?;
     let factory_dir = git::factory_dir(&here);
     let _lock = RepoLock::acquire(&factory_dir)?;
-    // `--worktree` races whose process is gone: their worktrees (they have no journal).
-    for run_id in crate::run::race::leftovers::remove_orphaned_races(&here) {
+    // Runs outside the user's tree (`--worktree`, races too) whose process is gone: their
+    // commands stopped, worktrees removed, records finished. Live ones are left alone.
+    for r in orphans::recover_worktree_runs(&here) {
+        let what = if r.race { "race" } else { "run" };
         ui.info(format!(
-            "removed the worktrees of run {run_id}, a --worktree race that was killed"
+            "recovered run {}, a --worktree {what} that was killed: its commands are stopped, its worktrees removed, and the run is recorded as INTERRUPTED",
+            r.run_id
         ));
     }
     let Some(j) = Journal::read(&factory_dir)? else {
@@ -35,11 +37,20 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         ui.info("nothing to recover: no run was interrupted in this repo");
         return Ok(Exit::Success);
     };
-    crate::roles::po::exec::stop_noted_group(&factory_dir.join("command.pgid"));
+    // The killed run's commands are stopped before anything is put back: by the files its
+    // harness noted and by the marker they carry — never another run's.
+    match &j.harness {
+        Some(harness) => orphans::stop_commands(&factory_dir, &j.run_id, harness),
+        // A journal written before runs had their own files.
+        None => crate::roles::po::exec::stop_noted_group(&factory_dir.join("command.pgid")),
+    }
     // The killed run's checks may have compiled versions of files that are gone now.
     crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
-    // A race's candidates: their commands, worktrees and scratch files.
-    crate::run::race::leftovers::remove_leftovers(&here, &j.run_id);
+    // A race's candidates: their worktrees and scratch files (unless a live run of the same
+    // run_id holds them).
+    if let Ok(_run_lock) = RepoLock::acquire_run(&factory_dir, &j.run_id) {
+        crate::run::race::leftovers::remove_leftovers(&here, &j.run_id);
+    }
     // The worktree the run changed, by its recorded path — never the one we were run from
     // unless that is it.
     let repo = if j.restore.belongs_to(&here) {
@@ -62,44 +73,8 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     if let Some(note) = report.bytecode_note() {
         ui.info(note);
     }
-
     // Finish the run's record from what it left.
-    let run_dir = factory_dir.join("runs").join(&j.run_id);
-    let existing = repo.refname_to_id(&store::run_ref(&j.run_id)).ok();
-    let summary_path = run_dir.join("run_summary.json");
-    let mut summary: Option<store::records::RunSummary> = std::fs::read(&summary_path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    if summary.is_none() {
-        if let Some(c) = existing {
-            summary = store::read_summary(&repo, c)?;
-        }
-    }
-    if let Some(mut s) = summary {
-        if s.verdict == Verdict::Running {
-            s.verdict = Verdict::Interrupted;
-            s.ended_stage = "interrupted".to_string();
-            s.ended_utc = utc_now();
-            s.repo_tree_hash_after = s.repo_tree_hash_before.clone();
-            s.error = Some(format!(
-                "interrupted at stage {}; recovered by git factory recover",
-                j.stage
-            ));
-            let parents: Vec<git2::Oid> = match existing {
-                Some(c) => repo.find_commit(c)?.parent_ids().collect(),
-                None => Vec::new(),
-            };
-            if run_dir.is_dir() {
-                let mut text = serde_json::to_string_pretty(&s).unwrap_or_default();
-                text.push('\n');
-                std::fs::write(&summary_path, text)?;
-                let mut writer = RunWriter::resume(&j.run_id, &run_dir, parents);
-                writer.checkpoint(&repo, &store::run_message(&s))?;
-            }
-            store::append_note(&repo, baseline_id, &store::note_line(&s))?;
-        }
-    }
-    let _ = std::fs::remove_dir_all(&run_dir);
+    orphans::finish_interrupted(&repo, &factory_dir, &j.run_id, Some(&j.stage), "in-situ")?;
     j.clear(&factory_dir);
     ui.info(format!(
         "recovered run {}: the baseline {} of {} is restored{}; the run is recorded as INTERRUPTED",

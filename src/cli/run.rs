@@ -106,6 +106,14 @@ pub struct RunArgs {
     /// reported usage; exceeded → the run stops with stage budget_exhausted (FAIL)
     #[arg(long = "max-tokens", value_name = "N")]
     pub max_tokens: Option<u64>,
+    /// On PASS, sign the evidence for the result tree with your git signing key (an in-toto
+    /// statement in a DSSE envelope, noted in refs/notes/factory-attest); no key configured is
+    /// refused before anything runs [config: factory.attest]
+    #[arg(long, overrides_with = "no_attest")]
+    pub attest: bool,
+    /// Do not sign evidence, whatever factory.attest says
+    #[arg(long = "no-attest", overrides_with = "attest")]
+    pub no_attest: bool,
 
     /// Inline work order: its id
     #[arg(long, value_name = "ID", help_heading = "Inline work order")]
@@ -240,6 +248,8 @@ impl RunArgs {
             candidates: self.candidates,
             jobs: self.jobs,
             max_tokens: self.max_tokens,
+            attest: self.attest,
+            no_attest: self.no_attest,
         }
     }
 }
@@ -354,7 +364,8 @@ pub fn report(ui: &Ui, s: &RunSummary) {
             s.side_effects.join(", ")
         ));
     }
-    if let Some(e) = &s.error {
+    // An undelivered PASS names why on its final line instead.
+    if let (Some(e), None) = (&s.error, s.delivered) {
         let e = crate::ui::escape_controls(e);
         ui.always(format!("{} {e}", console::style("error:").red().bold()));
     }
@@ -400,6 +411,10 @@ pub fn final_line_noted(
     }
     if let Some(note) = note {
         line.push_str(&ui::dim(format!("  ({note})")));
+    } else if let (Verdict::Pass, Some(false)) = (s.verdict, s.delivered) {
+        // A race whose winner found the user's tree changed (SPEC §5.1).
+        let why = s.error.as_deref().unwrap_or("not delivered");
+        line.push_str(&format!("  ({})", crate::ui::escape_controls(why)));
     } else if s.verdict == Verdict::Pass {
         let note = match (&s.result_commit, s.mode.as_str()) {
             (Some(c), "worktree") => format!(

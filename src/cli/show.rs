@@ -101,6 +101,7 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
         "candidates: {passed}/{} passed{}\n",
         s.candidates.len(),
         s.winner
+            .flatten()
             .map(|w| format!(", winner {w}"))
             .unwrap_or_default()
     ));
@@ -109,7 +110,11 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
         "#", "verdict", "stage", "attempts", "lines", "tokens", "model"
     ));
     for c in &s.candidates {
-        let mark = if s.winner == Some(c.index) { "*" } else { " " };
+        let mark = if s.winner.flatten() == Some(c.index) {
+            "*"
+        } else {
+            " "
+        };
         out.push_str(&format!(
             "  {mark}{:>3}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}\n",
             c.index,

@@ -39,6 +39,8 @@ pub struct Asked {
     pub candidates: u32,
     pub jobs: Option<u32>,
     pub max_tokens: Option<u64>,
+    pub attest: bool,
+    pub no_attest: bool,
 }
 
 impl Asked {
@@ -80,6 +82,11 @@ impl Asked {
             jobs: self.jobs,
             more_models,
             max_tokens: self.max_tokens,
+            attest: match (self.attest, self.no_attest) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
             model,
             repo_dir: self.repo.clone(),
             work_order,

@@ -48,6 +48,9 @@ pub fn land(session: &mut Session<'_>, ending: &Ending) -> Result<Landed> {
         &session.baseline,
         &message,
         &plan.outcomes,
+        // In-situ, a hook's checkout is undone through the run's own restore; a worktree
+        // run's refs are shared with the user's work, so only its HEAD and index go back.
+        (!session.plan.worktree).then_some(&session.journal.restore),
     );
     match delivered {
         Ok(delivered) => {

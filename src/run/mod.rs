@@ -17,6 +17,7 @@ pub mod attempt;
 pub mod candidates;
 mod deliver;
 pub mod options;
+pub mod orphans;
 pub mod place;
 pub mod plan;
 pub mod preflight;

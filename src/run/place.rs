@@ -7,6 +7,7 @@ use crate::git::{lock::RepoLock, restore::Restore, status::Snapshot, worktree::T
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
 use crate::run::artifacts::copy_dir;
+use crate::run::orphans::Owner;
 use crate::run::plan::Plan;
 use crate::run::preflight::Claim;
 use crate::store::records::RunSummary;
@@ -18,6 +19,8 @@ pub struct Place<'r> {
     /// A worktree run's tree: the repo opened there (dropped before the worktree goes).
     own: Option<Repository>,
     worktree: Option<TempWorktree>,
+    /// A worktree run's owner file: `recover` finishes the run if its process is killed.
+    owner: Option<Owner>,
     /// The tree the run changes.
     pub root: PathBuf,
     /// The staging folder of the run's artifacts, under `.git/factory/runs/`.
@@ -61,6 +64,15 @@ impl<'r> Place<'r> {
         } else {
             None
         };
+        let owner = match &worktree {
+            Some(wt) => Some(Owner::write(
+                &plan.factory_dir,
+                &plan.run_id,
+                &wt.path,
+                plan.race.is_some(),
+            )?),
+            None => None,
+        };
         let own = match &worktree {
             Some(wt) => Some(Repository::open(&wt.path)?),
             None => None,
@@ -72,6 +84,7 @@ impl<'r> Place<'r> {
             user,
             own,
             worktree,
+            owner,
             root,
             run_dir,
             preflight,
@@ -101,6 +114,7 @@ impl<'r> Place<'r> {
         let journal = Journal {
             run_id: plan.run_id.clone(),
             pid: std::process::id(),
+            harness: Some(crate::harness::marker().to_string()),
             stage: "preflight".to_string(),
             restore,
         };
@@ -124,13 +138,18 @@ impl<'r> Place<'r> {
         Sandbox::for_checks(self.root.clone(), read_only)
     }
 
-    /// Drops the run's repo and removes its worktree, if it has one.
+    /// Drops the run's repo and removes its worktree, if it has one; its record is final by
+    /// now, so its owner file goes too.
     fn give_back_worktree(&mut self) -> Result<()> {
         self.own = None;
-        match self.worktree.take() {
+        let removed = match self.worktree.take() {
             Some(wt) => wt.remove(),
             None => Ok(()),
+        };
+        if let Some(owner) = self.owner.take() {
+            owner.remove(&self.factory_dir);
         }
+        removed
     }
 
     /// Gives the place up unrecorded (a refusal after preflight): the worktree removed,

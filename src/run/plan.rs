@@ -60,6 +60,8 @@ pub struct Plan {
     pub baseline_check: bool,
     pub delivery: Delivery,
     pub max_tokens: Option<u64>,
+    /// `--attest` (SPEC §6.1): the key a PASS's evidence is signed with, checked up front.
+    pub signer: Option<crate::evidence::Signer>,
 }
 
 /// What resolving a run's options came to.
@@ -95,6 +97,8 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     let factory_dir = git::factory_dir(repo);
     let claim = Claim::take(repo, &factory_dir, opts.worktree, opts.dry_run)?;
     preflight::check_options(repo, &opts, &user_root)?;
+    // A wanted but key-less --attest is refused before any model call or check (SPEC §6.1).
+    let signer = crate::evidence::signer_for_run(repo, opts.attest)?;
     let cfg = Config::of(repo);
     // Protected paths (SPEC §3.5): an order that allows one is refused like any invalid order.
     let protect = cfg.multi(crate::config::PROTECT);
@@ -166,6 +170,7 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
         sandbox: opts.sandbox,
         baseline_check: opts.baseline_check,
         max_tokens: opts.max_tokens,
+        signer,
         wo: opts.work_order,
     };
     let provider = opened.provider;
@@ -323,6 +328,7 @@ impl Plan {
             error: None,
             candidates: Vec::new(),
             winner: None,
+            delivered: None,
             contract: self.contract.clone(),
             baseline_check: None,
             started_unix_ms: Some(unix_ms()),

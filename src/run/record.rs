@@ -6,7 +6,10 @@ use crate::error::Result;
 use crate::run::attempt::session::Session;
 use crate::run::deliver::Landed;
 use crate::run::plan::Plan;
-use crate::store::{self, records::RunSummary};
+use crate::store::{
+    self,
+    records::{RunSummary, Verdict},
+};
 use git2::Repository;
 
 /// Writes the final record: the verdict and where the run left the tree, the run commit,
@@ -14,7 +17,7 @@ use git2::Repository;
 pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
     let s = &mut session.summary;
     s.verdict = landed.verdict;
-    s.ended_stage = landed.stage;
+    s.ended_stage = landed.stage.clone();
     s.repo_tree_hash_after = landed.tree_after.to_string();
     s.result_commit = landed.result_commit.map(|c| c.to_string());
     s.ended_utc = utc_now();
@@ -26,7 +29,46 @@ pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
     if let Some(c) = landed.result_commit {
         store::append_note(session.repo, c, &line)?;
     }
+    attest_if_asked(session, &landed);
     Ok(session.summary.clone())
+}
+
+/// `--attest` (SPEC §6.1): a delivered PASS is signed as evidence for the tree it left. The
+/// verdict is the checks': a signature that fails is named in a warning and changes nothing.
+fn attest_if_asked(session: &Session<'_>, landed: &Landed) {
+    let Some(signer) = &session.plan.signer else {
+        return;
+    };
+    let s = &session.summary;
+    if s.verdict != Verdict::Pass || s.delivered == Some(false) {
+        return;
+    }
+    let commands = (s.attempts.last())
+        .map(crate::evidence::commands_of)
+        .unwrap_or_default();
+    let run_ref = store::run_ref(&s.run_id);
+    let evidence = crate::evidence::Evidence {
+        tree: landed.tree_after,
+        commit: landed.result_commit,
+        commands: &commands,
+        work_order_sha256: Some(&session.plan.wo.hash),
+        run_ref: Some(&run_ref),
+    };
+    match crate::evidence::attest(session.repo, signer, &evidence) {
+        Ok(done) => session.ui.info(format!(
+            "  evidence signed by {} for tree {} (refs/notes/factory-attest)",
+            done.keyid,
+            crate::git::short(&landed.tree_after.to_string())
+        )),
+        Err(e) => session.ui.warn(format!(
+            "the PASS stands, but its evidence was not signed: {}{}",
+            e.message,
+            e.details
+                .iter()
+                .map(|d| format!("; {d}"))
+                .collect::<String>()
+        )),
+    }
 }
 
 /// A refused run leaves refs as they were: its ref goes back to the earlier record, or away.

@@ -223,9 +223,18 @@ pub struct RunSummary {
     /// Best of N (SPEC §5.1): every candidate, in index order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<CandidateRecord>,
-    /// The index of the candidate whose change the run delivered.
+    /// A race's winner (SPEC §5.1): `Some(Some(i))` candidate i, `Some(None)` a race that no
+    /// candidate passed (written `"winner": null`), `None` no race (no key).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub winner: Option<Option<u32>>,
+    /// `false` when a PASS was not delivered (the user's tree changed during a race): the
+    /// change is kept in the record for `git factory apply`. No key when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub winner: Option<u32>,
+    pub delivered: Option<bool>,
     /// The work order's red→green contract and the paths it protects (SPEC §3.5, §3.8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<Contract>,
@@ -302,4 +311,13 @@ impl BaselineResult {
         shlex::try_join(self.command.iter().map(String::as_str))
             .unwrap_or_else(|_| self.command.join(" "))
     }
+}
+
+/// A key that is present is `Some`, even when its value is `null`.
+fn present<'de, D, T>(d: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }

@@ -28,6 +28,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "budget",
             "workorder",
             "clock",
+            "harness",
             "store/records",
         ],
     ),

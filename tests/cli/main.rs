@@ -11,6 +11,7 @@ mod delivery;
 mod demo;
 mod generated;
 mod history;
+mod isolation;
 mod log_show;
 mod newcomer;
 mod patch;

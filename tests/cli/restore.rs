@@ -359,7 +359,7 @@ fn a_held_index_lock_at_delivery_undoes_the_delivery_and_finishes_the_record() {
     assert_eq!(r.snapshot(), before, "the delivery is undone");
     let ids = r.run_ids();
     assert_eq!(summary_of(&r, &ids[0])["verdict"], "ERROR");
-    assert!(!r.root.join(".git/factory/journal.json").exists());
+    assert!(r.journals().is_empty());
     let rec = r.factory().arg("recover").output().expect("recover");
     assert!(
         stderr_of(&rec).contains("nothing to recover"),
@@ -662,7 +662,7 @@ fn a_closed_output_pipe_is_an_interrupt() {
     assert_eq!(status.code(), Some(130));
     assert_eq!(r.snapshot(), before);
     assert_eq!(summary_of(&r, &r.run_ids()[0])["verdict"], "INTERRUPTED");
-    assert!(!r.root.join(".git/factory/journal.json").exists());
+    assert!(r.journals().is_empty());
     let again = r.run_replay(&wo, &replay, &[]);
     assert_eq!(
         again.status.code(),

@@ -72,8 +72,8 @@ impl Restore {
                 self.root.display()
             ))
             .hint(format!(
-                "put that worktree back where it was and run git factory recover there; or, if it is gone for good, remove {}",
-                self.saved.parent().unwrap_or(&self.saved).join("journal.json").display()
+                "put that worktree back where it was and run git factory recover there; or, if it is gone for good, remove the journal (journal.*.json) in {}",
+                self.saved.parent().unwrap_or(&self.saved).display()
             ))
         };
         let repo = Repository::open(&self.root).map_err(|_| refuse("which is no longer there"))?;

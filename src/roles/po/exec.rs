@@ -229,6 +229,8 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     for (k, v) in &spec.env_set {
         cmd.env(k, v);
     }
+    // Which harness started it: recover finds a killed harness's commands by it (SPEC §7).
+    cmd.env(crate::harness::VAR, crate::harness::marker());
     // Checks and agents never reach the user's ssh or gpg agent (SPEC §6.1).
     crate::secrets::keep_from_signing(&mut cmd);
     // Spawning and registering happen under the lock the orphan sweep takes, so a sweep
@@ -264,6 +266,8 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     }
     let group = Pid::from_child(&child);
     let _live = LiveChild(group.as_raw_nonzero().get());
+    // A kill here leaves a running command no file names: recover finds it by its marker.
+    crate::crash::point(&format!("spawned_{}", spec.label));
     if let Some(file) = &spec.pgid_file {
         let _ = std::fs::write(file, group.as_raw_nonzero().get().to_string());
     }

@@ -159,13 +159,7 @@ impl Session<'_> {
     /// Where the running command's process group is noted for `recover`; a race's
     /// candidates each have their own (SPEC §7).
     pub(crate) fn pgid_file(&self) -> PathBuf {
-        match self.candidate {
-            Some(i) => self
-                .plan
-                .factory_dir
-                .join(format!("command.{}.{i}.pgid", self.summary.run_id)),
-            None => self.plan.factory_dir.join("command.pgid"),
-        }
+        crate::run::orphans::pgid_file(&self.plan.factory_dir, &self.summary.run_id, self.candidate)
     }
 
     /// Puts a race candidate's stage on its board line.

@@ -124,6 +124,7 @@ fn candidate_session(
     let journal = Journal {
         run_id: plan.run_id.clone(),
         pid: std::process::id(),
+        harness: Some(crate::harness::marker().to_string()),
         stage: "preflight".to_string(),
         restore,
     };

@@ -4,6 +4,7 @@
 //! attempt works, and a candidate nothing of the others: `candidate::run_candidate` runs one.
 
 pub(crate) mod candidate;
+mod guard;
 pub mod leftovers;
 
 use crate::error::{Error, Result};
@@ -14,7 +15,6 @@ use crate::run::candidates::{Chosen, Race};
 use crate::store::records::{CandidateRecord, Stage, Verdict};
 use crate::ui::{Board, Ui};
 use candidate::{CandidateRun, RaceShared};
-use leftovers::owner_file;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -166,12 +166,8 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         summary: &session.summary,
         ui: session.ui,
     };
-    let owner = owner_file(&plan.factory_dir, &plan.run_id);
-    if !session.persist_journal {
-        std::fs::write(&owner, std::process::id().to_string())?;
-    }
+    // A killed race is found by its place's journal (in-situ) or owner file (--worktree).
     let mut runs = run_all(&shared, race, session.ui);
-    let _ = std::fs::remove_file(&owner);
     if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
         session.refusal = Some(refusal);
         return Ok(Some(Ending {
@@ -192,7 +188,7 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         return ending(Verdict::Interrupted, Stage::Interrupted.as_str());
     }
     if session.budget.exhausted() {
-        session.summary.winner = None;
+        session.summary.winner = Some(None);
         return ending(Verdict::Fail, Stage::BudgetExhausted.as_str());
     }
     let Some(index) = winner else {
@@ -208,6 +204,18 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         };
         return ending(verdict, &stage);
     };
+    if !session.plan.worktree {
+        // The user may have worked during the race: their tree is delivered into only when
+        // it is exactly as at preflight (SPEC §5.1).
+        let changed = guard::changed_since_preflight(session)?;
+        if !changed.is_empty() {
+            return Ok(Some(guard::undelivered(
+                session,
+                &runs[index as usize - 1],
+                &changed,
+            )));
+        }
+    }
     hand_over(session, &runs, index)?;
     Ok(None)
 }
@@ -225,7 +233,7 @@ fn record_all(session: &mut Session<'_>, runs: &[CandidateRun]) -> Option<u32> {
         .collect();
     let winner = select(&records);
     session.summary.candidates = records;
-    session.summary.winner = winner;
+    session.summary.winner = Some(winner);
     winner
 }
 

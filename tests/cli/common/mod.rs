@@ -179,6 +179,18 @@ impl TestRepo {
         path
     }
 
+    /// The in-situ journals in `.git/factory/` (each named by its run and process).
+    pub fn journals(&self) -> Vec<String> {
+        std::fs::read_dir(self.root.join(".git/factory"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("journal.") && n.ends_with(".json"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn run_ids(&self) -> Vec<String> {
         self.git(&[
             "for-each-ref",

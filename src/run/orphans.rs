@@ -1,0 +1,200 @@
+//! Every run's own state (SPEC §7), and what a killed run leaves behind. A run's files are
+//! named by the run and by its harness process ([`crate::harness::marker`]): the process group
+//! of each command it runs (`command.<run_id>.<harness>[.c<i>].pgid`) and, for a run outside
+//! the user's tree (`--worktree`, with or without a race), an owner file
+//! (`run.<run_id>.<harness>.json`) naming its worktree. `recover` acts only on runs whose
+//! harness is gone and whose run lock is free, so a live run is never signalled, restored or
+//! recorded by it; it stops the killed run's commands first — by their files and by the
+//! marker every command carries in its environment, so a command started a moment before
+//! the kill is found too — and only then puts anything back.
+
+use crate::clock::utc_now;
+use crate::error::Result;
+use crate::git::lock::RepoLock;
+use crate::store::{self, records::Verdict, RunWriter};
+use git2::Repository;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where a run's command notes its process group: the run's own, or its candidate `i`'s.
+pub fn pgid_file(factory_dir: &Path, run_id: &str, candidate: Option<u32>) -> PathBuf {
+    let harness = crate::harness::marker();
+    factory_dir.join(match candidate {
+        Some(i) => format!("command.{run_id}.{harness}.c{i}.pgid"),
+        None => format!("command.{run_id}.{harness}.pgid"),
+    })
+}
+
+/// Stops every command the run `run_id` of harness `harness` left running: the process
+/// groups its files note, then — when that harness is gone, so every command it started is
+/// a leftover — any process that carries its marker. A harness still alive (a journal its
+/// run left unrestored) keeps its other runs' commands.
+pub fn stop_commands(factory_dir: &Path, run_id: &str, harness: &str) {
+    let prefix = format!("command.{run_id}.{harness}.");
+    for entry in std::fs::read_dir(factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && name.ends_with(".pgid") {
+            crate::roles::po::exec::stop_noted_group(&entry.path());
+        }
+    }
+    if !crate::harness::alive(harness) {
+        crate::harness::stop_commands_of(harness);
+    }
+}
+
+/// A run outside the user's tree, as its owner file names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Owner {
+    pub run_id: String,
+    pub harness: String,
+    /// The run's own worktree.
+    pub worktree: PathBuf,
+    /// A race's candidates ran in worktrees of their own too.
+    pub race: bool,
+}
+
+fn owner_path(factory_dir: &Path, run_id: &str, harness: &str) -> PathBuf {
+    factory_dir.join(format!("run.{run_id}.{harness}.json"))
+}
+
+impl Owner {
+    /// Notes a run outside the user's tree before its worktree exists.
+    pub fn write(factory_dir: &Path, run_id: &str, worktree: &Path, race: bool) -> Result<Owner> {
+        let owner = Owner {
+            run_id: run_id.to_string(),
+            harness: crate::harness::marker().to_string(),
+            worktree: worktree.to_path_buf(),
+            race,
+        };
+        let text = serde_json::to_vec_pretty(&owner)
+            .map_err(|e| crate::error::Error::new(format!("owner file: {e}")))?;
+        let path = owner_path(factory_dir, run_id, &owner.harness);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(owner)
+    }
+
+    /// The run is over: its owner file goes.
+    pub fn remove(&self, factory_dir: &Path) {
+        let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
+    }
+
+    /// Every owner file of this repo, with its path.
+    fn all(factory_dir: &Path) -> Vec<(PathBuf, Owner)> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(factory_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with("run.") && name.ends_with(".json")) {
+                continue;
+            }
+            let owner = std::fs::read(entry.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Owner>(&b).ok());
+            if let Some(owner) = owner {
+                found.push((entry.path(), owner));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    }
+}
+
+/// A run recovered outside the user's tree.
+pub struct Recovered {
+    pub run_id: String,
+    pub race: bool,
+}
+
+/// `recover` for runs outside the user's tree whose harness was killed: their commands
+/// stopped, their worktrees (the run's and its candidates') removed, their record finished
+/// as INTERRUPTED. A run whose harness lives, or whose run lock is held, is left alone.
+pub fn recover_worktree_runs(repo: &Repository) -> Vec<Recovered> {
+    let factory_dir = crate::git::factory_dir(repo);
+    let mut done = Vec::new();
+    for (file, owner) in Owner::all(&factory_dir) {
+        if crate::harness::alive(&owner.harness) {
+            continue;
+        }
+        let Ok(_run_lock) = RepoLock::acquire_run(&factory_dir, &owner.run_id) else {
+            continue;
+        };
+        stop_commands(&factory_dir, &owner.run_id, &owner.harness);
+        crate::run::race::leftovers::remove_leftovers(repo, &owner.run_id);
+        if owner.worktree.exists() {
+            let _ = crate::git::worktree::remove_path(
+                repo,
+                &owner.worktree,
+                crate::roles::po::pycache::PyCache::forget_worktree,
+            );
+        }
+        let _ = finish_interrupted(repo, &factory_dir, &owner.run_id, None, "worktree");
+        let _ = std::fs::remove_file(factory_dir.join(format!("index.{}", owner.run_id)));
+        let _ = std::fs::remove_dir_all(crate::journal::saved_dir(&factory_dir, &owner.run_id));
+        let _ = std::fs::remove_file(&file);
+        done.push(Recovered {
+            run_id: owner.run_id,
+            race: owner.race,
+        });
+    }
+    done
+}
+
+/// Finishes a killed run's record from what it left (its staging folder's summary, else
+/// the record itself): a RUNNING run becomes INTERRUPTED, with a note on its baseline; the
+/// staging folder goes. `stage` is the journal's last stage, when there is one.
+pub fn finish_interrupted(
+    repo: &Repository,
+    factory_dir: &Path,
+    run_id: &str,
+    stage: Option<&str>,
+    place: &str,
+) -> Result<()> {
+    let run_dir = factory_dir.join("runs").join(run_id);
+    let existing = repo.refname_to_id(&store::run_ref(run_id)).ok();
+    let summary_path = run_dir.join("run_summary.json");
+    let mut summary: Option<store::records::RunSummary> = std::fs::read(&summary_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    if summary.is_none() {
+        if let Some(c) = existing {
+            summary = store::read_summary(repo, c)?;
+        }
+    }
+    if let Some(mut s) = summary.filter(|s| s.verdict == Verdict::Running) {
+        s.verdict = Verdict::Interrupted;
+        s.ended_stage = "interrupted".to_string();
+        s.ended_utc = utc_now();
+        s.repo_tree_hash_after = s.repo_tree_hash_before.clone();
+        s.error = Some(match stage {
+            Some(stage) => {
+                format!("interrupted at stage {stage}; recovered by git factory recover")
+            }
+            None => format!("its {place} run was killed; recovered by git factory recover"),
+        });
+        let parents: Vec<git2::Oid> = match existing {
+            Some(c) => repo.find_commit(c)?.parent_ids().collect(),
+            None => Vec::new(),
+        };
+        if run_dir.is_dir() {
+            let mut text = serde_json::to_string_pretty(&s).unwrap_or_default();
+            text.push('\n');
+            std::fs::write(&summary_path, text)?;
+            let mut writer = RunWriter::resume(run_id, &run_dir, parents);
+            writer.checkpoint(repo, &store::run_message(&s))?;
+        }
+        let baseline = git2::Oid::from_str(&s.repo_baseline_commit)?;
+        store::append_note(repo, baseline, &store::note_line(&s))?;
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+    Ok(())
+}

@@ -1,0 +1,630 @@
+//! Runs that never step on each other, nor on the user (SPEC §5.1, §7): a race that finds the
+//! user's tree changed delivers nothing, a race without a PASS says so, and a PASS signs its
+//! evidence when asked.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+fn good() -> String {
+    diff_replace("app.txt", &APP, "two", "TWO")
+}
+
+fn bad() -> String {
+    diff_replace("app.txt", &APP, "two", "zwei")
+}
+
+/// A replay folder of per-candidate folders: candidate i proposes `diffs[i-1]`.
+fn per_candidate(r: &TestRepo, name: &str, diffs: &[String]) -> std::path::PathBuf {
+    let dir = r.outside.join(name);
+    for (i, d) in diffs.iter().enumerate() {
+        let sub = dir.join((i + 1).to_string());
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        std::fs::write(sub.join("1.json"), proposal(d, "try")).expect("write");
+    }
+    dir
+}
+
+/// Waits until no live process's command line holds `marker` (the kernel may take a moment).
+fn none_left(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = processes_with(marker);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        left = processes_with(marker);
+    }
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+fn summary_of(stdout: &[u8]) -> Value {
+    serde_json::from_slice(stdout).unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_race_without_a_pass_records_winner_null() {
+    let r = TestRepo::simple();
+    let dir = per_candidate(&r, "replays", &[bad(), bad()]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .run_replay(
+            &wo,
+            &dir,
+            &["--candidates", "2", "--max-attempts", "1", "--json"],
+        )
+        .clone();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["verdict"], "FAIL");
+    assert_eq!(
+        s.as_object().and_then(|o| o.get("winner")),
+        Some(&Value::Null),
+        "the key is there, null: {s}"
+    );
+    // The stored record says the same.
+    let id = s["run_id"].as_str().expect("run_id");
+    let stored = r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]);
+    let stored: Value = serde_json::from_str(&stored).expect("json");
+    assert_eq!(
+        stored.as_object().and_then(|o| o.get("winner")),
+        Some(&Value::Null)
+    );
+    // A run without a race has no winner key at all.
+    let single = r.replay("single", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &single, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s = summary_of(&out.stdout);
+    assert!(
+        s.as_object().is_some_and(|o| !o.contains_key("winner")),
+        "{s}"
+    );
+}
+
+/// The user commits, stages, edits and adds a file while the candidates' checks wait; the
+/// winner is then not delivered and none of that is touched.
+fn race_while_the_user_works(round: usize) {
+    let r = TestRepo::simple();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let marker = format!("race-check-{round}-{}", std::process::id());
+    // Each candidate's check says it started, then waits for the test (at most 30 s).
+    let check = format!(
+        "sh -c ': {marker}; mktemp -p {g} started.XXXXXX >/dev/null; i=0; while [ ! -e {g}/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; grep -qx TWO app.txt'",
+        g = gate.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let dir = per_candidate(&r, "replays", &[good(), good()]);
+    let child = r
+        .spawn(&["run", "--json", "--candidates", "2", "--jobs", "2", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "the checks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The user works meanwhile.
+    r.write("notes.txt", "my notes\n");
+    r.git(&["add", "notes.txt"]);
+    r.git(&["commit", "-qm", "my work"]);
+    r.write("m.txt", "staged\n");
+    r.git(&["add", "m.txt"]);
+    r.write("other.txt", "my edit\n");
+    r.write("n.txt", "my new file\n");
+    let mine = r.snapshot();
+    let head = r.git(&["rev-parse", "HEAD"]);
+    std::fs::write(gate.join("go"), "").expect("go");
+    let out = child.wait_with_output().expect("waits");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+    assert_eq!(s["delivered"], false, "{s}");
+    assert!(s["winner"].as_u64().is_some(), "{s}");
+    let id = s["run_id"].as_str().expect("run_id").to_string();
+    // Nothing of the user's was touched: their commit, index, edit and new file stand.
+    assert_eq!(r.snapshot(), mine, "{stderr}");
+    assert_eq!(r.git(&["rev-parse", "HEAD"]), head);
+    assert!(!stderr.contains("restored side effects"), "{stderr}");
+    // The final line names what changed and how to bring the winner in.
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(last.contains("PASS"), "{stderr}");
+    assert!(last.contains("not delivered"), "{last}");
+    assert!(last.contains("refs/heads/main moved"), "{last}");
+    assert!(last.contains("the index changed"), "{last}");
+    assert!(last.contains("other.txt"), "{last}");
+    assert!(last.contains("n.txt"), "{last}");
+    assert!(last.contains(&format!("git factory apply {id}")), "{last}");
+    none_left(&marker);
+    // The winner is there to bring in once the user is ready.
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "the rest of my work"]);
+    let applied = r.factory().args(["apply", &id]).output().expect("apply");
+    assert_eq!(applied.status.code(), Some(0), "{}", stderr_of(&applied));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(r.read("other.txt").as_deref(), Some("my edit\n"));
+}
+
+#[test]
+fn a_race_never_delivers_over_work_the_user_did_meanwhile() {
+    for round in 0..3 {
+        race_while_the_user_works(round);
+    }
+}
+
+#[test]
+fn an_untouched_tree_still_gets_the_winner() {
+    let r = TestRepo::simple();
+    let dir = per_candidate(&r, "replays", &[bad(), good()]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &dir, &["--candidates", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["winner"], 2);
+    assert!(s.as_object().is_some_and(|o| !o.contains_key("delivered")));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// --attest on a run (SPEC §6.1)
+
+fn signing_tools() -> bool {
+    let here = ["ssh-keygen"].iter().all(|p| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !here {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ssh-keygen is missing on CI"
+        );
+        eprintln!("ssh-keygen is not installed; skipping");
+    }
+    here
+}
+
+/// An ed25519 key made here, trusted as `principal`, set as this repo's signing key.
+fn ssh_signing(r: &TestRepo, principal: &str) {
+    let dir = r.home.join("keys");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let key = dir.join("id");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", principal, "-f"])
+        .arg(&key)
+        .env("HOME", &r.home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ssh-keygen");
+    assert!(made.status.success(), "{}", stderr_of(&made));
+    let public = dir.join("id.pub");
+    let text = std::fs::read_to_string(&public).expect("pub");
+    let allowed = r.home.join("allowed_signers");
+    std::fs::write(&allowed, format!("{principal} {}", text.trim())).expect("write");
+    r.git(&["config", "gpg.format", "ssh"]);
+    r.git(&["config", "user.signingKey", path_str(&public)]);
+    r.git(&["config", "gpg.ssh.allowedSignersFile", path_str(&allowed)]);
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8")
+}
+
+fn attested(r: &TestRepo) -> std::process::Output {
+    r.factory()
+        .env_remove("SSH_AUTH_SOCK")
+        .args(["attest", "verify", "HEAD"])
+        .output()
+        .expect("attest verify")
+}
+
+#[test]
+fn a_passing_run_with_attest_signs_its_result_tree() {
+    if !signing_tools() {
+        return;
+    }
+    let r = TestRepo::simple();
+    ssh_signing(&r, "alice@example.com");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit", "--attest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let verified = attested(&r);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr_of(&verified));
+    assert!(
+        stderr_of(&verified).contains("attested by alice@example.com"),
+        "{}",
+        stderr_of(&verified)
+    );
+    // The statement names the run and the checks that passed.
+    let tree = r.git(&["rev-parse", "HEAD^{tree}"]);
+    let note = r.git(&["notes", "--ref", "factory-attest", "show", tree.trim()]);
+    assert_eq!(note.lines().filter(|l| !l.is_empty()).count(), 1, "{note}");
+
+    // --no-attest wins over factory.attest; a failing run is never attested.
+    r.git(&["config", "factory.attest", "true"]);
+    let replay = r.replay("r2", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(serde_json::json!({
+        "id": "wo-2", "title": "t", "intent": "i", "allowed_files": ["app.txt"],
+        "acceptance_commands": ["false"],
+    }));
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let out = r.run_replay(
+        &wo,
+        &replay,
+        &["--max-attempts", "1", "--force", "--no-attest"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let note = r.git(&["notes", "--ref", "factory-attest", "list"]);
+    assert_eq!(note.lines().count(), 1, "{note}");
+}
+
+#[test]
+fn a_keyless_attest_run_is_refused_before_any_model_call() {
+    let r = TestRepo::simple();
+    let ran = r.outside.join("ran");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&[&format!("touch {}", ran.display())]));
+    let before = r.snapshot();
+    for flags in [&["--attest"][..], &[]] {
+        if flags.is_empty() {
+            r.git(&["config", "factory.attest", "true"]);
+        }
+        let out = r.run_replay(&wo, &replay, flags);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains("git config user.signingKey"),
+            "{}",
+            stderr_of(&out)
+        );
+        assert!(!ran.exists(), "no check ran");
+        assert!(r.run_ids().is_empty(), "no record");
+    }
+    r.git(&["config", "--unset", "factory.attest"]);
+    assert_eq!(r.snapshot(), before);
+    // --no-attest runs without a key.
+    r.git(&["config", "factory.attest", "true"]);
+    let out = r.run_replay(&wo, &replay, &["--no-attest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_signature_that_fails_after_a_pass_is_a_warning() {
+    if !signing_tools() {
+        return;
+    }
+    let r = TestRepo::simple();
+    ssh_signing(&r, "alice@example.com");
+    // The key is there at preflight, gone by the time the PASS is signed.
+    let key = r.home.join("keys/id");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&[&format!(
+        "sh -c 'rm -f {}; grep -qx TWO app.txt'",
+        key.display()
+    )]));
+    let out = r.run_replay(&wo, &replay, &["--attest", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(summary_of(&out.stdout)["verdict"], "PASS");
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("warning: the PASS stands, but its evidence was not signed"),
+        "{stderr}"
+    );
+    assert_eq!(
+        r.git_code(&["rev-parse", "-q", "--verify", "refs/notes/factory-attest"])
+            .0,
+        1
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A commit hook's checkout (SPEC §7)
+
+#[test]
+fn a_commit_hook_that_checks_out_another_commit_is_undone_entirely() {
+    let r = TestRepo::simple();
+    // Another commit that changes a file the run's change never touches, and adds one.
+    r.git(&["checkout", "-q", "-b", "side"]);
+    r.write("other.txt", "the other commit's\n");
+    r.write("x.txt", "only on side\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "side"]);
+    let side = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    r.git(&["checkout", "-q", "main"]);
+    let head = r.git(&["rev-parse", "HEAD"]);
+    let index = std::fs::read(r.root.join(".git/index")).expect("index");
+    let hook = r.root.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, format!("#!/bin/sh\ngit checkout -q {side}\n")).expect("hook");
+    std::fs::set_permissions(
+        &hook,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .expect("chmod");
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r.run_replay(&wo, &replay, &["--commit"]);
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("a commit hook moved HEAD"), "{stderr}");
+    assert!(
+        stderr.contains("the files it changed were put back too: other.txt, x.txt"),
+        "{stderr}"
+    );
+    // HEAD, its branch and the index as before; the change uncommitted in the tree, and
+    // nothing of the other commit left.
+    assert_eq!(r.git(&["symbolic-ref", "HEAD"]), "refs/heads/main\n");
+    assert_eq!(r.git(&["rev-parse", "main"]), head);
+    assert_eq!(
+        std::fs::read(r.root.join(".git/index")).expect("index"),
+        index
+    );
+    assert_eq!(r.read("other.txt").as_deref(), Some("keep me\n"));
+    assert!(
+        r.read("x.txt").is_none(),
+        "the other commit's new file is gone"
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    assert_eq!(r.git(&["status", "--porcelain"]), " M app.txt\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every run's own state; recover after a kill (SPEC §7)
+
+/// A work order whose check notes it started (`<gate>/<name>.started`), then waits for
+/// `<gate>/<name>.go` (at most 40 s), then writes `<gate>/<name>.late` and passes. Its command
+/// line carries `marker`.
+fn waiting_order(
+    r: &TestRepo,
+    id: &str,
+    gate: &Path,
+    name: &str,
+    marker: &str,
+) -> std::path::PathBuf {
+    let g = gate.display();
+    let check = format!(
+        "sh -c ': {marker}; touch {g}/{name}.started; i=0; while [ ! -e {g}/{name}.go ] && [ $i -lt 800 ]; do sleep 0.05; i=$((i+1)); done; touch {g}/{name}.late; grep -qx TWO app.txt'"
+    );
+    let mut order = basic_order(&[&check]);
+    order["id"] = Value::from(id);
+    r.work_order(order)
+}
+
+fn wait_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn show_json(r: &TestRepo, id: &str) -> Value {
+    let out = r
+        .factory()
+        .args(["show", id, "--json"])
+        .output()
+        .expect("show");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+fn worktrees_left(r: &TestRepo) -> Vec<String> {
+    r.git(&["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .filter(|p| Path::new(p) != r.root.as_path())
+        .map(str::to_string)
+        .collect()
+}
+
+fn one_kill_beside_a_live_worktree_run(round: usize) {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let pid = std::process::id();
+    let (mark_a, mark_b) = (
+        format!("insitu-{round}-{pid}"),
+        format!("beside-{round}-{pid}"),
+    );
+    let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+    let wo_a = waiting_order(&r, "wo-a", &gate, "a", &mark_a);
+    let wo_b = waiting_order(&r, "wo-b", &gate, "b", &mark_b);
+    let mut a = r
+        .spawn(&["run", "-w"])
+        .arg(&wo_a)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn a");
+    let b = r
+        .spawn(&["run", "--worktree", "--json", "-w"])
+        .arg(&wo_b)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn b");
+    wait_file(&gate.join("a.started"));
+    wait_file(&gate.join("b.started"));
+    // Each run's state is its own, named by the run and its process (a group file is
+    // written a moment after its command starts).
+    let listing = || {
+        std::fs::read_dir(r.root.join(".git/factory"))
+            .expect("factory dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+    };
+    let count = |names: &[String], prefix: &str, pid: u32| {
+        names
+            .iter()
+            .filter(|n| n.starts_with(prefix) && n.contains(&format!(".{pid}.")))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut factory = listing();
+    while (count(&factory, "command.", a.id()) == 0 || count(&factory, "command.", b.id()) == 0)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        factory = listing();
+    }
+    let by = |prefix: &str, pid: u32| count(&factory, prefix, pid);
+    assert_eq!(r.journals().len(), 1, "{factory:?}");
+    assert_eq!(by("journal.", a.id()), 1, "{factory:?}");
+    assert_eq!(by("command.", a.id()), 1, "{factory:?}");
+    assert_eq!(by("command.", b.id()), 1, "{factory:?}");
+    assert_eq!(by("run.", b.id()), 1, "{factory:?}");
+    assert!(!factory.iter().any(|n| n == "command.pgid"), "{factory:?}");
+    a.kill().expect("kill -9");
+    let _ = a.wait();
+    let out = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // The killed run's check is stopped before its tree is restored; it never writes again.
+    none_left(&mark_a);
+    assert_eq!(r.snapshot(), before);
+    // The live worktree run was neither signalled nor recorded: it goes on and passes.
+    assert!(
+        !processes_with(&mark_b).is_empty(),
+        "the live run's check was stopped"
+    );
+    std::fs::write(gate.join("b.go"), "").expect("go");
+    std::fs::write(gate.join("a.go"), "").expect("go");
+    let b = b.wait_with_output().expect("b");
+    assert_eq!(b.status.code(), Some(0), "{}", stderr_of(&b));
+    assert_eq!(summary_of(&b.stdout)["verdict"], "PASS");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !gate.join("a.late").exists(),
+        "the killed run's check wrote after recover"
+    );
+    let ids = r.run_ids();
+    let verdicts: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            show_json(&r, id)["verdict"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    let mut sorted = verdicts.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["INTERRUPTED", "PASS"], "{ids:?} {verdicts:?}");
+    none_left(&mark_b);
+}
+
+#[test]
+fn recover_after_one_kill_never_touches_a_live_run() {
+    for round in 0..3 {
+        one_kill_beside_a_live_worktree_run(round);
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_kill_right_after_a_check_starts_leaves_no_check_running_after_recover() {
+    use std::os::unix::process::ExitStatusExt;
+    for round in 0..3 {
+        let r = TestRepo::simple();
+        let before = r.snapshot();
+        let gate = r.outside.join("gate");
+        std::fs::create_dir_all(&gate).expect("mkdir");
+        let mark = format!("gap-{round}-{}", std::process::id());
+        let wo = waiting_order(&r, "wo-gap", &gate, "c", &mark);
+        let replay = r.replay("r", &[("1.json", proposal(&good(), "fix"))]);
+        let out = r
+            .factory()
+            .env("GIT_FACTORY_TEST_CRASH_AT", "spawned_acceptance")
+            .args(["run", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+        wait_file(&gate.join("c.started"));
+        let rec = r.factory().arg("recover").output().expect("recover");
+        assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+        none_left(&mark);
+        assert_eq!(r.snapshot(), before);
+        assert!(!gate.join("c.late").exists());
+        assert_eq!(show_json(&r, &r.run_ids()[0])["verdict"], "INTERRUPTED");
+    }
+}
+
+fn killed_worktree_run_is_recovered(flags: &[&str], round: usize) {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let mark = format!("wt-{}-{round}-{}", flags.len(), std::process::id());
+    let wo = waiting_order(&r, "wo-wt", &gate, "w", &mark);
+    let replay = if flags.is_empty() {
+        r.replay("r", &[("1.json", proposal(&good(), "fix"))])
+    } else {
+        per_candidate(&r, "replays", &[good(), good()])
+    };
+    let mut child = r
+        .spawn(&["run", "--worktree", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_file(&gate.join("w.started"));
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    let out = r.factory().arg("recover").output().expect("recover");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("that was killed"), "{stderr}");
+    none_left(&mark);
+    assert!(worktrees_left(&r).is_empty(), "{:?}", worktrees_left(&r));
+    assert_eq!(r.snapshot(), before);
+    let ids = r.run_ids();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(show_json(&r, &ids[0])["verdict"], "INTERRUPTED");
+    // Nothing is left for a second recover.
+    let again = r.factory().arg("recover").output().expect("recover");
+    assert!(
+        stderr_of(&again).contains("nothing to recover"),
+        "{}",
+        stderr_of(&again)
+    );
+}
+
+#[test]
+fn recover_completes_a_killed_worktree_run() {
+    for round in 0..2 {
+        killed_worktree_run_is_recovered(&[], round);
+    }
+}
+
+#[test]
+fn recover_completes_a_killed_worktree_race() {
+    for round in 0..2 {
+        killed_worktree_run_is_recovered(&["--candidates", "2", "--jobs", "2"], round);
+    }
+}
