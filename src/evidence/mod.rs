@@ -441,6 +441,12 @@ mod tests {
             .is_none());
         let key = dir.path().join("id.pub");
         std::fs::write(&key, "ssh-ed25519 AAAA test\n").expect("write");
+        // The private half beside it, readable: the key can sign.
+        std::fs::write(
+            dir.path().join("id"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        )
+        .expect("write");
         cfg.set_str("gpg.format", "ssh").expect("set");
         cfg.set_str("gpg.ssh.program", "/bin/sh").expect("set");
         cfg.set_str("user.signingKey", &key.display().to_string())

@@ -141,10 +141,101 @@ impl Signer {
             ))
             .hint("git config user.signingKey ~/.ssh/id_ed25519.pub (a key file, or key::<public key> held by ssh-agent)"));
         }
-        Ok(Signer {
+        let signer = Signer {
             format,
             key,
             program,
+        };
+        signer.can_sign()?;
+        Ok(signer)
+    }
+
+    /// Whether the key can sign now, asked before any check runs: for OpenPGP, a secret key
+    /// gpg lists under that name that may sign; for SSH, a private key file that can be read
+    /// (the one named, or beside the public one), or an ssh-agent that holds the key.
+    fn can_sign(&self) -> Result<()> {
+        match self.format {
+            Format::OpenPgp => self.gpg_can_sign(),
+            Format::Ssh => self.ssh_can_sign(),
+        }
+    }
+
+    fn gpg_can_sign(&self) -> Result<()> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(["--batch", "--with-colons", "--list-secret-keys", "--"])
+            .arg(&self.key)
+            .stdin(Stdio::null());
+        let out = run(cmd, &self.program)?;
+        // sec:<validity>:…, the key's usable capabilities in field 12 (upper case).
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let usable = out.status.success()
+            && listing.lines().any(|line| {
+                let f: Vec<&str> = line.split(':').collect();
+                f.first() == Some(&"sec")
+                    && !matches!(f.get(1).copied(), Some("e" | "r" | "d" | "i"))
+                    && f.get(11).is_some_and(|caps| caps.contains('S'))
+            });
+        if usable {
+            return Ok(());
+        }
+        Err(Error::new(format!(
+            "--attest signs with user.signingKey {:?}, and {} has no secret key by that name that can sign (missing, expired, revoked or not for signing)",
+            self.key, self.program
+        ))
+        .hint("gpg --list-secret-keys lists the keys you can sign with: git config user.signingKey <its fingerprint>"))
+    }
+
+    fn ssh_can_sign(&self) -> Result<()> {
+        let public = if is_literal_ssh_key(&self.key) {
+            self.key
+                .strip_prefix("key::")
+                .unwrap_or(&self.key)
+                .to_string()
+        } else {
+            let path = expand_home(&self.key);
+            let text = std::fs::read(&path).unwrap_or_default();
+            if text.starts_with(b"-----BEGIN") {
+                // A private key file, read by the user: ssh-keygen signs with it.
+                return Ok(());
+            }
+            let private = path
+                .to_str()
+                .and_then(|p| p.strip_suffix(".pub"))
+                .map(PathBuf::from);
+            if private.is_some_and(|p| std::fs::File::open(p).is_ok()) {
+                return Ok(());
+            }
+            String::from_utf8_lossy(&text).trim().to_string()
+        };
+        if self.agent_holds(&public) {
+            return Ok(());
+        }
+        Err(Error::new(format!(
+            "--attest signs with user.signingKey {}, whose private key is neither a file beside it that can be read nor held by an ssh-agent (SSH_AUTH_SOCK)",
+            self.key
+        ))
+        .hint("add it to your ssh-agent (ssh-add), or point user.signingKey at a key file whose private half is readable"))
+    }
+
+    /// Whether the ssh-agent of `SSH_AUTH_SOCK` holds the key whose public form is `public`.
+    fn agent_holds(&self, public: &str) -> bool {
+        let Some(blob) = public.split_whitespace().nth(1) else {
+            return false;
+        };
+        if crate::env::var("SSH_AUTH_SOCK").is_none() {
+            return false;
+        }
+        let program = match self.program.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/ssh-add"),
+            None => "ssh-add".to_string(),
+        };
+        let mut cmd = Command::new(&program);
+        cmd.arg("-L").stdin(Stdio::null());
+        run(cmd, &program).is_ok_and(|out| {
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .any(|l| l.split_whitespace().nth(1) == Some(blob))
         })
     }
 

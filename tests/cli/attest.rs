@@ -1036,3 +1036,38 @@ fn keys_the_verifier_revoked_or_limited_to_commits_do_not_vouch() {
     .expect("write");
     assert_eq!(attest_verify(&r, &["HEAD"]).0, 0);
 }
+
+#[test]
+fn a_signing_key_that_cannot_sign_is_refused_before_any_check_runs() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let marker = r.outside.join("ran");
+    r.git(&[
+        "config",
+        "factory.verify",
+        &format!("touch {}", marker.display()),
+    ]);
+    let (_, _gpg) = gpg_key(&r, "Bob <bob@example.com>");
+    r.git(&["config", "user.signingKey", "NOSUCHKEY"]);
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("NOSUCHKEY"), "{}", stderr_of(&out));
+    assert!(!marker.exists(), "no check ran");
+    for notes in ["refs/notes/factory-verify", "refs/notes/factory-attest"] {
+        assert_eq!(
+            r.git_code(&["rev-parse", "-q", "--verify", notes]).0,
+            1,
+            "{notes}"
+        );
+    }
+    // An SSH public key whose private half is neither beside it nor in an agent.
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    std::fs::remove_file(&alice.private).expect("rm");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("ssh-agent"), "{}", stderr_of(&out));
+    assert!(!marker.exists(), "no check ran");
+}
