@@ -1,7 +1,7 @@
 //! `git factory attest verify [<rev>…]`: checks the signed evidence that each revision's tree
 //! passed the checks the repository requires today (SPEC §6.1), without running them.
 
-use crate::error::{Error, Exit, Result};
+use crate::error::{Exit, Result};
 use crate::evidence::{self, Finding};
 use crate::git;
 use crate::ui::{escape_controls, Ui};
@@ -51,17 +51,32 @@ fn finding_json(f: &Finding) -> Value {
     })
 }
 
+/// A revision that names no commit: reported with the others (exit 1, as a revision that
+/// cannot be vouched for), not a usage error that hides their findings.
+fn missing_rev(ui: &Ui, rev: &str, json_out: bool, report: &mut Vec<Value>) {
+    let why = format!("{rev} is not a commit");
+    if json_out {
+        report.push(json!({"rev": rev, "verified": false, "error": why}));
+        return;
+    }
+    ui.always(format!(
+        "{} {}: {}\nhint: give a branch, tag or commit id",
+        console::style("not attested").red().bold(),
+        escape_controls(rev),
+        escape_controls(&why)
+    ));
+}
+
 fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let mut all = true;
     let mut report = Vec::new();
     for rev in &args.revs {
-        let commit = repo
-            .revparse_single(rev)
-            .and_then(|o| o.peel_to_commit())
-            .map_err(|_| {
-                Error::new(format!("{rev} is not a commit")).hint("give a branch, tag or commit id")
-            })?;
+        let Ok(commit) = repo.revparse_single(rev).and_then(|o| o.peel_to_commit()) else {
+            all = false;
+            missing_rev(ui, rev, args.json, &mut report);
+            continue;
+        };
         let found = evidence::examine(&repo, commit.tree_id())?;
         let accepted = found.accepted();
         all &= accepted.is_some();

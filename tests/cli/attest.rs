@@ -1071,3 +1071,23 @@ fn a_signing_key_that_cannot_sign_is_refused_before_any_check_runs() {
     assert!(stderr_of(&out).contains("ssh-agent"), "{}", stderr_of(&out));
     assert!(!marker.exists(), "no check ran");
 }
+#[test]
+fn a_revision_that_is_not_there_is_reported_with_the_others() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let (code, stderr, report) = attest_verify(&r, &["HEAD", "no-such-rev"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(report["verified"], false);
+    assert_eq!(report["revisions"][0]["verified"], true);
+    assert_eq!(report["revisions"][1]["rev"], "no-such-rev");
+    assert_eq!(report["revisions"][1]["verified"], false);
+    assert!(report["revisions"][1]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("not a commit")));
+}
