@@ -41,14 +41,18 @@ pub fn cmd_attest(ui: &Ui, args: AttestArgs) -> Result<Exit> {
 }
 
 fn finding_json(f: &Finding) -> Value {
-    json!({
+    let mut v = json!({
         "accepted": f.reason.is_none(),
         "reason": f.reason.map(|r| r.as_str()),
         "signer": f.signer,
         "format": f.format.map(|x| x.as_str()),
         "keyid": f.keyid,
         "detail": f.detail,
-    })
+    });
+    if !f.claimed_keyid.is_empty() {
+        v["claimed_keyid"] = f.claimed_keyid.clone().into();
+    }
+    v
 }
 
 /// A revision that names no commit: reported with the others (exit 1, as a revision that
@@ -103,7 +107,7 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 if a.keyid.is_empty() {
                     String::new()
                 } else {
-                    format!(" {}", a.keyid)
+                    format!(" {}", escape_controls(&a.keyid))
                 },
                 escape_controls(&a.detail)
             )),

@@ -12,11 +12,13 @@
 pub mod dsse;
 pub mod sign;
 pub mod statement;
+pub mod trust;
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
 pub use sign::{Checked, Format, Signer};
+pub use trust::Trust;
 
 /// Where the envelopes live: a note on each tree object.
 pub use crate::store::share::ATTEST_NOTES_REF as NOTES_REF;
@@ -172,7 +174,10 @@ pub struct Finding {
     /// Who signed, when the signature is good and trusted.
     pub signer: Option<String>,
     pub format: Option<Format>,
+    /// The key that made the signature, as the checking program read it from the signature.
     pub keyid: String,
+    /// The key id the envelope claims (DSSE's `keyid` hint): never trusted, only shown.
+    pub claimed_keyid: String,
     /// `None`: accepted.
     pub reason: Option<Reason>,
     pub detail: String,
@@ -184,6 +189,7 @@ impl Finding {
             signer: None,
             format: None,
             keyid: String::new(),
+            claimed_keyid: String::new(),
             reason: Some(reason),
             detail: detail.into(),
         }
@@ -213,7 +219,7 @@ impl TreeEvidence {
 
 /// Examines every envelope on `tree`'s note.
 pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
-    let cfg = Config::of(repo);
+    let trust = Trust::of(repo)?;
     let required = required_checks(repo, &repo.find_tree(tree)?)?;
     let text = repo
         .find_note(Some(NOTES_REF), tree)
@@ -229,7 +235,7 @@ pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
     let findings = lines
         .iter()
         .take(MAX_ENVELOPES)
-        .map(|line| examine_line(&cfg, tree, &required, line))
+        .map(|line| examine_line(&trust, tree, &required, line))
         .collect();
     Ok(TreeEvidence {
         tree,
@@ -239,7 +245,7 @@ pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
     })
 }
 
-fn examine_line(cfg: &Config, tree: Oid, required: &[Vec<String>], line: &str) -> Finding {
+fn examine_line(trust: &Trust, tree: Oid, required: &[Vec<String>], line: &str) -> Finding {
     let envelope = match dsse::Envelope::from_line(line) {
         Ok(e) => e,
         Err(e) => return Finding::refused(Reason::Malformed, e),
@@ -259,7 +265,7 @@ fn examine_line(cfg: &Config, tree: Oid, required: &[Vec<String>], line: &str) -
         (Err(e), _) | (_, Err(e)) => return Finding::refused(Reason::Malformed, e),
     };
     // The signature first: nothing an envelope says is read before it is known who said it.
-    let (format, signer, keyid) = match trusted_signature(cfg, &envelope, &signed) {
+    let (format, signer, keyid, claimed) = match trusted_signature(trust, &envelope, &signed) {
         Ok(t) => t,
         Err(refused) => return refused,
     };
@@ -267,6 +273,7 @@ fn examine_line(cfg: &Config, tree: Oid, required: &[Vec<String>], line: &str) -
         signer: Some(signer.clone()),
         format: Some(format),
         keyid: keyid.clone(),
+        claimed_keyid: claimed.clone(),
         reason: Some(reason),
         detail,
     };
@@ -314,19 +321,20 @@ fn examine_line(cfg: &Config, tree: Oid, required: &[Vec<String>], line: &str) -
         signer: Some(signer),
         format: Some(format),
         keyid,
+        claimed_keyid: claimed,
         reason: None,
         detail: claims.passed.join(", "),
     }
 }
 
 /// The first signature of `envelope` that verifies over `signed` by a key the verifier trusts,
-/// as (format, signer, key id); else the finding that says why none does (a bad signature
+/// as (format, signer, key id, claimed key id); else the finding that says why none does (a bad signature
 /// before an untrusted one: a changed payload is the news).
 fn trusted_signature(
-    cfg: &Config,
+    trust: &Trust,
     envelope: &dsse::Envelope,
     signed: &[u8],
-) -> std::result::Result<(Format, String, String), Finding> {
+) -> std::result::Result<(Format, String, String, String), Finding> {
     let mut best: Option<Finding> = None;
     for sig in &envelope.signatures {
         let Ok(bytes) = dsse::decode(&sig.sig) else {
@@ -336,21 +344,28 @@ fn trusted_signature(
             ));
             continue;
         };
-        match sign::check(cfg, signed, &bytes) {
+        match sign::check(trust, signed, &bytes) {
             Checked::Trusted {
                 format,
                 signer,
                 keyid,
-            } => return Ok((format, signer, keyid)),
-            Checked::Bad { why } => best = Some(Finding::refused(Reason::BadSignature, why)),
-            Checked::Untrusted { format, why } => {
+            } => return Ok((format, signer, keyid, sig.keyid.clone())),
+            Checked::Bad { keyid, why } => {
+                best = Some(Finding {
+                    keyid,
+                    claimed_keyid: sig.keyid.clone(),
+                    ..Finding::refused(Reason::BadSignature, why)
+                })
+            }
+            Checked::Untrusted { format, keyid, why } => {
                 if best
                     .as_ref()
                     .is_none_or(|b| b.reason != Some(Reason::BadSignature))
                 {
                     best = Some(Finding {
                         format: Some(format),
-                        keyid: sig.keyid.clone(),
+                        keyid,
+                        claimed_keyid: sig.keyid.clone(),
                         ..Finding::refused(Reason::UntrustedSigner, why)
                     });
                 }
