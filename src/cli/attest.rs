@@ -42,6 +42,7 @@ pub fn cmd_attest(ui: &Ui, args: AttestArgs) -> Result<Exit> {
 
 fn finding_json(f: &Finding) -> Value {
     let mut v = json!({
+        "line": f.line,
         "accepted": f.reason.is_none(),
         "reason": f.reason.map(|r| r.as_str()),
         "signer": f.signer,
@@ -71,6 +72,52 @@ fn missing_rev(ui: &Ui, rev: &str, json_out: bool, report: &mut Vec<Value>) {
     ));
 }
 
+fn print_findings(ui: &Ui, rev: &str, short: &str, found: &evidence::TreeEvidence) {
+    let rev = escape_controls(rev);
+    if found.findings.is_empty() && found.not_examined == 0 {
+        ui.always(format!(
+            "{} {rev} (tree {short}): no signed evidence on this tree\nhint: fetch it (git factory fetch), or attest it where the checks pass (git factory verify --attest)",
+            console::style("not attested").red().bold(),
+        ));
+        return;
+    }
+    ui.always(format!(
+        "{} {rev} (tree {short}): no envelope is accepted",
+        console::style("not attested").red().bold(),
+    ));
+    for f in &found.findings {
+        ui.always(format!(
+            "  envelope {}: {}: {}",
+            f.line,
+            f.reason.map_or("accepted", |r| r.as_str()),
+            escape_controls(&f.detail)
+        ));
+    }
+    if found.malformed
+        > found
+            .findings
+            .iter()
+            .filter(|f| f.reason == Some(evidence::Reason::Malformed))
+            .count()
+    {
+        ui.always(format!(
+            "  {} malformed lines in all (at most {} are named)",
+            found.malformed,
+            evidence::MAX_MALFORMED_LISTED
+        ));
+    }
+    if found.not_examined > 0 || found.signatures_not_checked > 0 {
+        ui.always(format!(
+            "  {} envelopes not examined, {} signatures not checked (at most {} checks a tree, {} an envelope, {} a key your trust does not name)",
+            found.not_examined,
+            found.signatures_not_checked,
+            evidence::MAX_CHECKS,
+            evidence::MAX_SIGNATURES,
+            evidence::MAX_PER_UNNAMED_KEY
+        ));
+    }
+}
+
 fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let mut all = true;
@@ -94,14 +141,17 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 "signer": accepted.and_then(|a| a.signer.clone()),
                 "required": found.required.iter().map(|c| evidence::statement::command_text(c)).collect::<Vec<_>>(),
                 "envelopes": found.findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "malformed": found.malformed,
                 "not_examined": found.not_examined,
+                "signatures_not_checked": found.signatures_not_checked,
             }));
             continue;
         }
         match accepted {
             Some(a) => ui.always(format!(
-                "{} {rev} (tree {short}): attested by {} ({}{}): {}",
+                "{} {} (tree {short}): attested by {} ({}{}): {}",
                 console::style("verified").green().bold(),
+                escape_controls(rev),
                 escape_controls(a.signer.as_deref().unwrap_or("?")),
                 a.format.map_or("?", |f| f.as_str()),
                 if a.keyid.is_empty() {
@@ -111,31 +161,7 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 },
                 escape_controls(&a.detail)
             )),
-            None if found.findings.is_empty() => ui.always(format!(
-                "{} {rev} (tree {short}): no signed evidence on this tree\nhint: fetch it (git factory fetch), or attest it where the checks pass (git factory verify --attest)",
-                console::style("not attested").red().bold(),
-            )),
-            None => {
-                ui.always(format!(
-                    "{} {rev} (tree {short}): no envelope is accepted",
-                    console::style("not attested").red().bold(),
-                ));
-                for (i, f) in found.findings.iter().enumerate() {
-                    ui.always(format!(
-                        "  envelope {}: {}: {}",
-                        i + 1,
-                        f.reason.map_or("accepted", |r| r.as_str()),
-                        escape_controls(&f.detail)
-                    ));
-                }
-                if found.not_examined > 0 {
-                    ui.always(format!(
-                        "  {} more envelopes not examined (at most {} are)",
-                        found.not_examined,
-                        evidence::MAX_ENVELOPES
-                    ));
-                }
-            }
+            None => print_findings(ui, rev, &short, &found),
         }
     }
     if args.json {

@@ -638,13 +638,15 @@ fn evidence_that_does_not_hold_is_refused_with_its_reason() {
         "{}",
         stderr_of(&out)
     );
-    // Lines that are not envelopes are named malformed; past 64, none is examined.
+    // Lines that are not envelopes cost no check: the first 16 are named malformed, all
+    // are counted.
     let junk: Vec<String> = (0..70).map(|i| format!("PASS {i}")).collect();
     set_note(&r, &tree, &junk);
     let (code, _, report) = attest_verify(&r, &["HEAD"]);
     assert_eq!(code, 1);
-    assert_eq!(reasons(&report), vec!["malformed"; 64]);
-    assert_eq!(report["revisions"][0]["not_examined"], 6);
+    assert_eq!(reasons(&report), vec!["malformed"; 16]);
+    assert_eq!(report["revisions"][0]["malformed"], 70);
+    assert_eq!(report["revisions"][0]["not_examined"], 0);
 }
 
 /// Stops the ssh-agent a test started.
@@ -1242,6 +1244,75 @@ fn an_allowed_signers_file_in_the_repository_is_never_trusted() {
 }
 
 #[test]
+fn a_note_can_neither_make_the_verifier_check_without_end_nor_hide_a_good_envelope() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let tree = tree_of(&r, "HEAD");
+    let good = envelopes(&r, &tree).remove(0);
+    let carol = ssh_key(&r, "carol");
+    let carols: Value =
+        serde_json::from_str(&envelope_signed_here(&r, &carol, &statement_of(&r, &good)))
+            .expect("json");
+
+    // One envelope with 300 signatures: a handful are checked, the rest counted.
+    let mut many = carols.clone();
+    many["signatures"] = Value::Array(vec![carols["signatures"][0].clone(); 300]);
+    set_note(&r, &tree, &[many.to_string()]);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(reasons(&report), ["untrusted signer"]);
+    let skipped = report["revisions"][0]["signatures_not_checked"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(skipped >= 290, "{report:#}");
+
+    // Junk first (as the union merge may sort it), then 80 good signatures by a key nobody
+    // trusts, then the good envelope: malformed lines cost nothing, an untrusted key is not
+    // checked again and again, and the envelope by a trusted key is found.
+    let mut lines: Vec<String> = (0..100).map(|i| format!("!junk {i}")).collect();
+    for i in 0..80 {
+        let mut e = carols.clone();
+        e["signatures"][0]["keyid"] = format!("k{i}").into();
+        lines.push(e.to_string());
+    }
+    lines.push(good.to_string());
+    set_note(&r, &tree, &lines);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr} {report:#}");
+    assert_eq!(report["revisions"][0]["signer"], "alice@example.com");
+    assert_eq!(report["revisions"][0]["malformed"], 100);
+
+    // A NUL in the note does not cut it short: the bad line is skipped, the good one read.
+    let blob = r.outside.join("nul-note");
+    let mut bytes = b"junk\0junk\n".to_vec();
+    bytes.extend_from_slice(good.to_string().as_bytes());
+    bytes.push(b'\n');
+    std::fs::write(&blob, &bytes).expect("write");
+    let id = r
+        .git(&["hash-object", "-w", blob.to_str().expect("utf8")])
+        .trim()
+        .to_string();
+    r.git(&[
+        "notes",
+        "--ref",
+        "factory-attest",
+        "add",
+        "-f",
+        "-C",
+        &id,
+        &tree,
+    ]);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr} {report:#}");
+}
+
+#[test]
 fn an_untrusted_envelope_names_the_key_that_signed_it() {
     if !signing_tools_or_skip() {
         return;
@@ -1312,6 +1383,7 @@ fn a_signing_key_that_cannot_sign_is_refused_before_any_check_runs() {
     assert!(stderr_of(&out).contains("ssh-agent"), "{}", stderr_of(&out));
     assert!(!marker.exists(), "no check ran");
 }
+
 #[test]
 fn a_revision_that_is_not_there_is_reported_with_the_others() {
     if !signing_tools_or_skip() {
