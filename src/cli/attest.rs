@@ -1,7 +1,7 @@
 //! `git factory attest verify [<rev>…]`: checks the signed evidence that each revision's tree
 //! passed the checks the repository requires today (SPEC §6.1), without running them.
 
-use crate::error::{Error, Exit, Result};
+use crate::error::{Exit, Result};
 use crate::evidence::{self, Finding};
 use crate::git;
 use crate::ui::{escape_controls, Ui};
@@ -41,14 +41,81 @@ pub fn cmd_attest(ui: &Ui, args: AttestArgs) -> Result<Exit> {
 }
 
 fn finding_json(f: &Finding) -> Value {
-    json!({
+    let mut v = json!({
+        "line": f.line,
         "accepted": f.reason.is_none(),
         "reason": f.reason.map(|r| r.as_str()),
         "signer": f.signer,
         "format": f.format.map(|x| x.as_str()),
         "keyid": f.keyid,
         "detail": f.detail,
-    })
+    });
+    if !f.claimed_keyid.is_empty() {
+        v["claimed_keyid"] = f.claimed_keyid.clone().into();
+    }
+    v
+}
+
+/// A revision that names no commit: reported with the others (exit 1, as a revision that
+/// cannot be vouched for), not a usage error that hides their findings.
+fn missing_rev(ui: &Ui, rev: &str, json_out: bool, report: &mut Vec<Value>) {
+    let why = format!("{rev} is not a commit");
+    if json_out {
+        report.push(json!({"rev": rev, "verified": false, "error": why}));
+        return;
+    }
+    ui.always(format!(
+        "{} {}: {}\nhint: give a branch, tag or commit id",
+        console::style("not attested").red().bold(),
+        escape_controls(rev),
+        escape_controls(&why)
+    ));
+}
+
+fn print_findings(ui: &Ui, rev: &str, short: &str, found: &evidence::TreeEvidence) {
+    let rev = escape_controls(rev);
+    if found.findings.is_empty() && found.not_examined == 0 {
+        ui.always(format!(
+            "{} {rev} (tree {short}): no signed evidence on this tree\nhint: fetch it (git factory fetch), or attest it where the checks pass (git factory verify --attest)",
+            console::style("not attested").red().bold(),
+        ));
+        return;
+    }
+    ui.always(format!(
+        "{} {rev} (tree {short}): no envelope is accepted",
+        console::style("not attested").red().bold(),
+    ));
+    for f in &found.findings {
+        ui.always(format!(
+            "  envelope {}: {}: {}",
+            f.line,
+            f.reason.map_or("accepted", |r| r.as_str()),
+            escape_controls(&f.detail)
+        ));
+    }
+    if found.malformed
+        > found
+            .findings
+            .iter()
+            .filter(|f| f.reason == Some(evidence::Reason::Malformed))
+            .count()
+    {
+        ui.always(format!(
+            "  {} malformed lines in all (at most {} are named)",
+            found.malformed,
+            evidence::MAX_MALFORMED_LISTED
+        ));
+    }
+    if found.not_examined > 0 || found.signatures_not_checked > 0 {
+        ui.always(format!(
+            "  {} envelopes not examined, {} signatures not checked (at most {} checks a tree, {} an envelope, {} a key your trust does not name)",
+            found.not_examined,
+            found.signatures_not_checked,
+            evidence::MAX_CHECKS,
+            evidence::MAX_SIGNATURES,
+            evidence::MAX_PER_UNNAMED_KEY
+        ));
+    }
 }
 
 fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
@@ -56,12 +123,11 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
     let mut all = true;
     let mut report = Vec::new();
     for rev in &args.revs {
-        let commit = repo
-            .revparse_single(rev)
-            .and_then(|o| o.peel_to_commit())
-            .map_err(|_| {
-                Error::new(format!("{rev} is not a commit")).hint("give a branch, tag or commit id")
-            })?;
+        let Ok(commit) = repo.revparse_single(rev).and_then(|o| o.peel_to_commit()) else {
+            all = false;
+            missing_rev(ui, rev, args.json, &mut report);
+            continue;
+        };
         let found = evidence::examine(&repo, commit.tree_id())?;
         let accepted = found.accepted();
         all &= accepted.is_some();
@@ -75,48 +141,27 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 "signer": accepted.and_then(|a| a.signer.clone()),
                 "required": found.required.iter().map(|c| evidence::statement::command_text(c)).collect::<Vec<_>>(),
                 "envelopes": found.findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "malformed": found.malformed,
                 "not_examined": found.not_examined,
+                "signatures_not_checked": found.signatures_not_checked,
             }));
             continue;
         }
         match accepted {
             Some(a) => ui.always(format!(
-                "{} {rev} (tree {short}): attested by {} ({}{}): {}",
+                "{} {} (tree {short}): attested by {} ({}{}): {}",
                 console::style("verified").green().bold(),
+                escape_controls(rev),
                 escape_controls(a.signer.as_deref().unwrap_or("?")),
                 a.format.map_or("?", |f| f.as_str()),
                 if a.keyid.is_empty() {
                     String::new()
                 } else {
-                    format!(" {}", a.keyid)
+                    format!(" {}", escape_controls(&a.keyid))
                 },
                 escape_controls(&a.detail)
             )),
-            None if found.findings.is_empty() => ui.always(format!(
-                "{} {rev} (tree {short}): no signed evidence on this tree\nhint: fetch it (git factory fetch), or attest it where the checks pass (git factory verify --attest)",
-                console::style("not attested").red().bold(),
-            )),
-            None => {
-                ui.always(format!(
-                    "{} {rev} (tree {short}): no envelope is accepted",
-                    console::style("not attested").red().bold(),
-                ));
-                for (i, f) in found.findings.iter().enumerate() {
-                    ui.always(format!(
-                        "  envelope {}: {}: {}",
-                        i + 1,
-                        f.reason.map_or("accepted", |r| r.as_str()),
-                        escape_controls(&f.detail)
-                    ));
-                }
-                if found.not_examined > 0 {
-                    ui.always(format!(
-                        "  {} more envelopes not examined (at most {} are)",
-                        found.not_examined,
-                        evidence::MAX_ENVELOPES
-                    ));
-                }
-            }
+            None => print_findings(ui, rev, &short, &found),
         }
     }
     if args.json {

@@ -12,11 +12,13 @@
 pub mod dsse;
 pub mod sign;
 pub mod statement;
+pub mod trust;
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
 pub use sign::{Checked, Format, Signer};
+pub use trust::Trust;
 
 /// Where the envelopes live: a note on each tree object.
 pub use crate::store::share::ATTEST_NOTES_REF as NOTES_REF;
@@ -169,21 +171,28 @@ impl Reason {
 /// What one envelope is worth.
 #[derive(Debug, Clone)]
 pub struct Finding {
+    /// Its line in the note (from 1).
+    pub line: usize,
     /// Who signed, when the signature is good and trusted.
     pub signer: Option<String>,
     pub format: Option<Format>,
+    /// The key that made the signature, as the checking program read it from the signature.
     pub keyid: String,
+    /// The key id the envelope claims (DSSE's `keyid` hint): never trusted, only shown.
+    pub claimed_keyid: String,
     /// `None`: accepted.
     pub reason: Option<Reason>,
     pub detail: String,
 }
 
 impl Finding {
-    fn refused(reason: Reason, detail: impl Into<String>) -> Self {
+    fn refused(line: usize, reason: Reason, detail: impl Into<String>) -> Self {
         Finding {
+            line,
             signer: None,
             format: None,
             keyid: String::new(),
+            claimed_keyid: String::new(),
             reason: Some(reason),
             detail: detail.into(),
         }
@@ -195,14 +204,32 @@ impl Finding {
 pub struct TreeEvidence {
     pub tree: Oid,
     pub required: Vec<Vec<String>>,
+    /// The envelopes examined, and the first [`MAX_MALFORMED_LISTED`] malformed lines, in
+    /// the note's order.
     pub findings: Vec<Finding>,
-    /// Envelopes past [`MAX_ENVELOPES`], not examined.
+    /// Lines that are not envelopes one could check (skipped without running anything).
+    pub malformed: usize,
+    /// Well-formed envelopes none of whose signatures was checked (the budget was spent).
     pub not_examined: usize,
+    /// Signatures not checked: past the budget of the tree, of an envelope, or of a key the
+    /// verifier does not trust.
+    pub signatures_not_checked: usize,
 }
 
-/// How many envelopes of one tree are examined: each costs a signature check (a program
-/// run or two), and a note anyone can push to must not make a verifier run thousands.
-pub const MAX_ENVELOPES: usize = 64;
+/// How many signatures of one tree are checked: each costs a program run or three, and a
+/// note anyone can push to must not make a verifier run thousands.
+pub const MAX_CHECKS: usize = 64;
+/// How many signatures of one envelope are checked.
+pub const MAX_SIGNATURES: usize = 8;
+/// How many signatures by one key the verifier's trust does not name are checked (such a
+/// key cannot vouch; one check names why).
+pub const MAX_PER_UNNAMED_KEY: usize = 2;
+/// A longer line is not an envelope (one is a few kilobytes).
+pub const MAX_LINE_BYTES: usize = 256 * 1024;
+/// A longer signature is not one (SSH and OpenPGP signatures are under a kilobyte or two).
+pub const MAX_SIGNATURE_BYTES: usize = 16 * 1024;
+/// How many malformed lines are named one by one; the rest are counted.
+pub const MAX_MALFORMED_LISTED: usize = 16;
 
 impl TreeEvidence {
     /// The first envelope accepted, if any.
@@ -211,89 +238,212 @@ impl TreeEvidence {
     }
 }
 
-/// Examines every envelope on `tree`'s note.
-pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
-    let cfg = Config::of(repo);
-    let required = required_checks(repo, &repo.find_tree(tree)?)?;
-    let text = repo
-        .find_note(Some(NOTES_REF), tree)
+/// One signature of a well-formed envelope, decoded.
+struct Sig {
+    bytes: Vec<u8>,
+    claimed: String,
+    /// Whether the key visible in it is one the verifier's trust names (checked first).
+    named: bool,
+    /// The key visible in it (an SSH key's fingerprint, an OpenPGP issuer), for the budget
+    /// of keys the verifier's trust does not name.
+    key: String,
+}
+
+/// A well-formed envelope, ready to check.
+struct Prepared {
+    line: usize,
+    payload: Vec<u8>,
+    signed: Vec<u8>,
+    sigs: Vec<Sig>,
+    /// Signatures past [`MAX_SIGNATURES`] or not signatures at all.
+    dropped: usize,
+}
+
+/// What the note on `tree` says, as bytes: a NUL or a line that is not UTF-8 spoils that line
+/// only.
+fn note_bytes(repo: &Repository, tree: Oid) -> Vec<u8> {
+    repo.find_note(Some(NOTES_REF), tree)
         .ok()
-        .map(|n| n.message_bytes().to_vec())
-        .unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let findings = lines
-        .iter()
-        .take(MAX_ENVELOPES)
-        .map(|line| examine_line(&cfg, tree, &required, line))
-        .collect();
-    Ok(TreeEvidence {
+        .and_then(|n| repo.find_blob(n.id()).ok())
+        .map(|b| b.content().to_vec())
+        .unwrap_or_default()
+}
+
+/// Examines the envelopes on `tree`'s note, within the budgets above: malformed lines cost
+/// nothing, envelopes whose key the verifier's trust names are checked first, and a key it
+/// does not name is checked at most [`MAX_PER_UNNAMED_KEY`] times.
+pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
+    let trust = Trust::of(repo)?;
+    let required = required_checks(repo, &repo.find_tree(tree)?)?;
+    let mut found = TreeEvidence {
         tree,
         required,
-        findings,
-        not_examined: lines.len().saturating_sub(MAX_ENVELOPES),
+        findings: Vec::new(),
+        malformed: 0,
+        not_examined: 0,
+        signatures_not_checked: 0,
+    };
+    let mut ready = Vec::new();
+    let bytes = note_bytes(repo, tree);
+    for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line = raw.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        match prepare(&trust, i + 1, line) {
+            Ok(p) => ready.push(p),
+            Err(why) => {
+                if found.malformed < MAX_MALFORMED_LISTED {
+                    found
+                        .findings
+                        .push(Finding::refused(i + 1, Reason::Malformed, why));
+                }
+                found.malformed += 1;
+            }
+        }
+    }
+    // Envelopes with a signature by a key the verifier's trust names first, then the rest,
+    // each group in the note's order.
+    ready.sort_by_key(|p| (!p.sigs.iter().any(|s| s.named), p.line));
+    let mut budget = Budget {
+        left: MAX_CHECKS,
+        per_key: std::collections::HashMap::new(),
+        skipped: 0,
+    };
+    for p in &ready {
+        let before = budget.skipped;
+        match examine_envelope(&trust, tree, &found.required, p, &mut budget) {
+            Some(f) => found.findings.push(f),
+            None => found.not_examined += 1,
+        }
+        found.signatures_not_checked += budget.skipped - before + p.dropped;
+    }
+    found.findings.sort_by_key(|f| f.line);
+    Ok(found)
+}
+
+/// A line, read as far as a signature check needs: an in-toto DSSE envelope whose payload and
+/// signatures decode. Else why not.
+fn prepare(trust: &Trust, line: usize, text: &[u8]) -> std::result::Result<Prepared, String> {
+    if text.len() > MAX_LINE_BYTES {
+        return Err(format!(
+            "a line of {} bytes, longer than an envelope can be ({MAX_LINE_BYTES})",
+            text.len()
+        ));
+    }
+    if text.contains(&0) {
+        return Err("a line with a NUL byte".into());
+    }
+    let text = std::str::from_utf8(text).map_err(|_| "a line that is not UTF-8".to_string())?;
+    let envelope = dsse::Envelope::from_line(text)?;
+    if envelope.payload_type != dsse::IN_TOTO_PAYLOAD_TYPE {
+        return Err(format!(
+            "payloadType is {:?}, not {}",
+            envelope.payload_type,
+            dsse::IN_TOTO_PAYLOAD_TYPE
+        ));
+    }
+    let payload = envelope.payload_bytes()?;
+    let signed = envelope.signed_bytes()?;
+    let total = envelope.signatures.len();
+    let mut sigs: Vec<Sig> = envelope
+        .signatures
+        .iter()
+        .filter_map(|s| {
+            let bytes = dsse::decode(&s.sig).ok()?;
+            (!bytes.is_empty() && bytes.len() <= MAX_SIGNATURE_BYTES).then_some(())?;
+            let key = sign::visible_key(&bytes)?;
+            Some(Sig {
+                named: trust.vouches_hint(&bytes),
+                claimed: s.keyid.clone(),
+                key,
+                bytes,
+            })
+        })
+        .collect();
+    if sigs.is_empty() {
+        return Err(if total == 0 {
+            "the envelope has no signature".into()
+        } else {
+            format!("none of its {total} signatures is an SSH or OpenPGP signature")
+        });
+    }
+    sigs.sort_by_key(|s| !s.named);
+    let dropped = total - sigs.len().min(MAX_SIGNATURES);
+    sigs.truncate(MAX_SIGNATURES);
+    Ok(Prepared {
+        line,
+        payload,
+        signed,
+        sigs,
+        dropped,
     })
 }
 
-fn examine_line(cfg: &Config, tree: Oid, required: &[Vec<String>], line: &str) -> Finding {
-    let envelope = match dsse::Envelope::from_line(line) {
-        Ok(e) => e,
-        Err(e) => return Finding::refused(Reason::Malformed, e),
-    };
-    if envelope.payload_type != dsse::IN_TOTO_PAYLOAD_TYPE {
-        return Finding::refused(
-            Reason::Malformed,
-            format!(
-                "payloadType is {:?}, not {}",
-                envelope.payload_type,
-                dsse::IN_TOTO_PAYLOAD_TYPE
-            ),
-        );
+/// The signature checks left for a tree.
+struct Budget {
+    left: usize,
+    per_key: std::collections::HashMap<String, usize>,
+    skipped: usize,
+}
+
+impl Budget {
+    /// Whether `sig` may be checked (and if so, counts it).
+    fn take(&mut self, sig: &Sig) -> bool {
+        let used = self.per_key.get(&sig.key).copied().unwrap_or(0);
+        if self.left == 0 || (!sig.named && used >= MAX_PER_UNNAMED_KEY) {
+            self.skipped += 1;
+            return false;
+        }
+        self.left -= 1;
+        self.per_key.insert(sig.key.clone(), used + 1);
+        true
     }
-    let (payload, signed) = match (envelope.payload_bytes(), envelope.signed_bytes()) {
-        (Ok(p), Ok(s)) => (p, s),
-        (Err(e), _) | (_, Err(e)) => return Finding::refused(Reason::Malformed, e),
-    };
+}
+
+/// What one envelope is worth; `None` when none of its signatures could be checked.
+fn examine_envelope(
+    trust: &Trust,
+    tree: Oid,
+    required: &[Vec<String>],
+    p: &Prepared,
+    budget: &mut Budget,
+) -> Option<Finding> {
     // The signature first: nothing an envelope says is read before it is known who said it.
-    let (format, signer, keyid) = match trusted_signature(cfg, &envelope, &signed) {
+    let (format, signer, keyid, claimed) = match trusted_signature(trust, p, budget)? {
         Ok(t) => t,
-        Err(refused) => return refused,
+        Err(refused) => return Some(refused),
     };
-    let by = |reason: Reason, detail: String| Finding {
+    let by = |reason: Option<Reason>, detail: String| Finding {
+        line: p.line,
         signer: Some(signer.clone()),
         format: Some(format),
         keyid: keyid.clone(),
-        reason: Some(reason),
+        claimed_keyid: claimed.clone(),
+        reason,
         detail,
     };
-    let claims = match statement::read(&payload) {
+    let claims = match statement::read(&p.payload) {
         Ok(c) => c,
-        Err(e) => return by(Reason::Malformed, e),
+        Err(e) => return Some(by(Some(Reason::Malformed), e)),
     };
     let tree_text = tree.to_string();
     if claims.trees.is_empty() || claims.trees.iter().any(|t| *t != tree_text) {
-        return by(
-            Reason::OtherTree,
-            format!(
-                "it is about tree {}, not {}",
-                if claims.trees.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    claims.trees.join(", ")
-                },
-                tree_text
-            ),
-        );
+        let about = if claims.trees.is_empty() {
+            "(none)".to_string()
+        } else {
+            claims.trees.join(", ")
+        };
+        return Some(by(
+            Some(Reason::OtherTree),
+            format!("it is about tree {about}, not {tree_text}"),
+        ));
     }
     if claims.result != "PASSED" {
-        return by(
-            Reason::NotPassed,
+        return Some(by(
+            Some(Reason::NotPassed),
             format!("its result is {:?}, not PASSED", claims.result),
-        );
+        ));
     }
     let missing: Vec<String> = required
         .iter()
@@ -301,64 +451,70 @@ fn examine_line(cfg: &Config, tree: Oid, required: &[Vec<String>], line: &str) -
         .map(|argv| statement::command_text(argv))
         .collect();
     if !missing.is_empty() {
-        return by(
-            Reason::OtherChecks,
+        return Some(by(
+            Some(Reason::OtherChecks),
             format!(
                 "it does not list {} (it lists: {})",
                 missing.join(", "),
                 claims.passed.join(", ")
             ),
-        );
+        ));
     }
-    Finding {
-        signer: Some(signer),
-        format: Some(format),
-        keyid,
-        reason: None,
-        detail: claims.passed.join(", "),
-    }
+    Some(by(None, claims.passed.join(", ")))
 }
 
-/// The first signature of `envelope` that verifies over `signed` by a key the verifier trusts,
-/// as (format, signer, key id); else the finding that says why none does (a bad signature
-/// before an untrusted one: a changed payload is the news).
+type Signed = (Format, String, String, String);
+
+/// The first signature of `p` that verifies over its signed bytes by a key the verifier
+/// trusts, as (format, signer, key id, claimed key id); else the finding that says why none
+/// does (a bad signature before an untrusted one: a changed payload is the news). `None`
+/// when the budget let none be checked.
 fn trusted_signature(
-    cfg: &Config,
-    envelope: &dsse::Envelope,
-    signed: &[u8],
-) -> std::result::Result<(Format, String, String), Finding> {
+    trust: &Trust,
+    p: &Prepared,
+    budget: &mut Budget,
+) -> Option<std::result::Result<Signed, Finding>> {
     let mut best: Option<Finding> = None;
-    for sig in &envelope.signatures {
-        let Ok(bytes) = dsse::decode(&sig.sig) else {
-            best.get_or_insert(Finding::refused(
-                Reason::Malformed,
-                "a signature is not base64",
-            ));
+    let mut checked = 0;
+    for sig in &p.sigs {
+        if !budget.take(sig) {
             continue;
+        }
+        checked += 1;
+        let refused = |reason, keyid: String, why: String| Finding {
+            keyid,
+            claimed_keyid: sig.claimed.clone(),
+            ..Finding::refused(p.line, reason, why)
         };
-        match sign::check(cfg, signed, &bytes) {
+        match sign::check(trust, &p.signed, &sig.bytes) {
             Checked::Trusted {
                 format,
                 signer,
                 keyid,
-            } => return Ok((format, signer, keyid)),
-            Checked::Bad { why } => best = Some(Finding::refused(Reason::BadSignature, why)),
-            Checked::Untrusted { format, why } => {
+            } => return Some(Ok((format, signer, keyid, sig.claimed.clone()))),
+            Checked::Bad { keyid, why } => {
+                best = Some(refused(Reason::BadSignature, keyid, why));
+            }
+            Checked::Untrusted { format, keyid, why } => {
                 if best
                     .as_ref()
                     .is_none_or(|b| b.reason != Some(Reason::BadSignature))
                 {
                     best = Some(Finding {
                         format: Some(format),
-                        keyid: sig.keyid.clone(),
-                        ..Finding::refused(Reason::UntrustedSigner, why)
+                        ..refused(Reason::UntrustedSigner, keyid, why)
                     });
                 }
             }
         }
     }
-    Err(best
-        .unwrap_or_else(|| Finding::refused(Reason::Malformed, "the envelope has no signature")))
+    let mut best = best?;
+    let unchecked = p.sigs.len() - checked + p.dropped;
+    if unchecked > 0 {
+        best.detail
+            .push_str(&format!(" ({unchecked} more signatures not checked)"));
+    }
+    Some(Err(best))
 }
 
 /// Who attested `commit`'s tree, when an envelope on it is accepted (the pre-push hook's
@@ -441,6 +597,12 @@ mod tests {
             .is_none());
         let key = dir.path().join("id.pub");
         std::fs::write(&key, "ssh-ed25519 AAAA test\n").expect("write");
+        // The private half beside it, readable: the key can sign.
+        std::fs::write(
+            dir.path().join("id"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        )
+        .expect("write");
         cfg.set_str("gpg.format", "ssh").expect("set");
         cfg.set_str("gpg.ssh.program", "/bin/sh").expect("set");
         cfg.set_str("user.signingKey", &key.display().to_string())

@@ -4,6 +4,7 @@
 //! file (`gpg.ssh.allowedSignersFile`) for SSH, the keyring for OpenPGP. A key carried by an
 //! envelope is never used to check it.
 
+use super::trust::{expand_home, Trust, TRUST_LEVELS};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use base64::engine::general_purpose::STANDARD_NO_PAD;
@@ -18,9 +19,6 @@ pub const NAMESPACE: &str = "git-factory";
 
 const SIGNING_KEY: &str = "user.signingKey";
 const FORMAT: &str = "gpg.format";
-const ALLOWED_SIGNERS: &str = "gpg.ssh.allowedSignersFile";
-const REVOCATIONS: &str = "gpg.ssh.revocationFile";
-const MIN_TRUST_LEVEL: &str = "gpg.minTrustLevel";
 
 /// The magic an SSH signature blob starts with.
 const SSHSIG_MAGIC: &[u8] = b"SSHSIG";
@@ -64,14 +62,6 @@ fn key_lines() -> Vec<String> {
     .collect()
 }
 
-/// `~/` in a path-valued config key, as git expands it.
-fn expand_home(value: &str) -> PathBuf {
-    match (value.strip_prefix("~/"), crate::env::home()) {
-        (Some(rest), Some(home)) => home.join(rest),
-        _ => PathBuf::from(value),
-    }
-}
-
 fn format_of(cfg: &Config) -> Result<Format> {
     match cfg
         .string(FORMAT)
@@ -87,12 +77,12 @@ fn format_of(cfg: &Config) -> Result<Format> {
     }
 }
 
-fn ssh_program(cfg: &Config) -> String {
+pub(super) fn ssh_program(cfg: &Config) -> String {
     cfg.string("gpg.ssh.program")
         .unwrap_or_else(|| "ssh-keygen".into())
 }
 
-fn gpg_program(cfg: &Config) -> String {
+pub(super) fn gpg_program(cfg: &Config) -> String {
     cfg.string("gpg.openpgp.program")
         .or_else(|| cfg.string("gpg.program"))
         .unwrap_or_else(|| "gpg".into())
@@ -141,10 +131,101 @@ impl Signer {
             ))
             .hint("git config user.signingKey ~/.ssh/id_ed25519.pub (a key file, or key::<public key> held by ssh-agent)"));
         }
-        Ok(Signer {
+        let signer = Signer {
             format,
             key,
             program,
+        };
+        signer.can_sign()?;
+        Ok(signer)
+    }
+
+    /// Whether the key can sign now, asked before any check runs: for OpenPGP, a secret key
+    /// gpg lists under that name that may sign; for SSH, a private key file that can be read
+    /// (the one named, or beside the public one), or an ssh-agent that holds the key.
+    fn can_sign(&self) -> Result<()> {
+        match self.format {
+            Format::OpenPgp => self.gpg_can_sign(),
+            Format::Ssh => self.ssh_can_sign(),
+        }
+    }
+
+    fn gpg_can_sign(&self) -> Result<()> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(["--batch", "--with-colons", "--list-secret-keys", "--"])
+            .arg(&self.key)
+            .stdin(Stdio::null());
+        let out = run(cmd, &self.program)?;
+        // sec:<validity>:…, the key's usable capabilities in field 12 (upper case).
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let usable = out.status.success()
+            && listing.lines().any(|line| {
+                let f: Vec<&str> = line.split(':').collect();
+                f.first() == Some(&"sec")
+                    && !matches!(f.get(1).copied(), Some("e" | "r" | "d" | "i"))
+                    && f.get(11).is_some_and(|caps| caps.contains('S'))
+            });
+        if usable {
+            return Ok(());
+        }
+        Err(Error::new(format!(
+            "--attest signs with user.signingKey {:?}, and {} has no secret key by that name that can sign (missing, expired, revoked or not for signing)",
+            self.key, self.program
+        ))
+        .hint("gpg --list-secret-keys lists the keys you can sign with: git config user.signingKey <its fingerprint>"))
+    }
+
+    fn ssh_can_sign(&self) -> Result<()> {
+        let public = if is_literal_ssh_key(&self.key) {
+            self.key
+                .strip_prefix("key::")
+                .unwrap_or(&self.key)
+                .to_string()
+        } else {
+            let path = expand_home(&self.key);
+            let text = std::fs::read(&path).unwrap_or_default();
+            if text.starts_with(b"-----BEGIN") {
+                // A private key file, read by the user: ssh-keygen signs with it.
+                return Ok(());
+            }
+            let private = path
+                .to_str()
+                .and_then(|p| p.strip_suffix(".pub"))
+                .map(PathBuf::from);
+            if private.is_some_and(|p| std::fs::File::open(p).is_ok()) {
+                return Ok(());
+            }
+            String::from_utf8_lossy(&text).trim().to_string()
+        };
+        if self.agent_holds(&public) {
+            return Ok(());
+        }
+        Err(Error::new(format!(
+            "--attest signs with user.signingKey {}, whose private key is neither a file beside it that can be read nor held by an ssh-agent (SSH_AUTH_SOCK)",
+            self.key
+        ))
+        .hint("add it to your ssh-agent (ssh-add), or point user.signingKey at a key file whose private half is readable"))
+    }
+
+    /// Whether the ssh-agent of `SSH_AUTH_SOCK` holds the key whose public form is `public`.
+    fn agent_holds(&self, public: &str) -> bool {
+        let Some(blob) = public.split_whitespace().nth(1) else {
+            return false;
+        };
+        if crate::env::var("SSH_AUTH_SOCK").is_none() {
+            return false;
+        }
+        let program = match self.program.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/ssh-add"),
+            None => "ssh-add".to_string(),
+        };
+        let mut cmd = Command::new(&program);
+        cmd.arg("-L").stdin(Stdio::null());
+        run(cmd, &program).is_ok_and(|out| {
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .any(|l| l.split_whitespace().nth(1) == Some(blob))
         })
     }
 
@@ -265,16 +346,42 @@ fn armour_ssh(blob: &[u8]) -> String {
 /// The SHA256 fingerprint (as `ssh-keygen -l` prints it) of the public key inside an SSH
 /// signature blob: `SSHSIG`, a version, then the key as an SSH string.
 fn ssh_fingerprint(blob: &[u8]) -> Option<String> {
-    let rest = blob.strip_prefix(SSHSIG_MAGIC)?.get(4..)?;
-    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-    let key = rest.get(4..4 + len)?;
+    let key = ssh_key_blob(blob)?;
     Some(format!(
         "SHA256:{}",
         STANDARD_NO_PAD.encode(Sha256::digest(key))
     ))
 }
 
-/// What checking one signature found.
+/// The key a signature shows it was made with, as a name for the budget of checks: an SSH
+/// signature's key fingerprint, an OpenPGP signature's issuer. `None`: neither kind of
+/// signature.
+pub fn visible_key(sig: &[u8]) -> Option<String> {
+    if sig.starts_with(SSHSIG_MAGIC) {
+        return ssh_fingerprint(sig);
+    }
+    if sig.starts_with(b"-----BEGIN PGP SIGNATURE-----") {
+        return Some("openpgp (armoured)".into());
+    }
+    if sig.first().is_some_and(|b| b & 0x80 != 0) {
+        return Some(
+            super::trust::openpgp_issuer(sig).unwrap_or_else(|| "openpgp (no issuer)".into()),
+        );
+    }
+    None
+}
+
+/// The public key inside an SSH signature blob, as the allowed signers file writes it (before
+/// base64).
+pub(super) fn ssh_key_blob(blob: &[u8]) -> Option<&[u8]> {
+    let rest = blob.strip_prefix(SSHSIG_MAGIC)?.get(4..)?;
+    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    rest.get(4..4usize.checked_add(len)?)
+}
+
+/// What checking one signature found. The key id is always the one the signature was made
+/// with (from the signature itself, as the checking program read it), never an envelope's
+/// claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checked {
     /// Good, by a key the verifier trusts: who signed (the allowed signers principal, the
@@ -285,17 +392,22 @@ pub enum Checked {
         keyid: String,
     },
     /// Good, but by a key the verifier does not trust (or a trust it cannot read).
-    Untrusted { format: Format, why: String },
+    Untrusted {
+        format: Format,
+        keyid: String,
+        why: String,
+    },
     /// Does not verify: the signed bytes were changed, or it is not a signature at all.
-    Bad { why: String },
+    Bad { keyid: String, why: String },
 }
 
 /// Checks `sig` over `message` against the verifier's own trust.
-pub fn check(cfg: &Config, message: &[u8], sig: &[u8]) -> Checked {
+pub fn check(trust: &Trust, message: &[u8], sig: &[u8]) -> Checked {
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => {
             return Checked::Bad {
+                keyid: String::new(),
                 why: format!("cannot make a temporary folder to check it in: {e}"),
             }
         }
@@ -303,48 +415,50 @@ pub fn check(cfg: &Config, message: &[u8], sig: &[u8]) -> Checked {
     let msg = dir.path().join("message");
     if let Err(e) = std::fs::write(&msg, message) {
         return Checked::Bad {
+            keyid: String::new(),
             why: format!("cannot write the signed bytes to check them: {e}"),
         };
     }
     if sig.starts_with(SSHSIG_MAGIC) {
-        check_ssh(cfg, dir.path(), &msg, sig)
+        check_ssh(trust, dir.path(), &msg, sig)
     } else {
-        check_gpg(cfg, dir.path(), &msg, sig)
+        check_gpg(trust, dir.path(), &msg, sig)
     }
 }
 
-fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
-    let program = ssh_program(cfg);
+/// One `ssh-keygen` run with the signed bytes on stdin.
+fn ssh_with_message(program: &str, msg: &Path, args: &[&std::ffi::OsStr]) -> Option<Output> {
+    let file = std::fs::File::open(msg).ok()?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(file);
+    run(cmd, program).ok()
+}
+
+fn check_ssh(trust: &Trust, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
+    let program = trust.ssh_program.as_str();
     let keyid = ssh_fingerprint(blob).unwrap_or_else(|| "of unknown fingerprint".into());
     let sig = dir.join("message.sig");
     if let Err(e) = std::fs::write(&sig, armour_ssh(blob)) {
         return Checked::Bad {
+            keyid,
             why: format!("cannot write the signature to check it: {e}"),
         };
     }
-    let with_msg = |args: &[&std::ffi::OsStr]| -> Option<Output> {
-        let file = std::fs::File::open(msg).ok()?;
-        let mut cmd = Command::new(&program);
-        cmd.args(args).stdin(file);
-        run(cmd, &program).ok()
-    };
-    let Some(allowed) = cfg.string(ALLOWED_SIGNERS).map(|f| expand_home(&f)) else {
-        return untrusted_or_bad(
-            &with_msg,
-            &sig,
-            format!(
-                "key {keyid}: gpg.ssh.allowedSignersFile is not set, so no SSH signer is trusted"
-            ),
-        );
+    let allowed = match &trust.allowed {
+        Ok(file) => file,
+        Err(why) => {
+            let why = format!("key {keyid}: {why}");
+            return untrusted_or_bad(program, msg, &sig, keyid, why);
+        }
     };
     let find = {
-        let mut cmd = Command::new(&program);
+        let mut cmd = Command::new(program);
         cmd.args(["-Y", "find-principals", "-s"])
             .arg(&sig)
             .arg("-f")
-            .arg(&allowed)
+            .arg(allowed)
             .stdin(Stdio::null());
-        run(cmd, &program).ok()
+        run(cmd, program).ok()
     };
     let principals: Vec<String> = find
         .filter(|o| o.status.success())
@@ -358,13 +472,9 @@ fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
         })
         .unwrap_or_default();
     if principals.is_empty() {
-        return untrusted_or_bad(
-            &with_msg,
-            &sig,
-            format!("key {keyid} is not in {}", allowed.display()),
-        );
+        let why = format!("key {keyid} is not in {}", allowed.display());
+        return untrusted_or_bad(program, msg, &sig, keyid, why);
     }
-    let revoked = cfg.string(REVOCATIONS).map(|f| expand_home(&f));
     for principal in &principals {
         let mut args: Vec<&std::ffi::OsStr> = vec![
             "-Y".as_ref(),
@@ -378,10 +488,10 @@ fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
             "-s".as_ref(),
             sig.as_os_str(),
         ];
-        if let Some(file) = &revoked {
+        if let Some(file) = &trust.revoked {
             args.extend(["-r".as_ref(), file.as_os_str()]);
         }
-        if with_msg(&args).is_some_and(|o| o.status.success()) {
+        if ssh_with_message(program, msg, &args).is_some_and(|o| o.status.success()) {
             return Checked::Trusted {
                 format: Format::Ssh,
                 signer: principal.clone(),
@@ -391,56 +501,137 @@ fn check_ssh(cfg: &Config, dir: &Path, msg: &Path, blob: &[u8]) -> Checked {
     }
     // Named, but not for this: a changed payload, or a key revoked, expired or limited to
     // other namespaces (`namespaces="git"`) in the allowed signers.
-    untrusted_or_bad(
-        &with_msg,
-        &sig,
-        format!(
-            "key {keyid} ({}) may not sign git-factory evidence now: revoked, expired, or limited to other namespaces in {}",
-            principals.join(", "),
-            allowed.display()
-        ),
-    )
+    let why = format!(
+        "key {keyid} ({}) may not sign git-factory evidence now: revoked, expired, or limited to other namespaces in {}",
+        principals.join(", "),
+        allowed.display()
+    );
+    untrusted_or_bad(program, msg, &sig, keyid, why)
 }
 
 /// A signature by a key the allowed signers do not name: untrusted when it is good over the
 /// message, bad when it is not even that.
-fn untrusted_or_bad(
-    with_msg: &dyn Fn(&[&std::ffi::OsStr]) -> Option<Output>,
-    sig: &Path,
-    why: String,
-) -> Checked {
-    let out = with_msg(&[
-        "-Y".as_ref(),
-        "check-novalidate".as_ref(),
-        "-n".as_ref(),
-        NAMESPACE.as_ref(),
-        "-s".as_ref(),
-        sig.as_os_str(),
-    ]);
+fn untrusted_or_bad(program: &str, msg: &Path, sig: &Path, keyid: String, why: String) -> Checked {
+    let out = ssh_with_message(
+        program,
+        msg,
+        &[
+            "-Y".as_ref(),
+            "check-novalidate".as_ref(),
+            "-n".as_ref(),
+            NAMESPACE.as_ref(),
+            "-s".as_ref(),
+            sig.as_os_str(),
+        ],
+    );
     if out.is_some_and(|o| o.status.success()) {
         Checked::Untrusted {
             format: Format::Ssh,
+            keyid,
             why,
         }
     } else {
         Checked::Bad {
+            keyid,
             why: "the SSH signature does not match the envelope's payload (or is not for the git-factory namespace)".into(),
         }
     }
 }
 
-/// gpg's trust levels, lowest first, as git orders them for `gpg.minTrustLevel`.
-const TRUST_LEVELS: [&str; 5] = ["undefined", "never", "marginal", "fully", "ultimate"];
+/// A user id as gpg writes it on a status line (`%XX` for a byte it escapes), as text.
+fn unescape_gpg(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
 
-fn check_gpg(cfg: &Config, dir: &Path, msg: &Path, sig: &[u8]) -> Checked {
-    let program = gpg_program(cfg);
+/// What gpg's status lines said about one signature.
+#[derive(Default)]
+struct GpgStatus {
+    good: Option<String>,
+    fingerprint: String,
+    trust: String,
+    bad: Option<String>,
+    untrusted: Option<String>,
+    keyid: String,
+}
+
+fn read_gpg_status(status: &str) -> GpgStatus {
+    let mut s = GpgStatus {
+        trust: "undefined".into(),
+        ..GpgStatus::default()
+    };
+    for line in status.lines() {
+        let Some(rest) = line.strip_prefix("[GNUPG:] ") else {
+            continue;
+        };
+        let mut words = rest.splitn(3, ' ');
+        let (tag, first, tail) = (words.next(), words.next(), words.next());
+        let first = first.unwrap_or("?").to_string();
+        let uid = unescape_gpg(tail.unwrap_or_default());
+        match tag {
+            Some("GOODSIG") => {
+                s.good = Some(uid);
+                s.keyid = first;
+            }
+            Some("VALIDSIG") => s.fingerprint = first,
+            Some("BADSIG") => {
+                s.bad = Some(format!(
+                    "the OpenPGP signature by key {first} does not match the envelope's payload"
+                ));
+                s.keyid = first;
+            }
+            Some("NO_PUBKEY") => {
+                s.untrusted = Some(format!("key {first} is not in your keyring"));
+                s.keyid = first;
+            }
+            Some("EXPKEYSIG") => {
+                s.untrusted = Some(format!("key {first} ({uid}) has expired"));
+                s.keyid = first;
+            }
+            Some("REVKEYSIG") => {
+                s.untrusted = Some(format!("key {first} ({uid}) was revoked"));
+                s.keyid = first;
+            }
+            Some(t) if t.starts_with("TRUST_") => {
+                s.trust = t["TRUST_".len()..].to_ascii_lowercase()
+            }
+            _ => {}
+        }
+    }
+    if !s.fingerprint.is_empty() {
+        s.keyid = s.fingerprint.clone();
+    }
+    s
+}
+
+fn check_gpg(trust: &Trust, dir: &Path, msg: &Path, sig: &[u8]) -> Checked {
+    let program = trust.gpg_program.as_str();
     let sig_path = dir.join("message.sig");
     if let Err(e) = std::fs::write(&sig_path, sig) {
         return Checked::Bad {
+            keyid: String::new(),
             why: format!("cannot write the signature to check it: {e}"),
         };
     }
-    let mut cmd = Command::new(&program);
+    let mut cmd = Command::new(program);
     cmd.args([
         "--batch",
         "--no-auto-key-retrieve",
@@ -450,81 +641,53 @@ fn check_gpg(cfg: &Config, dir: &Path, msg: &Path, sig: &[u8]) -> Checked {
     .arg(&sig_path)
     .arg(msg)
     .stdin(Stdio::null());
-    let out = match run(cmd, &program) {
+    let out = match run(cmd, program) {
         Ok(o) => o,
         Err(e) => {
             return Checked::Untrusted {
                 format: Format::OpenPgp,
+                keyid: String::new(),
                 why: e.message,
             }
         }
     };
-    let status = String::from_utf8_lossy(&out.stdout);
-    let mut good = None;
-    let mut fingerprint = String::new();
-    let mut trust = "undefined".to_string();
-    let mut untrusted = None;
-    for line in status.lines() {
-        let Some(rest) = line.strip_prefix("[GNUPG:] ") else {
-            continue;
-        };
-        let mut words = rest.splitn(3, ' ');
-        let (tag, first, tail) = (words.next(), words.next(), words.next());
-        match tag {
-            Some("GOODSIG") => good = Some(tail.unwrap_or_default().to_string()),
-            Some("VALIDSIG") => fingerprint = first.unwrap_or_default().to_string(),
-            Some("BADSIG") => {
-                return Checked::Bad {
-                    why: format!(
-                        "the OpenPGP signature by key {} does not match the envelope's payload",
-                        first.unwrap_or("?")
-                    ),
-                }
-            }
-            Some("NO_PUBKEY") => {
-                untrusted = Some(format!(
-                    "key {} is not in your keyring",
-                    first.unwrap_or("?")
-                ))
-            }
-            Some("EXPKEYSIG") => {
-                untrusted = Some(format!("key {} has expired", first.unwrap_or("?")))
-            }
-            Some("REVKEYSIG") => {
-                untrusted = Some(format!("key {} was revoked", first.unwrap_or("?")))
-            }
-            Some(t) if t.starts_with("TRUST_") => trust = t["TRUST_".len()..].to_ascii_lowercase(),
-            _ => {}
-        }
-    }
-    if let Some(why) = untrusted {
-        return Checked::Untrusted {
-            format: Format::OpenPgp,
+    let s = read_gpg_status(&String::from_utf8_lossy(&out.stdout));
+    if let Some(why) = s.bad {
+        return Checked::Bad {
+            keyid: s.keyid,
             why,
         };
     }
-    let Some(uid) = good.filter(|_| out.status.success()) else {
+    if let Some(why) = s.untrusted {
+        return Checked::Untrusted {
+            format: Format::OpenPgp,
+            keyid: s.keyid,
+            why,
+        };
+    }
+    let Some(uid) = s.good.filter(|_| out.status.success()) else {
         return Checked::Bad {
+            keyid: s.keyid,
             why: "not a signature gpg can check".into(),
         };
     };
-    let wanted = cfg
-        .string(MIN_TRUST_LEVEL)
-        .map(|s| s.to_ascii_lowercase())
-        .unwrap_or_else(|| "undefined".into());
     let rank = |level: &str| TRUST_LEVELS.iter().position(|l| *l == level).unwrap_or(0);
-    if rank(&trust) < rank(&wanted) {
+    if rank(&s.trust) < trust.min_trust {
         return Checked::Untrusted {
             format: Format::OpenPgp,
             why: format!(
-                "key {fingerprint} ({uid}) is trusted {trust}, below gpg.minTrustLevel {wanted}"
+                "key {} (which calls itself {uid}) has {} validity in your keyring, below {}: certify it (gpg --lsign-key) or lower gpg.minTrustLevel",
+                s.keyid,
+                s.trust,
+                trust.min_trust_name()
             ),
+            keyid: s.keyid,
         };
     }
     Checked::Trusted {
         format: Format::OpenPgp,
         signer: uid,
-        keyid: fingerprint,
+        keyid: s.keyid,
     }
 }
 
@@ -545,5 +708,12 @@ mod tests {
         );
         assert_eq!(ssh_fingerprint(b"SSHSIG\x00\x00"), None);
         assert_eq!(dearmour_ssh(b"-----BEGIN PGP SIGNATURE-----"), None);
+    }
+
+    #[test]
+    fn gpg_user_ids_are_read_without_their_escapes() {
+        assert_eq!(unescape_gpg("Bob 100%25 <b@x>"), "Bob 100% <b@x>");
+        assert_eq!(unescape_gpg("a%0Ab%"), "a\nb%");
+        assert_eq!(unescape_gpg("%zz%4"), "%zz%4");
     }
 }

@@ -638,13 +638,15 @@ fn evidence_that_does_not_hold_is_refused_with_its_reason() {
         "{}",
         stderr_of(&out)
     );
-    // Lines that are not envelopes are named malformed; past 64, none is examined.
+    // Lines that are not envelopes cost no check: the first 16 are named malformed, all
+    // are counted.
     let junk: Vec<String> = (0..70).map(|i| format!("PASS {i}")).collect();
     set_note(&r, &tree, &junk);
     let (code, _, report) = attest_verify(&r, &["HEAD"]);
     assert_eq!(code, 1);
-    assert_eq!(reasons(&report), vec!["malformed"; 64]);
-    assert_eq!(report["revisions"][0]["not_examined"], 6);
+    assert_eq!(reasons(&report), vec!["malformed"; 16]);
+    assert_eq!(report["revisions"][0]["malformed"], 70);
+    assert_eq!(report["revisions"][0]["not_examined"], 0);
 }
 
 /// Stops the ssh-agent a test started.
@@ -1035,4 +1037,370 @@ fn keys_the_verifier_revoked_or_limited_to_commits_do_not_vouch() {
     )
     .expect("write");
     assert_eq!(attest_verify(&r, &["HEAD"]).0, 0);
+}
+
+/// A passphrase-less OpenPGP key for `uid` in a gpg home of its own (someone else's keyring);
+/// its fingerprint.
+fn gpg_key_elsewhere(r: &TestRepo, home: &Path, uid: &str) -> (String, GpgHome) {
+    std::fs::create_dir_all(home).expect("mkdir");
+    std::fs::set_permissions(home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    let guard = GpgHome(home.to_path_buf());
+    let mut cmd = tool(r, "gpg");
+    cmd.env("GNUPGHOME", home).args([
+        "--batch",
+        "--passphrase",
+        "",
+        "--quick-gen-key",
+        uid,
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    ok(cmd, None);
+    let mut cmd = tool(r, "gpg");
+    cmd.env("GNUPGHOME", home)
+        .args(["--batch", "--with-colons", "--list-secret-keys", uid]);
+    let listing = String::from_utf8(ok(cmd, None)).expect("utf8");
+    let fpr = listing
+        .lines()
+        .find_map(|l| l.strip_prefix("fpr:"))
+        .and_then(|l| l.split(':').find(|f| !f.is_empty()))
+        .expect("fingerprint")
+        .to_string();
+    (fpr, guard)
+}
+
+/// `statement` signed over its PAE by the OpenPGP key `uid` of the gpg home `home`.
+fn gpg_envelope_signed_in(r: &TestRepo, home: &Path, uid: &str, statement: &Value) -> String {
+    let payload = serde_json::to_vec(statement).expect("json");
+    let message = r.outside.join("gpg.pae");
+    std::fs::write(&message, pae(IN_TOTO_JSON, &payload)).expect("write");
+    let sig = r.outside.join("gpg.pae.sig");
+    let mut cmd = tool(r, "gpg");
+    cmd.env("GNUPGHOME", home)
+        .args([
+            "--batch",
+            "--yes",
+            "--local-user",
+            uid,
+            "--detach-sign",
+            "-o",
+        ])
+        .arg(&sig)
+        .arg(&message);
+    ok(cmd, None);
+    json!({
+        "payload": b64_encode(r, &payload, "0"),
+        "payloadType": IN_TOTO_JSON,
+        "signatures": [{"sig": b64_encode(r, &std::fs::read(&sig).expect("sig"), "0")}],
+    })
+    .to_string()
+}
+
+#[test]
+fn openpgp_trust_is_the_validity_the_verifier_gave_the_key() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    // gpg writes a '%' in a user id as %25 on its status lines; the signer is named as is.
+    let (fpr, _agent) = gpg_key(&r, "Bob 100% <bob@example.com>");
+    r.git(&["config", "user.signingKey", &fpr]);
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        report["revisions"][0]["signer"],
+        "Bob 100% <bob@example.com>"
+    );
+    let tree = tree_of(&r, "HEAD");
+    let good = envelopes(&r, &tree).remove(0);
+
+    // Mallory's key is in the keyring (imported), but nobody the verifier trusts certified
+    // it: its validity is unknown, whatever name it gives itself.
+    let theirs = r.tmp.path().join("mallory-gnupg");
+    let (mallory, _theirs) = gpg_key_elsewhere(&r, &theirs, "Alice Admin <alice@example.com>");
+    let forged = gpg_envelope_signed_in(&r, &theirs, &mallory, &statement_of(&r, &good));
+    let exported = r.outside.join("mallory.asc");
+    let mut cmd = tool(&r, "gpg");
+    cmd.env("GNUPGHOME", &theirs)
+        .args(["--batch", "--armor", "--output"])
+        .arg(&exported)
+        .args(["--export", &mallory]);
+    ok(cmd, None);
+    let mut cmd = tool(&r, "gpg");
+    cmd.args(["--batch", "--import"]).arg(&exported);
+    ok(cmd, None);
+    set_note(&r, &tree, &[forged]);
+    // The verifier signs with ssh itself: OpenPGP evidence is still held to its keyring's trust.
+    r.git(&["config", "gpg.format", "ssh"]);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(reasons(&report), ["untrusted signer"]);
+    assert_eq!(report["revisions"][0]["signer"], Value::Null);
+    let detail = report["revisions"][0]["envelopes"][0]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(detail.contains("marginal"), "{detail}");
+    assert_eq!(
+        report["revisions"][0]["envelopes"][0]["keyid"],
+        mallory.as_str()
+    );
+
+    // A minTrustLevel git does not know is refused as git refuses it, naming the valid ones.
+    r.git(&["config", "gpg.minTrustLevel", "full"]);
+    let out = gf(&r).args(["attest", "verify"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    for word in [
+        "\"full\"",
+        "undefined",
+        "never",
+        "marginal",
+        "fully",
+        "ultimate",
+    ] {
+        assert!(
+            stderr_of(&out).contains(word),
+            "{word}: {}",
+            stderr_of(&out)
+        );
+    }
+    // Lowered on purpose, the verifier accepts what it chose to accept.
+    r.git(&["config", "gpg.minTrustLevel", "undefined"]);
+    assert_eq!(attest_verify(&r, &["HEAD"]).0, 0);
+    r.git(&["config", "--unset", "gpg.minTrustLevel"]);
+    assert_eq!(attest_verify(&r, &["HEAD"]).0, 1);
+    // Certified by the verifier's own key, it is valid, and vouches.
+    let mut cmd = tool(&r, "gpg");
+    cmd.args(["--batch", "--yes", "--quick-lsign-key", &mallory]);
+    ok(cmd, None);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        report["revisions"][0]["signer"],
+        "Alice Admin <alice@example.com>"
+    );
+}
+
+#[test]
+fn an_allowed_signers_file_in_the_repository_is_never_trusted() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // The file git's documentation suggests, committed: a change could add its own key.
+    trust(&r.root.join(".gitsigners"), "alice@example.com", &alice);
+    r.git(&["add", ".gitsigners"]);
+    r.git(&["commit", "-qm", "signers"]);
+    r.git(&["config", "factory.verify", "true"]);
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    for (file, sub) in [(".gitsigners", ""), ("sub/../.gitsigners", "sub")] {
+        std::fs::create_dir_all(r.root.join("sub")).expect("mkdir");
+        r.git(&["config", "gpg.ssh.allowedSignersFile", file]);
+        let out = gf(&r)
+            .current_dir(r.root.join(sub))
+            .args(["attest", "verify", "--json"])
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        let report: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(reasons(&report), ["untrusted signer"]);
+        let detail = report["revisions"][0]["envelopes"][0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(detail.contains(".gitsigners"), "{detail}");
+        assert!(detail.contains("outside the repository"), "{detail}");
+    }
+    // A relative path outside the work tree is read as git reads it, from the top of the
+    // work tree: the verdict is the same from any folder.
+    trust(
+        &r.tmp.path().join("team_signers"),
+        "alice@example.com",
+        &alice,
+    );
+    r.git(&["config", "gpg.ssh.allowedSignersFile", "../team_signers"]);
+    for sub in ["", "sub"] {
+        let out = gf(&r)
+            .current_dir(r.root.join(sub))
+            .args(["attest", "verify"])
+            .output()
+            .expect("runs");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "from {sub:?}: {}",
+            stderr_of(&out)
+        );
+    }
+}
+
+#[test]
+fn a_note_can_neither_make_the_verifier_check_without_end_nor_hide_a_good_envelope() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let tree = tree_of(&r, "HEAD");
+    let good = envelopes(&r, &tree).remove(0);
+    let carol = ssh_key(&r, "carol");
+    let carols: Value =
+        serde_json::from_str(&envelope_signed_here(&r, &carol, &statement_of(&r, &good)))
+            .expect("json");
+
+    // One envelope with 300 signatures: a handful are checked, the rest counted.
+    let mut many = carols.clone();
+    many["signatures"] = Value::Array(vec![carols["signatures"][0].clone(); 300]);
+    set_note(&r, &tree, &[many.to_string()]);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(reasons(&report), ["untrusted signer"]);
+    let skipped = report["revisions"][0]["signatures_not_checked"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(skipped >= 290, "{report:#}");
+
+    // Junk first (as the union merge may sort it), then 80 good signatures by a key nobody
+    // trusts, then the good envelope: malformed lines cost nothing, an untrusted key is not
+    // checked again and again, and the envelope by a trusted key is found.
+    let mut lines: Vec<String> = (0..100).map(|i| format!("!junk {i}")).collect();
+    for i in 0..80 {
+        let mut e = carols.clone();
+        e["signatures"][0]["keyid"] = format!("k{i}").into();
+        lines.push(e.to_string());
+    }
+    lines.push(good.to_string());
+    set_note(&r, &tree, &lines);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr} {report:#}");
+    assert_eq!(report["revisions"][0]["signer"], "alice@example.com");
+    assert_eq!(report["revisions"][0]["malformed"], 100);
+
+    // A NUL in the note does not cut it short: the bad line is skipped, the good one read.
+    let blob = r.outside.join("nul-note");
+    let mut bytes = b"junk\0junk\n".to_vec();
+    bytes.extend_from_slice(good.to_string().as_bytes());
+    bytes.push(b'\n');
+    std::fs::write(&blob, &bytes).expect("write");
+    let id = r
+        .git(&["hash-object", "-w", blob.to_str().expect("utf8")])
+        .trim()
+        .to_string();
+    r.git(&[
+        "notes",
+        "--ref",
+        "factory-attest",
+        "add",
+        "-f",
+        "-C",
+        &id,
+        &tree,
+    ]);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr} {report:#}");
+}
+
+#[test]
+fn an_untrusted_envelope_names_the_key_that_signed_it() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let tree = tree_of(&r, "HEAD");
+    let good = envelopes(&r, &tree).remove(0);
+    let alices = good["signatures"][0]["keyid"]
+        .as_str()
+        .expect("keyid")
+        .to_string();
+    let carol = ssh_key(&r, "carol");
+    let mut forged: Value =
+        serde_json::from_str(&envelope_signed_here(&r, &carol, &statement_of(&r, &good)))
+            .expect("json");
+    let claim = format!("{alices}\u{1b}[2J");
+    forged["signatures"][0]["keyid"] = claim.clone().into();
+    set_note(&r, &tree, &[forged.to_string()]);
+    let mut cmd = tool(&r, "ssh-keygen");
+    cmd.arg("-lf").arg(&carol.public);
+    let listed = String::from_utf8(ok(cmd, None)).expect("utf8");
+    let carols = listed.split_whitespace().nth(1).expect("fingerprint");
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    let e = &report["revisions"][0]["envelopes"][0];
+    assert_eq!(e["reason"], "untrusted signer");
+    assert_eq!(e["keyid"], carols, "{e:#}");
+    assert_eq!(e["claimed_keyid"], claim.as_str(), "{e:#}");
+    let out = gf(&r).args(["attest", "verify"]).output().expect("runs");
+    assert!(!stderr_of(&out).contains('\u{1b}'), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_signing_key_that_cannot_sign_is_refused_before_any_check_runs() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let marker = r.outside.join("ran");
+    r.git(&[
+        "config",
+        "factory.verify",
+        &format!("touch {}", marker.display()),
+    ]);
+    let (_, _gpg) = gpg_key(&r, "Bob <bob@example.com>");
+    r.git(&["config", "user.signingKey", "NOSUCHKEY"]);
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("NOSUCHKEY"), "{}", stderr_of(&out));
+    assert!(!marker.exists(), "no check ran");
+    for notes in ["refs/notes/factory-verify", "refs/notes/factory-attest"] {
+        assert_eq!(
+            r.git_code(&["rev-parse", "-q", "--verify", notes]).0,
+            1,
+            "{notes}"
+        );
+    }
+    // An SSH public key whose private half is neither beside it nor in an agent.
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    std::fs::remove_file(&alice.private).expect("rm");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("ssh-agent"), "{}", stderr_of(&out));
+    assert!(!marker.exists(), "no check ran");
+}
+
+#[test]
+fn a_revision_that_is_not_there_is_reported_with_the_others() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let alice = ssh_key(&r, "alice");
+    sign_with_ssh(&r, &alice, "alice@example.com");
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let (code, stderr, report) = attest_verify(&r, &["HEAD", "no-such-rev"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(report["verified"], false);
+    assert_eq!(report["revisions"][0]["verified"], true);
+    assert_eq!(report["revisions"][1]["rev"], "no-such-rev");
+    assert_eq!(report["revisions"][1]["verified"], false);
+    assert!(report["revisions"][1]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("not a commit")));
 }
