@@ -8,6 +8,7 @@ mod candidates;
 mod contracts;
 mod delivery;
 mod demo;
+mod escapes;
 mod generated;
 mod log_show;
 mod newcomer;

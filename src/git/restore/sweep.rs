@@ -5,7 +5,7 @@
 use super::dirs::Known;
 use super::facts::{Image, KeptEntry, RelPath, Restore};
 use super::images::write_image;
-use super::paths::{inode_at, move_back, open_dir_at, present, remove_at};
+use super::paths::{identity_at, identity_in, move_back, open_dir_at, present, remove_at};
 use super::python::is_bytecode;
 use super::report::Report;
 use crate::error::Result;
@@ -40,7 +40,8 @@ impl Restore {
     /// a tracked one it edited is written back from the index (`info/exclude` was put back
     /// with `.git/config`). Files written where a sparse checkout left a path out go too (the
     /// walk does not look at skip-worktree paths). A recorded entry a command renamed (same
-    /// inode, old name gone) is moved back, so the user's ignored data is not deleted under
+    /// inode and birth time — or, where the file system keeps no birth time, size and
+    /// modification time — old name gone) is moved back, so the user's ignored data is not deleted under
     /// its new name; one it deleted is named. Only folders whose stamp moved, and new ones,
     /// are read.
     pub(super) fn sweep(
@@ -65,8 +66,11 @@ impl Restore {
             missing: self
                 .kept
                 .iter()
-                .filter(|k| k.ino != 0 && inode_at(&self.root, k.path.as_bytes()) != Some(k.ino))
-                .map(|k| (k.ino, k))
+                .filter_map(|k| {
+                    let id = k.id?;
+                    let now = identity_at(&self.root, k.path.as_bytes());
+                    (!now.is_some_and(|n| id.same_entry(&n))).then_some((id.ino, k))
+                })
                 .collect(),
             report,
         };
@@ -213,7 +217,15 @@ impl Sweep<'_, '_> {
             return false;
         }
         let shown = RelPath::from_bytes(c).display();
-        if let Some(was) = self.missing.remove(&ino) {
+        // The same inode number is not the same file: the kernel gives a freed number to the
+        // next file made, so a deleted ignored file and a new one would be taken for a rename
+        // and the new one's bytes written back under the old name.
+        let renamed = self.missing.get(&ino).is_some_and(|was| {
+            was.id
+                .zip(identity_in(dir, name))
+                .is_some_and(|(then, now)| then.same_entry(&now))
+        });
+        if let Some(was) = renamed.then(|| self.missing.remove(&ino)).flatten() {
             match move_back(self.root, dir, name, was.path.as_bytes()) {
                 Ok(()) => {
                     report.paths.push(shown);

@@ -1,0 +1,102 @@
+//! What model-written checks and model-driven agents leave behind (SPEC §7, §7.1, §3.7): the
+//! user's ignored files, the history, the verification cache and the kept bytecode cache must
+//! come out of a run as they went in, whatever a command did. Real git, real processes, real
+//! python3 where Python is involved; each outcome is what the user sees — verdict, stage,
+//! exit code, files byte for byte, refs, side effects.
+
+use crate::common::*;
+use serde_json::Value;
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+fn good() -> String {
+    proposal(
+        &diff_replace("app.txt", &APP, "two", "TWO"),
+        "uppercase two",
+    )
+}
+
+/// A repo ignoring `*.key`, `.env` and `build/`, whose global verification is `true`.
+fn keyed() -> TestRepo {
+    let r = TestRepo::with_files(&[
+        ("app.txt", "one\ntwo\nthree\n"),
+        (".gitignore", ".env\nbuild/\n*.key\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    r
+}
+
+/// One attempt of the good change with `check` as its acceptance command; the summary.
+fn run_check(r: &TestRepo, check: &str, flags: &[&str]) -> (std::process::Output, Value) {
+    let wo = r.work_order(basic_order(&[check]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut all = vec!["--json", "--max-attempts", "1"];
+    all.extend_from_slice(flags);
+    let out = r.run_replay(&wo, &replay, &all);
+    let summary = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    (out, summary)
+}
+
+fn side_effects(s: &Value) -> Vec<String> {
+    s["side_effects"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A check that deletes an ignored key and makes a new file: the kernel gives the new file
+/// the key's freed inode number, and a restore that took "same inode, old name gone" for a
+/// rename wrote the new file's bytes back as the key.
+fn deleted_key_is_not_replaced(flags: &[&str]) {
+    let r = keyed();
+    for i in 0..4 {
+        r.write(&format!("secret{i}.key"), &format!("SECRET-{i}\n"));
+    }
+    let check = "sh -c 'rm secret0.key && printf attacker > planted.txt && grep -qx TWO app.txt'";
+    let (out, s) = run_check(&r, check, flags);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    assert_eq!(r.read("secret0.key"), None, "a deleted key stays deleted");
+    for i in 1..4 {
+        assert_eq!(
+            r.read(&format!("secret{i}.key")),
+            Some(format!("SECRET-{i}\n"))
+        );
+    }
+    assert_eq!(r.read("planted.txt"), None);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    let effects = side_effects(&s);
+    assert!(
+        effects.iter().any(|e| e.starts_with("secret0.key")),
+        "the deleted key is named: {effects:?}"
+    );
+    assert!(effects.iter().any(|e| e == "planted.txt"), "{effects:?}");
+}
+
+#[test]
+fn a_deleted_ignored_file_is_never_given_another_files_bytes() {
+    deleted_key_is_not_replaced(&[]);
+}
+
+#[test]
+fn a_deleted_ignored_file_is_never_given_another_files_bytes_in_the_sandbox() {
+    if bwrap_or_skip() {
+        deleted_key_is_not_replaced(&["--sandbox"]);
+    }
+}
+
+#[test]
+fn an_ignored_file_a_check_renames_is_moved_back() {
+    let r = keyed();
+    r.write("secret0.key", "SECRET\n");
+    let check = "sh -c 'mv secret0.key moved.txt && grep -qx TWO app.txt'";
+    let (out, s) = run_check(&r, check, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("secret0.key").as_deref(), Some("SECRET\n"));
+    assert_eq!(r.read("moved.txt"), None);
+    assert_eq!(s["verdict"], "PASS");
+}
