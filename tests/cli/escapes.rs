@@ -100,3 +100,59 @@ fn an_ignored_file_a_check_renames_is_moved_back() {
     assert_eq!(r.read("moved.txt"), None);
     assert_eq!(s["verdict"], "PASS");
 }
+
+/// The sealing key of the verification cache exists before the first check of a repo's
+/// first run: no command can find it missing and wait for another process to make it.
+#[test]
+fn the_sealing_key_exists_before_the_first_check() {
+    let r = keyed();
+    r.git(&[
+        "config",
+        "factory.verify",
+        "sh -c 'test -s \"$(git rev-parse --git-common-dir)/factory/verify-key\"'",
+    ]);
+    let (out, s) = run_check(&r, "grep -qx TWO app.txt", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+}
+
+/// A sandboxed check that waits for the key to appear (made by another git-factory process
+/// while it runs) never gets to read it.
+#[test]
+fn a_sandboxed_check_cannot_wait_for_the_sealing_key_to_appear() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = keyed();
+    let key = r.root.join(".git/factory/verify-key");
+    // Reads the key once it has bytes; fails if it ever could.
+    r.git(&[
+        "config",
+        "factory.verify",
+        "sh -c 'touch waiting.txt; i=0; while [ $i -lt 40 ]; do \
+         if [ -s .git/factory/verify-key ] && [ $(cat .git/factory/verify-key | wc -c) -ge 32 ]; then exit 1; fi; \
+         sleep 0.05; i=$((i+1)); done'",
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let child = r
+        .spawn(&["run", "--json", "--sandbox", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    wait_for(&r.root.join("waiting.txt"));
+    if !key.exists() {
+        // Another git-factory process making the key now, as one making its first seal would.
+        std::fs::create_dir_all(key.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&key, [7u8; 32]).expect("key");
+    }
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["verdict"], "PASS");
+    assert_eq!(r.read("waiting.txt"), None);
+}
