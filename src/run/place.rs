@@ -99,7 +99,8 @@ impl<'r> Place<'r> {
             crate::journal::saved_dir(&plan.factory_dir, &plan.run_id),
             !plan.worktree,
             self.preflight.as_ref(),
-        )?;
+        )?
+        .confined_if(plan.sandbox);
         let journal = Journal {
             run_id: plan.run_id.clone(),
             pid: std::process::id(),

@@ -156,3 +156,56 @@ fn a_sandboxed_check_cannot_wait_for_the_sealing_key_to_appear() {
     assert_eq!(s["verdict"], "PASS");
     assert_eq!(r.read("waiting.txt"), None);
 }
+
+/// What a check plants for the user's next `python3` (a native module, a `.pth`) and a new
+/// ignored build folder.
+const PLANT: &str = "sh -c 'printf evil > json.cpython-311-x86_64-linux-gnu.so && printf evil > x.pth && mkdir -p build && printf o > build/out.o && grep -qx TWO app.txt'";
+
+#[test]
+fn new_files_a_sandboxed_check_made_are_removed_ignored_ones_too() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = keyed();
+    r.write(".gitignore", ".env\nbuild/\n*.key\n*.so\n*.pth\n");
+    r.git(&["commit", "-qam", "ignore more"]);
+    r.write(".env", "USER=me\n");
+    let before = r.snapshot();
+    let (out, s) = run_check(&r, PLANT, &["--sandbox"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    for gone in [
+        "json.cpython-311-x86_64-linux-gnu.so",
+        "x.pth",
+        "build/out.o",
+    ] {
+        assert_eq!(r.read(gone), None, "{gone} is removed");
+    }
+    assert!(!r.root.join("build").exists());
+    let effects = side_effects(&s);
+    for named in ["json.cpython-311-x86_64-linux-gnu.so", "x.pth", "build"] {
+        assert!(
+            effects.iter().any(|e| e.trim_end_matches('/') == named),
+            "{named} is listed: {effects:?}"
+        );
+    }
+    assert_eq!(r.read(".env").as_deref(), Some("USER=me\n"));
+    // Only the change is left: baseline + change.
+    let mut after = r.snapshot();
+    after.files.remove("app.txt");
+    let mut was = before;
+    was.files.remove("app.txt");
+    assert_eq!(after.files, was.files);
+}
+
+#[test]
+fn new_ignored_files_an_unsandboxed_check_made_stay() {
+    let r = keyed();
+    r.write(".gitignore", ".env\nbuild/\n*.key\n*.so\n*.pth\n");
+    r.git(&["commit", "-qam", "ignore more"]);
+    let (out, s) = run_check(&r, PLANT, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    assert_eq!(r.read("build/out.o").as_deref(), Some("o"));
+    assert_eq!(r.read("x.pth").as_deref(), Some("evil"));
+}

@@ -68,6 +68,7 @@ impl Restore {
             exclude_absent: files.exclude_absent,
             hooks: files.hooks,
             since,
+            confined: false,
         })
     }
 }

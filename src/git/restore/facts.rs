@@ -143,6 +143,12 @@ pub struct Restore {
     /// [`is_bytecode`](super::python::is_bytecode)).
     #[serde(default)]
     pub since: Option<(i64, i64)>,
+    /// The commands run in this worktree are confined (`--sandbox`, SPEC §7.1): what they
+    /// made is removed when the attempt ends — new files the baseline's rules ignore too (a
+    /// native module or a `.pth` the user's next `python` would import) — and listed. Without
+    /// it new ignored files stay (SPEC §5), except after an agent (its audit removes them).
+    #[serde(default)]
+    pub confined: bool,
 }
 
 /// An untracked entry that existed at capture (see [`Restore::kept`]).

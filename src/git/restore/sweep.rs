@@ -34,7 +34,9 @@ pub(super) const SKIP_WORKTREE: u16 = 0x4000;
 
 impl Restore {
     /// Makes the ignore rules the baseline's before the status walk judges anything by them,
-    /// and removes what that walk cannot see. SPEC §5 keeps ignored files (`git clean -fd`,
+    /// and removes what that walk cannot see. With `new_ignored` (confined commands, an
+    /// agent) every entry that was not there at capture goes, ignored or not (SPEC §7.1
+    /// "left behind: nothing"). Otherwise SPEC §5 keeps ignored files (`git clean -fd`,
     /// no `-x`) — ignored by the baseline's rules, never by rules a command wrote: a
     /// `.gitignore` it planted (one that ignores itself, a new folder ignoring `*`) goes here,
     /// a tracked one it edited is written back from the index (`info/exclude` was put back
@@ -49,6 +51,7 @@ impl Restore {
         repo: &Repository,
         images: &[Image],
         known: &Known<'_>,
+        new_ignored: bool,
         report: &mut Report,
     ) -> Result<()> {
         let index = repo.index()?;
@@ -72,6 +75,7 @@ impl Restore {
                     (!now.is_some_and(|n| id.same_entry(&n))).then_some((id.ino, k))
                 })
                 .collect(),
+            new_ignored,
             report,
         };
         sweep.folders(queue);
@@ -171,6 +175,8 @@ struct Sweep<'a, 'r> {
     kept: HashSet<&'a [u8]>,
     /// Recorded entries gone from their place, by inode: candidates for a rename back.
     missing: HashMap<u64, &'a KeptEntry>,
+    /// Every new entry goes, ignored or not: the commands were confined, or an agent's.
+    new_ignored: bool,
     report: &'r mut Report,
 }
 
@@ -248,7 +254,9 @@ impl Sweep<'_, '_> {
             }
             return false;
         }
-        if name == b".gitignore" || in_index == Tracked::LeftOut {
+        // A folder recorded at capture (one holding only ignored entries) is not new.
+        let new = self.new_ignored && in_index == Tracked::No && !self.known.contains_key(c);
+        if new || name == b".gitignore" || in_index == Tracked::LeftOut {
             match remove_at(dir, name) {
                 Ok(()) => {
                     report.paths.push(shown);
