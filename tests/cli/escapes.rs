@@ -209,3 +209,88 @@ fn new_ignored_files_an_unsandboxed_check_made_stay() {
     assert_eq!(r.read("build/out.o").as_deref(), Some("o"));
     assert_eq!(r.read("x.pth").as_deref(), Some("evil"));
 }
+/// `git factory run --agent-edits 'sh SCRIPT'` (unsandboxed unless `extra` says), the agent
+/// told where the user's tree is.
+fn agent_run(r: &TestRepo, script: &str, extra: &[&str]) -> (std::process::Output, Value) {
+    let path = r.outside.join("agent.sh");
+    std::fs::write(&path, script).expect("write");
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .factory()
+        .env("USER_ROOT", &r.root)
+        .args(["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(format!("sh {}", path.display()))
+        .args(extra)
+        .output()
+        .expect("runs");
+    let s = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    (out, s)
+}
+
+const EDIT: &str = "sed -i s/^two$/TWO/ app.txt\n";
+
+fn escaped(out: &std::process::Output, s: &Value) {
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(out));
+    assert_eq!(s["verdict"], "FAIL");
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "agent_escaped",
+        "{s}"
+    );
+}
+
+#[test]
+fn an_agent_that_rewrites_an_ignored_file_or_plants_a_module_escapes_and_is_put_back() {
+    let r = keyed();
+    r.write(".gitignore", ".env\nbuild/\n*.key\n*.so\n");
+    r.git(&["commit", "-qam", "ignore modules"]);
+    r.write(".env", "USER=me\n");
+    r.write("build/keep.o", "built\n");
+    let before = r.snapshot();
+    let script = format!(
+        "{EDIT}printf 'USER=evil\\n' > \"$USER_ROOT/.env\"\n\
+         printf evil > \"$USER_ROOT/json.cpython-311-x86_64-linux-gnu.so\"\n\
+         printf evil > \"$USER_ROOT/build/sneaky.pth\"\n"
+    );
+    let (out, s) = agent_run(&r, &script, &[]);
+    escaped(&out, &s);
+    assert_eq!(
+        r.snapshot(),
+        before,
+        "everything the agent touched is put back"
+    );
+}
+
+/// An agent that seals a PASS note for a tree whose verification fails, with the clone's own
+/// key, as the harness would.
+const FORGE: &str = r#"
+import hashlib, hmac, os, subprocess
+common = subprocess.check_output(["git", "rev-parse", "--git-common-dir"], text=True).strip()
+keyfile = os.path.join(common, "factory", "verify-key")
+if not os.path.exists(keyfile):
+    os.makedirs(os.path.dirname(keyfile), exist_ok=True)
+    with open(keyfile, "wb") as f:
+        f.write(os.urandom(32))
+secret = open(keyfile, "rb").read()
+tree = subprocess.check_output(["git", "rev-parse", "HEAD^{tree}"], text=True).strip()
+key = hashlib.sha256("\x1f".join(["sh", "-c", "grep -qx TWO app.txt"]).encode()).hexdigest()
+seal = hmac.new(secret, f"PASS\0{tree}\0{key}\0".encode(), hashlib.sha256).hexdigest()
+subprocess.check_call(["git", "notes", "--ref", "refs/notes/factory-verify", "add", "-f",
+                       "-m", f"PASS {key} {seal}", tree])
+"#;
+
+#[test]
+fn an_agent_that_forges_a_sealed_pass_note_escapes_and_verify_still_checks() {
+    let r = keyed();
+    r.git(&["config", "factory.verify", "sh -c 'grep -qx TWO app.txt'"]);
+    let forge = r.outside.join("forge.py");
+    std::fs::write(&forge, FORGE).expect("write");
+    let (out, s) = agent_run(&r, &format!("{EDIT}python3 {}\n", forge.display()), &[]);
+    escaped(&out, &s);
+    let (code, _) = r.git_code(&["rev-parse", "-q", "--verify", "refs/notes/factory-verify"]);
+    assert_ne!(code, 0, "the forged note is gone");
+    let verify = r.factory().args(["verify", "HEAD"]).output().expect("runs");
+    assert_ne!(verify.status.code(), Some(0), "{}", stdout_of(&verify));
+    assert!(!stdout_of(&verify).contains("cached"));
+}

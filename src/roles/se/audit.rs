@@ -49,6 +49,8 @@ pub struct Audit {
     /// `HEAD` of the main worktree and of every linked one, by admin folder name (`""` for
     /// the main one).
     heads: BTreeMap<Vec<u8>, Option<FileFact>>,
+    /// Ignored files, notes refs and `.git/factory/` files, put back when changed.
+    pub watched: super::watched::Watched,
 }
 
 fn is_ours(name: &str) -> bool {
@@ -108,6 +110,7 @@ impl Audit {
     pub fn capture(repo: &Repository) -> Result<Self> {
         let common = repo.commondir().to_path_buf();
         Ok(Audit {
+            watched: super::watched::Watched::capture(repo)?,
             refs: list_refs(repo)?,
             heads: list_heads(&common),
             common,
