@@ -294,3 +294,62 @@ fn an_agent_that_forges_a_sealed_pass_note_escapes_and_verify_still_checks() {
     assert_ne!(verify.status.code(), Some(0), "{}", stdout_of(&verify));
     assert!(!stdout_of(&verify).contains("cached"));
 }
+
+/// A check that forges the bytecode of the standard library's `json` in the kept cache: on
+/// import it ends the process with exit 0, whatever the check meant to say.
+const FORGE_JSON: &str = r#"
+import importlib._bootstrap_external as ext, importlib.util, json, os, sys
+src = json.__file__
+target = importlib.util.cache_from_source(src)
+st = os.stat(src)
+code = compile("import os\nos._exit(0)\n", src, "exec")
+data = ext._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size)
+os.makedirs(os.path.dirname(target), exist_ok=True)
+tmp = target + ".forged"
+with open(tmp, "wb") as f:
+    f.write(data)
+os.replace(tmp, target)
+print("forged", target)
+"#;
+
+#[test]
+fn forged_standard_library_bytecode_never_reaches_a_later_check() {
+    let r = keyed();
+    let forge = r.outside.join("forge_json.py");
+    std::fs::write(&forge, FORGE_JSON).expect("write");
+    let check = format!("python3 {}", forge.display());
+    let (out, s) = run_check(&r, &check, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    r.git(&["commit", "-qam", "TWO"]);
+    // A tree whose verification fails: it imports json, then exits 1.
+    r.git(&[
+        "config",
+        "factory.verify",
+        "python3 -c 'import json, sys; sys.exit(1)'",
+    ]);
+    let verify = r
+        .factory()
+        .args(["verify", "--no-cache", "HEAD"])
+        .output()
+        .expect("runs");
+    assert_ne!(
+        verify.status.code(),
+        Some(0),
+        "verify ran the forged json: {}",
+        stdout_of(&verify)
+    );
+    if bwrap_or_skip() {
+        let wo = r.work_order(basic_order(&["true"]));
+        let back = diff_replace("app.txt", &["one", "TWO", "three"], "TWO", "two");
+        let replay = r.replay("rp2", &[("1.json", proposal(&back, "lower"))]);
+        let out = r.run_replay(
+            &wo,
+            &replay,
+            &["--json", "--sandbox", "--max-attempts", "1"],
+        );
+        let s: Value = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        assert_eq!(s["verdict"], "FAIL");
+    }
+}
