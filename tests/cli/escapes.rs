@@ -212,8 +212,6 @@ fn new_ignored_files_an_unsandboxed_check_made_stay() {
 /// `git factory run --agent-edits 'sh SCRIPT'` (unsandboxed unless `extra` says), the agent
 /// told where the user's tree is.
 fn agent_run(r: &TestRepo, script: &str, extra: &[&str]) -> (std::process::Output, Value) {
-    let path = r.outside.join("agent.sh");
-    std::fs::write(&path, script).expect("write");
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
     let out = r
         .factory()
@@ -221,7 +219,10 @@ fn agent_run(r: &TestRepo, script: &str, extra: &[&str]) -> (std::process::Outpu
         .args(["run", "--json", "--max-attempts", "1", "-w"])
         .arg(&wo)
         .arg("--agent-edits")
-        .arg(format!("sh {}", path.display()))
+        .arg(format!(
+            "sh -c {}",
+            shlex::try_quote(script).expect("quotable")
+        ))
         .args(extra)
         .output()
         .expect("runs");
@@ -352,4 +353,31 @@ fn forged_standard_library_bytecode_never_reaches_a_later_check() {
         assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
         assert_eq!(s["verdict"], "FAIL");
     }
+}
+
+/// An agent that deletes every loose object of the repo, then makes its change and commits
+/// it (its commit must still make the proposal).
+const DESTROY: &str = "rm -rf \"$(git rev-parse --git-common-dir)\"/objects/?? ; \
+     sed -i s/^two$/TWO/ app.txt && git add app.txt && \
+     git -c user.name=a -c user.email=a@b.invalid commit -qm agent\n";
+
+fn history_intact(r: &TestRepo, head: &str) {
+    assert_eq!(r.git(&["rev-parse", "HEAD"]).trim(), head);
+    let (code, _) = r.git_code(&["fsck", "--no-dangling", "--connectivity-only"]);
+    assert_eq!(code, 0, "every object the history needs is there");
+    assert_eq!(r.git(&["show", "HEAD:app.txt"]), "one\ntwo\nthree\n");
+}
+
+#[test]
+fn a_sandboxed_agent_commits_into_its_own_objects_and_cannot_destroy_the_history() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = keyed();
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let (out, s) = agent_run(&r, DESTROY, &["--sandbox"]);
+    history_intact(&r, &head);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
 }
