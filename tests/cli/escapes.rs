@@ -381,3 +381,13 @@ fn a_sandboxed_agent_commits_into_its_own_objects_and_cannot_destroy_the_history
     assert_eq!(s["verdict"], "PASS");
     assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
 }
+#[test]
+fn an_unsandboxed_agent_that_deletes_objects_escapes_and_the_history_is_put_back() {
+    let r = keyed();
+    // Loose objects only (no pack), as in a young repo.
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let (out, s) = agent_run(&r, DESTROY, &[]);
+    history_intact(&r, &head);
+    escaped(&out, &s);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}

@@ -8,6 +8,9 @@
 //! [`KEEP_UP_TO`] (secrets, settings, `.pth` files: what an attack rewrites), at most
 //! [`KEEP_TOTAL`] in all; a larger file that changed is named as not put back.
 //!
+//! The repo's object files are linked aside before an unconfined agent runs and linked back
+//! if it deleted or replaced them (see [`ObjectFiles`]).
+//!
 //! Writes never follow a link a command planted (`git::nofollow`). The folders of live
 //! state in `.git/factory/` (runs being recorded, worktrees, locks, the bytecode cache, whose
 //! forgeries are removed by change time elsewhere) are not compared: other runs of the same
@@ -182,14 +185,112 @@ fn notes(repo: &Repository) -> Result<BTreeMap<String, Oid>> {
     Ok(out)
 }
 
+/// The repo's object files (loose objects and packs), hard-linked aside before an agent that
+/// runs unconfined: its own git writes to a private object folder, but as the user it could
+/// still delete or replace the repo's. A link keeps a deleted or replaced file's bytes
+/// (objects are never written in place by git), so what went is linked back. A file
+/// rewritten in place shares its inode with the link: named when its size changed, not put
+/// back; one rewritten to the same size is not seen (only hashing every object would). Under
+/// `--sandbox` the objects are read-only to the agent and nothing is linked.
+#[derive(Debug)]
+struct ObjectFiles {
+    objects: PathBuf,
+    keep: tempfile::TempDir,
+    /// Per file (relative to `objects`): its inode and size. Not its times: git and libgit2
+    /// "freshen" an object they are asked to write again by touching it.
+    files: Vec<(PathBuf, u64, u64)>,
+}
+
+impl ObjectFiles {
+    fn capture(repo: &Repository) -> Result<Self> {
+        let objects = repo.commondir().join("objects");
+        let scratch = crate::git::factory_dir(repo).join("tmp");
+        std::fs::create_dir_all(&scratch)?;
+        let keep = tempfile::Builder::new()
+            .prefix("objects-")
+            .tempdir_in(&scratch)?;
+        let mut files = Vec::new();
+        for dir in std::fs::read_dir(&objects)?.flatten() {
+            let name = dir.file_name();
+            let fan_out = name.len() == 2 && name.as_bytes().iter().all(u8::is_ascii_hexdigit);
+            if !(fan_out || name == "pack") || !dir.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            std::fs::create_dir_all(keep.path().join(&name))?;
+            for file in std::fs::read_dir(dir.path())?.flatten() {
+                if !file.file_type().is_ok_and(|t| t.is_file()) {
+                    continue;
+                }
+                let rel = Path::new(&name).join(file.file_name());
+                if std::fs::hard_link(file.path(), keep.path().join(&rel)).is_err() {
+                    continue;
+                }
+                if let Ok(m) = std::fs::symlink_metadata(file.path()) {
+                    files.push((rel, m.ino(), m.size()));
+                }
+            }
+        }
+        Ok(ObjectFiles {
+            objects,
+            keep,
+            files,
+        })
+    }
+
+    fn put_back(&self, out: &mut PutBack) {
+        let (mut back, mut rewritten) = (0usize, 0usize);
+        for (rel, ino, size) in &self.files {
+            let path = self.objects.join(rel);
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.ino() == *ino && m.size() == *size => continue,
+                Ok(m) if m.ino() == *ino => {
+                    rewritten += 1;
+                    continue;
+                }
+                Ok(_) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(_) => {
+                    if let Some(parent) = path.parent() {
+                        let _ = std::fs::create_dir_all(parent);
+                    }
+                }
+            }
+            match std::fs::hard_link(self.keep.path().join(rel), &path) {
+                Ok(()) => back += 1,
+                Err(e) => out.failed.push(format!(
+                    "{} (deleted; not put back: {e})",
+                    shown_object(rel)
+                )),
+            }
+        }
+        if back > 0 {
+            out.restored.push(format!(
+                "{back} object file(s) of .git/objects (deleted or replaced)"
+            ));
+        }
+        if rewritten > 0 {
+            out.failed.push(format!(
+                "{rewritten} object file(s) of .git/objects (rewritten in place; not put back: run git fsck)"
+            ));
+        }
+    }
+}
+
+fn shown_object(rel: &Path) -> String {
+    format!(".git/objects/{}", rel.as_os_str().as_bytes().escape_ascii())
+}
+
 /// See the module's documentation.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Watched {
     /// The ignored files of the run's work tree (in a `--worktree` run the user's own tree
     /// is shared with their ongoing work, which the audit must not undo).
     tree: Files,
     factory: Files,
     notes: BTreeMap<String, Oid>,
+    /// `None` for a sandboxed agent, to which the objects are read-only.
+    objects: Option<ObjectFiles>,
 }
 
 /// What putting back did: names put back, names that could not be.
@@ -200,7 +301,7 @@ pub struct PutBack {
 }
 
 impl Watched {
-    pub fn capture(repo: &Repository) -> Result<Self> {
+    pub fn capture(repo: &Repository, sandboxed: bool) -> Result<Self> {
         let mut budget = KEEP_TOTAL;
         let root = crate::git::workdir(repo)?;
         let tree = Files::capture(root, "", ignored_files(repo), &mut budget);
@@ -215,12 +316,20 @@ impl Watched {
             tree,
             factory,
             notes: notes(repo)?,
+            objects: if sandboxed {
+                None
+            } else {
+                Some(ObjectFiles::capture(repo)?)
+            },
         })
     }
 
     /// Puts back every watched thing that differs, naming each.
     pub fn put_back(&self, repo: &Repository) -> Result<PutBack> {
         let mut out = PutBack::default();
+        if let Some(objects) = &self.objects {
+            objects.put_back(&mut out);
+        }
         self.tree
             .put_back(ignored_files(repo), &mut out.restored, &mut out.failed);
         self.factory.put_back(
