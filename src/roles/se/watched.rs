@@ -218,7 +218,16 @@ impl ObjectFiles {
             }
             std::fs::create_dir_all(keep.path().join(&name))?;
             for file in std::fs::read_dir(dir.path())?.flatten() {
-                if !file.file_type().is_ok_and(|t| t.is_file()) {
+                // Objects and packs only: a temporary file another writer is about to rename
+                // (git's `tmp_obj_*`, libgit2's `tmp_object_git2_*`) goes by itself.
+                let fname = file.file_name();
+                let fname = fname.as_bytes();
+                let object = if fan_out {
+                    fname.iter().all(u8::is_ascii_hexdigit)
+                } else {
+                    fname.starts_with(b"pack-")
+                };
+                if !object || !file.file_type().is_ok_and(|t| t.is_file()) {
                     continue;
                 }
                 let rel = Path::new(&name).join(file.file_name());
