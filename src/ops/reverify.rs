@@ -73,6 +73,7 @@ pub fn reverify(
         sandboxed: settings.sandboxed,
     };
     check_trees(repo, run)?;
+    crate::roles::po::cache::ensure_secret(repo)?;
     let mut rows: Vec<Row> = Vec::new();
     for a in &run.summary.attempts {
         let recorded = match &a.failure_brief {

@@ -41,6 +41,7 @@ pub fn verify_commit(
             excerpt: String::new(),
         });
     }
+    cache::ensure_secret(repo)?;
     let name = format!(
         "verify-{}-{}",
         &tree.id().to_string()[..12],

@@ -48,6 +48,8 @@ impl<'r> Place<'r> {
         // Two runs of the same run_id (two --worktree runs of one order) would share the
         // staging folder and the worktree: the second refuses, naming the first.
         let run_lock = RepoLock::acquire_run(&plan.factory_dir, &plan.run_id)?;
+        // The sealing secret exists before the first command of the run (SPEC §7.1).
+        crate::roles::po::cache::ensure_secret(user)?;
         let run_dir = plan.factory_dir.join("runs").join(&plan.run_id);
         if run_dir.exists() {
             std::fs::remove_dir_all(&run_dir)?;
@@ -110,7 +112,8 @@ impl<'r> Place<'r> {
             crate::journal::saved_dir(&plan.factory_dir, &plan.run_id),
             !plan.worktree,
             self.preflight.as_ref(),
-        )?;
+        )?
+        .confined_if(plan.sandbox);
         let journal = Journal {
             run_id: plan.run_id.clone(),
             pid: std::process::id(),

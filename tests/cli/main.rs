@@ -9,6 +9,7 @@ mod candidates;
 mod contracts;
 mod delivery;
 mod demo;
+mod escapes;
 mod generated;
 mod history;
 mod isolation;

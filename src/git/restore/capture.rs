@@ -68,6 +68,7 @@ impl Restore {
             exclude_absent: files.exclude_absent,
             hooks: files.hooks,
             since,
+            confined: false,
         })
     }
 }
@@ -158,9 +159,11 @@ impl TreeFacts {
                     .get_path(Path::new(OsStr::from_bytes(rel)), 0)
                     .is_some_and(|e| e.flags_extended & SKIP_WORKTREE == 0);
                 if !in_index {
+                    let id = kept_identity(root, rel);
                     kept.push(KeptEntry {
                         path: RelPath::from_bytes(rel),
-                        ino: entry.ino(),
+                        ino: id.map_or(entry.ino(), |i| i.ino),
+                        id,
                     });
                 } else if known_modes.is_some() {
                     // The preflight walk stat'ed it already.
@@ -183,6 +186,12 @@ impl TreeFacts {
         modes.sort();
         Ok(TreeFacts { dirs, kept, modes })
     }
+}
+
+/// A kept entry's identity (one `statx`; kept entries are the few untracked names at the top
+/// of what git ignores, not what is inside an ignored folder).
+fn kept_identity(root: &Path, rel: &[u8]) -> Option<super::facts::Identity> {
+    super::paths::identity_at(root, rel)
 }
 
 /// Folders holding tracked files are not ignored: git need only be asked about the rest.

@@ -143,6 +143,12 @@ pub struct Restore {
     /// [`is_bytecode`](super::python::is_bytecode)).
     #[serde(default)]
     pub since: Option<(i64, i64)>,
+    /// The commands run in this worktree are confined (`--sandbox`, SPEC §7.1): what they
+    /// made is removed when the attempt ends — new files the baseline's rules ignore too (a
+    /// native module or a `.pth` the user's next `python` would import) — and listed. Without
+    /// it new ignored files stay (SPEC §5), except after an agent (its audit removes them).
+    #[serde(default)]
+    pub confined: bool,
 }
 
 /// An untracked entry that existed at capture (see [`Restore::kept`]).
@@ -152,6 +158,37 @@ pub struct KeptEntry {
     /// Its inode: an entry a command renamed is found by it and moved back, not deleted.
     #[serde(default)]
     pub ino: u64,
+    /// What tells this entry from a later one given the same inode number (the kernel hands
+    /// a freed number to the next file made): see [`Identity`]. `None` in journals written
+    /// before it was recorded: such an entry is never taken for a rename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Identity>,
+}
+
+/// An entry's identity beyond its inode number, as a rename keeps it: its birth time where
+/// the file system records one (no command can set it), else its size and modification time
+/// (a rename changes neither; a new file made after the capture has another).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub ino: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub born: Option<(i64, u32)>,
+    pub size: u64,
+    pub mtime: (i64, u32),
+}
+
+impl Identity {
+    /// Whether `now` is the same entry as `self` was: same inode, and the same birth time
+    /// when both know one, else the same size and modification time.
+    pub fn same_entry(&self, now: &Identity) -> bool {
+        if self.ino != now.ino {
+            return false;
+        }
+        match (self.born, now.born) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.size == now.size && self.mtime == now.mtime,
+        }
+    }
 }
 
 /// The hooks folder (`core.hooksPath` honoured) as it was: each entry's name and mode; its

@@ -59,6 +59,13 @@ use git2::{Oid, Repository};
 use std::path::Path;
 
 impl Restore {
+    /// This restore with [`Restore::confined`] set when the commands it follows are
+    /// sandboxed.
+    pub fn confined_if(mut self, sandboxed: bool) -> Self {
+        self.confined = sandboxed;
+        self
+    }
+
     /// Whether `repo` is open on the worktree this restore belongs to.
     pub fn belongs_to(&self, repo: &Repository) -> bool {
         same_dir(repo.path(), &self.git_dir)
@@ -131,7 +138,8 @@ impl Restore {
         crate::crash::point(purpose.kill_point());
         // 3. The work tree.
         let baseline_tree = repo.find_commit(baseline)?.tree()?;
-        self.restore_tree(repo, &baseline_tree, images, walk, &mut report)?;
+        let new_ignored = self.confined || purpose == Purpose::AgentAudit;
+        self.restore_tree(repo, &baseline_tree, images, walk, new_ignored, &mut report)?;
         crate::trace::mark("  restore: work tree");
         report.paths.sort();
         report.paths.dedup();

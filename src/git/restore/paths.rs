@@ -2,6 +2,7 @@
 //! refuses a link on the way, a restore removes what a command put where a folder belongs
 //! (a link, a file) and goes on: the tree is being put back, not written into.
 
+use super::facts::Identity;
 use crate::git::nofollow::open_root;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::os::fd::OwnedFd;
@@ -34,13 +35,31 @@ pub(super) fn chmod_dir_at(root: &Path, rel: &[u8], mode: u32) -> std::io::Resul
     )?)
 }
 
-/// The inode of what is at `rel` (a link itself, not its target), through real folders only.
-pub(super) fn inode_at(root: &Path, rel: &[u8]) -> Option<u64> {
+/// The identity of the entry `name` in `dir` (never followed if a link): see [`Identity`].
+pub(super) fn identity_in(dir: &OwnedFd, name: &[u8]) -> Option<Identity> {
+    use rustix::fs::StatxFlags;
+    let st = rustix::fs::statx(
+        dir,
+        name,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+    )
+    .ok()?;
+    let born = (st.stx_mask & StatxFlags::BTIME.bits() != 0)
+        .then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec));
+    Some(Identity {
+        ino: st.stx_ino,
+        born,
+        size: st.stx_size,
+        mtime: (st.stx_mtime.tv_sec, st.stx_mtime.tv_nsec),
+    })
+}
+
+/// The identity of the entry at `rel`, reached through real folders only.
+pub(super) fn identity_at(root: &Path, rel: &[u8]) -> Option<Identity> {
     let (parents, name) = split(rel);
     let dir = open_parent(root, &parents, false).ok()??;
-    rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
-        .ok()
-        .map(|st| st.st_ino)
+    identity_in(&dir, name)
 }
 
 /// Whether anything (a link included) is at `rel`, reached through real folders only.

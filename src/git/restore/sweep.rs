@@ -5,7 +5,7 @@
 use super::dirs::Known;
 use super::facts::{Image, KeptEntry, RelPath, Restore};
 use super::images::write_image;
-use super::paths::{inode_at, move_back, open_dir_at, present, remove_at};
+use super::paths::{identity_at, identity_in, move_back, open_dir_at, present, remove_at};
 use super::python::is_bytecode;
 use super::report::Report;
 use crate::error::Result;
@@ -34,13 +34,16 @@ pub(super) const SKIP_WORKTREE: u16 = 0x4000;
 
 impl Restore {
     /// Makes the ignore rules the baseline's before the status walk judges anything by them,
-    /// and removes what that walk cannot see. SPEC §5 keeps ignored files (`git clean -fd`,
+    /// and removes what that walk cannot see. With `new_ignored` (confined commands, an
+    /// agent) every entry that was not there at capture goes, ignored or not (SPEC §7.1
+    /// "left behind: nothing"). Otherwise SPEC §5 keeps ignored files (`git clean -fd`,
     /// no `-x`) — ignored by the baseline's rules, never by rules a command wrote: a
     /// `.gitignore` it planted (one that ignores itself, a new folder ignoring `*`) goes here,
     /// a tracked one it edited is written back from the index (`info/exclude` was put back
     /// with `.git/config`). Files written where a sparse checkout left a path out go too (the
     /// walk does not look at skip-worktree paths). A recorded entry a command renamed (same
-    /// inode, old name gone) is moved back, so the user's ignored data is not deleted under
+    /// inode and birth time — or, where the file system keeps no birth time, size and
+    /// modification time — old name gone) is moved back, so the user's ignored data is not deleted under
     /// its new name; one it deleted is named. Only folders whose stamp moved, and new ones,
     /// are read.
     pub(super) fn sweep(
@@ -48,6 +51,7 @@ impl Restore {
         repo: &Repository,
         images: &[Image],
         known: &Known<'_>,
+        new_ignored: bool,
         report: &mut Report,
     ) -> Result<()> {
         let index = repo.index()?;
@@ -65,9 +69,13 @@ impl Restore {
             missing: self
                 .kept
                 .iter()
-                .filter(|k| k.ino != 0 && inode_at(&self.root, k.path.as_bytes()) != Some(k.ino))
-                .map(|k| (k.ino, k))
+                .filter_map(|k| {
+                    let id = k.id?;
+                    let now = identity_at(&self.root, k.path.as_bytes());
+                    (!now.is_some_and(|n| id.same_entry(&n))).then_some((id.ino, k))
+                })
                 .collect(),
+            new_ignored,
             report,
         };
         sweep.folders(queue);
@@ -167,6 +175,8 @@ struct Sweep<'a, 'r> {
     kept: HashSet<&'a [u8]>,
     /// Recorded entries gone from their place, by inode: candidates for a rename back.
     missing: HashMap<u64, &'a KeptEntry>,
+    /// Every new entry goes, ignored or not: the commands were confined, or an agent's.
+    new_ignored: bool,
     report: &'r mut Report,
 }
 
@@ -213,7 +223,15 @@ impl Sweep<'_, '_> {
             return false;
         }
         let shown = RelPath::from_bytes(c).display();
-        if let Some(was) = self.missing.remove(&ino) {
+        // The same inode number is not the same file: the kernel gives a freed number to the
+        // next file made, so a deleted ignored file and a new one would be taken for a rename
+        // and the new one's bytes written back under the old name.
+        let renamed = self.missing.get(&ino).is_some_and(|was| {
+            was.id
+                .zip(identity_in(dir, name))
+                .is_some_and(|(then, now)| then.same_entry(&now))
+        });
+        if let Some(was) = renamed.then(|| self.missing.remove(&ino)).flatten() {
             match move_back(self.root, dir, name, was.path.as_bytes()) {
                 Ok(()) => {
                     report.paths.push(shown);
@@ -236,7 +254,9 @@ impl Sweep<'_, '_> {
             }
             return false;
         }
-        if name == b".gitignore" || in_index == Tracked::LeftOut {
+        // A folder recorded at capture (one holding only ignored entries) is not new.
+        let new = self.new_ignored && in_index == Tracked::No && !self.known.contains_key(c);
+        if new || name == b".gitignore" || in_index == Tracked::LeftOut {
             match remove_at(dir, name) {
                 Ok(()) => {
                     report.paths.push(shown);

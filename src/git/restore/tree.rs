@@ -15,7 +15,7 @@ use std::path::Path;
 
 impl Restore {
     /// The work tree step of [`Restore::apply`]: the sweep of what the status walk cannot
-    /// see, then up to three rounds of putting back what it finds (a removal can uncover more),
+    /// see (with `new_ignored`, every new entry the baseline's rules ignore too), then up to three rounds of putting back what it finds (a removal can uncover more),
     /// then modes, and a name for each path that still differs.
     pub(super) fn restore_tree(
         &self,
@@ -23,13 +23,14 @@ impl Restore {
         tree: &git2::Tree<'_>,
         images: &[Image],
         walk: Option<&crate::git::status::Snapshot>,
+        new_ignored: bool,
         report: &mut Report,
     ) -> Result<()> {
         let root = &self.root;
         // Folders first: an unreadable one (chmod 000) would hide what is under it.
         let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
         self.make_readable();
-        self.sweep(repo, images, &known, report)?;
+        self.sweep(repo, images, &known, new_ignored, report)?;
         crate::trace::mark("  restore: ignore rules and hidden entries");
         self.drop_kept_bytecode(report);
         crate::trace::mark("  restore: bytecode beside the sources");

@@ -129,6 +129,14 @@ pub fn record_pass(repo: &Repository, tree: Oid, commands: &[Vec<String>]) -> Re
     crate::store::append_note_in(repo, NOTES_REF, tree, &line)
 }
 
+/// Makes this clone's sealing secret now if it does not exist yet. Called before any check
+/// of any run (a run's place, `verify`, `reverify`), so the secret is there — and hidden from
+/// a sandboxed command — before any command starts: none can wait for another git-factory
+/// process to make it and read it then.
+pub fn ensure_secret(repo: &Repository) -> Result<()> {
+    secret(repo, true).map(drop).ok_or_else(no_secret)
+}
+
 fn no_secret() -> Error {
     Error::new("cannot read or create .git/factory/verify-key, which seals cached check results")
         .hint("check the permissions of .git/factory")

@@ -246,6 +246,76 @@ impl PyCache {
         }
     }
 
+    /// Unsandboxed checks write the shared folder for files outside the work tree too (the
+    /// standard library, site-packages), and a check that wrote forged bytecode there for a
+    /// module every later check imports would rule them all, sandboxed or not (SPEC §7.1).
+    /// So what was written there since `mark` goes too, and the sources of what went are
+    /// returned, for the harness to compile them again itself ([`PyCache::relearn`]).
+    ///
+    /// Judged by change times, which no process can set: only the folders are read (a
+    /// folder's entries are listed, not stat'ed, unless its own change time moved past the
+    /// mark, as a new entry or a rename into it — how Python writes bytecode — moves it), so
+    /// when nothing was written no file is stat'ed. The work tree's mirror is left to
+    /// [`PyCache::drop_compiled_since`].
+    pub fn drop_outside_since(&self, root: &Path, mark: (i64, i64)) -> Vec<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let trees = self.mirrors_of(root);
+        let mut sources = Vec::new();
+        let mut stack = vec![self.dir.clone()];
+        while let Some(dir) = stack.pop() {
+            if trees.contains(&dir) {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+                continue;
+            };
+            let moved = (meta.ctime(), meta.ctime_nsec()) > mark;
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    stack.push(entry.path());
+                    continue;
+                }
+                if !moved {
+                    continue;
+                }
+                let Ok(m) = entry.metadata() else {
+                    continue;
+                };
+                let newer = (m.ctime(), m.ctime_nsec()) > mark;
+                if (kind.is_symlink() || newer) && std::fs::remove_file(entry.path()).is_ok() {
+                    sources.extend(source_of(&self.dir, &entry.path()));
+                }
+            }
+        }
+        sources.sort();
+        sources.dedup();
+        sources
+    }
+
+    /// Compiles `sources` (files outside the work tree whose entries a check wrote and
+    /// [`PyCache::drop_outside_since`] removed) from the real files, as the harness: the
+    /// cache stays warm without keeping anything a check wrote. Runs nothing for none.
+    pub fn relearn(&self, sources: Vec<PathBuf>, how: &Compiler<'_>) -> Option<CmdResult> {
+        let sources: Vec<String> = sources
+            .into_iter()
+            .filter(|s| std::fs::metadata(s).is_ok_and(|m| m.is_file()))
+            .filter_map(|s| s.to_str().map(str::to_string))
+            .take(LEARN_LIMIT)
+            .collect();
+        if sources.is_empty() {
+            return None;
+        }
+        let mut argv = self.compile_argv(how.interpreter)?;
+        argv.extend(sources);
+        self.compile(argv, Vec::new(), how, "pycache_learn")
+    }
+
     /// `python -I -X pycache_prefix=<cache> -m compileall -q`: isolated (no tree on
     /// `sys.path`, no `PYTHON*` variables), writing into the shared folder.
     fn compile_argv(&self, interpreter: &str) -> Option<Vec<String>> {
@@ -868,6 +938,23 @@ fn forget_in(cache: &Path, mirror: &Path, parts: &[&OsStr]) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// The source a cache entry was compiled from: `<cache>/abs/dir/m.<tag>.pyc` (or pytest's
+/// `m.<tag>-pytest-<v>.pyc`) is `/abs/dir/m.py`.
+fn source_of(cache: &Path, entry: &Path) -> Option<PathBuf> {
+    let rel = entry.strip_prefix(cache).ok()?;
+    let name = rel.file_name()?.as_bytes();
+    if !name.ends_with(b".pyc") {
+        return None;
+    }
+    let stem = name.split(|b| *b == b'.').next()?;
+    let file = [stem, b".py"].concat();
+    Some(
+        Path::new("/")
+            .join(rel.parent()?)
+            .join(OsStr::from_bytes(&file)),
+    )
 }
 
 /// Whether a tree has a `.py` file anywhere (a repo without one never pays for a prefill).

@@ -125,7 +125,29 @@ pub fn run_in_temporary_worktree<G>(
         sandbox,
         pgid_file: None,
     };
+    // Unsandboxed checks write the shared cache: what they wrote for files outside the
+    // worktree goes, compiled again from the real sources (SPEC §7.1).
+    let mark = view.is_none().then(|| cache.mark()).flatten();
     let outcome = po.run_checks(checks, on_command);
+    if let Some(mark) = mark {
+        let dropped = cache.drop_outside_since(&wt.path, mark);
+        let all = [
+            checks.verify,
+            checks.pass_to_pass,
+            checks.fail_to_pass,
+            checks.acceptance,
+        ];
+        let interpreter = super::pycache::interpreter_of(&all);
+        let how = super::pycache::Compiler {
+            root: &wt.path,
+            interpreter: &interpreter,
+            sandbox: None,
+            env_remove: &scrub,
+            timeout,
+            log_dir: logs.path(),
+        };
+        let _ = cache.relearn(dropped, &how);
+    }
     drop(view);
     wt.remove()?;
     Ok(outcome)

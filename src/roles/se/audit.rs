@@ -42,13 +42,15 @@ fn file_fact(path: &Path) -> Option<FileFact> {
 }
 
 /// What an agent must leave as it was.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Audit {
     common: PathBuf,
     refs: BTreeMap<String, String>,
     /// `HEAD` of the main worktree and of every linked one, by admin folder name (`""` for
     /// the main one).
     heads: BTreeMap<Vec<u8>, Option<FileFact>>,
+    /// Ignored files, notes refs and `.git/factory/` files, put back when changed.
+    pub watched: super::watched::Watched,
 }
 
 fn is_ours(name: &str) -> bool {
@@ -105,9 +107,11 @@ fn shown(name: &[u8]) -> String {
 
 impl Audit {
     /// Records the facts of the repository `repo` belongs to, before the agent runs.
-    pub fn capture(repo: &Repository) -> Result<Self> {
+    /// `sandboxed`: the agent runs confined (the repo's objects are read-only to it).
+    pub fn capture(repo: &Repository, sandboxed: bool) -> Result<Self> {
         let common = repo.commondir().to_path_buf();
         Ok(Audit {
+            watched: super::watched::Watched::capture(repo, sandboxed)?,
             refs: list_refs(repo)?,
             heads: list_heads(&common),
             common,
@@ -181,7 +185,7 @@ mod tests {
         let head = repo.head().expect("head").target().expect("oid");
         repo.reference("refs/heads/gone", head, false, "t")
             .expect("ref");
-        let audit = Audit::capture(&repo).expect("capture");
+        let audit = Audit::capture(&repo, false).expect("capture");
         assert!(audit.changes(&repo).expect("changes").is_empty());
 
         repo.reference("refs/heads/evil", head, false, "t")

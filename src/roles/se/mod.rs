@@ -5,3 +5,4 @@ pub mod audit;
 pub mod prompt;
 pub mod proposal;
 pub mod provider;
+pub mod watched;

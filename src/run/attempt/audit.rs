@@ -12,8 +12,8 @@ use std::path::Path;
 
 impl Session<'_> {
     /// The agent audit of SPEC §7: after an agent exits, everything outside its scratch
-    /// worktree — the run's tree and index, HEAD, refs, `.git/config`, hooks — must be as
-    /// before. What it changed is put back through the run's one restore and the attempt fails
+    /// worktree — the run's tree and index (ignored files included), HEAD, refs (notes
+    /// included), `.git/config`, hooks, `.git/factory/` — must be as before. What it changed is put back through the run's one restore and the attempt fails
     /// with `agent_escaped`, the brief naming each thing; `None` when nothing escaped.
     pub(crate) fn agent_audit(
         &mut self,
@@ -48,6 +48,22 @@ impl Session<'_> {
         // --worktree run) is not among it.
         let mut restored = report.paths.clone();
         restored.extend(report.git.iter().cloned());
+        // Ignored files, notes refs and git-factory's own files: put back by the audit.
+        let mut unrestored: Vec<String> = Vec::new();
+        if let Some(a) = &audit {
+            match a.watched.put_back(self.repo) {
+                Ok(put) => {
+                    self.pycache
+                        .forget(&self.root, put.restored.iter().map(|p| p.as_bytes()));
+                    restored.extend(put.restored);
+                    unrestored = put.failed;
+                }
+                Err(e) => {
+                    self.fatal = Some(e.message);
+                    return Some(Outcome::Fatal(Stage::Exception));
+                }
+            }
+        }
         // Refs the run does not own (a --worktree run shares them with the user's own work)
         // and other worktrees' HEADs: named, not put back.
         let mut left: Vec<String> = match audit.map(|a| a.changes(self.repo)) {
@@ -72,6 +88,7 @@ impl Session<'_> {
                 left.push(name.clone());
             }
         }
+        left.extend(unrestored);
         crate::trace::mark("  agent audit: done");
         if restored.is_empty() && left.is_empty() {
             return None;

@@ -29,10 +29,56 @@ impl Session<'_> {
     }
 
     /// Unsandboxed checks wrote the shared bytecode cache: what they compiled of the work tree
-    /// goes (SPEC §3.7). Sandboxed checks wrote only their view, refreshed before the next.
+    /// goes (SPEC §3.7), and what they wrote for files outside it (a forged standard-library
+    /// module would rule every later check, SPEC §7.1) goes too, compiled again by the
+    /// harness from the real sources. Sandboxed checks wrote only their view, refreshed
+    /// before the next.
     pub(crate) fn drop_checks_bytecode(&self, mark: Option<(i64, i64)>) {
-        if let Some(mark) = mark {
-            self.pycache.drop_compiled_since(&self.root, mark);
+        let Some(mark) = mark else {
+            return;
+        };
+        self.pycache.drop_compiled_since(&self.root, mark);
+        let dropped = self.pycache.drop_outside_since(&self.root, mark);
+        crate::trace::mark("  bytecode the checks wrote dropped");
+        if dropped.is_empty() {
+            return;
+        }
+        let scratch = self.plan.factory_dir.join("tmp");
+        let interpreter = self.interpreter();
+        if let (Ok(()), Ok(logs)) = (
+            std::fs::create_dir_all(&scratch),
+            tempfile::Builder::new()
+                .prefix("pycache-logs-")
+                .tempdir_in(&scratch),
+        ) {
+            let how = self.compiler(&interpreter, logs.path());
+            let _ = self.pycache.relearn(dropped, &how);
+        }
+    }
+
+    /// The interpreter the checks use: the harness compiles with it, so the tags match.
+    fn interpreter(&self) -> String {
+        pycache::interpreter_of(&[
+            &self.verify_cmds,
+            &self.pass_to_pass,
+            &self.fail_to_pass,
+            &self.acceptance,
+        ])
+    }
+
+    /// How the harness compiles into the cache for this session's checks.
+    fn compiler<'a>(
+        &'a self,
+        interpreter: &'a str,
+        log_dir: &'a std::path::Path,
+    ) -> pycache::Compiler<'a> {
+        pycache::Compiler {
+            root: &self.root,
+            interpreter,
+            sandbox: self.sandbox.as_ref(),
+            env_remove: &self.plan.env_remove,
+            timeout: self.plan.timeout,
+            log_dir,
         }
     }
 
@@ -59,20 +105,8 @@ impl Session<'_> {
         ) else {
             return;
         };
-        let interpreter = pycache::interpreter_of(&[
-            &self.verify_cmds,
-            &self.pass_to_pass,
-            &self.fail_to_pass,
-            &self.acceptance,
-        ]);
-        let how = pycache::Compiler {
-            root: &self.root,
-            interpreter: &interpreter,
-            sandbox: self.sandbox.as_ref(),
-            env_remove: &self.plan.env_remove,
-            timeout: self.plan.timeout,
-            log_dir: logs.path(),
-        };
+        let interpreter = self.interpreter();
+        let how = self.compiler(&interpreter, logs.path());
         let Some(view) = after else {
             let list = PyCache::prefill_list(&tree, &self.root);
             if list.is_empty() {

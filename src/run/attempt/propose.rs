@@ -76,7 +76,10 @@ impl Session<'_> {
         };
         // What the run's restore does not own (shared refs, other worktrees' HEADs) is
         // recorded before an agent runs, to name anything it changed there.
-        let audit = match self.audited.then(|| Audit::capture(self.repo)).transpose() {
+        let audit = match (self.audited)
+            .then(|| Audit::capture(self.repo, self.sandbox.is_some()))
+            .transpose()
+        {
             Ok(a) => a,
             Err(e) => {
                 self.fatal = Some(e.message);

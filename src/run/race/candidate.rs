@@ -119,7 +119,8 @@ fn candidate_session(
         crate::journal::saved_dir(&plan.factory_dir, &format!("{}.{index}", plan.run_id)),
         false,
         None,
-    )?;
+    )?
+    .confined_if(plan.sandbox);
     let saved = restore.saved.clone();
     let journal = Journal {
         run_id: plan.run_id.clone(),

@@ -178,20 +178,93 @@ fn exclude_env(file: &Path) -> Vec<(String, String)> {
 /// outside any `.git` (Claude Code refuses to edit files under a `.git` folder).
 const SANDBOX_WORKTREE: &str = "/tmp/git-factory";
 
+/// The agent's own object directory (SPEC §7.1): every object its git writes — `git add`,
+/// `git commit` — goes here, and the repo's objects are reached read-only as an alternate
+/// (`GIT_OBJECT_DIRECTORY`, `GIT_ALTERNATE_OBJECT_DIRECTORIES`), so nothing it does to objects
+/// reaches the user's history. After the audit the harness copies in only the blobs its
+/// proposal needs ([`take_in`]); the folder goes with the scratch worktree.
+struct PrivateObjects {
+    dir: PathBuf,
+}
+
+impl PrivateObjects {
+    fn make(repo: &Repository, name: &str) -> Result<Self, ProviderError> {
+        let dir = git::factory_dir(repo)
+            .join("worktrees")
+            .join(format!("{name}.objects"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("pack"))
+            .and_then(|()| std::fs::create_dir_all(dir.join("info")))
+            .map_err(|e| failed(format!("cannot make the agent's object folder: {e}")))?;
+        Ok(PrivateObjects { dir })
+    }
+
+    /// The agent's environment: its objects here, the repo's as a read-only alternate.
+    fn env(&self, repo: &Repository) -> Vec<(String, String)> {
+        vec![
+            (
+                "GIT_OBJECT_DIRECTORY".into(),
+                self.dir.display().to_string(),
+            ),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES".into(),
+                repo.commondir().join("objects").display().to_string(),
+            ),
+        ]
+    }
+}
+
+impl Drop for PrivateObjects {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Copies into the repo's object store what the proposal's tree needs and the repo lacks
+/// (the scratch repository reads the agent's objects as an alternate): the trees and blobs
+/// of what the agent added or changed, nothing else it wrote. A tree the repo already has
+/// is not descended into (its contents are there with it).
+fn take_in(scratch: &Repository, user: &Repository, tree: Oid) -> Result<(), git2::Error> {
+    let from = scratch.odb()?;
+    let into = user.odb()?;
+    let mut queue = vec![tree];
+    while let Some(id) = queue.pop() {
+        if into.exists(id) {
+            continue;
+        }
+        let object = from.read(id)?;
+        if object.kind() == git2::ObjectType::Tree {
+            let t = scratch.find_tree(id)?;
+            for entry in t.iter() {
+                match entry.kind() {
+                    Some(git2::ObjectType::Tree) | Some(git2::ObjectType::Blob) => {
+                        queue.push(entry.id())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        into.write(object.kind(), object.data())?;
+    }
+    Ok(())
+}
+
 /// The sandbox of a coding agent: network on, everything read-only but its scratch worktree
 /// (shown at `/tmp/git-factory/<repo>`), the worktree's own metadata (`.git/worktrees/<name>`:
-/// HEAD, index, logs), the object store its commits are written to, and the
-/// `factory.agentWritable` folders.
+/// HEAD, index, logs), its private object directory, and the `factory.agentWritable`
+/// folders. The repo's own objects are read-only: an agent that could write them could
+/// delete or rewrite the history.
 fn agent_sandbox(
-    repo: &Repository,
     user_root: &Path,
+    repo: &Repository,
     scratch: &Path,
+    objects: &Path,
     writable: Vec<PathBuf>,
 ) -> Result<Sandbox, ProviderError> {
     let admin = Repository::open(scratch)
         .map(|r| r.path().to_path_buf())
         .map_err(|e| failed(format!("opening the scratch worktree: {}", e.message())))?;
-    let mut inner = vec![admin, repo.commondir().join("objects")];
+    let mut inner = vec![admin, objects.to_path_buf()];
     inner.extend(writable);
     // Named after the user's repository (also in a --worktree run, whose tree is elsewhere).
     let name = repo
@@ -214,14 +287,23 @@ fn agent_sandbox(
 }
 
 /// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git
-/// leaves out ignored files; the index file of the scratch worktree is not written.
-fn scratch_tree(scratch: &Path, ignore: &AgentIgnore) -> Result<Oid, git2::Error> {
+/// leaves out ignored files; the index file of the scratch worktree is not written. The
+/// scratch repository reads the agent's own objects (its index may name blobs only they
+/// hold) as an alternate; what the harness hashes here goes to the repo's store.
+fn scratch_tree(
+    scratch: &Path,
+    objects: &Path,
+    ignore: &AgentIgnore,
+) -> Result<(Repository, Oid), git2::Error> {
     let repo = Repository::open(scratch)?;
+    repo.odb()?.add_disk_alternate(&objects.to_string_lossy())?;
     repo.add_ignore_rule(&ignore.text())?;
     let mut index = repo.index()?;
     index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
     index.update_all(["*"].iter(), None)?;
-    index.write_tree()
+    let tree = index.write_tree()?;
+    drop(index);
+    Ok((repo, tree))
 }
 
 /// `tree` without the files that are new since `base` and match the agent globs (an agent
@@ -289,9 +371,16 @@ impl Provider for AgentEdits {
         std::fs::write(&prompt_file, request.prompt)
             .map_err(|e| failed(format!("cannot write the prompt file: {e}")))?;
         let prompt_path = prompt_file.display().to_string();
+        let objects = PrivateObjects::make(&repo, &name)?;
         let sandbox = if request.sandbox {
             let user_root = git::workdir(&repo).map_err(|e| failed(e.message))?;
-            Some(agent_sandbox(&repo, &user_root, &scratch.path, writable)?)
+            Some(agent_sandbox(
+                &user_root,
+                &repo,
+                &scratch.path,
+                &objects.dir,
+                writable,
+            )?)
         } else {
             None
         };
@@ -309,6 +398,7 @@ impl Provider for AgentEdits {
             ("FACTORY_ALLOWED_FILES".into(), request.allowed.join("\n")),
         ];
         env_set.extend(exclude_env(&exclude));
+        env_set.extend(objects.env(&repo));
         env_set.extend(request.candidate_env());
         let spec = CommandSpec {
             argv: self.argv_for(&prompt_path, request.attempt),
@@ -335,8 +425,12 @@ impl Provider for AgentEdits {
         }
         // Whatever the agent did — edits, new untracked files, deletions, chmod, commits — the
         // scratch work tree now holds it; its tree against the baseline's is the proposal.
-        let diff = scratch_tree(&scratch.path, &ignore)
-            .and_then(|tree| without_bookkeeping(&repo, base_tree, tree, &ignore))
+        let diff = scratch_tree(&scratch.path, &objects.dir, &ignore)
+            .and_then(|(scratch_repo, tree)| {
+                let tree = without_bookkeeping(&scratch_repo, base_tree, tree, &ignore)?;
+                take_in(&scratch_repo, &repo, tree)?;
+                Ok(tree)
+            })
             .map_err(crate::error::Error::from)
             .and_then(|tree| git::diff_trees(&repo, base_tree, tree))
             .map_err(|e| failed(format!("reading the agent's changes: {}", e.message)));
