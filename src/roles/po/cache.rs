@@ -87,13 +87,21 @@ fn secret(repo: &Repository, create: bool) -> Option<Vec<u8>> {
         .and_then(|mut f| f.read_exact(&mut fresh))
         .ok()?;
     std::fs::create_dir_all(path.parent()?).ok()?;
-    let made = std::fs::OpenOptions::new()
+    // Written whole under a name of this process's, then linked into place: a link never
+    // replaces a key another process made first, and nobody ever reads a half-written key.
+    static STAGED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staged = path.with_file_name(format!("{SECRET_FILE}.{}.{n}", std::process::id()));
+    let _ = std::fs::remove_file(&staged);
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
+        .open(&staged)
         .and_then(|mut f| f.write_all(&fresh).and_then(|()| f.sync_all()));
-    match made {
+    let linked = written.and_then(|()| std::fs::hard_link(&staged, &path));
+    let _ = std::fs::remove_file(&staged);
+    match linked {
         Ok(()) => Some(fresh.to_vec()),
         // Another process made it first: use theirs.
         Err(_) => std::fs::read(&path).ok().filter(|b| b.len() >= 32),
@@ -248,5 +256,31 @@ mod tests {
             hmac_hex(b"Jefe", b"what do ya want for nothing?"),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    #[test]
+    fn secrets_made_at_once_are_one_whole_secret() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let _repo = Repository::init(dir.path()).expect("init");
+            let seen: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| s.spawn(|| secret(&Repository::open(dir.path()).expect("open"), true)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("joins"))
+                    .collect()
+            });
+            let first = seen[0].clone().expect("a secret");
+            assert_eq!(first.len(), 32);
+            assert!(seen.iter().all(|s| s.as_ref() == Some(&first)), "{seen:?}");
+            let leftovers: Vec<_> = std::fs::read_dir(dir.path().join(".git/factory"))
+                .expect("factory dir")
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(leftovers, vec![std::ffi::OsString::from(SECRET_FILE)]);
+        }
     }
 }
