@@ -93,6 +93,13 @@ pub struct CmdResult {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub duration_seconds: f64,
+    /// The backend that confined the command under `--sandbox` (`bwrap`, `landlock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Read-only files the command changed that the sandbox put back (where its backend
+    /// could not single them out), absolute paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_put_back: Vec<String>,
 }
 
 impl CmdResult {
