@@ -18,6 +18,7 @@ mod recovery;
 mod restore;
 mod run;
 mod safety;
+mod sandbox;
 mod sharing;
 mod status;
 mod terminal;
