@@ -277,3 +277,61 @@ fn restrict(grants: &[(PathBuf, Grant)], network: bool) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_folder_inside_a_writable_one_is_carved_out() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tree = tmp.path().canonicalize().expect("real");
+        for d in ["src", ".git/hooks", ".venv"] {
+            std::fs::create_dir_all(tree.join(d)).expect("mkdir");
+        }
+        std::fs::write(tree.join("app.txt"), "x").expect("write");
+        std::fs::write(tree.join(".env"), "SECRET").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![tree.join(".git"), tree.join(".venv"), tree.join(".env")],
+            ..Policy::default()
+        };
+        let rules = rules(&policy, Path::new("/nonexistent-tmp"));
+        let grant = |p: &Path| {
+            (rules.grants.iter())
+                .filter(|(g, _)| g == p)
+                .map(|(_, k)| *k)
+                .collect::<Vec<_>>()
+        };
+        // The tree itself is only readable (no new entries beside .git); its other entries
+        // are writable; the read-only folders get nothing; the file is kept instead.
+        assert_eq!(grant(&tree), vec![Grant::Read]);
+        assert_eq!(grant(&tree.join("src")), vec![Grant::Write]);
+        assert_eq!(grant(&tree.join("app.txt")), vec![Grant::Write]);
+        assert!(grant(&tree.join(".git")).is_empty());
+        assert!(grant(&tree.join(".venv")).is_empty());
+        assert_eq!(rules.kept, vec![tree.join(".env")]);
+    }
+
+    #[test]
+    fn hidden_files_leave_their_folders_listable_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let base = tmp.path().canonicalize().expect("real");
+        std::fs::create_dir_all(base.join("factory")).expect("mkdir");
+        std::fs::write(base.join("factory/verify-key"), "k").expect("write");
+        std::fs::write(base.join("factory/other"), "o").expect("write");
+        let mut out = Vec::new();
+        carve(
+            &base,
+            &[base.join("factory/verify-key")],
+            Grant::Read,
+            Grant::List,
+            &mut out,
+        );
+        assert!(out.contains(&(base.join("factory"), Grant::List)));
+        assert!(out.contains(&(base.join("factory/other"), Grant::Read)));
+        assert!(!out
+            .iter()
+            .any(|(p, _)| p == &base.join("factory/verify-key")));
+    }
+}

@@ -208,3 +208,41 @@ fn hidden(repo: &git2::Repository) -> Vec<PathBuf> {
 
 /// The file name of the verify cache's sealing key in `.git/factory/`.
 pub const VERIFY_KEY: &str = "verify-key";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_linked_worktree_keeps_its_git_file_and_the_dirs_it_names_read_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let main = tmp.path().join("main");
+        let repo = git2::Repository::init(&main).expect("init");
+        let sig = git2::Signature::now("t", "t@t.invalid").expect("sig");
+        let tree = repo
+            .treebuilder(None)
+            .and_then(|b| b.write())
+            .expect("tree");
+        let tree = repo.find_tree(tree).expect("tree");
+        repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .expect("commit");
+        let wt_path = tmp.path().join("wt");
+        repo.worktree("wt", &wt_path, None).expect("worktree");
+        let wt = git2::Repository::open(&wt_path).expect("open");
+        let policy = Policy::for_checks(ChecksIn {
+            repo: &wt,
+            tree: &wt_path,
+            also_read_only: Vec::new(),
+        });
+        let real = |p: PathBuf| p.canonicalize().expect("real");
+        assert_eq!(policy.writable, vec![wt_path.clone()]);
+        for ro in [
+            real(wt_path.join(".git")),
+            real(main.join(".git")),
+            real(main.join(".git/worktrees/wt")),
+        ] {
+            assert!(policy.read_only.contains(&ro), "{ro:?} in {policy:?}");
+        }
+        assert!(!policy.network);
+    }
+}

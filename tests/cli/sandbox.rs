@@ -357,3 +357,24 @@ fn a_check_cannot_leave_a_native_module_the_next_python_imports() {
         );
     }
 }
+
+#[test]
+fn show_names_the_backend_that_confined_each_attempt() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        r.write(".env", "SECRET=1\n");
+        let s = attack(&r, way, &r.root, "sh -c 'echo pwned > .env; true'", &[]);
+        let run_id = s["run_id"].as_str().expect("run id");
+        let out = r.factory().args(["show", run_id]).output().expect("show");
+        let text = stdout_of(&out);
+        assert!(
+            text.contains(&format!("sandbox: {}", way.backend())),
+            "{way:?}: {text}"
+        );
+        // Where the backend could not keep the file read-only, it put it back, and says so.
+        if way.backend() == "landlock" {
+            let listed = s["side_effects"].to_string();
+            assert!(listed.contains(".env"), "{way:?}: {listed}");
+        }
+    }
+}
