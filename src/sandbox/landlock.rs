@@ -112,7 +112,9 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
         if policy.read_only.iter().any(|r| real(r) == w) {
             continue;
         }
-        carve(&w, &holes, Grant::Write, Grant::Read, &mut grants);
+        // Along the way only listing: reading is the read rules' to grant (a folder granted
+        // Read here would make a hidden file below it readable again).
+        carve(&w, &holes, Grant::Write, Grant::List, &mut grants);
     }
     grants.push((tmp.to_path_buf(), Grant::Write));
     grants.extend(
@@ -305,7 +307,7 @@ mod tests {
         };
         // The tree itself is only readable (no new entries beside .git); its other entries
         // are writable; the read-only folders get nothing; the file is kept instead.
-        assert_eq!(grant(&tree), vec![Grant::Read]);
+        assert_eq!(grant(&tree), vec![Grant::List]);
         assert_eq!(grant(&tree.join("src")), vec![Grant::Write]);
         assert_eq!(grant(&tree.join("app.txt")), vec![Grant::Write]);
         assert!(grant(&tree.join(".git")).is_empty());

@@ -378,3 +378,18 @@ fn show_names_the_backend_that_confined_each_attempt() {
         }
     }
 }
+
+#[test]
+fn a_check_cannot_read_the_verify_key_nor_the_users_ssh_keys() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        // `git factory verify` makes the clone's sealing key.
+        let v = r.factory().args(["verify"]).output().expect("verify");
+        assert_eq!(v.status.code(), Some(0), "{}", stderr_of(&v));
+        assert!(r.root.join(".git/factory/verify-key").is_file());
+        std::fs::create_dir_all(r.home.join(".ssh")).expect("mkdir");
+        std::fs::write(r.home.join(".ssh/id_ed25519"), "PRIVATE\n").expect("write");
+        let check = "sh -c 'cat .git/factory/verify-key && exit 9; cat \"$HOME/.ssh/id_ed25519\" && exit 8; true'";
+        attack(&r, way, &r.root, check, &[]);
+    }
+}
