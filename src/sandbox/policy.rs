@@ -73,9 +73,8 @@ impl Policy {
         writable.extend(scratch_git);
         writable.push(objects.to_path_buf());
         writable.extend(agent_writable);
-        let mut read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
-        read_only.extend(ignored_entries(repo, user_root));
-        dedup(&mut read_only);
+        // The user's tree is read-only whole, its ignored entries with it.
+        let read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
         Policy {
             writable,
             read_only,
@@ -152,11 +151,7 @@ use std::os::unix::ffi::OsStrExt;
 
 /// The tree's ignored entries as they are now (an ignored folder as one entry): the user's
 /// secrets, environments and build outputs, which no confined command may rewrite.
-fn ignored_entries(repo: &git2::Repository, tree: &Path) -> Vec<PathBuf> {
-    let Ok(repo_at_tree) = git2::Repository::open(tree) else {
-        return Vec::new();
-    };
-    let _ = repo;
+fn ignored_entries(repo_at_tree: &git2::Repository, tree: &Path) -> Vec<PathBuf> {
     let mut opts = git2::StatusOptions::new();
     opts.include_ignored(true)
         .include_untracked(true)
