@@ -85,7 +85,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l dry-run 
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l json -d 'Print the final run summary as JSON on stdout'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l worktree -d 'Run in a fresh worktree at HEAD; your tree, index and branch are never touched'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l commit -d 'On PASS, commit the change on the current branch (Conventional Commits message)'
-complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l sandbox -d 'Run verification and acceptance under bubblewrap: no network, own pid namespace, read-only file system except the work tree and a private /tmp; an --agent-edits agent too, with the network on, writing only its worktree and factory.agentWritable [config: factory.sandbox]'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l sandbox -d 'Run verification and acceptance confined (bubblewrap or Landlock, by factory.sandboxBackend): no network, nothing writable but the tree\'s own files (never .git, never pre-existing ignored files) and a private TMPDIR; an --agent-edits agent too, with the network on, writing only its worktree and factory.agentWritable [config: factory.sandbox]'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-sandbox -d 'Run the checks without the sandbox, whatever factory.sandbox says'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l baseline-check -d 'Before any model call, run verification and the contract (pass_to_pass, fail_to_pass) on the baseline [default: on when the work order has a contract] [config: factory.baselineCheck]'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-baseline-check -d 'Do not run the baseline check'
@@ -204,7 +204,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l col
 always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l json -d 'Print the comparison as JSON on stdout'
-complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l sandbox -d 'Run the checks under bubblewrap, as `run --sandbox` does: the attempts\' trees are model-written code, and a fetched record\'s came from anyone [config: factory.sandbox]'
+complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l sandbox -d 'Run the checks confined, as `run --sandbox` does: the attempts\' trees are model-written code, and a fetched record\'s came from anyone [config: factory.sandbox]'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l no-sandbox -d 'Run the checks without the sandbox, whatever factory.sandbox says'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s v -l verbose -d 'Print more detail about each stage'

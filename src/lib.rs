@@ -35,6 +35,7 @@ pub mod journal;
 pub mod ops;
 pub mod roles;
 pub mod run;
+pub mod sandbox;
 pub mod secrets;
 pub mod store;
 pub mod trace;

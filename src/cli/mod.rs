@@ -175,6 +175,15 @@ fn install_panic_hook() {
 }
 
 pub fn main() -> std::process::ExitCode {
+    // The Landlock backend's own entry (SPEC §7.1): restricts this process, then becomes the
+    // confined command. Internal, so never a clap command: no help, man page or completion.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::sandbox::landlock::INTERNAL)
+    {
+        crate::sandbox::landlock::enter(&args[2..]);
+    }
     install_panic_hook();
     let cli = match Cli::try_parse_from(with_log_counts(std::env::args_os().collect())) {
         Ok(cli) => cli,

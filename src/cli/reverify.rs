@@ -22,7 +22,7 @@ pub struct ReverifyArgs {
     /// The repository (default: discovered from the current directory)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
-    /// Run the checks under bubblewrap, as `run --sandbox` does: the attempts' trees are
+    /// Run the checks confined, as `run --sandbox` does: the attempts' trees are
     /// model-written code, and a fetched record's came from anyone [config: factory.sandbox]
     #[arg(long, overrides_with = "no_sandbox")]
     pub sandbox: bool,

@@ -80,8 +80,9 @@ pub struct RunArgs {
     /// On PASS, deliver the change on branch NAME (in-situ: created at the baseline and checked out)
     #[arg(long, value_name = "NAME")]
     pub branch: Option<String>,
-    /// Run verification and acceptance under bubblewrap: no network, own pid namespace,
-    /// read-only file system except the work tree and a private /tmp; an --agent-edits agent
+    /// Run verification and acceptance confined (bubblewrap or Landlock, by
+    /// factory.sandboxBackend): no network, nothing writable but the tree's own files (never
+    /// .git, never pre-existing ignored files) and a private TMPDIR; an --agent-edits agent
     /// too, with the network on, writing only its worktree and factory.agentWritable
     /// [config: factory.sandbox]
     #[arg(long, overrides_with = "no_sandbox")]

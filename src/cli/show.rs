@@ -233,6 +233,9 @@ fn attempt_lines(out: &mut String, a: &AttemptRecord) {
         let touched = a.touched_files.join(", ");
         out.push_str(&format!("  touched: {}\n", touched));
     }
+    if let Some(backend) = a.sandbox() {
+        out.push_str(&format!("  sandbox: {}\n", ui::escape_line(backend)));
+    }
     if let Some(switch) = &a.api_switch {
         out.push_str(&format!("  api: switched {switch}\n"));
     }

@@ -548,6 +548,8 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
             duration_seconds: 0.0,
+            sandbox: None,
+            sandbox_put_back: Vec::new(),
         };
         let words: Vec<String> = passed_commands(&[
             &[ran(&["bash", "scripts/verify.sh"], 0)],

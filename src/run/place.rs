@@ -132,13 +132,12 @@ impl<'r> Place<'r> {
 
     /// The sandbox the run's checks run in: the tree writable, the repo's own folders and
     /// the tree's Python environments read-only.
-    pub fn sandbox(&self, journal: &Journal) -> Sandbox {
-        let mut read_only = vec![
-            self.user.commondir().to_path_buf(),
-            self.repo().path().to_path_buf(),
-        ];
-        read_only.extend(journal.restore.environments());
-        Sandbox::for_checks(self.root.clone(), read_only)
+    pub fn sandbox(&self, journal: &Journal) -> Result<Sandbox> {
+        Sandbox::for_checks(crate::sandbox::ChecksIn {
+            repo: self.repo(),
+            tree: &self.root,
+            also_read_only: journal.restore.environments(),
+        })
     }
 
     /// Drops the run's repo and removes its worktree, if it has one; its record is final by

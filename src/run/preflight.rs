@@ -4,7 +4,6 @@
 use crate::error::{Error, Result};
 use crate::git::{lock::RepoLock, status::Snapshot};
 use crate::journal::Journal;
-use crate::roles::po::exec::Sandbox;
 use crate::roles::se::provider::ProviderSpec;
 use crate::run::options::RunOptions;
 use git2::Repository;
@@ -186,7 +185,7 @@ impl Claim {
 /// allowed, a `--branch` that cannot be made.
 pub fn check_options(repo: &Repository, opts: &RunOptions, user_root: &Path) -> Result<()> {
     if opts.sandbox {
-        Sandbox::require()?;
+        crate::sandbox::require(repo)?;
     }
     if let Some(out) = &opts.out {
         check_out_dir(out, user_root)?;

@@ -93,6 +93,13 @@ pub struct CmdResult {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub duration_seconds: f64,
+    /// The backend that confined the command under `--sandbox` (`bwrap`, `landlock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Read-only files the command changed that the sandbox put back (where its backend
+    /// could not single them out), absolute paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_put_back: Vec<String>,
 }
 
 impl CmdResult {
@@ -138,6 +145,32 @@ pub struct FailureBrief {
 pub struct Usage {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+}
+
+impl AttemptRecord {
+    /// Every command the attempt ran, in order.
+    pub fn commands(&self) -> impl Iterator<Item = &CmdResult> {
+        (self.verify.iter())
+            .chain(&self.pass_to_pass)
+            .chain(&self.fail_to_pass)
+            .chain(&self.acceptance)
+    }
+
+    /// The backend that confined the attempt's checks under `--sandbox` (SPEC §7.1).
+    pub fn sandbox(&self) -> Option<&str> {
+        self.commands().find_map(|c| c.sandbox.as_deref())
+    }
+
+    /// Read-only files the sandbox put back after the attempt's checks changed them.
+    pub fn sandbox_put_back(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in self.commands().flat_map(|c| &c.sandbox_put_back) {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

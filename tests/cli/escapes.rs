@@ -82,11 +82,29 @@ fn a_deleted_ignored_file_is_never_given_another_files_bytes() {
     deleted_key_is_not_replaced(&[]);
 }
 
+/// Under `--sandbox` a pre-existing ignored file is read-only (SPEC §7.1): the check cannot
+/// delete the key at all, fails, and leaves the key and nothing else behind.
 #[test]
 fn a_deleted_ignored_file_is_never_given_another_files_bytes_in_the_sandbox() {
-    if bwrap_or_skip() {
-        deleted_key_is_not_replaced(&["--sandbox"]);
+    if !bwrap_or_skip() {
+        return;
     }
+    let r = keyed();
+    for i in 0..4 {
+        r.write(&format!("secret{i}.key"), &format!("SECRET-{i}\n"));
+    }
+    let check = "sh -c 'rm secret0.key && printf attacker > planted.txt && grep -qx TWO app.txt'";
+    let (out, s) = run_check(&r, check, &["--sandbox"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "FAIL");
+    for i in 0..4 {
+        assert_eq!(
+            r.read(&format!("secret{i}.key")),
+            Some(format!("SECRET-{i}\n"))
+        );
+    }
+    assert_eq!(r.read("planted.txt"), None);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod recovery;
 mod restore;
 mod run;
 mod safety;
+mod sandbox;
 mod sharing;
 mod status;
 mod terminal;

@@ -40,111 +40,8 @@ pub struct CommandSpec {
     pub pgid_file: Option<PathBuf>,
 }
 
-/// `--sandbox`: the command runs under bubblewrap with no network, its own pid namespace, and
-/// a read-only file system except the listed folders and a private /tmp.
-#[derive(Debug, Clone, Default)]
-pub struct Sandbox {
-    pub writable: Vec<PathBuf>,
-    pub read_only: Vec<PathBuf>,
-    /// Writable folders inside read-only ones (the attempt's bytecode folder under `.git`).
-    pub scratch: Vec<PathBuf>,
-    /// Keep the network: coding agents talk to their model; checks never get it.
-    pub network: bool,
-    /// A writable folder shown at another path, where the command then starts: an agent's
-    /// scratch worktree lives under `.git/`, where some agents refuse to edit anything.
-    pub remap: Option<(PathBuf, PathBuf)>,
-}
-
-impl Sandbox {
-    pub fn available() -> bool {
-        std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("bwrap").is_file()))
-    }
-
-    /// `--sandbox` asked for: refused up front when bubblewrap is missing.
-    pub fn require() -> crate::error::Result<()> {
-        if Self::available() {
-            return Ok(());
-        }
-        Err(
-            crate::error::Error::new("--sandbox needs bubblewrap (bwrap), which is not installed")
-                .hint("install the bubblewrap package (apt-get install bubblewrap), or run without --sandbox"),
-        )
-    }
-
-    /// Checks in `tree`: it is all they can write; `read_only` (the repo's `.git`, the
-    /// worktree's own git dir, environments) is mounted over it; no network.
-    pub fn for_checks(tree: PathBuf, read_only: Vec<PathBuf>) -> Self {
-        Sandbox {
-            writable: vec![tree],
-            read_only,
-            scratch: Vec::new(),
-            network: false,
-            remap: None,
-        }
-    }
-
-    /// The bwrap command line. Paths go in as their bytes (`OsString`): a folder whose name is
-    /// not UTF-8 is bound where it is, never at a lossy spelling bwrap cannot find.
-    fn wrap(&self, cwd: &Path, argv: &[String]) -> Vec<OsString> {
-        // bwrap keeps the network unless told otherwise.
-        let net: &[&str] = if self.network {
-            &[]
-        } else {
-            &["--unshare-net"]
-        };
-        let mut out: Vec<OsString> = ["bwrap", "--die-with-parent"]
-            .iter()
-            .chain(net)
-            .chain(&[
-                "--unshare-pid",
-                "--new-session",
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev",
-                "/dev",
-                "--proc",
-                "/proc",
-                "--tmpfs",
-                "/tmp",
-            ])
-            .map(OsString::from)
-            .collect();
-        let mut bind = |flag: &str, from: &Path, to: &Path| {
-            out.extend([flag.into(), from.into(), to.into()]);
-        };
-        // Each mount hides what was mounted below it before: folders go outermost first, so
-        // a writable worktree under the read-only `.git` (`--worktree`, candidates) stays
-        // writable, and a scratch folder inside one stays writable too.
-        let mut mounts: Vec<(&str, &PathBuf)> = (self.writable.iter().map(|d| ("--bind", d)))
-            .chain(self.read_only.iter().map(|d| ("--ro-bind", d)))
-            .chain(self.scratch.iter().map(|d| ("--bind", d)))
-            .collect();
-        mounts.sort_by_key(|(_, d)| d.components().count());
-        for (flag, d) in mounts {
-            bind(flag, d, d);
-        }
-        // The verify cache's sealing secret (in a repo's `.git/factory/`) stays unreadable to
-        // what runs inside, so a check cannot forge a cached result.
-        for d in &self.read_only {
-            let secret = crate::roles::po::cache::secret_path(d);
-            if secret.is_file() {
-                bind("--ro-bind", Path::new("/dev/null"), &secret);
-            }
-        }
-        let cwd = match &self.remap {
-            Some((from, to)) => {
-                bind("--bind", from, to);
-                to.as_path()
-            }
-            None => cwd,
-        };
-        out.extend(["--chdir".into(), cwd.into(), "--".into()]);
-        out.extend(argv.iter().map(OsString::from));
-        out
-    }
-}
+/// `--sandbox`: the one policy of SPEC §7.1 and the backend that enforces it.
+pub use crate::sandbox::Confinement as Sandbox;
 
 /// Where one command's output goes: absolute files, and the names recorded in CmdResult.
 pub struct LogFiles {
@@ -188,6 +85,8 @@ fn blank_result(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         stdout_bytes: 0,
         stderr_bytes: 0,
         duration_seconds: 0.0,
+        sandbox: None,
+        sandbox_put_back: Vec::new(),
     }
 }
 
@@ -203,8 +102,16 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
             return result;
         }
     };
-    let argv: Vec<OsString> = match &spec.sandbox {
-        Some(sandbox) => sandbox.wrap(&spec.cwd, &spec.argv),
+    if spec.argv.is_empty() {
+        result.spawn_error = Some("empty command".to_string());
+        return result;
+    }
+    let mut confined = match confine(spec, &mut result) {
+        Ok(c) => c,
+        Err(()) => return result,
+    };
+    let argv: Vec<OsString> = match &confined {
+        Some(p) => p.argv.clone(),
         None => spec.argv.iter().map(OsString::from).collect(),
     };
     let Some((program, args)) = argv.split_first() else {
@@ -212,33 +119,16 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         return result;
     };
     become_subreaper();
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .process_group(0)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for name in &spec.env_remove {
-        cmd.env_remove(name);
-    }
-    for (k, v) in &spec.env_set {
-        cmd.env(k, v);
-    }
-    // Which harness started it: recover finds a killed harness's commands by it (SPEC §7).
-    cmd.env(crate::harness::VAR, crate::harness::marker());
-    // Checks and agents never reach the user's ssh or gpg agent (SPEC §6.1).
-    crate::secrets::keep_from_signing(&mut cmd);
+    let mut cmd = command(spec, program, args, confined.as_ref());
     // Spawning and registering happen under the lock the orphan sweep takes, so a sweep
     // never mistakes a command being started for a leftover.
     let spawned = {
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         cmd.spawn().inspect(|c| live.push(c.id() as i32))
     };
+    if let Some(p) = &mut confined {
+        p.started();
+    }
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -306,9 +196,124 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     }
     result.stdout_bytes = file_len(&logs.stdout);
     result.stderr_bytes = file_len(&logs.stderr);
+    if let Some(p) = confined {
+        confined_ended(p, logs, &mut result);
+    }
     result.stdout_trunc = excerpt_of_file(&logs.stdout);
     result.stderr_trunc = excerpt_of_file(&logs.stderr);
     result
+}
+
+/// The process to start: `program` (the command's own, or its sandbox's) with the spec's
+/// folder, process group, pipes and environment (the sandbox's on top).
+fn command(
+    spec: &CommandSpec,
+    program: &OsString,
+    args: &[OsString],
+    confined: Option<&crate::sandbox::Prepared>,
+) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .process_group(0)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for name in &spec.env_remove {
+        cmd.env_remove(name);
+    }
+    for (k, v) in &spec.env_set {
+        cmd.env(k, v);
+    }
+    for (k, v) in confined.iter().flat_map(|p| &p.env_set) {
+        cmd.env(k, v);
+    }
+    // Which harness started it: recover finds a killed harness's commands by it (SPEC §7).
+    cmd.env(crate::harness::VAR, crate::harness::marker());
+    // Checks and agents never reach the user's ssh or gpg agent (SPEC §6.1).
+    crate::secrets::keep_from_signing(&mut cmd);
+    cmd
+}
+
+/// Prepares the sandbox of a `--sandbox` command; `Err` when it cannot start (the reason is
+/// then in `result.spawn_error`).
+fn confine(
+    spec: &CommandSpec,
+    result: &mut CmdResult,
+) -> Result<Option<crate::sandbox::Prepared>, ()> {
+    let Some(sandbox) = &spec.sandbox else {
+        return Ok(None);
+    };
+    result.sandbox = Some(sandbox.backend.name().to_string());
+    // A program that is not there is the command's own failure, told before any sandbox
+    // starts (inside, it would look like the sandbox's).
+    if let Some(missing) = not_on_path(&spec.argv[0], &spec.cwd, &spec.env_set) {
+        result.spawn_error = Some(missing);
+        return Err(());
+    }
+    match sandbox.prepare(&spec.cwd, &spec.argv) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) => {
+            result.spawn_error = Some(format!(
+                "the sandbox ({}) cannot be set up: {e}",
+                sandbox.backend.name()
+            ));
+            Err(())
+        }
+    }
+}
+
+/// After a confined command: a sandbox that never started it makes the result a
+/// `spawn_error` naming the sandbox (with its own complaint from stderr), never the
+/// command's exit code; read-only files it put back are noted.
+fn confined_ended(p: crate::sandbox::Prepared, logs: &LogFiles, result: &mut CmdResult) {
+    let finished = p.finish(result.exit_code);
+    if let Some(why) = finished.not_started {
+        let said = excerpt_of_file(&logs.stderr);
+        let said = said
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        result.spawn_error = Some(if said.is_empty() {
+            why
+        } else {
+            format!("{why}: {}", said.trim())
+        });
+        result.exit_code = None;
+    }
+    result.sandbox_put_back = (finished.put_back.iter())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    for failed in finished.not_put_back {
+        result
+            .sandbox_put_back
+            .push(format!("not put back: {failed}"));
+    }
+}
+
+/// `Some(why)` when `program` names no executable file: a path that is not one, or a bare
+/// name found in no folder of the `PATH` the command gets.
+fn not_on_path(program: &str, cwd: &Path, env_set: &[(String, String)]) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return (!runnable(&path))
+            .then(|| spawn_error_text(program, &io::ErrorKind::NotFound.into()));
+    }
+    let path = (env_set.iter().rev().find(|(k, _)| k == "PATH"))
+        .map(|(_, v)| OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|d| runnable(&d.join(program)));
+    (!found).then(|| spawn_error_text(program, &io::ErrorKind::NotFound.into()))
 }
 
 fn spawn_error_text(program: &str, e: &io::Error) -> String {

@@ -353,11 +353,7 @@ impl PyCache {
             ..
         } = *how;
         self.create().ok()?;
-        let sandbox = sandbox.map(|s| {
-            let mut s = s.clone();
-            s.scratch.push(self.dir.clone());
-            s
-        });
+        let sandbox = sandbox.map(|s| s.clone().with_writable(self.dir.clone()));
         let spec = CommandSpec {
             argv,
             cwd: root.to_path_buf(),

@@ -81,7 +81,7 @@ pub fn run_in_temporary_worktree<G>(
     on_command: impl FnMut(&str, &[String]) -> G,
 ) -> crate::error::Result<PoOutcome> {
     if sandboxed {
-        exec::Sandbox::require()?;
+        crate::sandbox::require(repo)?;
     }
     let cfg = crate::config::Config::of(repo);
     let scratch = crate::git::factory_dir(repo).join("tmp");
@@ -101,12 +101,13 @@ pub fn run_in_temporary_worktree<G>(
     )?;
     let (view, sandbox) = if sandboxed {
         let view = cache.view(&scratch, &wt.path)?;
-        let wt_git_dir = git2::Repository::open(&wt.path)?.path().to_path_buf();
-        let mut sandbox = exec::Sandbox::for_checks(
-            wt.path.clone(),
-            vec![repo.commondir().to_path_buf(), wt_git_dir],
-        );
-        sandbox.scratch.push(view.path().to_path_buf());
+        let wt_repo = git2::Repository::open(&wt.path)?;
+        let sandbox = exec::Sandbox::for_checks(crate::sandbox::ChecksIn {
+            repo: &wt_repo,
+            tree: &wt.path,
+            also_read_only: Vec::new(),
+        })?
+        .with_writable(view.path().to_path_buf());
         (Some(view), Some(sandbox))
     } else {
         (None, None)

@@ -76,7 +76,9 @@ impl Nodes for Session<'_> {
         if passed {
             if let Some(plan) = current.plan.take() {
                 // The restore forgot the bytecode of the change's files and of what it put back.
-                let side = self.restore_side_effects(&plan)?;
+                let mut side = self.restore_side_effects(&plan)?;
+                // Read-only files the sandbox itself had to put back (SPEC §7.1).
+                side.extend(current.record.sandbox_put_back());
                 if !side.is_empty() {
                     self.ui.warn(format!(
                         "restored files the checks changed: {}",

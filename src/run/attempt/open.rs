@@ -34,7 +34,7 @@ impl<'a> Session<'a> {
         write_json(&place.run_dir.join("work_order.json"), &plan.wo.raw)?;
         crate::trace::mark("staging folder");
         let journal = place.capture(plan)?;
-        let sandbox = plan.sandbox.then(|| place.sandbox(&journal));
+        let sandbox = plan.sandbox.then(|| place.sandbox(&journal)).transpose()?;
         let repo = place.repo();
         let session = Session {
             record: true,

@@ -26,10 +26,7 @@ impl Session<'_> {
             env_set: PyCache::env(&prefix, &self.root),
             log_dir,
             log_rel: "baseline".to_string(),
-            sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(prefix.clone());
-                s
-            }),
+            sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
         };
         let contract = baseline::Contract {
@@ -102,10 +99,7 @@ impl Session<'_> {
             env_set: PyCache::env(&prefix, &self.root),
             log_dir: dir.clone(),
             log_rel: rel,
-            sandbox: self.sandbox.clone().map(|mut s| {
-                s.scratch.push(prefix.clone());
-                s
-            }),
+            sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
         };
         let ui = self.ui;

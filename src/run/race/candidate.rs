@@ -132,12 +132,14 @@ fn candidate_session(
     let ui = shared.ui.silent();
     let mut summary = shared.summary.clone();
     summary.config.model = identity;
-    let sandbox = plan.sandbox.then(|| {
-        Sandbox::for_checks(
-            worktree.path.clone(),
-            vec![repo.commondir().to_path_buf(), wt_repo.path().to_path_buf()],
-        )
-    });
+    let sandbox = match plan.sandbox {
+        true => Some(Sandbox::for_checks(crate::sandbox::ChecksIn {
+            repo: &wt_repo,
+            tree: &worktree.path,
+            also_read_only: Vec::new(),
+        })?),
+        false => None,
+    };
     {
         let mut session = Session {
             record: false,

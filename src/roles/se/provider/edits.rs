@@ -249,11 +249,10 @@ fn take_in(scratch: &Repository, user: &Repository, tree: Oid) -> Result<(), git
     Ok(())
 }
 
-/// The sandbox of a coding agent: network on, everything read-only but its scratch worktree
-/// (shown at `/tmp/git-factory/<repo>`), the worktree's own metadata (`.git/worktrees/<name>`:
-/// HEAD, index, logs), its private object directory, and the `factory.agentWritable`
-/// folders. The repo's own objects are read-only: an agent that could write them could
-/// delete or rewrite the history.
+/// The sandbox of a coding agent: the one agent policy (SPEC §7.1) — its scratch worktree
+/// (shown at `/tmp/git-factory/<repo>` under bubblewrap), the worktree's own metadata, its
+/// private object directory (the repo's own objects stay read-only: an agent that could write
+/// them could delete or rewrite the history), the `factory.agentWritable` folders; network on.
 fn agent_sandbox(
     user_root: &Path,
     repo: &Repository,
@@ -261,11 +260,7 @@ fn agent_sandbox(
     objects: &Path,
     writable: Vec<PathBuf>,
 ) -> Result<Sandbox, ProviderError> {
-    let admin = Repository::open(scratch)
-        .map(|r| r.path().to_path_buf())
-        .map_err(|e| failed(format!("opening the scratch worktree: {}", e.message())))?;
-    let mut inner = vec![admin, objects.to_path_buf()];
-    inner.extend(writable);
+    let backend = crate::sandbox::require(repo).map_err(|e| failed(e.message))?;
     // Named after the user's repository (also in a --worktree run, whose tree is elsewhere).
     let name = repo
         .commondir()
@@ -273,17 +268,15 @@ fn agent_sandbox(
         .and_then(Path::file_name)
         .map(|n| n.to_os_string())
         .unwrap_or_else(|| "repo".into());
-    Ok(Sandbox {
-        writable: Vec::new(),
-        // Visible (also where they live under /tmp, which the sandbox replaces), not writable.
-        read_only: vec![user_root.to_path_buf(), repo.commondir().to_path_buf()],
-        scratch: inner,
-        network: true,
-        remap: Some((
-            scratch.to_path_buf(),
-            Path::new(SANDBOX_WORKTREE).join(name),
-        )),
-    })
+    let policy = crate::sandbox::Policy::for_agent(
+        repo,
+        user_root,
+        scratch,
+        objects,
+        writable,
+        Path::new(SANDBOX_WORKTREE).join(name),
+    );
+    Ok(Sandbox { policy, backend })
 }
 
 /// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git

@@ -1,0 +1,79 @@
+//! The bubblewrap backend: mount, pid and network namespaces. The whole file system is bound
+//! read-only, the policy's writable folders writable over it, its read-only entries bound
+//! read-only again over those (a single file too), `/dev/null` over each hidden file (an
+//! empty folder over a hidden folder), and a private `/tmp` that `TMPDIR` names.
+
+use super::Policy;
+use std::ffi::OsString;
+use std::path::Path;
+
+/// The bwrap command line for `argv` run in `cwd` under `policy`. `status_fd`: where bwrap
+/// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
+/// folder whose name is not UTF-8 is bound where it is.
+pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec!["bwrap".into(), "--die-with-parent".into()];
+    if !policy.network {
+        out.push("--unshare-net".into());
+    }
+    out.extend(
+        [
+            "--unshare-pid",
+            "--new-session",
+            "--json-status-fd",
+            &status_fd.to_string(),
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+        ]
+        .map(OsString::from),
+    );
+    let mut bind = |flag: &str, from: &Path, to: &Path| {
+        out.extend([flag.into(), from.into(), to.into()]);
+    };
+    // Each mount hides what was mounted below it before: outermost first, so a writable
+    // worktree under the read-only `.git` stays writable, and a read-only `.git` file or
+    // ignored `.env` inside the writable tree stays read-only. At equal depth, read-only last.
+    let mut mounts: Vec<(&str, &Path)> = (policy.writable.iter().map(|d| ("--bind", d.as_path())))
+        .chain(policy.read_only.iter().map(|d| ("--ro-bind", d.as_path())))
+        .filter(|(_, d)| std::fs::symlink_metadata(d).is_ok())
+        .collect();
+    mounts.sort_by_key(|(flag, d)| (d.components().count(), *flag == "--ro-bind"));
+    for (flag, d) in mounts {
+        bind(flag, d, d);
+    }
+    for h in &policy.hidden {
+        match std::fs::metadata(h) {
+            Ok(m) if m.is_dir() => {
+                out.extend(["--tmpfs".into(), h.into(), "--remount-ro".into(), h.into()]);
+            }
+            Ok(_) => out.extend(["--ro-bind".into(), "/dev/null".into(), h.into()]),
+            Err(_) => {}
+        }
+    }
+    let cwd = match &policy.remap {
+        Some((from, to)) => {
+            out.extend(["--bind".into(), from.into(), to.into()]);
+            to.as_path()
+        }
+        None => cwd,
+    };
+    out.extend(["--chdir".into(), cwd.into(), "--".into()]);
+    out.extend(argv.iter().map(OsString::from));
+    out
+}
+
+/// Whether bwrap's status stream says the command was started (its `child-pid` line).
+pub fn started(status: &[u8]) -> bool {
+    status
+        .windows(b"child-pid".len())
+        .any(|w| w == b"child-pid")
+}

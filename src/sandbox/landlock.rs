@@ -1,0 +1,339 @@
+//! The Landlock backend. The crate forbids unsafe code, so a process cannot restrict a child
+//! between fork and exec; instead the command is started as our own binary's hidden internal
+//! subcommand ([`INTERNAL`]), which restricts itself with the rules computed here and then
+//! executes the command. Landlock rules grant access to whole hierarchies and never take it
+//! back below, so a read-only folder inside a writable one is made so by granting its
+//! writable parent entry by entry instead ([`carve`]); a read-only file there is saved before
+//! the command and put back after it (see `keep.rs`).
+
+use super::Policy;
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, ABI,
+};
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+/// The hidden subcommand: `git-factory __confine [RULE PATH]… [--no-net] --status FILE -- ARGV…`.
+/// Not a clap command, so it shows in no help, man page or completion.
+pub const INTERNAL: &str = "__confine";
+
+/// The newest ABI whose rights this code was written and tested against.
+const TESTED: ABI = ABI::V7;
+
+/// A file a confined command may write but not replace (there is no folder to carve).
+const KEEP_CAP: u64 = 16 << 20;
+
+/// One grant: what the command may do beneath a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// Read and execute everything below.
+    Read,
+    /// List the folder, nothing more (a folder along the way to a hidden entry).
+    List,
+    /// Everything below: create, remove, write, rename.
+    Write,
+    /// Write existing files (a device such as `/dev/null`).
+    WriteFiles,
+}
+
+impl Grant {
+    fn flag(self) -> &'static str {
+        match self {
+            Grant::Read => "--read",
+            Grant::List => "--list",
+            Grant::Write => "--write",
+            Grant::WriteFiles => "--write-files",
+        }
+    }
+
+    fn from_flag(flag: &OsStr) -> Option<Grant> {
+        [Grant::Read, Grant::List, Grant::Write, Grant::WriteFiles]
+            .into_iter()
+            .find(|g| flag == g.flag())
+    }
+
+    fn access(self, abi: ABI) -> BitFlags<AccessFs> {
+        match self {
+            Grant::Read => AccessFs::from_read(abi),
+            Grant::List => AccessFs::ReadDir.into(),
+            Grant::Write => AccessFs::from_all(abi),
+            Grant::WriteFiles => AccessFs::from_file(abi),
+        }
+    }
+}
+
+/// The rules for `policy`, and the read-only files inside writable folders that only a save
+/// and put back can keep (see `keep.rs`).
+pub struct Rules {
+    pub grants: Vec<(PathBuf, Grant)>,
+    pub kept: Vec<PathBuf>,
+}
+
+/// Devices a command writes as a matter of course.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
+    let mut grants = Vec::new();
+    let hidden: Vec<PathBuf> = policy.hidden.iter().map(|p| real(p)).collect();
+    carve(
+        Path::new("/"),
+        &hidden,
+        Grant::Read,
+        Grant::List,
+        &mut grants,
+    );
+    let mut kept = Vec::new();
+    for w in &policy.writable {
+        let w = real(w);
+        // Read-only folders inside are carved out; read-only files are kept instead, unless
+        // they are too big to keep, whose folder is then carved around them.
+        let mut holes = Vec::new();
+        for r in policy.read_only.iter().map(|p| real(p)) {
+            if r == w || !r.starts_with(&w) {
+                continue;
+            }
+            match std::fs::symlink_metadata(&r) {
+                Ok(m) if !m.is_dir() && m.len() <= KEEP_CAP => kept.push(r),
+                Ok(_) => holes.push(r),
+                Err(_) => {}
+            }
+        }
+        if policy.read_only.iter().any(|r| real(r) == w) {
+            continue;
+        }
+        // Along the way only listing: reading is the read rules' to grant (a folder granted
+        // Read here would make a hidden file below it readable again).
+        carve(&w, &holes, Grant::Write, Grant::List, &mut grants);
+    }
+    grants.push((tmp.to_path_buf(), Grant::Write));
+    grants.extend(
+        DEVICES
+            .iter()
+            .map(|d| (PathBuf::from(d), Grant::WriteFiles)),
+    );
+    Rules { grants, kept }
+}
+
+fn real(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Grants `whole` on `dir` except the `holes` below it: a folder with a hole below gets only
+/// `along` itself and each of its other entries is granted in turn.
+fn carve(
+    dir: &Path,
+    holes: &[PathBuf],
+    whole: Grant,
+    along: Grant,
+    out: &mut Vec<(PathBuf, Grant)>,
+) {
+    if holes.iter().any(|h| h == dir) {
+        return;
+    }
+    let below: Vec<PathBuf> = holes
+        .iter()
+        .filter(|h| h.starts_with(dir))
+        .cloned()
+        .collect();
+    if below.is_empty() {
+        out.push((dir.to_path_buf(), whole));
+        return;
+    }
+    out.push((dir.to_path_buf(), along));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // A link is granted as itself (Landlock follows it to its target's own rules).
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            carve(&path, &below, whole, along, out);
+        } else if !below.contains(&path) {
+            out.push((path, whole));
+        }
+    }
+}
+
+/// The command line that runs `argv` confined by `rules`: our own binary's internal
+/// subcommand, which writes why it could not start the command to `status`.
+pub fn command_line(
+    rules: &Rules,
+    network: bool,
+    status: &Path,
+    argv: &[String],
+) -> std::io::Result<Vec<OsString>> {
+    let me = std::env::current_exe()?;
+    let mut out: Vec<OsString> = vec![me.into(), INTERNAL.into()];
+    for (path, grant) in &rules.grants {
+        out.push(grant.flag().into());
+        out.push(path.into());
+    }
+    if !network {
+        out.push("--no-net".into());
+    }
+    out.extend(["--status".into(), status.into(), "--".into()]);
+    out.extend(argv.iter().map(OsString::from));
+    Ok(out)
+}
+
+/// The internal subcommand: restricts this process as told, then becomes the command. Never
+/// returns; why it could not start the command goes to the status file and exit code 127.
+pub fn enter(args: &[OsString]) -> ! {
+    let mut grants = Vec::new();
+    let mut network = true;
+    let mut status: Option<std::fs::File> = None;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_os_str();
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if a == "--no-net" {
+            network = false;
+        } else if a == "--status" {
+            // Opened before the restriction; closed on exec (std opens with O_CLOEXEC).
+            status = args
+                .get(i + 1)
+                .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
+            i += 1;
+        } else if let (Some(g), Some(p)) = (Grant::from_flag(a), args.get(i + 1)) {
+            grants.push((PathBuf::from(p), g));
+            i += 1;
+        } else {
+            fail(&mut status, &format!("unknown argument {:?}", a));
+        }
+        i += 1;
+    }
+    let argv = &args[i.min(args.len())..];
+    let Some((program, rest)) = argv.split_first() else {
+        fail(&mut status, "no command");
+    };
+    if let Err(e) = restrict(&grants, network) {
+        fail(&mut status, &format!("landlock: {e}"));
+    }
+    let err = std::process::Command::new(program).args(rest).exec();
+    let shown = String::from_utf8_lossy(program.as_bytes()).into_owned();
+    let why = match err.kind() {
+        std::io::ErrorKind::NotFound => format!("exec {shown}: command not found"),
+        _ => format!("exec {shown}: {err}"),
+    };
+    fail(&mut status, &why)
+}
+
+fn fail(status: &mut Option<std::fs::File>, why: &str) -> ! {
+    match status {
+        Some(f) => {
+            let _ = writeln!(f, "{why}");
+        }
+        None => eprintln!("git-factory: {why}"),
+    }
+    std::process::exit(127)
+}
+
+/// Applies the rules to this process (and so to what it executes). Refuses, rather than run
+/// unconfined, when the kernel enforces none of the file-system rules.
+fn restrict(grants: &[(PathBuf, Grant)], network: bool) -> Result<(), String> {
+    let abi = TESTED;
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(|e| e.to_string())?;
+    if !network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(|e| e.to_string())?;
+    }
+    ruleset = ruleset
+        .scope(Scope::from_all(abi))
+        .map_err(|e| e.to_string())?;
+    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    for (path, grant) in grants {
+        // A path that vanished since the rules were computed grants nothing.
+        let Ok(fd) = PathFd::new(path) else { continue };
+        let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+        let mut access = grant.access(abi);
+        if !is_dir {
+            access &= AccessFs::from_file(abi);
+        }
+        if access.is_empty() {
+            continue;
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let status = created.restrict_self().map_err(|e| e.to_string())?;
+    if status.ruleset == landlock::RulesetStatus::NotEnforced {
+        return Err("this kernel does not enforce Landlock".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_folder_inside_a_writable_one_is_carved_out() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tree = tmp.path().canonicalize().expect("real");
+        for d in ["src", ".git/hooks", ".venv"] {
+            std::fs::create_dir_all(tree.join(d)).expect("mkdir");
+        }
+        std::fs::write(tree.join("app.txt"), "x").expect("write");
+        std::fs::write(tree.join(".env"), "SECRET").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![tree.join(".git"), tree.join(".venv"), tree.join(".env")],
+            ..Policy::default()
+        };
+        let rules = rules(&policy, Path::new("/nonexistent-tmp"));
+        let grant = |p: &Path| {
+            (rules.grants.iter())
+                .filter(|(g, _)| g == p)
+                .map(|(_, k)| *k)
+                .collect::<Vec<_>>()
+        };
+        // The tree itself is only readable (no new entries beside .git); its other entries
+        // are writable; the read-only folders get nothing; the file is kept instead.
+        assert_eq!(grant(&tree), vec![Grant::List]);
+        assert_eq!(grant(&tree.join("src")), vec![Grant::Write]);
+        assert_eq!(grant(&tree.join("app.txt")), vec![Grant::Write]);
+        assert!(grant(&tree.join(".git")).is_empty());
+        assert!(grant(&tree.join(".venv")).is_empty());
+        assert_eq!(rules.kept, vec![tree.join(".env")]);
+    }
+
+    #[test]
+    fn hidden_files_leave_their_folders_listable_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let base = tmp.path().canonicalize().expect("real");
+        std::fs::create_dir_all(base.join("factory")).expect("mkdir");
+        std::fs::write(base.join("factory/verify-key"), "k").expect("write");
+        std::fs::write(base.join("factory/other"), "o").expect("write");
+        let mut out = Vec::new();
+        carve(
+            &base,
+            &[base.join("factory/verify-key")],
+            Grant::Read,
+            Grant::List,
+            &mut out,
+        );
+        assert!(out.contains(&(base.join("factory"), Grant::List)));
+        assert!(out.contains(&(base.join("factory/other"), Grant::Read)));
+        assert!(!out
+            .iter()
+            .any(|(p, _)| p == &base.join("factory/verify-key")));
+    }
+}

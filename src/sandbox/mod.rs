@@ -1,0 +1,193 @@
+//! Confinement (SPEC §7.1): one policy for every confined command — checks in every mode,
+//! agents, `reverify --sandbox`, the bytecode cache's fill — and two backends that enforce it,
+//! bubblewrap and Landlock, chosen by git config `factory.sandboxBackend`. A backend is
+//! trusted only after a probe has shown, once per process, that it confines on this machine.
+//!
+//! A command is confined in three steps: [`Confinement::prepare`] gives the command line to
+//! start (and saves what the backend cannot protect otherwise), the caller starts it and tells
+//! [`Prepared::started`], and after it ended [`Prepared::finish`] says whether the sandbox
+//! ever started it and puts back what it saved.
+
+mod bwrap;
+mod keep;
+pub mod landlock;
+mod policy;
+mod probe;
+
+pub use policy::{ChecksIn, Policy, VERIFY_KEY};
+pub use probe::{choose, Choice};
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// git config: which backend `--sandbox` uses (`auto`, `bwrap`, `landlock`).
+pub const BACKEND_KEY: &str = "factory.sandboxBackend";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Bwrap,
+    Landlock,
+}
+
+impl Backend {
+    /// The name recorded with each command (`sandbox` in `verify_result.json`) and shown.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap",
+            Backend::Landlock => "landlock",
+        }
+    }
+}
+
+/// A policy and the backend that enforces it.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    pub policy: Policy,
+    pub backend: Backend,
+}
+
+/// The backend `--sandbox` uses in `repo`, by its git config `factory.sandboxBackend`,
+/// proven to confine; a refusal naming why when none does.
+pub fn require(repo: &git2::Repository) -> crate::error::Result<Backend> {
+    let setting = crate::config::Config::of(repo).string(BACKEND_KEY);
+    let choice = choose(setting.as_deref())?;
+    if let Some(why) = &choice.passed_over {
+        crate::trace::mark(&format!("sandbox: {} ({why})", choice.backend.name()));
+    }
+    Ok(choice.backend)
+}
+
+impl Confinement {
+    /// Checks in the tree `at.tree`: the policy of [`Policy::for_checks`] under the backend
+    /// the repo's configuration chooses.
+    pub fn for_checks(at: ChecksIn<'_>) -> crate::error::Result<Confinement> {
+        let backend = require(at.repo)?;
+        Ok(Confinement {
+            policy: Policy::for_checks(at),
+            backend,
+        })
+    }
+
+    /// One more writable folder (see [`Policy::with_writable`]).
+    pub fn with_writable(mut self, dir: PathBuf) -> Confinement {
+        self.policy = self.policy.with_writable(dir);
+        self
+    }
+
+    /// The command line that runs `argv` in `cwd` confined, with what must live until the
+    /// command ended. An error here means the sandbox cannot start anything.
+    pub fn prepare(&self, cwd: &Path, argv: &[String]) -> std::io::Result<Prepared> {
+        let mut prepared = Prepared {
+            backend: self.backend,
+            argv: Vec::new(),
+            env_set: Vec::new(),
+            status_read: None,
+            status_write: None,
+            status_file: None,
+            tmp: None,
+            kept: keep::Kept::default(),
+        };
+        match self.backend {
+            Backend::Bwrap => {
+                let (read, write) = rustix::pipe::pipe_with(
+                    rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+                )?;
+                // Only bwrap's end is passed on (inherited by the child it starts).
+                rustix::io::fcntl_setfd(&write, rustix::io::FdFlags::empty())?;
+                prepared.argv = bwrap::command_line(&self.policy, cwd, argv, write.as_raw_fd());
+                prepared.status_read = Some(read);
+                prepared.status_write = Some(write);
+            }
+            Backend::Landlock => {
+                let tmp = tempfile::Builder::new()
+                    .prefix("git-factory-tmp-")
+                    .tempdir()?;
+                let status = tempfile::NamedTempFile::new()?;
+                let rules = landlock::rules(&self.policy, tmp.path());
+                prepared.kept = keep::Kept::save(&rules.kept)?;
+                prepared.argv =
+                    landlock::command_line(&rules, self.policy.network, status.path(), argv)?;
+                prepared.env_set = vec![("TMPDIR".into(), tmp.path().into())];
+                prepared.tmp = Some(tmp);
+                prepared.status_file = Some(status);
+            }
+        }
+        Ok(prepared)
+    }
+}
+
+/// A confined command ready to start (see [`Confinement::prepare`]).
+pub struct Prepared {
+    backend: Backend,
+    /// The program and arguments to start instead of the command's own.
+    pub argv: Vec<OsString>,
+    /// Variables the command gets on top of the caller's (its private `TMPDIR`).
+    pub env_set: Vec<(OsString, OsString)>,
+    status_read: Option<OwnedFd>,
+    status_write: Option<OwnedFd>,
+    status_file: Option<tempfile::NamedTempFile>,
+    tmp: Option<tempfile::TempDir>,
+    kept: keep::Kept,
+}
+
+/// What the sandbox says after the command ended.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// The sandbox never started the command: why, naming the sandbox.
+    pub not_started: Option<String>,
+    /// Read-only files the command changed, put back (listed in `side_effects`).
+    pub put_back: Vec<PathBuf>,
+    /// Read-only files the command changed that could not be put back, with why.
+    pub not_put_back: Vec<String>,
+}
+
+impl Prepared {
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The command was started (or failed to start): our copy of the status pipe's writing
+    /// end is closed.
+    pub fn started(&mut self) {
+        self.status_write = None;
+    }
+
+    /// After the command ended (`exit_code` its launcher's): whether the sandbox started it,
+    /// and the saved files put back.
+    pub fn finish(mut self, exit_code: Option<i32>) -> Finished {
+        self.status_write = None;
+        let mut out = Finished::default();
+        match self.backend {
+            Backend::Bwrap => {
+                let mut status = Vec::new();
+                if let Some(fd) = self.status_read.take() {
+                    let _ = std::fs::File::from(fd).read_to_end(&mut status);
+                }
+                if !bwrap::started(&status) && exit_code.is_some() {
+                    out.not_started =
+                        Some("the sandbox (bwrap) could not start the command".to_string());
+                }
+            }
+            Backend::Landlock => {
+                let said = (self.status_file.as_ref())
+                    .and_then(|f| std::fs::read(f.path()).ok())
+                    .unwrap_or_default();
+                let said = String::from_utf8_lossy(&said).trim().to_string();
+                if let Some(exec) = said.strip_prefix("exec ") {
+                    out.not_started = Some(exec.to_string());
+                } else if !said.is_empty() {
+                    out.not_started = Some(format!(
+                        "the sandbox (landlock) could not start the command: {said}"
+                    ));
+                }
+            }
+        }
+        let (put_back, failed) = std::mem::take(&mut self.kept).put_back();
+        out.put_back = put_back;
+        out.not_put_back = failed;
+        drop(self.tmp.take());
+        out
+    }
+}

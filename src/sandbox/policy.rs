@@ -1,0 +1,243 @@
+//! The policy as data (SPEC §7.1): what a confined command may write, what stays read-only
+//! inside that, what it cannot read at all, and whether it has the network. Built in one place
+//! for checks and one for agents; the backends only enforce it.
+
+use std::path::{Path, PathBuf};
+
+/// What one confined command may do, whatever backend enforces it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Folders (or files) writable with everything below them: the tree, a private bytecode
+    /// view, an agent's scratch worktree and `factory.agentWritable` folders.
+    pub writable: Vec<PathBuf>,
+    /// Read-only even where they lie inside a writable folder: the repo's git dirs, the
+    /// tree's own `.git` entry and the git dirs it names, pre-existing ignored entries.
+    pub read_only: Vec<PathBuf>,
+    /// Unreadable: the verify cache's sealing key, the user's signing keys, agent sockets.
+    pub hidden: Vec<PathBuf>,
+    /// Checks never get the network; agents talk to their model.
+    pub network: bool,
+    /// A writable folder shown at another path, where the command then starts (bubblewrap
+    /// only: an agent's scratch worktree lives under `.git/`, where some agents refuse to
+    /// edit; under Landlock the agent starts in the folder itself).
+    pub remap: Option<(PathBuf, PathBuf)>,
+}
+
+/// The repository a check runs in, as the policy needs to know it.
+pub struct ChecksIn<'a> {
+    /// The repository opened at the tree the checks run in (a linked worktree's own).
+    pub repo: &'a git2::Repository,
+    pub tree: &'a Path,
+    /// More read-only folders found by the caller (the tree's Python environments).
+    pub also_read_only: Vec<PathBuf>,
+}
+
+impl Policy {
+    /// The one policy of checks: the tree's files writable, everything under git's control
+    /// and every pre-existing ignored entry read-only, secrets hidden, no network.
+    pub fn for_checks(at: ChecksIn<'_>) -> Policy {
+        let ChecksIn {
+            repo,
+            tree,
+            also_read_only,
+        } = at;
+        let mut read_only = git_dirs(repo, tree);
+        read_only.extend(ignored_entries(repo, tree));
+        read_only.extend(also_read_only);
+        dedup(&mut read_only);
+        Policy {
+            writable: vec![tree.to_path_buf()],
+            read_only,
+            hidden: hidden(repo),
+            network: false,
+            remap: None,
+        }
+    }
+
+    /// The one policy of agents: their scratch worktree, its own metadata and `objects` (where
+    /// their commits go), the `factory.agentWritable` folders; the user's tree and repo visible
+    /// but read-only; secrets hidden; the network on. `shown_at`: where the scratch worktree
+    /// appears to the agent under bubblewrap.
+    pub fn for_agent(
+        repo: &git2::Repository,
+        user_root: &Path,
+        scratch: &Path,
+        objects: &Path,
+        agent_writable: Vec<PathBuf>,
+        shown_at: PathBuf,
+    ) -> Policy {
+        let scratch_git = git2::Repository::open(scratch)
+            .map(|r| r.path().to_path_buf())
+            .ok();
+        let mut writable: Vec<PathBuf> = vec![scratch.to_path_buf()];
+        writable.extend(scratch_git);
+        writable.push(objects.to_path_buf());
+        writable.extend(agent_writable);
+        // The user's tree is read-only whole, its ignored entries with it.
+        let read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
+        Policy {
+            writable,
+            read_only,
+            hidden: hidden(repo),
+            network: true,
+            remap: Some((scratch.to_path_buf(), shown_at)),
+        }
+    }
+
+    /// One more writable folder (the attempt's bytecode view, the cache while the harness
+    /// fills it).
+    pub fn with_writable(mut self, dir: PathBuf) -> Policy {
+        if !self.writable.contains(&dir) {
+            self.writable.push(dir);
+        }
+        self
+    }
+}
+
+fn dedup(paths: &mut Vec<PathBuf>) {
+    let mut seen = std::collections::HashSet::new();
+    paths.retain(|p| seen.insert(p.clone()));
+}
+
+/// Every git dir the tree's git can be pointed through: the common dir, the tree's own git
+/// dir, the `.git` entry in the tree (a file in a linked worktree or submodule), the folders
+/// that file and that git dir's `commondir` name, and each submodule's `.git` entry.
+fn git_dirs(repo: &git2::Repository, tree: &Path) -> Vec<PathBuf> {
+    let mut out = vec![repo.commondir().to_path_buf(), repo.path().to_path_buf()];
+    let entry = tree.join(".git");
+    if std::fs::symlink_metadata(&entry).is_ok() {
+        out.push(entry.clone());
+    }
+    if let Some(named) = named_git_dir(&entry) {
+        if let Some(common) = named_common_dir(&named) {
+            out.push(common);
+        }
+        out.push(named);
+    }
+    if let Ok(subs) = repo.submodules() {
+        for sub in subs {
+            let dot_git = tree.join(sub.path()).join(".git");
+            if std::fs::symlink_metadata(&dot_git).is_ok() {
+                out.push(dot_git);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|p| p.canonicalize().unwrap_or(p))
+        .collect()
+}
+
+/// The folder a `.git` file names (`gitdir: <path>`, relative to the file's folder).
+fn named_git_dir(file: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(file).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let text = std::fs::read(file).ok()?;
+    let line = text.split(|b| *b == b'\n').next()?;
+    let named = line.strip_prefix(b"gitdir:")?.trim_ascii();
+    let named = Path::new(std::ffi::OsStr::from_bytes(named));
+    Some(file.parent()?.join(named))
+}
+
+/// The folder a git dir's `commondir` file names, relative to that git dir.
+fn named_common_dir(git_dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read(git_dir.join("commondir")).ok()?;
+    let line = text.split(|b| *b == b'\n').next()?.trim_ascii();
+    Some(git_dir.join(Path::new(std::ffi::OsStr::from_bytes(line))))
+}
+
+use std::os::unix::ffi::OsStrExt;
+
+/// The tree's ignored entries as they are now (an ignored folder as one entry): the user's
+/// secrets, environments and build outputs, which no confined command may rewrite.
+fn ignored_entries(repo_at_tree: &git2::Repository, tree: &Path) -> Vec<PathBuf> {
+    let mut opts = git2::StatusOptions::new();
+    opts.include_ignored(true)
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .recurse_ignored_dirs(false)
+        .exclude_submodules(true)
+        .include_unmodified(false);
+    let Ok(statuses) = repo_at_tree.statuses(Some(&mut opts)) else {
+        return Vec::new();
+    };
+    statuses
+        .iter()
+        .filter(|s| s.status().contains(git2::Status::IGNORED))
+        .map(|s| {
+            let rel = s.path_bytes();
+            let rel = rel.strip_suffix(b"/").unwrap_or(rel);
+            tree.join(Path::new(std::ffi::OsStr::from_bytes(rel)))
+        })
+        .collect()
+}
+
+/// What no confined command may read (SPEC §6.1, §7.1): the verify cache's sealing key, the
+/// signing key files named by `user.signingKey`, `~/.ssh`, `~/.gnupg`, the gpg agent's
+/// socket folder and the ssh agent's socket.
+fn hidden(repo: &git2::Repository) -> Vec<PathBuf> {
+    let mut out = vec![repo.commondir().join("factory").join(VERIFY_KEY)];
+    let home = crate::env::home();
+    if let Some(home) = &home {
+        out.push(home.join(".ssh"));
+        out.push(home.join(".gnupg"));
+    }
+    let cfg = crate::config::Config::of(repo);
+    if let Some(key) = cfg.string("user.signingKey") {
+        let path = match (key.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => Some(home.join(rest)),
+            _ => Some(PathBuf::from(&key)).filter(|p| p.is_absolute()),
+        };
+        out.extend(path);
+    }
+    if let Some(sock) = std::env::var_os("SSH_AUTH_SOCK") {
+        out.push(PathBuf::from(sock));
+    }
+    let uid = rustix::process::getuid().as_raw();
+    out.push(PathBuf::from(format!("/run/user/{uid}/gnupg")));
+    out.retain(|p| p.is_absolute() && std::fs::symlink_metadata(p).is_ok());
+    dedup(&mut out);
+    out
+}
+
+/// The file name of the verify cache's sealing key in `.git/factory/`.
+pub const VERIFY_KEY: &str = "verify-key";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_linked_worktree_keeps_its_git_file_and_the_dirs_it_names_read_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let main = tmp.path().join("main");
+        let repo = git2::Repository::init(&main).expect("init");
+        let sig = git2::Signature::now("t", "t@t.invalid").expect("sig");
+        let tree = repo
+            .treebuilder(None)
+            .and_then(|b| b.write())
+            .expect("tree");
+        let tree = repo.find_tree(tree).expect("tree");
+        repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .expect("commit");
+        let wt_path = tmp.path().join("wt");
+        repo.worktree("wt", &wt_path, None).expect("worktree");
+        let wt = git2::Repository::open(&wt_path).expect("open");
+        let policy = Policy::for_checks(ChecksIn {
+            repo: &wt,
+            tree: &wt_path,
+            also_read_only: Vec::new(),
+        });
+        let real = |p: PathBuf| p.canonicalize().expect("real");
+        assert_eq!(policy.writable, vec![wt_path.clone()]);
+        for ro in [
+            real(wt_path.join(".git")),
+            real(main.join(".git")),
+            real(main.join(".git/worktrees/wt")),
+        ] {
+            assert!(policy.read_only.contains(&ro), "{ro:?} in {policy:?}");
+        }
+        assert!(!policy.network);
+    }
+}

@@ -1,0 +1,394 @@
+//! `--sandbox` as SPEC §7.1 draws it, tried as an attacker would: each case runs under
+//! bubblewrap, under Landlock, and under `auto` with a bubblewrap first on `PATH` that fails as
+//! Ubuntu 24.04's does (AppArmor refusing the user namespace), where Landlock must take over.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+/// How a case is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Bwrap,
+    Landlock,
+    /// `auto`, with a bwrap on `PATH` that cannot make its user namespace.
+    AutoBrokenBwrap,
+}
+
+impl Way {
+    /// The backend each way must end up recording.
+    fn backend(self) -> &'static str {
+        match self {
+            Way::Bwrap => "bwrap",
+            Way::Landlock | Way::AutoBrokenBwrap => "landlock",
+        }
+    }
+}
+
+/// Every way this machine offers (bubblewrap is installed by `.ci/run`).
+fn ways() -> Vec<Way> {
+    let mut out = Vec::new();
+    if bwrap_or_skip() {
+        out.push(Way::Bwrap);
+    }
+    out.extend([Way::Landlock, Way::AutoBrokenBwrap]);
+    out
+}
+
+/// A folder holding a `bwrap` that fails as Ubuntu 24.04's does.
+fn broken_bwrap(r: &TestRepo) -> PathBuf {
+    let dir = r.outside.join("broken-bwrap");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let bin = dir.join("bwrap");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+    )
+    .expect("write");
+    make_executable(&bin);
+    dir
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn with_path_first(dir: &Path) -> std::ffi::OsString {
+    let mut paths = vec![dir.to_path_buf()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).expect("PATH")
+}
+
+/// `git factory run --sandbox --json FLAGS` in `cwd`, confined the given way.
+fn run_in(
+    r: &TestRepo,
+    way: Way,
+    cwd: &Path,
+    wo: &Path,
+    replay: &Path,
+    flags: &[&str],
+) -> std::process::Output {
+    let mut cmd = r.factory();
+    cmd.current_dir(cwd);
+    let backend = match way {
+        Way::Bwrap => "bwrap",
+        Way::Landlock => "landlock",
+        Way::AutoBrokenBwrap => {
+            cmd.env("PATH", with_path_first(&broken_bwrap(r)));
+            "auto"
+        }
+    };
+    cmd.env(
+        "GIT_CONFIG_PARAMETERS",
+        format!("'factory.sandboxBackend'='{backend}'"),
+    )
+    .args(["run", "--sandbox", "--json", "--force"])
+    .args(flags)
+    .arg("-w")
+    .arg(wo)
+    .arg("--replay")
+    .arg(replay)
+    .output()
+    .expect("git factory runs")
+}
+
+/// A run whose one proposal makes app.txt's `two` `TWO`, with `check` as its acceptance
+/// command before the real one.
+fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Value {
+    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let mut all = vec!["--max-attempts", "1"];
+    all.extend(flags);
+    let out = run_in(r, way, cwd, &wo, &replay, &all);
+    let s: Value = serde_json::from_str(&stdout_of(&out))
+        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)));
+    assert_eq!(
+        s["verdict"],
+        "PASS",
+        "{way:?}: {}\n{}",
+        stderr_of(&out),
+        stdout_of(&out)
+    );
+    assert_eq!(
+        s["attempts"][0]["acceptance"][0]["sandbox"],
+        way.backend(),
+        "{way:?}"
+    );
+    s
+}
+
+#[test]
+fn a_check_cannot_hijack_a_linked_worktree_through_its_git_file() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let wt = r.tmp.path().join(format!("wt-{}", way.backend()));
+        r.git(&["worktree", "add", "-q", "-b", "side", &wt.to_string_lossy()]);
+        let before = std::fs::read(wt.join(".git")).expect(".git file");
+        let check = "sh -c 'printf \"gitdir: elsewhere\\n\" > .git; rm -f .git; printf \"gitdir: elsewhere\\n\" > .git; true'";
+        attack(&r, way, &wt, check, &[]);
+        assert_eq!(
+            std::fs::read(wt.join(".git")).expect(".git file"),
+            before,
+            "{way:?}"
+        );
+        r.git(&["worktree", "remove", "--force", &wt.to_string_lossy()]);
+        r.git(&["branch", "-D", "side"]);
+    }
+}
+
+#[test]
+fn a_check_in_a_worktree_run_cannot_plant_a_hook_the_delivery_runs() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let marker = r.outside.join(format!("hooked-{}", way.backend()));
+        let check = format!(
+            "sh -c 'git init -q fake && printf \"#!/bin/sh\\ntouch {m}\\n\" > fake/.git/hooks/pre-commit && chmod +x fake/.git/hooks/pre-commit; printf \"gitdir: fake/.git\\n\" > .git; true'",
+            m = marker.display()
+        );
+        attack(&r, way, &r.root, &check, &["--worktree"]);
+        assert!(!marker.exists(), "{way:?}: the planted hook ran");
+    }
+}
+
+#[test]
+fn a_check_cannot_overwrite_an_ignored_env_file() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        r.write(".env", "SECRET=1\n");
+        r.write("build/keep.txt", "built\n");
+        let check = "sh -c 'echo pwned > .env; rm -f .env; echo pwned > .env; echo pwned > build/keep.txt; rm -rf build; true'";
+        attack(&r, way, &r.root, check, &[]);
+        assert_eq!(r.read(".env").as_deref(), Some("SECRET=1\n"), "{way:?}");
+        assert_eq!(
+            r.read("build/keep.txt").as_deref(),
+            Some("built\n"),
+            "{way:?}"
+        );
+    }
+}
+
+#[test]
+fn a_check_has_a_private_temporary_folder_whatever_tmpdir_said() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        // The user's own TMPDIR, under /tmp: under bubblewrap hidden by the private /tmp.
+        let users = tempfile::Builder::new()
+            .prefix("users-tmp-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let check = "sh -c 'f=$(mktemp) && echo x > \"$f\" && test -s \"$f\"'";
+        let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+        let replay = r.replay(
+            "rp",
+            &[(
+                "1.json",
+                proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+            )],
+        );
+        let mut cmd = r.factory();
+        if way == Way::AutoBrokenBwrap {
+            cmd.env("PATH", with_path_first(&broken_bwrap(&r)));
+        }
+        let backend = if way == Way::Bwrap {
+            "bwrap"
+        } else {
+            "landlock"
+        };
+        let out = cmd
+            .env("TMPDIR", users.path())
+            .env(
+                "GIT_CONFIG_PARAMETERS",
+                format!("'factory.sandboxBackend'='{backend}'"),
+            )
+            .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(s["verdict"], "PASS", "{way:?}: {}", stdout_of(&out));
+    }
+}
+
+#[test]
+fn a_check_gets_no_network_not_even_loopback() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let port = listener.local_addr().expect("addr").port();
+        // Exits 0 only when the connection is refused.
+        let check = format!(
+            "python3 -c \"import socket,sys\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 3)\nexcept OSError:\n    sys.exit(0)\nsys.exit(7)\""
+        );
+        attack(&r, way, &r.root, &check, &[]);
+        drop(listener);
+    }
+}
+
+#[test]
+fn a_bwrap_that_cannot_start_falls_back_or_is_refused_up_front() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay("rp", &[]);
+    // Asked for by name, a bwrap that cannot confine is refused before anything runs.
+    let out = r
+        .factory()
+        .env("PATH", with_path_first(&broken_bwrap(&r)))
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
+        .args(["run", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("setting up uid map: Permission denied"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(r.run_ids().is_empty());
+}
+
+#[test]
+fn a_bwrap_that_fails_after_its_probe_is_a_spawn_error_not_exit_1() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    // The first bwrap (the probe) is the real one; every later one fails.
+    let dir = r.outside.join("flaky-bwrap");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let count = r.outside.join("bwrap-calls");
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v bwrap"])
+            .output()
+            .expect("sh")
+            .stdout,
+    )
+    .expect("utf-8");
+    std::fs::write(
+        dir.join("bwrap"),
+        format!(
+            "#!/bin/sh\nif [ -e {c} ]; then echo 'bwrap: setting up uid map: Permission denied' >&2; exit 1; fi\ntouch {c}\nexec {real} \"$@\"\n",
+            c = count.display(),
+            real = real.trim()
+        ),
+    )
+    .expect("write");
+    make_executable(&dir.join("bwrap"));
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let out = r
+        .factory()
+        .env("PATH", with_path_first(&dir))
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
+        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let verify = &s["attempts"][0]["verify"][0];
+    assert_eq!(verify["exit_code"], Value::Null, "{verify}");
+    let why = verify["spawn_error"].as_str().unwrap_or("");
+    assert!(
+        why.contains("sandbox (bwrap)") && why.contains("uid map"),
+        "{verify}"
+    );
+    assert_eq!(s["verdict"], "FAIL");
+}
+
+/// Under bubblewrap the tree is writable, so only the end-of-attempt removal of new files a
+/// sandboxed command made (SPEC §7.1, "Left behind: nothing") can pass this;
+/// tested here under every backend.
+#[test]
+fn a_check_cannot_leave_a_native_module_the_next_python_imports() {
+    let suffix = String::from_utf8(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import importlib.machinery as m; print(m.EXTENSION_SUFFIXES[0])",
+            ])
+            .output()
+            .expect("python3")
+            .stdout,
+    )
+    .expect("utf-8");
+    let planted = format!("json{}", suffix.trim());
+    for way in ways() {
+        let r = TestRepo::simple();
+        r.write(".gitignore", ".env\nbuild/\n*.so\n");
+        r.git(&["commit", "-qam", "ignore native modules"]);
+        let check = format!("sh -c 'printf planted > {planted}; true'");
+        attack(&r, way, &r.root, &check, &[]);
+        let out = Command::new("python3")
+            .env("HOME", &r.home)
+            .current_dir(&r.root)
+            .args(["-c", "import json"])
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "{way:?}: python imported the planted {planted}: {}",
+            stderr_of(&out)
+        );
+    }
+}
+
+#[test]
+fn show_names_the_backend_that_confined_each_attempt() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        r.write(".env", "SECRET=1\n");
+        let s = attack(&r, way, &r.root, "sh -c 'echo pwned > .env; true'", &[]);
+        let run_id = s["run_id"].as_str().expect("run id");
+        let out = r.factory().args(["show", run_id]).output().expect("show");
+        let text = stdout_of(&out);
+        assert!(
+            text.contains(&format!("sandbox: {}", way.backend())),
+            "{way:?}: {text}"
+        );
+        // Where the backend could not keep the file read-only, it put it back, and says so.
+        if way.backend() == "landlock" {
+            let listed = s["side_effects"].to_string();
+            assert!(listed.contains(".env"), "{way:?}: {listed}");
+        }
+    }
+}
+
+#[test]
+fn a_check_cannot_read_the_verify_key_nor_the_users_ssh_keys() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        // `git factory verify` makes the clone's sealing key.
+        let v = r.factory().args(["verify"]).output().expect("verify");
+        assert_eq!(v.status.code(), Some(0), "{}", stderr_of(&v));
+        assert!(r.root.join(".git/factory/verify-key").is_file());
+        std::fs::create_dir_all(r.home.join(".ssh")).expect("mkdir");
+        std::fs::write(r.home.join(".ssh/id_ed25519"), "PRIVATE\n").expect("write");
+        let check = "sh -c 'cat .git/factory/verify-key && exit 9; cat \"$HOME/.ssh/id_ed25519\" && exit 8; true'";
+        attack(&r, way, &r.root, check, &[]);
+    }
+}
