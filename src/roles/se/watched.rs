@@ -147,8 +147,12 @@ fn ignored_files(repo: &Repository) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The folders of `.git/factory/` that hold live state of this and other runs.
-const LIVE: [&str; 8] = [
+/// The names (by prefix) in `.git/factory/` of live state that this run's other candidates and
+/// other runs of the repo write while an agent works: folders, and each run's own files (its
+/// command group, owner, journal and index files, the provider memory, a sealing key being
+/// linked into place). An agent that removed one of these would break another run, so they
+/// are neither compared nor put back.
+const LIVE: [&str; 13] = [
     "runs",
     "worktrees",
     "locks",
@@ -157,6 +161,11 @@ const LIVE: [&str; 8] = [
     "lock",
     "status-tick",
     "journal",
+    "command.",
+    "run.",
+    "index.",
+    "providers.json",
+    "verify-key.",
 ];
 
 /// git-factory's own files in `.git/factory/` that no command may change (the sealing key and
