@@ -2662,3 +2662,79 @@ fn a_real_llama_cpp_python_server_that_refuses_json_schema_is_asked_in_json_mode
         json!(["response_format:json_schema"])
     );
 }
+
+// ---- What a hostile server sends: keys at the cut of the shown line, absurd retry hints
+// and block indices, quotas and rate limits in every wording, drops that a later failure
+// must not lose, and the model that answered each candidate.
+
+/// Every file under `dir`, read (a missing folder is empty).
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            out.push((p, bytes));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_key_at_the_cut_of_the_shown_line_is_redacted_before_the_cut() {
+    // The shown line is cut at 300 characters: the key starts at character 275, so a cut
+    // made before redaction would show 26 of its 28 characters.
+    let r = TestRepo::simple();
+    let message = format!("{} {SECRET_OPENAI} tail", "x".repeat(273));
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        400,
+        json!({"error": {"message": message}}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let out_dir = r.outside.join("out");
+    let out_arg = out_dir.to_string_lossy().to_string();
+    let (ran, stdout) = run_with_keys(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "m1",
+            "--max-attempts",
+            "1",
+            "--out",
+            &out_arg,
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    // Any 12 characters of the key in a row are a leak.
+    let part = &SECRET_OPENAI[..12];
+    assert!(ran.stderr.contains("x [redacted] tail"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains(part), "{}", ran.stderr);
+    assert!(!stdout.contains(part), "{stdout}");
+    assert!(!stored_anywhere(&r, part));
+    let out_files = files_under(&out_dir);
+    assert!(!out_files.is_empty(), "--out wrote nothing");
+    for (path, bytes) in out_files
+        .iter()
+        .chain(&files_under(&r.root.join(".git/factory")))
+    {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(part),
+            "{}",
+            path.display()
+        );
+    }
+    let s = stored_summary(&r);
+    assert!(
+        s.to_string().contains("x [redacted] tail"),
+        "{}",
+        s["attempts"][0]["failure_brief"]
+    );
+}

@@ -2,7 +2,9 @@
 //! at once), its body streamed back to the caller's thread as it arrives, with a limit on
 //! silence and one on the whole request. Retrying, dropping refused parameters and switching
 //! APIs are decided by the caller (`client`). Nothing here ever formats a header value, so an
-//! API key cannot leak into a message.
+//! API key cannot leak into a message; and every text a server sends is redacted here, where
+//! it enters (an error body, each event, a whole answer), before anything cuts or shapes it:
+//! a key cut in half by the shown line's limit would no longer be found by a later redaction.
 
 use super::sse::{SseEvent, SseParser};
 use serde_json::Value;
@@ -233,7 +235,7 @@ impl Body {
             for event in self.parser.push(bytes).map_err(Failure::Transient)? {
                 self.events += 1;
                 self.buffer = Vec::new();
-                sink.event(&event).map_err(Failure::Transient)?;
+                sink.event(&redacted(event)).map_err(Failure::Transient)?;
             }
         } else if self.buffer.len() < MAX_ERROR_BODY || self.success() {
             self.buffer.extend_from_slice(bytes);
@@ -255,13 +257,14 @@ impl Body {
         if head.event_stream {
             if let Some(event) = self.parser.finish().map_err(Failure::Transient)? {
                 self.events += 1;
-                sink.event(&event).map_err(Failure::Transient)?;
+                sink.event(&redacted(event)).map_err(Failure::Transient)?;
             }
             if self.events > 0 {
                 return Ok(());
             }
             // No event at all: a whole answer under the wrong label is read as one.
-            if let Ok(value) = serde_json::from_slice::<Value>(&self.buffer) {
+            let text = crate::secrets::redact_bytes(&self.buffer);
+            if let Ok(value) = serde_json::from_slice::<Value>(&text) {
                 return sink.whole(value).map_err(Failure::Transient);
             }
             return Ok(());
@@ -275,6 +278,7 @@ impl Body {
 fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Failure> {
     let text = String::from_utf8(buffer)
         .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
+    let text = crate::secrets::redact(&text);
     if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:") {
         let mut parser = SseParser::default();
         let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
@@ -293,6 +297,12 @@ fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Fai
         })
     })?;
     sink.whole(value).map_err(Failure::Transient)
+}
+
+/// An event with every secret in its data redacted (SPEC §3.3: keys never appear anywhere).
+fn redacted(mut event: SseEvent) -> SseEvent {
+    event.data = crate::secrets::redact(&event.data);
+    event
 }
 
 /// Runs the request on its own thread; the thread ends with the connection (or the global
@@ -446,8 +456,10 @@ fn http_date(text: &str) -> Option<SystemTime> {
 }
 
 /// Reads a server's error body: its whole message in the server's words, and the one line
-/// shown of it.
+/// shown of it. Secrets are redacted from the body first, before any line is picked or cut.
 pub fn server_error(status: u16, body: &str) -> ServerError {
+    let body = crate::secrets::redact(body);
+    let body = body.as_str();
     let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
     let mut params = Vec::new();
     let mut kinds = Vec::new();
