@@ -2738,3 +2738,105 @@ fn a_key_at_the_cut_of_the_shown_line_is_redacted_before_the_cut() {
         s["attempts"][0]["failure_brief"]
     );
 }
+
+#[test]
+fn absurd_retry_hints_never_panic() {
+    let quota = json!({"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+    // A quota with a wait of 1e20 s is still a quota: exit 2 after one request, no panic.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![headed(429, &[("retry-after", "1e20")], quota)]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("quota or spending limit is used up (HTTP 429)"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    // A 503 asking for 1e30 ms, or twenty digits of seconds: the attempt fails at once,
+    // naming the wait.
+    for (hint, value) in [
+        ("retry-after-ms", "1e30"),
+        ("retry-after", "99999999999999999999"),
+    ] {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![headed(
+            503,
+            &[(hint, value)],
+            json!({"error": {"message": "overloaded"}}),
+        )]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 1, "{hint}: {}", ran.stderr);
+        assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{hint}");
+        assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+        let brief = brief_of(&ran);
+        assert!(
+            brief.contains("HTTP 503: overloaded")
+                && brief.contains("asks to wait ")
+                && brief.contains("longer than the 120 s a request waits"),
+            "{hint}: {brief}"
+        );
+    }
+}
+
+/// An Anthropic stream whose first content block claims the given index.
+fn anthropic_block_at(index: u64) -> Reply {
+    Reply::Sse(vec![sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "claude-x-20250101", "content": [], "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": "{}"}}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ])])
+}
+
+#[test]
+fn a_block_index_from_the_server_is_bounded() {
+    // 2^62 overflowed the capacity (a panic, the run left RUNNING); 10^8 would allocate
+    // gigabytes. Both are a malformed stream: transient, retried, then llm_call_failed.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        anthropic_block_at(1 << 62),
+        anthropic_block_at(100_000_000),
+        anthropic_block_at(1 << 62),
+        anthropic_block_at(100_000_000),
+    ]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "anthropic:claude-x", "--max-attempts", "1"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 4);
+    assert_eq!(ran.summary["verdict"], "FAIL");
+    assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+    let brief = brief_of(&ran);
+    assert!(
+        brief.contains("content block 100000000") && brief.contains("gave up after 4 requests"),
+        "{brief}"
+    );
+    assert_eq!(stored_summary(&r)["verdict"], "FAIL");
+}

@@ -400,8 +400,8 @@ impl ModelClient {
     ) -> Result<(), ProviderError> {
         if let Some(d) = retry_after.filter(|d| *d > MAX_RETRY_AFTER) {
             return Err(ProviderError::Failed(format!(
-                "{msg} (the server asks to wait {} s before retrying, longer than the {} s a request waits: try again later)",
-                d.as_secs_f64().ceil(),
+                "{msg} (the server asks to wait {} before retrying, longer than the {} s a request waits: try again later)",
+                wait_words(d),
                 MAX_RETRY_AFTER.as_secs()
             )));
         }
@@ -516,6 +516,17 @@ fn has_word(haystack: &str, word: &str) -> bool {
         }
     }
     false
+}
+
+/// A wait as the user reads it: whole seconds, rounded up; beyond a year, only that.
+fn wait_words(d: Duration) -> String {
+    const YEAR: u64 = 365 * 24 * 3600;
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
+    if secs > YEAR {
+        "more than a year".to_string()
+    } else {
+        format!("{secs} s")
+    }
 }
 
 /// Sleeps, waking early when the run is interrupted.

@@ -402,13 +402,15 @@ fn transport_failure(e: &ureq::Error) -> Failure {
 
 /// How long a server asks us to wait: `retry-after-ms` (milliseconds), else `Retry-After` as
 /// seconds or as an HTTP date (the wait is then counted from `now`; a date past is no wait).
+/// A wait too long for a `Duration` (`1e20`, twenty digits) is the longest one: it is only
+/// ever compared with the longest wait honoured, and named.
 pub fn retry_after(ms: Option<&str>, header: Option<&str>, now: SystemTime) -> Option<Duration> {
     let seconds = |v: &str, scale: f64| {
         v.trim()
             .parse::<f64>()
             .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|s| Duration::from_secs_f64(s / scale))
+            .filter(|s| !s.is_nan() && *s >= 0.0)
+            .map(|s| Duration::try_from_secs_f64(s / scale).unwrap_or(Duration::MAX))
     };
     if let Some(d) = ms.and_then(|v| seconds(v, 1000.0)) {
         return Some(d);
@@ -705,6 +707,10 @@ mod tests {
             Some(UNIX_EPOCH + Duration::from_secs(1_835_481_599))
         );
         assert_eq!(retry_after(None, Some("soon"), now), None);
+        assert_eq!(retry_after(None, Some("1e20"), now), Some(Duration::MAX));
+        assert_eq!(retry_after(Some("1e30"), None, now), Some(Duration::MAX));
+        assert_eq!(retry_after(Some("inf"), None, now), Some(Duration::MAX));
+        assert_eq!(retry_after(Some("NaN"), None, now), None);
         assert_eq!(retry_after(Some("-1"), None, now), None);
     }
 }
