@@ -2840,3 +2840,161 @@ fn a_block_index_from_the_server_is_bounded() {
     );
     assert_eq!(stored_summary(&r)["verdict"], "FAIL");
 }
+
+/// Gemini's 429 as its OpenAI-compatible endpoint sends it, naming the quota it hit.
+fn gemini_429(quota_id: &str, retry_delay: &str, retry_in: &str) -> Value {
+    json!([{"error": {"code": 429,
+    "message": format!("You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash\nPlease retry in {retry_in}."),
+    "status": "RESOURCE_EXHAUSTED",
+    "details": [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": quota_id, "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"}, "quotaValue": "10"}]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay}
+    ]}}])
+}
+
+#[test]
+fn a_per_minute_quota_is_a_rate_limit_and_its_retry_delay_a_hint() {
+    let good_answer = || Reply::Sse(vec![chat_stream(&good(), "stop")]);
+    // Per minute, with a retry delay: transient; the delay (0.4 s) is the wait.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            429,
+            gemini_429(
+                "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                "0.4s",
+                "0.4s",
+            ),
+        ),
+        good_answer(),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        let gap = seen[1].at - seen[0].at;
+        assert!(gap >= std::time::Duration::from_millis(390), "{gap:?}");
+    }
+    // Only "Please retry in 0.3s." in the words: still the hint.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            429,
+            json!([{"error": {"code": 429, "message": "Quota exceeded for quota metric 'Generate Content API requests per minute'. Please retry in 0.3s.", "status": "RESOURCE_EXHAUSTED"}}]),
+        ),
+        good_answer(),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        let gap = seen[1].at - seen[0].at;
+        assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
+        assert!(gap < std::time::Duration::from_millis(480), "{gap:?}");
+    }
+    // The classic wording names no quota that is used up: a rate limit.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            429,
+            json!([{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}]),
+        ),
+        good_answer(),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+    // Per day (Gemini sends a retry delay with it too): a quota, permanent.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        429,
+        gemini_429(
+            "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            "38s",
+            "38.2s",
+        ),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert!(
+        ran.stderr
+            .contains("quota or spending limit is used up (HTTP 429)"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn anthropic_usage_limits_in_each_wording_are_permanent() {
+    for message in [
+        "You have reached your specified workspace API usage limits. You will regain access on 2026-12-01 at 00:00 UTC.",
+        "You have reached your specified API usage limits. You will regain access on 2026-12-01 at 00:00 UTC.",
+    ] {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![json_reply(
+            429,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+        )]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "anthropic:claude-x"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{message}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{message}");
+        assert!(ran.stderr.contains(message), "{}", ran.stderr);
+    }
+}
+
+#[test]
+fn a_quota_inside_a_stream_is_permanent_like_the_http_one() {
+    let quota = json!({"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"});
+    let chat = sse(&[(None, json!({"error": quota}))]);
+    let responses = sse(&[
+        (
+            Some("response.created"),
+            json!({"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}),
+        ),
+        (
+            Some("response.failed"),
+            json!({"type": "response.failed", "response": {"id": "resp_1", "object": "response", "status": "failed", "output": [], "error": {"code": "insufficient_quota", "message": "You exceeded your current quota, please check your plan and billing details."}}}),
+        ),
+    ]);
+    let cases: [(&str, Vec<u8>, &[&str]); 2] = [
+        ("chat", chat, &["--llm-model", "m"]),
+        (
+            "responses",
+            responses,
+            &["--llm-model", "gpt-5", "--llm-api", "responses"],
+        ),
+    ];
+    for (name, stream, flags) in cases {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![Reply::Sse(vec![stream])]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let mut all = flags.to_vec();
+        all.extend(["--max-attempts", "2"]);
+        let ran = run_model(&r, &wo, &url, &all);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{name}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{name}: no retry");
+        assert!(
+            ran.stderr.contains("quota or spending limit is used up")
+                && ran.stderr.contains("You exceeded your current quota"),
+            "{name}: {}",
+            ran.stderr
+        );
+        let s = stored_summary(&r);
+        assert_eq!(s["verdict"], "ERROR", "{name}");
+        assert_eq!(s["ended_stage"], "llm_call_failed", "{name}");
+    }
+}

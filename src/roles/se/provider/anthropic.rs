@@ -4,7 +4,7 @@
 //! kept apart from the answer.
 
 use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
-use super::http::{one_line, Sink};
+use super::http::{one_line, reported, Failure, Sink};
 use super::sse::SseEvent;
 use crate::store::records::Usage;
 use serde_json::{json, Map, Value};
@@ -190,7 +190,7 @@ fn start_text(block: &Value) -> (String, String) {
 }
 
 impl Sink for MessagesReader {
-    fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+    fn event(&mut self, ev: &SseEvent) -> Result<(), Failure> {
         let v: Value =
             serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
@@ -225,25 +225,15 @@ impl Sink for MessagesReader {
                 self.usage(v.get("usage"));
             }
             "message_stop" => self.stopped = true,
-            "error" => {
-                let msg = v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error");
-                return Err(format!("the stream reported an error: {}", one_line(msg)));
-            }
+            "error" => return Err(reported(&v, "the stream reported an error")),
             _ => {} // ping, content_block_stop
         }
         Ok(())
     }
 
-    fn whole(&mut self, v: Value) -> Result<(), String> {
+    fn whole(&mut self, v: Value) -> Result<(), Failure> {
         if v.get("type").and_then(Value::as_str) == Some("error") {
-            let msg = v
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
-            return Err(format!("the answer is an error: {}", one_line(msg)));
+            return Err(reported(&v, "the answer is an error"));
         }
         let parts = v
             .get("content")

@@ -302,10 +302,15 @@ impl ModelClient {
             return Ok(());
         }
         // 2. An exhausted quota or spending limit: no retry can help (SPEC §3.3).
-        if is_quota(&error) {
+        if error.is_quota() {
+            let said = if (200..=299).contains(&error.status) {
+                "reported in the answer".to_string()
+            } else {
+                format!("HTTP {}", error.status)
+            };
             return Err(ProviderError::Fatal(format!(
-                "{}: the account's quota or spending limit is used up (HTTP {}): {}",
-                self.provider, error.status, error.message
+                "{}: the account's quota or spending limit is used up ({said}): {}",
+                self.provider, error.message
             )));
         }
         // 3. Optional parameters the server refused by name.
@@ -491,16 +496,6 @@ pub fn names_param(error: &ServerError, words: &[&str]) -> bool {
     })
 }
 
-/// An exhausted quota or spending limit, in the words of OpenAI (`insufficient_quota`),
-/// Anthropic ("reached your specified API usage limits") and Gemini (`RESOURCE_EXHAUSTED`
-/// naming a quota): permanent, unlike other 429s (SPEC §3.3).
-fn is_quota(error: &ServerError) -> bool {
-    let text = error.text.to_ascii_lowercase();
-    error.kinds.iter().any(|k| k == "insufficient_quota")
-        || (error.kinds.iter().any(|k| k == "RESOURCE_EXHAUSTED") && text.contains("quota"))
-        || text.contains("reached your specified api usage limits")
-}
-
 fn has_word(haystack: &str, word: &str) -> bool {
     let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
     let mut from = 0;
@@ -557,6 +552,7 @@ mod tests {
             text: message.to_string(),
             params: params.iter().map(|s| s.to_string()).collect(),
             kinds: Vec::new(),
+            quotas: Vec::new(),
             hint: Default::default(),
         }
     }

@@ -34,10 +34,12 @@ pub struct Exchange {
     pub body: Value,
 }
 
-/// What the body of a 2xx answer is handed to, event by event or whole.
+/// What the body of a 2xx answer is handed to, event by event or whole. A reader fails with
+/// `Failure::Transient` (a `String` converts to it), or with `reported` for an error the
+/// server reports inside its answer.
 pub trait Sink {
-    fn event(&mut self, event: &SseEvent) -> Result<(), String>;
-    fn whole(&mut self, value: Value) -> Result<(), String>;
+    fn event(&mut self, event: &SseEvent) -> Result<(), Failure>;
+    fn whole(&mut self, value: Value) -> Result<(), Failure>;
     /// Tokens received so far (for the live status line).
     fn tokens(&self) -> u64;
 }
@@ -56,10 +58,48 @@ pub struct ServerError {
     pub params: Vec<String>,
     /// The error's kind in the server's words: OpenAI's `type` and `code`, Gemini's `status`.
     pub kinds: Vec<String>,
+    /// The quotas a Google error names (`QuotaFailure` violations: `quotaId`, `quotaMetric`).
+    pub quotas: Vec<String>,
+    /// The server's headers, else what its body says (`RetryInfo.retryDelay`, "Please retry
+    /// in 0.3s").
     pub hint: RetryHint,
 }
 
 impl ServerError {
+    /// An exhausted quota or spending limit: permanent, unlike other 429s (SPEC §3.3). OpenAI's
+    /// `insufficient_quota`; Anthropic's usage and spend limits in each wording ("reached your
+    /// specified API usage limits", "… workspace API usage limits", a credit balance too
+    /// low); Gemini's `RESOURCE_EXHAUSTED` naming a quota by the day or the bill. A Gemini
+    /// quota per minute or per second, or one that says when to retry, is a rate limit, and
+    /// so is its classic "Resource has been exhausted (e.g. check quota)".
+    pub fn is_quota(&self) -> bool {
+        let text = self.text.to_ascii_lowercase();
+        let kind = |k: &str| self.kinds.iter().any(|x| x.eq_ignore_ascii_case(k));
+        if kind("insufficient_quota") {
+            return true;
+        }
+        let limit_reached = (text.contains("usage limit") || text.contains("spend limit"))
+            && (text.contains("reached") || text.contains("exceeded"));
+        if limit_reached || text.contains("credit balance is too low") {
+            return true;
+        }
+        if !kind("resource_exhausted") {
+            return false;
+        }
+        let quotas = self.quotas.join(" ").to_ascii_lowercase();
+        if quotas.contains("perday") || text.contains("per day") {
+            return true;
+        }
+        let rate = ["perminute", "persecond"]
+            .iter()
+            .any(|w| quotas.contains(w))
+            || ["per minute", "per second"]
+                .iter()
+                .any(|w| text.contains(w))
+            || self.hint.after.is_some();
+        !rate && (text.contains("exceeded your current quota") || text.contains("billing"))
+    }
+
     /// The whole message as searched for the parameters it names: lowercase, without the
     /// request values a validation error echoes (`'input': …`, `input_value=…`), which may
     /// hold every parameter's name without refusing any.
@@ -104,6 +144,30 @@ pub enum Failure {
     TooLarge(String),
     Status(Box<ServerError>),
     Interrupted,
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Failure::Transient(why)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(why: &str) -> Self {
+        Failure::Transient(why.to_string())
+    }
+}
+
+/// An error a server reports inside a 2xx answer (a stream's error event or chunk, a failed
+/// response), given as `{"error": {...}}`: an exhausted quota is judged like the HTTP one
+/// (permanent, SPEC §3.3); anything else is transient, named with `what`.
+pub fn reported(body: &Value, what: &str) -> Failure {
+    let error = server_error(200, &body.to_string());
+    if error.is_quota() {
+        Failure::Status(Box::new(error))
+    } else {
+        Failure::Transient(format!("{what}: {}", error.message))
+    }
 }
 
 enum Msg {
@@ -235,7 +299,7 @@ impl Body {
             for event in self.parser.push(bytes).map_err(Failure::Transient)? {
                 self.events += 1;
                 self.buffer = Vec::new();
-                sink.event(&redacted(event)).map_err(Failure::Transient)?;
+                sink.event(&redacted(event))?;
             }
         } else if self.buffer.len() < MAX_ERROR_BODY || self.success() {
             self.buffer.extend_from_slice(bytes);
@@ -251,13 +315,14 @@ impl Body {
         };
         if !(200..=299).contains(&head.status) {
             let mut error = server_error(head.status, &String::from_utf8_lossy(&self.buffer));
-            error.hint = head.hint;
+            error.hint.should_retry = head.hint.should_retry;
+            error.hint.after = head.hint.after.or(error.hint.after);
             return Err(Failure::Status(Box::new(error)));
         }
         if head.event_stream {
             if let Some(event) = self.parser.finish().map_err(Failure::Transient)? {
                 self.events += 1;
-                sink.event(&redacted(event)).map_err(Failure::Transient)?;
+                sink.event(&redacted(event))?;
             }
             if self.events > 0 {
                 return Ok(());
@@ -265,7 +330,7 @@ impl Body {
             // No event at all: a whole answer under the wrong label is read as one.
             let text = crate::secrets::redact_bytes(&self.buffer);
             if let Ok(value) = serde_json::from_slice::<Value>(&text) {
-                return sink.whole(value).map_err(Failure::Transient);
+                return sink.whole(value);
             }
             return Ok(());
         }
@@ -284,7 +349,7 @@ fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Fai
         let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
         events.extend(parser.finish().map_err(Failure::Transient)?);
         for event in &events {
-            sink.event(event).map_err(Failure::Transient)?;
+            sink.event(event)?;
         }
         return Ok(());
     }
@@ -296,7 +361,7 @@ fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Fai
             "the answer is not JSON".to_string()
         })
     })?;
-    sink.whole(value).map_err(Failure::Transient)
+    sink.whole(value)
 }
 
 /// An event with every secret in its data redacted (SPEC §3.3: keys never appear anywhere).
@@ -465,6 +530,8 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
     let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
     let mut params = Vec::new();
     let mut kinds = Vec::new();
+    let mut quotas = Vec::new();
+    let mut after = None;
     let mut message = None;
     if let Some(v) = &parsed {
         // Gemini's OpenAI-compatible endpoint wraps its error in an array.
@@ -481,6 +548,11 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
                 kinds.push(k.to_string());
             }
         }
+        google_details(
+            error.and_then(|e| e.get("details")),
+            &mut quotas,
+            &mut after,
+        );
         message = error
             .and_then(|e| e.get("message"))
             .or(error.filter(|e| e.is_string()))
@@ -499,14 +571,64 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
             text.to_string()
         }
     });
+    let after = after.or_else(|| retry_in(&text));
     ServerError {
         status,
         message: one_line(&informative_line(&text)),
         text,
         params,
         kinds,
-        hint: RetryHint::default(),
+        quotas,
+        hint: RetryHint {
+            after,
+            should_retry: None,
+        },
     }
+}
+
+/// Google's error `details`: the quotas a `QuotaFailure` names, and `RetryInfo.retryDelay`
+/// (a protobuf duration, `"17s"`, `"0.4s"`).
+fn google_details(details: Option<&Value>, quotas: &mut Vec<String>, after: &mut Option<Duration>) {
+    for d in details.and_then(Value::as_array).into_iter().flatten() {
+        for v in d
+            .get("violations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for key in ["quotaId", "quotaMetric"] {
+                if let Some(q) = v.get(key).and_then(Value::as_str) {
+                    quotas.push(q.to_string());
+                }
+            }
+        }
+        if let Some(delay) = d.get("retryDelay").and_then(Value::as_str) {
+            *after = after.or_else(|| wait_of(delay));
+        }
+    }
+}
+
+/// "Please retry in 0.3s." / "retry in 17.39s" / "retry in 500ms" in a message.
+fn retry_in(text: &str) -> Option<Duration> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("retry in ")? + "retry in ".len();
+    wait_of(&lower[at..])
+}
+
+/// A wait written as a number and a unit, `0.4s` or `500ms` (what follows is ignored); a
+/// wait too long for a `Duration` is the longest one.
+fn wait_of(text: &str) -> Option<Duration> {
+    let text = text.trim_start();
+    let digits = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let n: f64 = text[..digits].parse().ok()?;
+    let scale = match &text[digits..] {
+        u if u.starts_with("ms") => 1000.0,
+        u if u.starts_with('s') => 1.0,
+        _ => return None,
+    };
+    Some(Duration::try_from_secs_f64(n / scale).unwrap_or(Duration::MAX))
 }
 
 /// pydantic (FastAPI) validation: `detail` is a list of `{loc, msg}`, or a string.
