@@ -2998,3 +2998,52 @@ fn a_quota_inside_a_stream_is_permanent_like_the_http_one() {
         assert_eq!(s["ended_stage"], "llm_call_failed", "{name}");
     }
 }
+
+#[test]
+fn a_parameter_refused_before_a_failure_is_recorded_remembered_and_counted() {
+    // json_schema refused by name (llama-cpp-python's 500), then four 503s: the attempt
+    // fails, yet the drop is the server's word and is kept; five requests were sent.
+    let r = TestRepo::simple();
+    let busy = || {
+        headed(
+            503,
+            &[("retry-after-ms", "10")],
+            json!({"error": {"message": "overloaded", "type": "server_error"}}),
+        )
+    };
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(500, llama_cpp_refusal()),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+    ]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 5);
+    assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema"])
+    );
+    let brief = brief_of(&ran);
+    assert!(
+        brief.contains("HTTP 503: overloaded") && brief.contains("gave up after 5 requests"),
+        "{brief}"
+    );
+    assert!(
+        providers_json(&r)
+            .to_string()
+            .contains("response_format:json_schema"),
+        "{}",
+        providers_json(&r)
+    );
+    let id = ran.summary["run_id"].as_str().expect("id");
+    let show = stdout_of(&r.factory().args(["show", id]).output().expect("show"));
+    assert!(
+        show.contains("  dropped: response_format:json_schema (refused by the server)\n"),
+        "{show}"
+    );
+}

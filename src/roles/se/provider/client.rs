@@ -6,7 +6,7 @@
 
 use super::api::{Answer, Ask, Param, Wire, ALL_PARAMS};
 pub use super::api::{Api, Settings, Stop};
-use super::contract::{Provider, ProviderError, Request, Response};
+use super::contract::{Learnt, Provider, ProviderError, Request, Response};
 use super::http::{self, Exchange, Failure, ServerError};
 use super::memory::Memory;
 use crate::roles::se::proposal::{self, OutputFormat};
@@ -39,6 +39,10 @@ struct Call {
     api_switch: Option<String>,
     /// Transient failures so far.
     transient: u32,
+    /// Requests sent so far (a dropped parameter's request counts too).
+    requests: u32,
+    /// The server refused the API key: what the call learnt is not remembered.
+    key_refused: bool,
     backoff: Duration,
 }
 
@@ -50,6 +54,8 @@ impl Default for Call {
             switched_to: None,
             api_switch: None,
             transient: 0,
+            requests: 0,
+            key_refused: false,
             backoff: FIRST_BACKOFF,
         }
     }
@@ -80,6 +86,8 @@ pub struct ModelClient {
     /// The server was reached at least once (it answered, or a connection was made): a 404
     /// or a refused connection now is no longer a misconfiguration caught up front.
     answered: bool,
+    /// What the last call learnt before it failed (`Provider::learnt`).
+    learnt: Learnt,
 }
 
 impl ModelClient {
@@ -102,6 +110,7 @@ impl ModelClient {
             dropped: Vec::new(),
             switched: false,
             answered: false,
+            learnt: Learnt::default(),
         };
         if let Some(memory) = client.memory() {
             if client.settings.api.is_none() && client.provider == "openai" {
@@ -177,21 +186,45 @@ impl ModelClient {
         }
     }
 
+    /// One attempt's proposal. A parameter the server refused by name stays refused whatever
+    /// fails after (a transient error, retries exhausted): the failed attempt records it and
+    /// `providers.json` remembers it, unless the server then refused the API key.
     fn call(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         let mut call = Call::default();
+        let result = self.requests(request, &mut call);
+        self.learnt = Learnt::default();
+        if result.is_err() {
+            if !call.key_refused {
+                self.remember(&call.learnt, call.switched_to);
+            }
+            self.learnt = Learnt {
+                dropped_params: call.dropped_now,
+                api_switch: call.api_switch,
+            };
+        }
+        result
+    }
+
+    /// The call's requests, until one is answered or the call ends.
+    fn requests(
+        &mut self,
+        request: &Request<'_>,
+        call: &mut Call,
+    ) -> Result<Response, ProviderError> {
         loop {
             let w = wire(self.api);
             let send = self.sendable(w.as_ref());
             let url = w.url(&self.base_url);
-            let error = match self.exchange(w.as_ref(), &send, &url, request, &call) {
-                Ok(answer) => return Ok(self.answered(answer, call)),
-                Err(failure) => match self.transport_failure(failure, &url, &mut call)? {
+            call.requests += 1;
+            let error = match self.exchange(w.as_ref(), &send, &url, request, call) {
+                Ok(answer) => return Ok(self.answered(answer, std::mem::take(call))),
+                Err(failure) => match self.transport_failure(failure, &url, call)? {
                     Flow::Retry => continue,
                     Flow::Done(response) => return Ok(*response),
                     Flow::Status(error) => *error,
                 },
             };
-            self.status_failure(error, w.as_ref(), &send, &url, &mut call)?;
+            self.status_failure(error, w.as_ref(), &send, &url, call)?;
         }
     }
 
@@ -333,6 +366,9 @@ impl ModelClient {
             None if transient => return self.wait(call, error.hint.after, msg),
             _ => {}
         }
+        if matches!(error.status, 401 | 403) {
+            call.key_refused = true;
+        }
         match error.status {
             401 | 403 => Err(ProviderError::Fatal(format!(
                 "{} refused the API key (HTTP {}): {}",
@@ -413,7 +449,8 @@ impl ModelClient {
         call.transient += 1;
         if call.transient >= MAX_REQUESTS {
             return Err(ProviderError::Failed(format!(
-                "{msg} (gave up after {MAX_REQUESTS} requests)"
+                "{msg} (gave up after {} requests)",
+                call.requests
             )));
         }
         pause(retry_after.unwrap_or(call.backoff))?;
@@ -481,6 +518,10 @@ fn too_large(why: String, dropped: Vec<String>, api_switch: Option<String>) -> R
 impl Provider for ModelClient {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         self.call(request)
+    }
+
+    fn learnt(&mut self) -> Learnt {
+        std::mem::take(&mut self.learnt)
     }
 }
 
