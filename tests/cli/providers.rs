@@ -3047,3 +3047,51 @@ fn a_parameter_refused_before_a_failure_is_recorded_remembered_and_counted() {
         "{show}"
     );
 }
+
+#[test]
+fn the_model_that_answered_each_candidate_is_visible() {
+    let snapshot = "gpt-5.1-2026-08-07";
+    let answer = || {
+        Reply::Sse(vec![String::from_utf8(chat_stream(&good(), "stop"))
+            .expect("utf-8")
+            .replace("\"model\":\"m\"", &format!("\"model\":\"{snapshot}\""))
+            .into_bytes()])
+    };
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![answer(), answer()]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "gpt-5.1", "--candidates", "2", "--jobs", "1"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+    let attempts = ran.summary["attempts"].as_array().expect("attempts");
+    assert!(!attempts.is_empty());
+    for a in attempts {
+        assert_eq!(a["served_model"], snapshot, "{a}");
+    }
+    for c in ran.summary["candidates"].as_array().expect("candidates") {
+        assert_eq!(c["served_model"], snapshot, "{c}");
+    }
+    let id = ran.summary["run_id"].as_str().expect("id");
+    let show = stdout_of(&r.factory().args(["show", id]).output().expect("show"));
+    assert!(
+        show.contains(&format!("  served by: {snapshot}\n")),
+        "{show}"
+    );
+    let table: Vec<&str> = show
+        .lines()
+        .filter(|l| l.contains("openai:gpt-5.1@") && !l.contains("model: "))
+        .collect();
+    assert_eq!(table.len(), 2, "{show}");
+    assert!(
+        table
+            .iter()
+            .all(|l| l.contains(&format!("served by {snapshot}"))),
+        "{show}"
+    );
+}
