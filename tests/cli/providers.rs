@@ -3095,3 +3095,125 @@ fn the_model_that_answered_each_candidate_is_visible() {
         "{show}"
     );
 }
+
+#[test]
+fn the_shown_line_of_a_traceback_and_of_pydantic_v1_is_the_informative_one() {
+    let cases = [
+        (
+            "Traceback (most recent call last):\n  File \"server.py\", line 10, in create\n    raise ValueError('x')\nValueError: messages must alternate between user and assistant",
+            "rejected the request (HTTP 400): ValueError: messages must alternate between user and assistant\n",
+        ),
+        (
+            "1 validation error for Request\nbody -> messages -> 0 -> content\n  none is not an allowed value (type=type_error.none.not_allowed)",
+            "rejected the request (HTTP 400): body.messages.0.content: none is not an allowed value\n",
+        ),
+    ];
+    for (message, shown) in cases {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![json_reply(
+            400,
+            json!({"error": {"message": message, "type": "invalid_request_error"}}),
+        )]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1);
+        assert!(ran.stderr.contains(shown), "{}", ran.stderr);
+    }
+}
+
+#[test]
+fn a_tool_choice_refusal_that_speaks_of_tools_keeps_the_tools() {
+    let r = TestRepo::simple();
+    let refused = |message: &str| {
+        json_reply(
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+        )
+    };
+    let called = sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "claude-x", "stop_reason": null, "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "propose_change", "input": {}}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": schema_answer()}}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ]);
+    let (url, seen, server) = serve_replies(vec![
+        refused("output_config.format: Extra inputs are not permitted"),
+        refused("tool_choice: type \"tool\" and \"any\" are not supported for this model when tools are given"),
+        Reply::Sse(vec![called]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "anthropic:claude-x"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[2].body["tool_choice"], json!({"type": "auto"}));
+    assert_eq!(seen[2].body["tools"][0]["name"], "propose_change");
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["output_config.format", "tool_choice"])
+    );
+}
+
+#[test]
+fn retry_after_as_an_rfc_850_or_asctime_date_is_read() {
+    let busy = json!({"error": {"message": "overloaded"}});
+    for date in ["Friday, 31-Dec-60 23:59:59 GMT", "Fri Dec 31 23:59:59 2100"] {
+        let r = TestRepo::simple();
+        let (url, seen, server) =
+            serve_replies(vec![headed(503, &[("retry-after", date)], busy.clone())]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 1, "{date}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{date}");
+        let brief = brief_of(&ran);
+        assert!(
+            brief.contains("asks to wait more than a year before retrying"),
+            "{date}: {brief}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_last_model_and_a_leading_byte_order_mark_are_harmless() {
+    let snapshot = "gpt-4o-2024-08-06";
+    let chunk = |model: &str, delta: Value, finish: Option<&str>| {
+        json!({"id": "c", "object": "chat.completion.chunk", "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut stream = sse(&[
+        (None, chunk(snapshot, json!({"content": good()}), None)),
+        (None, chunk("", json!({}), Some("stop"))),
+    ]);
+    stream.extend_from_slice(b"data: [DONE]\n\n");
+    let mut marked = b"\xEF\xBB\xBF".to_vec();
+    marked.extend_from_slice(&stream);
+    for (name, bytes) in [("empty model", stream), ("byte-order mark", marked)] {
+        let r = TestRepo::simple();
+        let (url, _seen, server) = serve_replies(vec![Reply::Sse(vec![bytes])]);
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "gpt-4o"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 0, "{name}: {}", ran.stderr);
+        assert_eq!(
+            ran.summary["attempts"][0]["served_model"], snapshot,
+            "{name}"
+        );
+    }
+}

@@ -401,11 +401,15 @@ impl ModelClient {
         send: &BTreeSet<Param>,
         call: &mut Call,
     ) -> Result<bool, ProviderError> {
-        let named: Vec<Param> = send
+        let mut named: Vec<Param> = send
             .iter()
             .copied()
             .filter(|p| names_param(error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
             .collect();
+        // A refusal of `tool_choice` is about the choice, whatever it says of the tools.
+        if named.contains(&Param::ToolChoice) {
+            named.retain(|p| *p != Param::JsonMode);
+        }
         let droppable: Vec<Param> = named
             .iter()
             .copied()

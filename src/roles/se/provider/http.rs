@@ -6,7 +6,7 @@
 //! it enters (an error body, each event, a whole answer), before anything cuts or shapes it:
 //! a key cut in half by the shown line's limit would no longer be found by a later redaction.
 
-use super::sse::{SseEvent, SseParser};
+use super::sse::{SseEvent, SseParser, BOM};
 use serde_json::Value;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -329,7 +329,8 @@ impl Body {
             }
             // No event at all: a whole answer under the wrong label is read as one.
             let text = crate::secrets::redact_bytes(&self.buffer);
-            if let Ok(value) = serde_json::from_slice::<Value>(&text) {
+            let text = text.strip_prefix(BOM).unwrap_or(&text);
+            if let Ok(value) = serde_json::from_slice::<Value>(text) {
                 return sink.whole(value);
             }
             return Ok(());
@@ -344,6 +345,7 @@ fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Fai
     let text = String::from_utf8(buffer)
         .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
     let text = crate::secrets::redact(&text);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:") {
         let mut parser = SseParser::default();
         let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
@@ -353,7 +355,7 @@ fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Fai
         }
         return Ok(());
     }
-    let value: Value = serde_json::from_str(&text).map_err(|_| {
+    let value: Value = serde_json::from_str(text).map_err(|_| {
         let page = text.trim_start().starts_with('<');
         Failure::NotApi(if page {
             "the answer is a web page, not JSON".to_string()
@@ -488,16 +490,29 @@ pub fn retry_after(ms: Option<&str>, header: Option<&str>, now: SystemTime) -> O
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// An HTTP date as servers send it (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// An HTTP date in the three forms RFC 9110 says a recipient accepts: IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and
+/// asctime (`Sun Nov  6 08:49:37 1994`).
 fn http_date(text: &str) -> Option<SystemTime> {
     let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
+    let (day, month, year, time) = match parts.as_slice() {
+        [_, day, month, year, time, "GMT"] => (*day, *month, year.to_string(), *time),
+        [_, date, time, "GMT"] => {
+            let mut dmy = date.split('-');
+            let (day, month, yy) = (dmy.next()?, dmy.next()?, dmy.next()?);
+            // A two-digit year: RFC 9110 reads one more than 50 years ahead as past; the
+            // nearest century does here.
+            let yy: i64 = yy.parse().ok().filter(|_| yy.len() == 2)?;
+            let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
+            (day, month, year.to_string(), *time)
+        }
+        [_, month, day, time, year] => (*day, *month, year.to_string(), *time),
+        _ => return None,
     };
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
     let day: i64 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
     let year: i64 = year.parse().ok().filter(|y| (1970..=9999).contains(y))?;
     let hms: Vec<i64> = time
@@ -682,6 +697,10 @@ fn informative_line(text: &str) -> String {
     let Some(first) = lines.first() else {
         return String::new();
     };
+    // A Python traceback says what went wrong on its last line (`ValueError: …`).
+    if first.starts_with("Traceback (most recent call last)") {
+        return lines.last().unwrap_or(first).to_string();
+    }
     if !is_validation_heading(first) || lines.len() < 2 {
         return first.to_string();
     }
@@ -690,6 +709,11 @@ fn informative_line(text: &str) -> String {
         return shown;
     }
     match lines.get(2) {
+        // pydantic v1: `body -> messages -> 0 -> content` then `none is not … (type=…)`.
+        Some(fault) if second.contains(" -> ") => {
+            let fault = fault.split(" (type=").next().unwrap_or(fault);
+            format!("{}: {fault}", second.replace(" -> ", "."))
+        }
         // pydantic's own form: `response_format.type` then `Input should be … [type=…]`.
         Some(fault) if !second.contains(' ') => {
             let fault = fault.split(" [type=").next().unwrap_or(fault);
@@ -824,6 +848,11 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(UNIX_EPOCH));
+        let same = Some(UNIX_EPOCH + Duration::from_secs(784_111_777));
+        assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), same);
+        assert_eq!(http_date("Sun Nov  6 08:49:37 1994"), same);
+        assert_eq!(http_date("Sun, 06 Nov 1994 08:49:37 GMT"), same);
+        assert_eq!(http_date("Sunday, 06-Nov-1994 08:49:37 GMT"), None);
         assert_eq!(
             http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
             Some(UNIX_EPOCH + Duration::from_secs(1_835_481_599))

@@ -128,7 +128,12 @@ impl Sink for ChatReader {
         if let Some(u) = usage(v.get("usage"), "prompt_tokens", "completion_tokens") {
             self.usage = Some(u);
         }
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
+        // An empty `model` (Azure's first chunk, some proxies' last) names nothing.
+        if let Some(m) = v
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+        {
             self.model = Some(m.to_string());
         }
         if let Some(choice) = v.pointer("/choices/0") {
