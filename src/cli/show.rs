@@ -115,8 +115,11 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
         } else {
             " "
         };
+        let served = (c.served_model.as_deref())
+            .map(|m| format!(", served by {}", ui::escape_line(m)))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "  {mark}{:>3}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}\n",
+            "  {mark}{:>3}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}{served}\n",
             c.index,
             c.verdict.as_str(),
             ui::escape_line(&c.ended_stage),

@@ -108,11 +108,17 @@ impl Race {
 pub struct Chosen {
     pub text: Vec<u8>,
     pub format: OutputFormat,
+    /// The model that answered the winner: the run's attempt names it too. (Its tokens are
+    /// not given again: the race already spent and recorded them.)
+    pub served_model: Option<String>,
 }
 
 impl Provider for Chosen {
     fn propose(&mut self, _request: &Request<'_>) -> std::result::Result<Response, ProviderError> {
-        Ok(Response::plain(self.text.clone(), self.format))
+        Ok(Response {
+            served_model: self.served_model.clone(),
+            ..Response::plain(self.text.clone(), self.format)
+        })
     }
 }
 

@@ -298,6 +298,10 @@ pub struct CandidateRecord {
     pub duration_seconds: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The model that answered the candidate's last answered attempt (SPEC §3.3, "The model
+    /// that answered"), where the answer named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2662,3 +2662,558 @@ fn a_real_llama_cpp_python_server_that_refuses_json_schema_is_asked_in_json_mode
         json!(["response_format:json_schema"])
     );
 }
+
+// ---- What a hostile server sends: keys at the cut of the shown line, absurd retry hints
+// and block indices, quotas and rate limits in every wording, drops that a later failure
+// must not lose, and the model that answered each candidate.
+
+/// Every file under `dir`, read (a missing folder is empty).
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            out.push((p, bytes));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_key_at_the_cut_of_the_shown_line_is_redacted_before_the_cut() {
+    // The shown line is cut at 300 characters: the key starts at character 275, so a cut
+    // made before redaction would show 26 of its 28 characters.
+    let r = TestRepo::simple();
+    let message = format!("{} {SECRET_OPENAI} tail", "x".repeat(273));
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        400,
+        json!({"error": {"message": message}}),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let out_dir = r.outside.join("out");
+    let out_arg = out_dir.to_string_lossy().to_string();
+    let (ran, stdout) = run_with_keys(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "m1",
+            "--max-attempts",
+            "1",
+            "--out",
+            &out_arg,
+        ],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    // Any 12 characters of the key in a row are a leak.
+    let part = &SECRET_OPENAI[..12];
+    assert!(ran.stderr.contains("x [redacted] tail"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains(part), "{}", ran.stderr);
+    assert!(!stdout.contains(part), "{stdout}");
+    assert!(!stored_anywhere(&r, part));
+    let out_files = files_under(&out_dir);
+    assert!(!out_files.is_empty(), "--out wrote nothing");
+    for (path, bytes) in out_files
+        .iter()
+        .chain(&files_under(&r.root.join(".git/factory")))
+    {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(part),
+            "{}",
+            path.display()
+        );
+    }
+    let s = stored_summary(&r);
+    assert!(
+        s.to_string().contains("x [redacted] tail"),
+        "{}",
+        s["attempts"][0]["failure_brief"]
+    );
+}
+
+#[test]
+fn absurd_retry_hints_never_panic() {
+    let quota = json!({"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+    // A quota with a wait of 1e20 s is still a quota: exit 2 after one request, no panic.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![headed(429, &[("retry-after", "1e20")], quota)]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("quota or spending limit is used up (HTTP 429)"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    // A 503 asking for 1e30 ms, or twenty digits of seconds: the attempt fails at once,
+    // naming the wait.
+    for (hint, value) in [
+        ("retry-after-ms", "1e30"),
+        ("retry-after", "99999999999999999999"),
+    ] {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![headed(
+            503,
+            &[(hint, value)],
+            json!({"error": {"message": "overloaded"}}),
+        )]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 1, "{hint}: {}", ran.stderr);
+        assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{hint}");
+        assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+        let brief = brief_of(&ran);
+        assert!(
+            brief.contains("HTTP 503: overloaded")
+                && brief.contains("asks to wait ")
+                && brief.contains("longer than the 120 s a request waits"),
+            "{hint}: {brief}"
+        );
+    }
+}
+
+/// An Anthropic stream whose first content block claims the given index.
+fn anthropic_block_at(index: u64) -> Reply {
+    Reply::Sse(vec![sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "claude-x-20250101", "content": [], "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": "{}"}}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ])])
+}
+
+#[test]
+fn a_block_index_from_the_server_is_bounded() {
+    // 2^62 overflowed the capacity (a panic, the run left RUNNING); 10^8 would allocate
+    // gigabytes. Both are a malformed stream: transient, retried, then llm_call_failed.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        anthropic_block_at(1 << 62),
+        anthropic_block_at(100_000_000),
+        anthropic_block_at(1 << 62),
+        anthropic_block_at(100_000_000),
+    ]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "anthropic:claude-x", "--max-attempts", "1"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 4);
+    assert_eq!(ran.summary["verdict"], "FAIL");
+    assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+    let brief = brief_of(&ran);
+    assert!(
+        brief.contains("content block 100000000") && brief.contains("gave up after 4 requests"),
+        "{brief}"
+    );
+    assert_eq!(stored_summary(&r)["verdict"], "FAIL");
+}
+
+/// Gemini's 429 as its OpenAI-compatible endpoint sends it, naming the quota it hit.
+fn gemini_429(quota_id: &str, retry_delay: &str, retry_in: &str) -> Value {
+    json!([{"error": {"code": 429,
+    "message": format!("You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash\nPlease retry in {retry_in}."),
+    "status": "RESOURCE_EXHAUSTED",
+    "details": [
+        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": quota_id, "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"}, "quotaValue": "10"}]},
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay}
+    ]}}])
+}
+
+#[test]
+fn a_per_minute_quota_is_a_rate_limit_and_its_retry_delay_a_hint() {
+    let good_answer = || Reply::Sse(vec![chat_stream(&good(), "stop")]);
+    // Per minute, with a retry delay: transient; the delay (0.4 s) is the wait.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            429,
+            gemini_429(
+                "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                "0.4s",
+                "0.4s",
+            ),
+        ),
+        good_answer(),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        let gap = seen[1].at - seen[0].at;
+        assert!(gap >= std::time::Duration::from_millis(390), "{gap:?}");
+    }
+    // Only "Please retry in 0.3s." in the words: still the hint.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            429,
+            json!([{"error": {"code": 429, "message": "Quota exceeded for quota metric 'Generate Content API requests per minute'. Please retry in 0.3s.", "status": "RESOURCE_EXHAUSTED"}}]),
+        ),
+        good_answer(),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    {
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.len(), 2);
+        let gap = seen[1].at - seen[0].at;
+        assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
+        assert!(gap < std::time::Duration::from_millis(480), "{gap:?}");
+    }
+    // The classic wording names no quota that is used up: a rate limit.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(
+            429,
+            json!([{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}]),
+        ),
+        good_answer(),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+    // Per day (Gemini sends a retry delay with it too): a quota, permanent.
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![json_reply(
+        429,
+        gemini_429(
+            "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            "38s",
+            "38.2s",
+        ),
+    )]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+    assert!(
+        ran.stderr
+            .contains("quota or spending limit is used up (HTTP 429)"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn anthropic_usage_limits_in_each_wording_are_permanent() {
+    for message in [
+        "You have reached your specified workspace API usage limits. You will regain access on 2026-12-01 at 00:00 UTC.",
+        "You have reached your specified API usage limits. You will regain access on 2026-12-01 at 00:00 UTC.",
+    ] {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![json_reply(
+            429,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+        )]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "anthropic:claude-x"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{message}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{message}");
+        assert!(ran.stderr.contains(message), "{}", ran.stderr);
+    }
+}
+
+#[test]
+fn a_quota_inside_a_stream_is_permanent_like_the_http_one() {
+    let quota = json!({"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"});
+    let chat = sse(&[(None, json!({"error": quota}))]);
+    let responses = sse(&[
+        (
+            Some("response.created"),
+            json!({"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}),
+        ),
+        (
+            Some("response.failed"),
+            json!({"type": "response.failed", "response": {"id": "resp_1", "object": "response", "status": "failed", "output": [], "error": {"code": "insufficient_quota", "message": "You exceeded your current quota, please check your plan and billing details."}}}),
+        ),
+    ]);
+    let cases: [(&str, Vec<u8>, &[&str]); 2] = [
+        ("chat", chat, &["--llm-model", "m"]),
+        (
+            "responses",
+            responses,
+            &["--llm-model", "gpt-5", "--llm-api", "responses"],
+        ),
+    ];
+    for (name, stream, flags) in cases {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![Reply::Sse(vec![stream])]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let mut all = flags.to_vec();
+        all.extend(["--max-attempts", "2"]);
+        let ran = run_model(&r, &wo, &url, &all);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{name}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{name}: no retry");
+        assert!(
+            ran.stderr.contains("quota or spending limit is used up")
+                && ran.stderr.contains("You exceeded your current quota"),
+            "{name}: {}",
+            ran.stderr
+        );
+        let s = stored_summary(&r);
+        assert_eq!(s["verdict"], "ERROR", "{name}");
+        assert_eq!(s["ended_stage"], "llm_call_failed", "{name}");
+    }
+}
+
+#[test]
+fn a_parameter_refused_before_a_failure_is_recorded_remembered_and_counted() {
+    // json_schema refused by name (llama-cpp-python's 500), then four 503s: the attempt
+    // fails, yet the drop is the server's word and is kept; five requests were sent.
+    let r = TestRepo::simple();
+    let busy = || {
+        headed(
+            503,
+            &[("retry-after-ms", "10")],
+            json!({"error": {"message": "overloaded", "type": "server_error"}}),
+        )
+    };
+    let (url, seen, server) = serve_replies(vec![
+        json_reply(500, llama_cpp_refusal()),
+        busy(),
+        busy(),
+        busy(),
+        busy(),
+    ]);
+    let wo = r.work_order(basic_order(&["true"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 5);
+    assert_eq!(ran.summary["ended_stage"], "llm_call_failed");
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["response_format:json_schema"])
+    );
+    let brief = brief_of(&ran);
+    assert!(
+        brief.contains("HTTP 503: overloaded") && brief.contains("gave up after 5 requests"),
+        "{brief}"
+    );
+    assert!(
+        providers_json(&r)
+            .to_string()
+            .contains("response_format:json_schema"),
+        "{}",
+        providers_json(&r)
+    );
+    let id = ran.summary["run_id"].as_str().expect("id");
+    let show = stdout_of(&r.factory().args(["show", id]).output().expect("show"));
+    assert!(
+        show.contains("  dropped: response_format:json_schema (refused by the server)\n"),
+        "{show}"
+    );
+}
+
+#[test]
+fn the_model_that_answered_each_candidate_is_visible() {
+    let snapshot = "gpt-5.1-2026-08-07";
+    let answer = || {
+        Reply::Sse(vec![String::from_utf8(chat_stream(&good(), "stop"))
+            .expect("utf-8")
+            .replace("\"model\":\"m\"", &format!("\"model\":\"{snapshot}\""))
+            .into_bytes()])
+    };
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(vec![answer(), answer()]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &["--llm-model", "gpt-5.1", "--candidates", "2", "--jobs", "1"],
+    );
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert_eq!(seen.lock().expect("lock").len(), 2);
+    let attempts = ran.summary["attempts"].as_array().expect("attempts");
+    assert!(!attempts.is_empty());
+    for a in attempts {
+        assert_eq!(a["served_model"], snapshot, "{a}");
+    }
+    for c in ran.summary["candidates"].as_array().expect("candidates") {
+        assert_eq!(c["served_model"], snapshot, "{c}");
+    }
+    let id = ran.summary["run_id"].as_str().expect("id");
+    let show = stdout_of(&r.factory().args(["show", id]).output().expect("show"));
+    assert!(
+        show.contains(&format!("  served by: {snapshot}\n")),
+        "{show}"
+    );
+    let table: Vec<&str> = show
+        .lines()
+        .filter(|l| l.contains("openai:gpt-5.1@") && !l.contains("model: "))
+        .collect();
+    assert_eq!(table.len(), 2, "{show}");
+    assert!(
+        table
+            .iter()
+            .all(|l| l.contains(&format!("served by {snapshot}"))),
+        "{show}"
+    );
+}
+
+#[test]
+fn the_shown_line_of_a_traceback_and_of_pydantic_v1_is_the_informative_one() {
+    let cases = [
+        (
+            "Traceback (most recent call last):\n  File \"server.py\", line 10, in create\n    raise ValueError('x')\nValueError: messages must alternate between user and assistant",
+            "rejected the request (HTTP 400): ValueError: messages must alternate between user and assistant\n",
+        ),
+        (
+            "1 validation error for Request\nbody -> messages -> 0 -> content\n  none is not an allowed value (type=type_error.none.not_allowed)",
+            "rejected the request (HTTP 400): body.messages.0.content: none is not an allowed value\n",
+        ),
+    ];
+    for (message, shown) in cases {
+        let r = TestRepo::simple();
+        let (url, seen, server) = serve_replies(vec![json_reply(
+            400,
+            json!({"error": {"message": message, "type": "invalid_request_error"}}),
+        )]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1);
+        assert!(ran.stderr.contains(shown), "{}", ran.stderr);
+    }
+}
+
+#[test]
+fn a_tool_choice_refusal_that_speaks_of_tools_keeps_the_tools() {
+    let r = TestRepo::simple();
+    let refused = |message: &str| {
+        json_reply(
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+        )
+    };
+    let called = sse(&[
+        (
+            Some("message_start"),
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "claude-x", "stop_reason": null, "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+        ),
+        (
+            Some("content_block_start"),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "propose_change", "input": {}}}),
+        ),
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": schema_answer()}}),
+        ),
+        (
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+        ),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ]);
+    let (url, seen, server) = serve_replies(vec![
+        refused("output_config.format: Extra inputs are not permitted"),
+        refused("tool_choice: type \"tool\" and \"any\" are not supported for this model when tools are given"),
+        Reply::Sse(vec![called]),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "anthropic:claude-x"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[2].body["tool_choice"], json!({"type": "auto"}));
+    assert_eq!(seen[2].body["tools"][0]["name"], "propose_change");
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["output_config.format", "tool_choice"])
+    );
+}
+
+#[test]
+fn retry_after_as_an_rfc_850_or_asctime_date_is_read() {
+    let busy = json!({"error": {"message": "overloaded"}});
+    for date in ["Friday, 31-Dec-60 23:59:59 GMT", "Fri Dec 31 23:59:59 2100"] {
+        let r = TestRepo::simple();
+        let (url, seen, server) =
+            serve_replies(vec![headed(503, &[("retry-after", date)], busy.clone())]);
+        let wo = r.work_order(basic_order(&["true"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "m", "--max-attempts", "1"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 1, "{date}: {}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 1, "{date}");
+        let brief = brief_of(&ran);
+        assert!(
+            brief.contains("asks to wait more than a year before retrying"),
+            "{date}: {brief}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_last_model_and_a_leading_byte_order_mark_are_harmless() {
+    let snapshot = "gpt-4o-2024-08-06";
+    let chunk = |model: &str, delta: Value, finish: Option<&str>| {
+        json!({"id": "c", "object": "chat.completion.chunk", "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut stream = sse(&[
+        (None, chunk(snapshot, json!({"content": good()}), None)),
+        (None, chunk("", json!({}), Some("stop"))),
+    ]);
+    stream.extend_from_slice(b"data: [DONE]\n\n");
+    let mut marked = b"\xEF\xBB\xBF".to_vec();
+    marked.extend_from_slice(&stream);
+    for (name, bytes) in [("empty model", stream), ("byte-order mark", marked)] {
+        let r = TestRepo::simple();
+        let (url, _seen, server) = serve_replies(vec![Reply::Sse(vec![bytes])]);
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "gpt-4o"]);
+        server.join().expect("server");
+        assert_eq!(ran.code, 0, "{name}: {}", ran.stderr);
+        assert_eq!(
+            ran.summary["attempts"][0]["served_model"], snapshot,
+            "{name}"
+        );
+    }
+}

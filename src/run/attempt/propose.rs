@@ -121,6 +121,13 @@ impl Session<'_> {
     /// The provider's failure as the attempt's outcome; a misconfiguration found by the
     /// first request refuses the run instead.
     fn answered(&mut self, answer: Result<Response, ProviderError>) -> Result<Response, Outcome> {
+        if answer.is_err() {
+            // What the server refused by name before the failure is recorded all the same.
+            let learnt = self.provider.learnt();
+            let a = self.current();
+            a.record.dropped_params = learnt.dropped_params;
+            a.record.api_switch = learnt.api_switch;
+        }
         match answer {
             Ok(r) => Ok(r),
             Err(ProviderError::Failed(msg)) => Err(self.fail(Stage::LlmCallFailed, None, &msg)),

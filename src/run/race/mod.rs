@@ -68,14 +68,22 @@ pub(crate) fn record(
         attempts: run.attempts.len() as u32,
         change_set: run.tree.map(|t| t.to_string()),
         changed_lines,
-        tokens: run
-            .attempts
-            .iter()
-            .map(|a| crate::budget::tokens_of(a.usage.as_ref()))
-            .sum(),
+        // Saturating: the counts are the server's numbers.
+        tokens: run.attempts.iter().fold(0u64, |sum, a| {
+            sum.saturating_add(crate::budget::tokens_of(a.usage.as_ref()))
+        }),
         duration_seconds: run.duration.as_secs_f64(),
         error: run.error.clone(),
+        served_model: served_model(run),
     }
+}
+
+/// The model that answered the candidate's last answered attempt.
+fn served_model(run: &CandidateRun) -> Option<String> {
+    run.attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.served_model.clone())
 }
 
 fn changed_lines(repo: &git2::Repository, old: git2::Oid, new: git2::Oid) -> Result<u64> {
@@ -256,7 +264,11 @@ fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Re
             "once more in your tree"
         }
     ));
-    session.provider = Box::new(Chosen { text, format });
+    session.provider = Box::new(Chosen {
+        text,
+        format,
+        served_model: served_model(won),
+    });
     // The winner's change is replayed, not asked of an agent again: nothing to audit.
     session.audited = false;
     Ok(())
@@ -278,6 +290,7 @@ mod tests {
             tokens: 0,
             duration_seconds: 0.0,
             error: None,
+            served_model: None,
         }
     }
 

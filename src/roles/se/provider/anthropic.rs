@@ -4,7 +4,7 @@
 //! kept apart from the answer.
 
 use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
-use super::http::{one_line, Sink};
+use super::http::{one_line, reported, Failure, Sink};
 use super::sse::SseEvent;
 use crate::store::records::Usage;
 use serde_json::{json, Map, Value};
@@ -17,6 +17,11 @@ pub const DEFAULT_MAX_TOKENS: u64 = 16384;
 const TOOL: &str = "propose_change";
 /// Said to a model that refuses a forced tool, offered the tool with `tool_choice: auto`.
 const CALL_THE_TOOL: &str = "Answer by calling the propose_change tool once, with the proposal as its input, and write no other text.";
+
+/// The most content blocks an answer may have. A real one has a few (thinking, text, a tool
+/// call); an index beyond this is a malformed stream, refused before anything is allocated for
+/// it (an index of 2^62 would overflow, one of 10^8 would take gigabytes).
+const MAX_BLOCKS: u64 = 256;
 
 pub struct Messages;
 
@@ -131,12 +136,22 @@ struct MessagesReader {
 }
 
 impl MessagesReader {
-    fn block(&mut self, index: usize) -> &mut (String, String) {
+    /// The block at `index`, made (with any before it) when new. An index beyond
+    /// `MAX_BLOCKS` fails the request as a malformed stream: transient, like a stream cut
+    /// short or an event that is not JSON, since it is the wire that is broken, not the
+    /// model's proposal.
+    fn block(&mut self, index: u64) -> Result<&mut (String, String), String> {
+        if index >= MAX_BLOCKS {
+            return Err(format!(
+                "the stream names content block {index}, beyond the {MAX_BLOCKS} an answer may have (a malformed stream)"
+            ));
+        }
+        let index = index as usize;
         if self.blocks.len() <= index {
             self.blocks
                 .resize(index + 1, (String::new(), String::new()));
         }
-        &mut self.blocks[index]
+        Ok(&mut self.blocks[index])
     }
 
     fn usage(&mut self, u: Option<&Value>) {
@@ -175,10 +190,10 @@ fn start_text(block: &Value) -> (String, String) {
 }
 
 impl Sink for MessagesReader {
-    fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+    fn event(&mut self, ev: &SseEvent) -> Result<(), Failure> {
         let v: Value =
             serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
-        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "message_start" => {
                 self.usage(v.pointer("/message/usage"));
@@ -188,7 +203,7 @@ impl Sink for MessagesReader {
             }
             "content_block_start" => {
                 let started = start_text(&v["content_block"]);
-                *self.block(index) = started;
+                *self.block(index)? = started;
             }
             "content_block_delta" => {
                 let d = &v["delta"];
@@ -199,7 +214,7 @@ impl Sink for MessagesReader {
                     _ => None,
                 };
                 if let Some(t) = piece.and_then(Value::as_str) {
-                    self.block(index).1.push_str(t);
+                    self.block(index)?.1.push_str(t);
                     self.deltas += 1;
                 }
             }
@@ -210,25 +225,15 @@ impl Sink for MessagesReader {
                 self.usage(v.get("usage"));
             }
             "message_stop" => self.stopped = true,
-            "error" => {
-                let msg = v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error");
-                return Err(format!("the stream reported an error: {}", one_line(msg)));
-            }
+            "error" => return Err(reported(&v, "the stream reported an error")),
             _ => {} // ping, content_block_stop
         }
         Ok(())
     }
 
-    fn whole(&mut self, v: Value) -> Result<(), String> {
+    fn whole(&mut self, v: Value) -> Result<(), Failure> {
         if v.get("type").and_then(Value::as_str) == Some("error") {
-            let msg = v
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
-            return Err(format!("the answer is an error: {}", one_line(msg)));
+            return Err(reported(&v, "the answer is an error"));
         }
         let parts = v
             .get("content")

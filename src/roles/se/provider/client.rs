@@ -6,7 +6,7 @@
 
 use super::api::{Answer, Ask, Param, Wire, ALL_PARAMS};
 pub use super::api::{Api, Settings, Stop};
-use super::contract::{Provider, ProviderError, Request, Response};
+use super::contract::{Learnt, Provider, ProviderError, Request, Response};
 use super::http::{self, Exchange, Failure, ServerError};
 use super::memory::Memory;
 use crate::roles::se::proposal::{self, OutputFormat};
@@ -39,6 +39,10 @@ struct Call {
     api_switch: Option<String>,
     /// Transient failures so far.
     transient: u32,
+    /// Requests sent so far (a dropped parameter's request counts too).
+    requests: u32,
+    /// The server refused the API key: what the call learnt is not remembered.
+    key_refused: bool,
     backoff: Duration,
 }
 
@@ -50,6 +54,8 @@ impl Default for Call {
             switched_to: None,
             api_switch: None,
             transient: 0,
+            requests: 0,
+            key_refused: false,
             backoff: FIRST_BACKOFF,
         }
     }
@@ -80,6 +86,8 @@ pub struct ModelClient {
     /// The server was reached at least once (it answered, or a connection was made): a 404
     /// or a refused connection now is no longer a misconfiguration caught up front.
     answered: bool,
+    /// What the last call learnt before it failed (`Provider::learnt`).
+    learnt: Learnt,
 }
 
 impl ModelClient {
@@ -102,6 +110,7 @@ impl ModelClient {
             dropped: Vec::new(),
             switched: false,
             answered: false,
+            learnt: Learnt::default(),
         };
         if let Some(memory) = client.memory() {
             if client.settings.api.is_none() && client.provider == "openai" {
@@ -177,21 +186,45 @@ impl ModelClient {
         }
     }
 
+    /// One attempt's proposal. A parameter the server refused by name stays refused whatever
+    /// fails after (a transient error, retries exhausted): the failed attempt records it and
+    /// `providers.json` remembers it, unless the server then refused the API key.
     fn call(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         let mut call = Call::default();
+        let result = self.requests(request, &mut call);
+        self.learnt = Learnt::default();
+        if result.is_err() {
+            if !call.key_refused {
+                self.remember(&call.learnt, call.switched_to);
+            }
+            self.learnt = Learnt {
+                dropped_params: call.dropped_now,
+                api_switch: call.api_switch,
+            };
+        }
+        result
+    }
+
+    /// The call's requests, until one is answered or the call ends.
+    fn requests(
+        &mut self,
+        request: &Request<'_>,
+        call: &mut Call,
+    ) -> Result<Response, ProviderError> {
         loop {
             let w = wire(self.api);
             let send = self.sendable(w.as_ref());
             let url = w.url(&self.base_url);
-            let error = match self.exchange(w.as_ref(), &send, &url, request, &call) {
-                Ok(answer) => return Ok(self.answered(answer, call)),
-                Err(failure) => match self.transport_failure(failure, &url, &mut call)? {
+            call.requests += 1;
+            let error = match self.exchange(w.as_ref(), &send, &url, request, call) {
+                Ok(answer) => return Ok(self.answered(answer, std::mem::take(call))),
+                Err(failure) => match self.transport_failure(failure, &url, call)? {
                     Flow::Retry => continue,
                     Flow::Done(response) => return Ok(*response),
                     Flow::Status(error) => *error,
                 },
             };
-            self.status_failure(error, w.as_ref(), &send, &url, &mut call)?;
+            self.status_failure(error, w.as_ref(), &send, &url, call)?;
         }
     }
 
@@ -302,10 +335,15 @@ impl ModelClient {
             return Ok(());
         }
         // 2. An exhausted quota or spending limit: no retry can help (SPEC §3.3).
-        if is_quota(&error) {
+        if error.is_quota() {
+            let said = if (200..=299).contains(&error.status) {
+                "reported in the answer".to_string()
+            } else {
+                format!("HTTP {}", error.status)
+            };
             return Err(ProviderError::Fatal(format!(
-                "{}: the account's quota or spending limit is used up (HTTP {}): {}",
-                self.provider, error.status, error.message
+                "{}: the account's quota or spending limit is used up ({said}): {}",
+                self.provider, error.message
             )));
         }
         // 3. Optional parameters the server refused by name.
@@ -327,6 +365,9 @@ impl ModelClient {
             }
             None if transient => return self.wait(call, error.hint.after, msg),
             _ => {}
+        }
+        if matches!(error.status, 401 | 403) {
+            call.key_refused = true;
         }
         match error.status {
             401 | 403 => Err(ProviderError::Fatal(format!(
@@ -360,11 +401,15 @@ impl ModelClient {
         send: &BTreeSet<Param>,
         call: &mut Call,
     ) -> Result<bool, ProviderError> {
-        let named: Vec<Param> = send
+        let mut named: Vec<Param> = send
             .iter()
             .copied()
             .filter(|p| names_param(error, w.names(*p).map(|n| n.1).unwrap_or(&[])))
             .collect();
+        // A refusal of `tool_choice` is about the choice, whatever it says of the tools.
+        if named.contains(&Param::ToolChoice) {
+            named.retain(|p| *p != Param::JsonMode);
+        }
         let droppable: Vec<Param> = named
             .iter()
             .copied()
@@ -400,15 +445,16 @@ impl ModelClient {
     ) -> Result<(), ProviderError> {
         if let Some(d) = retry_after.filter(|d| *d > MAX_RETRY_AFTER) {
             return Err(ProviderError::Failed(format!(
-                "{msg} (the server asks to wait {} s before retrying, longer than the {} s a request waits: try again later)",
-                d.as_secs_f64().ceil(),
+                "{msg} (the server asks to wait {} before retrying, longer than the {} s a request waits: try again later)",
+                wait_words(d),
                 MAX_RETRY_AFTER.as_secs()
             )));
         }
         call.transient += 1;
         if call.transient >= MAX_REQUESTS {
             return Err(ProviderError::Failed(format!(
-                "{msg} (gave up after {MAX_REQUESTS} requests)"
+                "{msg} (gave up after {} requests)",
+                call.requests
             )));
         }
         pause(retry_after.unwrap_or(call.backoff))?;
@@ -477,6 +523,10 @@ impl Provider for ModelClient {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         self.call(request)
     }
+
+    fn learnt(&mut self) -> Learnt {
+        std::mem::take(&mut self.learnt)
+    }
 }
 
 /// Whether a server's error names a parameter: anywhere in its whole message, OpenAI's `param`
@@ -489,16 +539,6 @@ pub fn names_param(error: &ServerError, words: &[&str]) -> bool {
             p == *w || p.starts_with(&format!("{w}.")) || p.starts_with(&format!("{w}["))
         }) || has_word(&msg, w)
     })
-}
-
-/// An exhausted quota or spending limit, in the words of OpenAI (`insufficient_quota`),
-/// Anthropic ("reached your specified API usage limits") and Gemini (`RESOURCE_EXHAUSTED`
-/// naming a quota): permanent, unlike other 429s (SPEC §3.3).
-fn is_quota(error: &ServerError) -> bool {
-    let text = error.text.to_ascii_lowercase();
-    error.kinds.iter().any(|k| k == "insufficient_quota")
-        || (error.kinds.iter().any(|k| k == "RESOURCE_EXHAUSTED") && text.contains("quota"))
-        || text.contains("reached your specified api usage limits")
 }
 
 fn has_word(haystack: &str, word: &str) -> bool {
@@ -516,6 +556,17 @@ fn has_word(haystack: &str, word: &str) -> bool {
         }
     }
     false
+}
+
+/// A wait as the user reads it: whole seconds, rounded up; beyond a year, only that.
+fn wait_words(d: Duration) -> String {
+    const YEAR: u64 = 365 * 24 * 3600;
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
+    if secs > YEAR {
+        "more than a year".to_string()
+    } else {
+        format!("{secs} s")
+    }
 }
 
 /// Sleeps, waking early when the run is interrupted.
@@ -546,6 +597,7 @@ mod tests {
             text: message.to_string(),
             params: params.iter().map(|s| s.to_string()).collect(),
             kinds: Vec::new(),
+            quotas: Vec::new(),
             hint: Default::default(),
         }
     }

@@ -92,6 +92,20 @@ pub enum ProviderError {
     Unreachable { message: String, hint: String },
 }
 
+/// What a request that then failed had already learnt from the server: the parameters it
+/// refused by name and the API it switched to. The failed attempt records them all the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Learnt {
+    pub dropped_params: Vec<String>,
+    pub api_switch: Option<String>,
+}
+
 pub trait Provider {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError>;
+
+    /// After `propose` failed: what its requests learnt before the failure (nothing, for a
+    /// provider that is not a model API).
+    fn learnt(&mut self) -> Learnt {
+        Learnt::default()
+    }
 }

@@ -2,9 +2,11 @@
 //! at once), its body streamed back to the caller's thread as it arrives, with a limit on
 //! silence and one on the whole request. Retrying, dropping refused parameters and switching
 //! APIs are decided by the caller (`client`). Nothing here ever formats a header value, so an
-//! API key cannot leak into a message.
+//! API key cannot leak into a message; and every text a server sends is redacted here, where
+//! it enters (an error body, each event, a whole answer), before anything cuts or shapes it:
+//! a key cut in half by the shown line's limit would no longer be found by a later redaction.
 
-use super::sse::{SseEvent, SseParser};
+use super::sse::{SseEvent, SseParser, BOM};
 use serde_json::Value;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -32,10 +34,12 @@ pub struct Exchange {
     pub body: Value,
 }
 
-/// What the body of a 2xx answer is handed to, event by event or whole.
+/// What the body of a 2xx answer is handed to, event by event or whole. A reader fails with
+/// `Failure::Transient` (a `String` converts to it), or with `reported` for an error the
+/// server reports inside its answer.
 pub trait Sink {
-    fn event(&mut self, event: &SseEvent) -> Result<(), String>;
-    fn whole(&mut self, value: Value) -> Result<(), String>;
+    fn event(&mut self, event: &SseEvent) -> Result<(), Failure>;
+    fn whole(&mut self, value: Value) -> Result<(), Failure>;
     /// Tokens received so far (for the live status line).
     fn tokens(&self) -> u64;
 }
@@ -54,10 +58,48 @@ pub struct ServerError {
     pub params: Vec<String>,
     /// The error's kind in the server's words: OpenAI's `type` and `code`, Gemini's `status`.
     pub kinds: Vec<String>,
+    /// The quotas a Google error names (`QuotaFailure` violations: `quotaId`, `quotaMetric`).
+    pub quotas: Vec<String>,
+    /// The server's headers, else what its body says (`RetryInfo.retryDelay`, "Please retry
+    /// in 0.3s").
     pub hint: RetryHint,
 }
 
 impl ServerError {
+    /// An exhausted quota or spending limit: permanent, unlike other 429s (SPEC §3.3). OpenAI's
+    /// `insufficient_quota`; Anthropic's usage and spend limits in each wording ("reached your
+    /// specified API usage limits", "… workspace API usage limits", a credit balance too
+    /// low); Gemini's `RESOURCE_EXHAUSTED` naming a quota by the day or the bill. A Gemini
+    /// quota per minute or per second, or one that says when to retry, is a rate limit, and
+    /// so is its classic "Resource has been exhausted (e.g. check quota)".
+    pub fn is_quota(&self) -> bool {
+        let text = self.text.to_ascii_lowercase();
+        let kind = |k: &str| self.kinds.iter().any(|x| x.eq_ignore_ascii_case(k));
+        if kind("insufficient_quota") {
+            return true;
+        }
+        let limit_reached = (text.contains("usage limit") || text.contains("spend limit"))
+            && (text.contains("reached") || text.contains("exceeded"));
+        if limit_reached || text.contains("credit balance is too low") {
+            return true;
+        }
+        if !kind("resource_exhausted") {
+            return false;
+        }
+        let quotas = self.quotas.join(" ").to_ascii_lowercase();
+        if quotas.contains("perday") || text.contains("per day") {
+            return true;
+        }
+        let rate = ["perminute", "persecond"]
+            .iter()
+            .any(|w| quotas.contains(w))
+            || ["per minute", "per second"]
+                .iter()
+                .any(|w| text.contains(w))
+            || self.hint.after.is_some();
+        !rate && (text.contains("exceeded your current quota") || text.contains("billing"))
+    }
+
     /// The whole message as searched for the parameters it names: lowercase, without the
     /// request values a validation error echoes (`'input': …`, `input_value=…`), which may
     /// hold every parameter's name without refusing any.
@@ -102,6 +144,30 @@ pub enum Failure {
     TooLarge(String),
     Status(Box<ServerError>),
     Interrupted,
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Failure::Transient(why)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(why: &str) -> Self {
+        Failure::Transient(why.to_string())
+    }
+}
+
+/// An error a server reports inside a 2xx answer (a stream's error event or chunk, a failed
+/// response), given as `{"error": {...}}`: an exhausted quota is judged like the HTTP one
+/// (permanent, SPEC §3.3); anything else is transient, named with `what`.
+pub fn reported(body: &Value, what: &str) -> Failure {
+    let error = server_error(200, &body.to_string());
+    if error.is_quota() {
+        Failure::Status(Box::new(error))
+    } else {
+        Failure::Transient(format!("{what}: {}", error.message))
+    }
 }
 
 enum Msg {
@@ -233,7 +299,7 @@ impl Body {
             for event in self.parser.push(bytes).map_err(Failure::Transient)? {
                 self.events += 1;
                 self.buffer = Vec::new();
-                sink.event(&event).map_err(Failure::Transient)?;
+                sink.event(&redacted(event))?;
             }
         } else if self.buffer.len() < MAX_ERROR_BODY || self.success() {
             self.buffer.extend_from_slice(bytes);
@@ -249,20 +315,23 @@ impl Body {
         };
         if !(200..=299).contains(&head.status) {
             let mut error = server_error(head.status, &String::from_utf8_lossy(&self.buffer));
-            error.hint = head.hint;
+            error.hint.should_retry = head.hint.should_retry;
+            error.hint.after = head.hint.after.or(error.hint.after);
             return Err(Failure::Status(Box::new(error)));
         }
         if head.event_stream {
             if let Some(event) = self.parser.finish().map_err(Failure::Transient)? {
                 self.events += 1;
-                sink.event(&event).map_err(Failure::Transient)?;
+                sink.event(&redacted(event))?;
             }
             if self.events > 0 {
                 return Ok(());
             }
             // No event at all: a whole answer under the wrong label is read as one.
-            if let Ok(value) = serde_json::from_slice::<Value>(&self.buffer) {
-                return sink.whole(value).map_err(Failure::Transient);
+            let text = crate::secrets::redact_bytes(&self.buffer);
+            let text = text.strip_prefix(BOM).unwrap_or(&text);
+            if let Ok(value) = serde_json::from_slice::<Value>(text) {
+                return sink.whole(value);
             }
             return Ok(());
         }
@@ -275,16 +344,18 @@ impl Body {
 fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Failure> {
     let text = String::from_utf8(buffer)
         .map_err(|_| Failure::NotApi("the response is not UTF-8".to_string()))?;
+    let text = crate::secrets::redact(&text);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim_start().starts_with("data:") || text.trim_start().starts_with("event:") {
         let mut parser = SseParser::default();
         let mut events = parser.push(text.as_bytes()).map_err(Failure::Transient)?;
         events.extend(parser.finish().map_err(Failure::Transient)?);
         for event in &events {
-            sink.event(event).map_err(Failure::Transient)?;
+            sink.event(event)?;
         }
         return Ok(());
     }
-    let value: Value = serde_json::from_str(&text).map_err(|_| {
+    let value: Value = serde_json::from_str(text).map_err(|_| {
         let page = text.trim_start().starts_with('<');
         Failure::NotApi(if page {
             "the answer is a web page, not JSON".to_string()
@@ -292,7 +363,13 @@ fn read_whole<S: Sink + ?Sized>(buffer: Vec<u8>, sink: &mut S) -> Result<(), Fai
             "the answer is not JSON".to_string()
         })
     })?;
-    sink.whole(value).map_err(Failure::Transient)
+    sink.whole(value)
+}
+
+/// An event with every secret in its data redacted (SPEC §3.3: keys never appear anywhere).
+fn redacted(mut event: SseEvent) -> SseEvent {
+    event.data = crate::secrets::redact(&event.data);
+    event
 }
 
 /// Runs the request on its own thread; the thread ends with the connection (or the global
@@ -392,13 +469,15 @@ fn transport_failure(e: &ureq::Error) -> Failure {
 
 /// How long a server asks us to wait: `retry-after-ms` (milliseconds), else `Retry-After` as
 /// seconds or as an HTTP date (the wait is then counted from `now`; a date past is no wait).
+/// A wait too long for a `Duration` (`1e20`, twenty digits) is the longest one: it is only
+/// ever compared with the longest wait honoured, and named.
 pub fn retry_after(ms: Option<&str>, header: Option<&str>, now: SystemTime) -> Option<Duration> {
     let seconds = |v: &str, scale: f64| {
         v.trim()
             .parse::<f64>()
             .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|s| Duration::from_secs_f64(s / scale))
+            .filter(|s| !s.is_nan() && *s >= 0.0)
+            .map(|s| Duration::try_from_secs_f64(s / scale).unwrap_or(Duration::MAX))
     };
     if let Some(d) = ms.and_then(|v| seconds(v, 1000.0)) {
         return Some(d);
@@ -411,16 +490,29 @@ pub fn retry_after(ms: Option<&str>, header: Option<&str>, now: SystemTime) -> O
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// An HTTP date as servers send it (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// An HTTP date in the three forms RFC 9110 says a recipient accepts: IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and
+/// asctime (`Sun Nov  6 08:49:37 1994`).
 fn http_date(text: &str) -> Option<SystemTime> {
     let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
+    let (day, month, year, time) = match parts.as_slice() {
+        [_, day, month, year, time, "GMT"] => (*day, *month, year.to_string(), *time),
+        [_, date, time, "GMT"] => {
+            let mut dmy = date.split('-');
+            let (day, month, yy) = (dmy.next()?, dmy.next()?, dmy.next()?);
+            // A two-digit year: RFC 9110 reads one more than 50 years ahead as past; the
+            // nearest century does here.
+            let yy: i64 = yy.parse().ok().filter(|_| yy.len() == 2)?;
+            let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
+            (day, month, year.to_string(), *time)
+        }
+        [_, month, day, time, year] => (*day, *month, year.to_string(), *time),
+        _ => return None,
     };
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
     let day: i64 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
     let year: i64 = year.parse().ok().filter(|y| (1970..=9999).contains(y))?;
     let hms: Vec<i64> = time
@@ -446,11 +538,15 @@ fn http_date(text: &str) -> Option<SystemTime> {
 }
 
 /// Reads a server's error body: its whole message in the server's words, and the one line
-/// shown of it.
+/// shown of it. Secrets are redacted from the body first, before any line is picked or cut.
 pub fn server_error(status: u16, body: &str) -> ServerError {
+    let body = crate::secrets::redact(body);
+    let body = body.as_str();
     let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
     let mut params = Vec::new();
     let mut kinds = Vec::new();
+    let mut quotas = Vec::new();
+    let mut after = None;
     let mut message = None;
     if let Some(v) = &parsed {
         // Gemini's OpenAI-compatible endpoint wraps its error in an array.
@@ -467,6 +563,11 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
                 kinds.push(k.to_string());
             }
         }
+        google_details(
+            error.and_then(|e| e.get("details")),
+            &mut quotas,
+            &mut after,
+        );
         message = error
             .and_then(|e| e.get("message"))
             .or(error.filter(|e| e.is_string()))
@@ -485,14 +586,64 @@ pub fn server_error(status: u16, body: &str) -> ServerError {
             text.to_string()
         }
     });
+    let after = after.or_else(|| retry_in(&text));
     ServerError {
         status,
         message: one_line(&informative_line(&text)),
         text,
         params,
         kinds,
-        hint: RetryHint::default(),
+        quotas,
+        hint: RetryHint {
+            after,
+            should_retry: None,
+        },
     }
+}
+
+/// Google's error `details`: the quotas a `QuotaFailure` names, and `RetryInfo.retryDelay`
+/// (a protobuf duration, `"17s"`, `"0.4s"`).
+fn google_details(details: Option<&Value>, quotas: &mut Vec<String>, after: &mut Option<Duration>) {
+    for d in details.and_then(Value::as_array).into_iter().flatten() {
+        for v in d
+            .get("violations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for key in ["quotaId", "quotaMetric"] {
+                if let Some(q) = v.get(key).and_then(Value::as_str) {
+                    quotas.push(q.to_string());
+                }
+            }
+        }
+        if let Some(delay) = d.get("retryDelay").and_then(Value::as_str) {
+            *after = after.or_else(|| wait_of(delay));
+        }
+    }
+}
+
+/// "Please retry in 0.3s." / "retry in 17.39s" / "retry in 500ms" in a message.
+fn retry_in(text: &str) -> Option<Duration> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("retry in ")? + "retry in ".len();
+    wait_of(&lower[at..])
+}
+
+/// A wait written as a number and a unit, `0.4s` or `500ms` (what follows is ignored); a
+/// wait too long for a `Duration` is the longest one.
+fn wait_of(text: &str) -> Option<Duration> {
+    let text = text.trim_start();
+    let digits = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let n: f64 = text[..digits].parse().ok()?;
+    let scale = match &text[digits..] {
+        u if u.starts_with("ms") => 1000.0,
+        u if u.starts_with('s') => 1.0,
+        _ => return None,
+    };
+    Some(Duration::try_from_secs_f64(n / scale).unwrap_or(Duration::MAX))
 }
 
 /// pydantic (FastAPI) validation: `detail` is a list of `{loc, msg}`, or a string.
@@ -546,6 +697,10 @@ fn informative_line(text: &str) -> String {
     let Some(first) = lines.first() else {
         return String::new();
     };
+    // A Python traceback says what went wrong on its last line (`ValueError: …`).
+    if first.starts_with("Traceback (most recent call last)") {
+        return lines.last().unwrap_or(first).to_string();
+    }
     if !is_validation_heading(first) || lines.len() < 2 {
         return first.to_string();
     }
@@ -554,6 +709,11 @@ fn informative_line(text: &str) -> String {
         return shown;
     }
     match lines.get(2) {
+        // pydantic v1: `body -> messages -> 0 -> content` then `none is not … (type=…)`.
+        Some(fault) if second.contains(" -> ") => {
+            let fault = fault.split(" (type=").next().unwrap_or(fault);
+            format!("{}: {fault}", second.replace(" -> ", "."))
+        }
         // pydantic's own form: `response_format.type` then `Input should be … [type=…]`.
         Some(fault) if !second.contains(' ') => {
             let fault = fault.split(" [type=").next().unwrap_or(fault);
@@ -688,11 +848,20 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(UNIX_EPOCH));
+        let same = Some(UNIX_EPOCH + Duration::from_secs(784_111_777));
+        assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), same);
+        assert_eq!(http_date("Sun Nov  6 08:49:37 1994"), same);
+        assert_eq!(http_date("Sun, 06 Nov 1994 08:49:37 GMT"), same);
+        assert_eq!(http_date("Sunday, 06-Nov-1994 08:49:37 GMT"), None);
         assert_eq!(
             http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
             Some(UNIX_EPOCH + Duration::from_secs(1_835_481_599))
         );
         assert_eq!(retry_after(None, Some("soon"), now), None);
+        assert_eq!(retry_after(None, Some("1e20"), now), Some(Duration::MAX));
+        assert_eq!(retry_after(Some("1e30"), None, now), Some(Duration::MAX));
+        assert_eq!(retry_after(Some("inf"), None, now), Some(Duration::MAX));
+        assert_eq!(retry_after(Some("NaN"), None, now), None);
         assert_eq!(retry_after(Some("-1"), None, now), None);
     }
 }

@@ -16,7 +16,7 @@ pub mod schema;
 pub mod scripted;
 pub mod sse;
 
-pub use contract::{Provider, ProviderError, Request, Response};
+pub use contract::{Learnt, Provider, ProviderError, Request, Response};
 use std::path::Path;
 
 /// The one door every provider's words come through: answers and error messages are
@@ -49,6 +49,10 @@ impl Provider for Redacted {
                 hint: redact(&hint),
             }),
         }
+    }
+
+    fn learnt(&mut self) -> Learnt {
+        self.0.learnt()
     }
 }
 

@@ -3,7 +3,7 @@
 //! OpenAI-compatible endpoints.
 
 use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
-use super::http::Sink;
+use super::http::{reported, Failure, Sink};
 use super::sse::SseEvent;
 use serde_json::{json, Map, Value};
 
@@ -107,17 +107,14 @@ fn reasoning_of(m: &Value) -> Option<&str> {
         .or_else(|| m.get("reasoning").and_then(Value::as_str))
 }
 
-fn stream_error(v: &Value) -> Option<String> {
-    let e = v.get("error")?;
-    Some(super::http::one_line(
-        e.get("message")
-            .and_then(Value::as_str)
-            .unwrap_or(&e.to_string()),
-    ))
+/// A chunk or answer that is an error (`{"error": {...}}`), as the failure it reports.
+fn stream_error(v: &Value, what: &str) -> Option<Failure> {
+    v.get("error").filter(|e| !e.is_null())?;
+    Some(reported(v, what))
 }
 
 impl Sink for ChatReader {
-    fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+    fn event(&mut self, ev: &SseEvent) -> Result<(), Failure> {
         self.streamed = true;
         if ev.data.trim() == "[DONE]" {
             self.ended = true;
@@ -125,13 +122,18 @@ impl Sink for ChatReader {
         }
         let v: Value =
             serde_json::from_str(&ev.data).map_err(|e| format!("an event is not JSON: {e}"))?;
-        if let Some(e) = stream_error(&v) {
-            return Err(format!("the stream reported an error: {e}"));
+        if let Some(e) = stream_error(&v, "the stream reported an error") {
+            return Err(e);
         }
         if let Some(u) = usage(v.get("usage"), "prompt_tokens", "completion_tokens") {
             self.usage = Some(u);
         }
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
+        // An empty `model` (Azure's first chunk, some proxies' last) names nothing.
+        if let Some(m) = v
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+        {
             self.model = Some(m.to_string());
         }
         if let Some(choice) = v.pointer("/choices/0") {
@@ -156,9 +158,9 @@ impl Sink for ChatReader {
         Ok(())
     }
 
-    fn whole(&mut self, v: Value) -> Result<(), String> {
-        if let Some(e) = stream_error(&v) {
-            return Err(format!("the answer is an error: {e}"));
+    fn whole(&mut self, v: Value) -> Result<(), Failure> {
+        if let Some(e) = stream_error(&v, "the answer is an error") {
+            return Err(e);
         }
         self.usage = usage(v.get("usage"), "prompt_tokens", "completion_tokens");
         self.model = v.get("model").and_then(Value::as_str).map(str::to_string);

@@ -2,7 +2,7 @@
 //! through; every current OpenAI model accepts it and the `*-codex` models require it.
 
 use super::api::{usage, Answer, Api, Ask, Param, Reader, Stop, Wire};
-use super::http::{one_line, Sink};
+use super::http::{reported, Failure, Sink};
 use super::sse::SseEvent;
 use serde_json::{json, Map, Value};
 
@@ -141,19 +141,21 @@ impl ResponsesReader {
     }
 }
 
-fn failed(r: &Value) -> Option<String> {
+/// A response whose status is `failed`, as the failure its `error` reports (an exhausted
+/// quota is permanent, like the HTTP one).
+fn failed(r: &Value) -> Option<Failure> {
     if r.get("status").and_then(Value::as_str) != Some("failed") {
         return None;
     }
-    Some(one_line(
-        r.pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or("the response failed"),
-    ))
+    let error = match r.get("error") {
+        Some(e) if e.is_object() => e.clone(),
+        _ => json!({"message": "the response failed"}),
+    };
+    Some(reported(&json!({ "error": error }), "the response failed"))
 }
 
 impl Sink for ResponsesReader {
-    fn event(&mut self, ev: &SseEvent) -> Result<(), String> {
+    fn event(&mut self, ev: &SseEvent) -> Result<(), Failure> {
         if ev.data.trim() == "[DONE]" {
             return Ok(());
         }
@@ -183,24 +185,24 @@ impl Sink for ResponsesReader {
                 self.take_final(&r);
             }
             "error" => {
-                let msg = v
-                    .get("message")
-                    .or_else(|| v.pointer("/error/message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("error");
-                return Err(format!("the stream reported an error: {}", one_line(msg)));
+                // The error's fields at the top (`code`, `message`), or in `error`.
+                let error = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
+                return Err(reported(
+                    &json!({ "error": error }),
+                    "the stream reported an error",
+                ));
             }
             _ => {}
         }
         Ok(())
     }
 
-    fn whole(&mut self, v: Value) -> Result<(), String> {
+    fn whole(&mut self, v: Value) -> Result<(), Failure> {
         if let Some(e) = failed(&v) {
             return Err(e);
         }
         if v.get("output").is_none() {
-            return Err("the response has no output".to_string());
+            return Err("the response has no output".into());
         }
         self.take_final(&v);
         Ok(())
