@@ -31,6 +31,8 @@ pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 pub const SANDBOX: &str = "factory.sandbox";
 /// Whether a PASS of `run` is recorded as signed evidence (`--attest`, SPEC §6.1).
 pub const ATTEST: &str = "factory.attest";
+/// How many idle pooled worktrees a repo keeps (SPEC §5; default: the number of CPUs).
+pub const POOL_SIZE: &str = "factory.poolSize";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;

@@ -3,7 +3,7 @@
 //! locks, the run's staging folder, what putting the tree back needs, and its cleanup.
 
 use crate::error::{Error, Result};
-use crate::git::{lock::RepoLock, restore::Restore, status::Snapshot, worktree::TempWorktree};
+use crate::git::{lock::RepoLock, pool::Pooled, restore::Restore, status::Snapshot};
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
 use crate::run::artifacts::copy_dir;
@@ -17,7 +17,7 @@ pub struct Place<'r> {
     user: &'r Repository,
     /// A worktree run's tree: the repo opened there (dropped before the worktree goes).
     own: Option<Repository>,
-    worktree: Option<TempWorktree>,
+    worktree: Option<Pooled>,
     /// The tree the run changes.
     pub root: PathBuf,
     /// The staging folder of the run's artifacts, under `.git/factory/runs/`.
@@ -33,7 +33,7 @@ pub struct Place<'r> {
 
 impl<'r> Place<'r> {
     /// Takes the place: the claimed lock names the run, the run's own lock is taken, the
-    /// staging folder made afresh, and in worktree mode a fresh worktree added at the baseline.
+    /// staging folder made afresh, and in worktree mode a pooled worktree taken at the baseline.
     pub fn enter(user: &'r Repository, claim: Claim, plan: &Plan) -> Result<Self> {
         let Claim {
             mut lock,
@@ -51,13 +51,15 @@ impl<'r> Place<'r> {
         }
         std::fs::create_dir_all(&run_dir)?;
         let worktree = if plan.worktree {
-            let name = format!("run-{}", plan.run_id);
-            Some(TempWorktree::add(
+            let mut wt = crate::git::pool::take(
                 user,
-                &name,
                 &plan.baseline.to_string(),
-                crate::roles::po::pycache::PyCache::forget_worktree,
-            )?)
+                crate::roles::po::pycache::PyCache::POOLED,
+            )?;
+            if plan.sandbox {
+                wt.sweep_ignored();
+            }
+            Some(wt)
         } else {
             None
         };
@@ -124,11 +126,11 @@ impl<'r> Place<'r> {
         Sandbox::for_checks(self.root.clone(), read_only)
     }
 
-    /// Drops the run's repo and removes its worktree, if it has one.
+    /// Drops the run's repo and gives its pooled worktree back, if it has one.
     fn give_back_worktree(&mut self) -> Result<()> {
         self.own = None;
         match self.worktree.take() {
-            Some(wt) => wt.remove(),
+            Some(wt) => wt.give_back(),
             None => Ok(()),
         }
     }

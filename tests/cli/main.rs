@@ -12,6 +12,7 @@ mod generated;
 mod log_show;
 mod newcomer;
 mod patch;
+mod pool;
 mod providers;
 mod pycache;
 mod recovery;
