@@ -286,3 +286,28 @@ fn the_pool_keeps_at_most_pool_size_idle_worktrees() {
     assert_eq!(pooled(&r).len(), 1, "{:?}", pooled(&r));
     assert_idle_and_clean(&r);
 }
+
+#[test]
+fn ignored_build_outputs_stay_warm_but_a_changed_git_file_means_a_new_worktree() {
+    let r = TestRepo::simple();
+    let accept = "sh -c 'mkdir -p build && echo warm > build/out && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-1", accept, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    let kept = pooled(&r);
+    assert_eq!(kept.len(), 1);
+    let tree = PathBuf::from(&kept[0].0);
+    // An unsandboxed check's ignored output stays for the next run (SPEC §5).
+    assert!(tree.join("build/out").is_file());
+    let probe = "sh -c 'test -e build/out && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-2", probe, &[]);
+    assert_eq!(code, Some(0), "reused as it was: {s}");
+    // Its .git file changed while idle: it cannot be proven to be ours, so it is replaced.
+    let dotgit = tree.join(".git");
+    let mut bytes = std::fs::read(&dotgit).expect(".git");
+    bytes.extend_from_slice(b"\n");
+    std::fs::write(&dotgit, bytes).expect("write");
+    let gone = "sh -c 'test ! -e build/out && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-3", gone, &[]);
+    assert_eq!(code, Some(0), "a new worktree: {s}");
+    assert_idle_and_clean(&r);
+}
