@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates. `--repos DIR` keeps the attempt repos in
+//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool. `--repos DIR` keeps the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
@@ -2013,6 +2013,111 @@ fn bench_candidates(work: &Path, runs: usize) {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Pooled worktrees (SPEC §5): one in-situ run, one `--worktree` run, and `--candidates 4
+/// --jobs 4` with and without `--worktree`, on a `size`-file repo with a 1 s acceptance
+/// command (`sleep 1`) and `factory.poolSize 4`, each in steady state (after one warm-up run,
+/// so the pool holds its worktrees), plus the first race on a repo whose pool is empty. The
+/// ratio column is to the in-situ run, measured in the same process; the machine's load
+/// average is printed with them.
+fn bench_pool(work: &Path, size: usize, runs: usize) {
+    let root = work.join(format!("repo-pool-{size}"));
+    let first = generate(&root, size);
+    git(&root, &["config", "factory.poolSize", "4"]);
+    let replay = work.join(format!("replay-pool-{size}"));
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    std::fs::write(replay.join("1.diff"), one_line_patch(&root, &first)).expect("write");
+    let replay_s = replay.to_string_lossy().into_owned();
+    let base = [
+        "run",
+        "-q",
+        "--id",
+        "bench",
+        "--title",
+        "bench",
+        "--intent",
+        "bench",
+        "--allow",
+        first.as_str(),
+        "--accept",
+        "sleep 1",
+        "--max-attempts",
+        "1",
+        "--force",
+        "--replay",
+        replay_s.as_str(),
+    ];
+    let pass = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let out = factory(&root, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(&root, &["checkout", "--", &first]);
+        let branches = git(
+            &root,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
+        );
+        for branch in branches.lines() {
+            git(&root, &["update-ref", "-d", branch]);
+        }
+    };
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    println!("# pool bench, {size} files, load before: {}", load());
+    let in_situ = measure(runs, || time(|| pass(&[])));
+    let worktree = measure(runs, || time(|| pass(&["--worktree"])));
+    let race_wt = measure(runs, || {
+        time(|| pass(&["--worktree", "--candidates", "4", "--jobs", "4"]))
+    });
+    let race = measure(runs, || {
+        time(|| pass(&["--candidates", "4", "--jobs", "4"]))
+    });
+    let empty_pool = || {
+        let repo = git2::Repository::open(&root).expect("repo");
+        git_factory::git::pool::prune_idle(
+            &repo,
+            Duration::ZERO,
+            git_factory::roles::po::pycache::PyCache::forget_worktree,
+        )
+        .expect("prune");
+    };
+    let first_race = measure(runs, || {
+        empty_pool();
+        time(|| pass(&["--worktree", "--candidates", "4", "--jobs", "4"]))
+    });
+    let size_s = size.to_string();
+    let to = |s: &Stat| Some(s.median.as_secs_f64() / in_situ.median.as_secs_f64());
+    row("one in-situ run (pool)", &size_s, &in_situ, None);
+    row(
+        "one --worktree run (pooled)",
+        &size_s,
+        &worktree,
+        to(&worktree),
+    );
+    row(
+        "cand 4 jobs 4 --worktree (pooled)",
+        &size_s,
+        &race_wt,
+        to(&race_wt),
+    );
+    row("cand 4 jobs 4 in-situ (pooled)", &size_s, &race, to(&race));
+    row(
+        "first race, empty pool",
+        &size_s,
+        &first_race,
+        to(&first_race),
+    );
+    println!("# load after: {} (ratios are to the in-situ run)", load());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let opt = |name: &str| {
@@ -2067,6 +2172,12 @@ fn main() {
     // Opt-in: it runs for tens of seconds (1 s checks, on purpose).
     if only.contains("candidates") {
         bench_candidates(work.path(), runs);
+    }
+    // Opt-in, as candidates: sizes of 10,000 files and more.
+    if only.contains("pool") {
+        for size in sizes.iter().filter(|s| **s >= 10_000) {
+            bench_pool(work.path(), *size, runs);
+        }
     }
     let _: PathBuf = work.path().to_path_buf();
 }

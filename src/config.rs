@@ -35,6 +35,8 @@ pub const ATTEST: &str = "factory.attest";
 pub const RECORD_LOG_BYTES: &str = "factory.recordLogBytes";
 /// The age past which `prune` removes run records (`90d`; default: never).
 pub const PRUNE_OLDER_THAN: &str = "factory.pruneOlderThan";
+/// How many idle pooled worktrees a repo keeps (SPEC §5; default: the number of CPUs).
+pub const POOL_SIZE: &str = "factory.poolSize";
 
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 600;

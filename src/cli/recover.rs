@@ -31,6 +31,8 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
             r.run_id
         ));
     }
+    // Pooled worktrees a killed process held are never trusted again (SPEC §5).
+    let _ = git::pool::remove_untrusted(&here, crate::roles::po::pycache::PyCache::forget_worktree);
     let Some(j) = Journal::read(&factory_dir)? else {
         // Recover always starts Python's bytecode cache afresh (SPEC §3.7).
         crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();

@@ -4,6 +4,7 @@
 pub mod files;
 pub mod lock;
 pub mod nofollow;
+pub mod pool;
 pub mod restore;
 pub mod status;
 pub mod worktree;

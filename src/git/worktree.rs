@@ -19,7 +19,7 @@ pub fn git_cmd(repo: &Repository) -> Command {
     cmd
 }
 
-fn run_git(mut cmd: Command, what: &str) -> Result<()> {
+pub(crate) fn run_git(mut cmd: Command, what: &str) -> Result<()> {
     let out = cmd.output().map_err(|e| {
         Error::new(format!("{what}: cannot run git: {e}"))
             .hint("install git and make sure it is on PATH")
@@ -35,7 +35,7 @@ fn run_git(mut cmd: Command, what: &str) -> Result<()> {
 /// `.git/worktrees/` and can pull it from under another process's `worktree add` (two
 /// `--worktree` runs at once, an agent's scratch worktree beside a run, the candidates of a
 /// race: a lock per open file, so threads of one process take turns too). Waits, briefly.
-struct AdminLock(std::fs::File);
+pub(crate) struct AdminLock(std::fs::File);
 
 /// Opens `.git/factory/locks/<name>` and takes its lock (`op`: waiting or not).
 fn lock_file(
@@ -57,7 +57,7 @@ fn lock_file(
 }
 
 impl AdminLock {
-    fn take(git_dir: &Path) -> Option<Self> {
+    pub(crate) fn take(git_dir: &Path) -> Option<Self> {
         let (file, _) = lock_file(
             git_dir,
             "worktrees".as_ref(),
@@ -208,7 +208,7 @@ pub fn remove_path(repo: &Repository, path: &Path, forget: Forget) -> Result<()>
     removed
 }
 
-fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Result<()> {
+pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Result<()> {
     // The files go first, outside the turn (on a big repo this is the costly part); git
     // then removes what is left and its record of the worktree. Symlinks are removed, never
     // followed; whatever cannot be removed here is left to git.

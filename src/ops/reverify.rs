@@ -62,7 +62,6 @@ pub fn reverify(
 ) -> Result<Vec<Row>> {
     let checker = Checker {
         repo,
-        run,
         order,
         configured: Config::of(repo).multi(config::VERIFY),
         timeout: Duration::from_secs(
@@ -122,7 +121,6 @@ pub fn reverify(
 /// What every attempt tree of one run is checked with.
 struct Checker<'a> {
     repo: &'a git2::Repository,
-    run: &'a StoredRun,
     order: &'a LoadedWorkOrder,
     /// `factory.verify` as configured.
     configured: Vec<String>,
@@ -146,7 +144,6 @@ impl Checker<'_> {
         let verify_cmds = verify::commands_for_tree(tree, &self.configured).map_err(Error::new)?;
         let outcome = verify::run_in_temporary_worktree(
             self.repo,
-            &format!("reverify-{}-{}", self.run.run_id, a.attempt_index),
             commit,
             &verify::Checks {
                 verify: &verify_cmds,

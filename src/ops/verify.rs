@@ -1,5 +1,5 @@
 //! Global verification of one commit (`git factory verify`, the pre-push hook): its tree's
-//! verification commands in a temporary worktree, cached by tree id in
+//! verification commands in a pooled worktree (SPEC §5), cached by tree id in
 //! `refs/notes/factory-verify` (see `roles::po::cache`; only passes are cached, so a flaky
 //! failure is checked again next time).
 
@@ -42,14 +42,8 @@ pub fn verify_commit(
         });
     }
     cache::ensure_secret(repo)?;
-    let name = format!(
-        "verify-{}-{}",
-        &tree.id().to_string()[..12],
-        std::process::id()
-    );
     let outcome = verify::run_in_temporary_worktree(
         repo,
-        &name,
         &commit.id().to_string(),
         &verify::Checks {
             verify: &commands,

@@ -3,7 +3,7 @@
 //! locks, the run's staging folder, what putting the tree back needs, and its cleanup.
 
 use crate::error::{Error, Result};
-use crate::git::{lock::RepoLock, restore::Restore, status::Snapshot, worktree::TempWorktree};
+use crate::git::{lock::RepoLock, pool::Pooled, restore::Restore, status::Snapshot};
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
 use crate::run::artifacts::copy_dir;
@@ -18,7 +18,7 @@ pub struct Place<'r> {
     user: &'r Repository,
     /// A worktree run's tree: the repo opened there (dropped before the worktree goes).
     own: Option<Repository>,
-    worktree: Option<TempWorktree>,
+    worktree: Option<Pooled>,
     /// A worktree run's owner file: `recover` finishes the run if its process is killed.
     owner: Option<Owner>,
     /// The tree the run changes.
@@ -36,7 +36,7 @@ pub struct Place<'r> {
 
 impl<'r> Place<'r> {
     /// Takes the place: the claimed lock names the run, the run's own lock is taken, the
-    /// staging folder made afresh, and in worktree mode a fresh worktree added at the baseline.
+    /// staging folder made afresh, and in worktree mode a pooled worktree taken at the baseline.
     pub fn enter(user: &'r Repository, claim: Claim, plan: &Plan) -> Result<Self> {
         let Claim {
             mut lock,
@@ -56,13 +56,15 @@ impl<'r> Place<'r> {
         }
         std::fs::create_dir_all(&run_dir)?;
         let worktree = if plan.worktree {
-            let name = format!("run-{}", plan.run_id);
-            Some(TempWorktree::add(
+            let mut wt = crate::git::pool::take(
                 user,
-                &name,
                 &plan.baseline.to_string(),
-                crate::roles::po::pycache::PyCache::forget_worktree,
-            )?)
+                crate::roles::po::pycache::PyCache::POOLED,
+            )?;
+            if plan.sandbox {
+                wt.sweep_ignored();
+            }
+            Some(wt)
         } else {
             None
         };
@@ -140,18 +142,18 @@ impl<'r> Place<'r> {
         })
     }
 
-    /// Drops the run's repo and removes its worktree, if it has one; its record is final by
-    /// now, so its owner file goes too.
+    /// Drops the run's repo and gives its pooled worktree back, if it has one; its record is
+    /// final by now, so its owner file goes too.
     fn give_back_worktree(&mut self) -> Result<()> {
         self.own = None;
-        let removed = match self.worktree.take() {
-            Some(wt) => wt.remove(),
+        let given = match self.worktree.take() {
+            Some(wt) => wt.give_back(),
             None => Ok(()),
         };
         if let Some(owner) = self.owner.take() {
             owner.remove(&self.factory_dir);
         }
-        removed
+        given
     }
 
     /// Gives the place up unrecorded (a refusal after preflight): the worktree removed,

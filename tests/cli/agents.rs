@@ -63,18 +63,12 @@ impl Agent {
             let seen = attempt.path();
             let pwd = std::fs::read_to_string(seen.join("pwd")).unwrap_or_default();
             assert!(
-                pwd.contains(".git/factory/worktrees/agent-"),
-                "the agent ran in a scratch worktree: {pwd}"
+                pwd.contains(".git/factory/worktrees/pool-"),
+                "the agent ran in a pooled scratch worktree: {pwd}"
             );
         }
-        assert_eq!(
-            self.r
-                .git(&["worktree", "list", "--porcelain"])
-                .matches("worktree ")
-                .count(),
-            1,
-            "no scratch worktree is left"
-        );
+        // No scratch worktree is left but idle pooled ones.
+        only_idle_pooled_worktrees(&self.r);
         let summary = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
         (out, summary)
     }

@@ -36,17 +36,11 @@ fn run_with(
     (out, s)
 }
 
+/// No worktree is left but idle pooled ones (SPEC §5), and git records no other.
 fn no_worktrees_left(r: &TestRepo) {
-    assert_eq!(
-        r.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    let pooled = only_idle_pooled_worktrees(r);
     let admin = r.root.join(".git/worktrees");
-    assert!(!admin.exists() || std::fs::read_dir(&admin).expect("dir").count() == 0);
-    let ours = r.root.join(".git/factory/worktrees");
-    assert!(!ours.exists() || std::fs::read_dir(&ours).expect("dir").count() == 0);
+    assert!(!admin.exists() || std::fs::read_dir(&admin).expect("dir").count() == pooled);
 }
 
 #[test]

@@ -268,12 +268,7 @@ fn reverify_reruns_po_per_attempt_tree_and_dedupes() {
         "x\nx\nx\nx\n"
     );
     assert_eq!(r.snapshot(), before);
-    assert_eq!(
-        r.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    only_idle_pooled_worktrees(&r);
     // When the checks change their mind, reverify says so and exits 1.
     r.git(&["config", "factory.verify", "false"]);
     let changed = r
@@ -753,10 +748,5 @@ fn two_reverifies_of_one_run_at_once_each_check_in_a_worktree_of_their_own() {
         let rows: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
         assert_eq!(rows[0]["now"], "passed", "{rows}");
     }
-    assert_eq!(
-        r.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    only_idle_pooled_worktrees(&r);
 }

@@ -16,6 +16,7 @@ mod isolation;
 mod log_show;
 mod newcomer;
 mod patch;
+mod pool;
 mod providers;
 mod pycache;
 mod recovery;

@@ -370,8 +370,19 @@ fn sandboxed_checks_run_warm_from_the_baselines_prefill() {
     assert!(views.is_empty(), "{views:?}");
 }
 
+/// Imports `m` in `dir` through the repo's cache, as a check would: its `X`.
+fn imported_x(r: &TestRepo, dir: &Path) -> String {
+    let out = std::process::Command::new("python3")
+        .current_dir(dir)
+        .env("PYTHONPYCACHEPREFIX", r.root.join(".git/factory/pycache"))
+        .args(["-c", "import m; print(m.X)"])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 #[test]
-fn worktree_runs_leave_no_entries_of_their_worktree() {
+fn worktree_runs_leave_no_stale_entries_of_their_pooled_worktree() {
     let r = python_repo(&[("m.py", "X = 1\n")]);
     r.git(&["config", "factory.verify", "python3 -m compileall -q ."]);
     let wo = r.work_order(order(
@@ -381,12 +392,16 @@ fn worktree_runs_leave_no_entries_of_their_worktree() {
     let replay = r.replay("rp", &[("1.json", set_line("m.py", "X = 1", "X = 2"))]);
     let out = run(&r, &wo, &replay, &["--json", "--worktree"]);
     assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+    // The pooled worktree stays, and so may its entries (its path is stable), but only
+    // ever of what its files now hold: the baseline's, whatever the run wrote there.
     let worktrees = r.root.join(".git/factory/worktrees");
-    let stale: Vec<_> = cache_files(&r)
-        .into_iter()
-        .filter(|p| Path::new("/").join(p).starts_with(&worktrees))
+    let pooled: Vec<PathBuf> = std::fs::read_dir(&worktrees)
+        .expect("pool")
+        .flatten()
+        .map(|e| e.path())
         .collect();
-    assert!(stale.is_empty(), "{stale:?}");
+    assert_eq!(pooled.len(), 1, "{pooled:?}");
+    assert_eq!(imported_x(&r, &pooled[0]), "1");
 }
 
 #[cfg(feature = "test-hooks")]
@@ -708,7 +723,8 @@ fn the_fill_compiles_the_baselines_files_only() {
         "untracked_but_ignored.py\nrp/\n",
     )
     .expect("write");
-    let wo = r.work_order(order(&["m.py"], &["true"]));
+    // Checks that run Python (a repo whose checks never do is never filled).
+    let wo = r.work_order(order(&["m.py"], &["python3 -c pass"]));
     for (x, flags) in [("2", &["--json", "--sandbox"][..]), ("3", &["--json"][..])] {
         let replay = r.replay(
             &format!("rp/{x}"),
@@ -979,4 +995,112 @@ fn recover_leaves_the_cache_view_of_a_run_still_going_alone() {
     std::fs::write(tree_b.join("go-on"), "").expect("write");
     let out = b.wait_with_output().expect("ends");
     assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+}
+
+/// A `python3` first on PATH that notes each harness compile (`compileall` given its files
+/// on standard input) in `log`, then runs the real interpreter.
+fn logging_python(r: &TestRepo, log: &Path) -> std::ffi::OsString {
+    let real = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    let bin = r.outside.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let script = bin.join("python3");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *compileall*-i*) echo fill >> {} ;; esac\nexec {real} \"$@\"\n",
+            log.display()
+        ),
+    )
+    .expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut path = bin.into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}
+
+/// A passing run that changes app.txt, its checks `accept`, with `path` as PATH.
+fn passing_run(r: &TestRepo, accept: &str, path: &std::ffi::OsStr) {
+    let wo = r.work_order(order(&["app.txt"], &[accept]));
+    let replay = r.replay("rp-app", &[("1.json", set_line("app.txt", "a", "b"))]);
+    let out = r
+        .factory()
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .env("PATH", path)
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(summary(&out)["verdict"], "PASS", "{}", stderr_of(&out));
+    r.git(&["checkout", "--", "app.txt"]);
+}
+
+/// The source size a bytecode entry was compiled from (its header's bytes 12..16).
+fn compiled_size(r: &TestRepo, entry: &Path) -> u32 {
+    let bytes = std::fs::read(r.root.join(".git/factory/pycache").join(entry)).expect("pyc");
+    u32::from_le_bytes(bytes[12..16].try_into().expect("header"))
+}
+
+#[test]
+fn the_fill_compiles_only_what_changed_and_starts_no_interpreter_when_nothing_did() {
+    let r = python_repo(&[
+        ("app.txt", "a\n"),
+        ("m.py", "X = 1\n"),
+        ("n.py", "Y = 1\n"),
+        ("d.py", "Z = 1\n"),
+    ]);
+    let log = r.outside.join("fills");
+    let path = logging_python(&r, &log);
+    let accept = "python3 -c 'import m, n'";
+    passing_run(&r, accept, &path);
+    assert_eq!(lines_in(&log), 1, "the first run fills");
+    let (m, n, d) = (
+        entries_of(&r, "m"),
+        entries_of(&r, "n"),
+        entries_of(&r, "d"),
+    );
+    assert!(
+        !m.is_empty() && !n.is_empty() && !d.is_empty(),
+        "{m:?} {n:?} {d:?}"
+    );
+    let n_meta = |r: &TestRepo| {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(r.root.join(".git/factory/pycache").join(&n[0])).expect("n");
+        (meta.ino(), meta.mtime(), meta.mtime_nsec())
+    };
+    let n_before = n_meta(&r);
+    // Nothing changed: no interpreter starts for the fill.
+    passing_run(&r, accept, &path);
+    assert_eq!(lines_in(&log), 1, "nothing differs, nothing compiled");
+    // m changes (another size), d goes: m is compiled again, n is not touched, d leaves nothing.
+    r.write("m.py", "X = 22\n");
+    std::fs::remove_file(r.root.join("d.py")).expect("rm");
+    r.git(&["commit", "-qam", "m changed, d deleted"]);
+    passing_run(&r, accept, &path);
+    assert_eq!(lines_in(&log), 2, "the changed module is compiled");
+    let m_now = entries_of(&r, "m");
+    assert!(!m_now.is_empty(), "m is warm again");
+    for entry in &m_now {
+        assert_eq!(compiled_size(&r, entry), 7, "{entry:?} is of the new m.py");
+    }
+    assert_eq!(n_meta(&r), n_before, "n was not compiled again");
+    assert!(entries_of(&r, "d").is_empty(), "{:?}", entries_of(&r, "d"));
+}
+
+#[test]
+fn a_repo_whose_checks_never_run_python_never_pays_for_the_cache() {
+    let r = python_repo(&[("app.txt", "a\n"), ("m.py", "X = 1\n")]);
+    let log = r.outside.join("fills");
+    let path = logging_python(&r, &log);
+    passing_run(&r, "true", &path);
+    passing_run(&r, "true", &path);
+    assert_eq!(lines_in(&log), 0, "no fill");
+    assert!(entries_of(&r, "m").is_empty());
 }

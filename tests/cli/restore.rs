@@ -450,12 +450,7 @@ fn two_worktree_runs_with_the_same_run_id_never_share_a_worktree() {
         Some(0),
         "the first run is not disturbed"
     );
-    assert_eq!(
-        r.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    only_idle_pooled_worktrees(&r);
 }
 
 #[test]

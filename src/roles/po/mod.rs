@@ -5,5 +5,6 @@
 pub mod baseline;
 pub mod cache;
 pub mod exec;
+mod fill;
 pub mod pycache;
 pub mod verify;

@@ -94,6 +94,12 @@ impl PyCache {
     /// source's mirror is, and the whole mirror of a path that is a folder. Best effort: a
     /// missing entry is already forgotten.
     pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p [u8]>) {
+        let paths: Vec<&[u8]> = paths.into_iter().collect();
+        if paths.is_empty() {
+            return;
+        }
+        // The next fill compiles them again (see `fill`).
+        self.note_gaps(root, paths.iter().copied());
         let mirrors = self.mirrors_of(root);
         let aliases = {
             let mut known = self.aliases.lock().unwrap_or_else(|e| e.into_inner());
@@ -121,6 +127,7 @@ impl PyCache {
     /// Removes every entry of the work tree at `root` (a temporary worktree being removed:
     /// its path may be used again by a different checkout).
     pub fn forget_root(&self, root: &Path) {
+        self.drop_record(root);
         for mirror in self.mirrors_of(root) {
             if let Some(dir) = real_dir_inside(&self.dir, &mirror) {
                 let _ = std::fs::remove_dir_all(dir);
@@ -135,6 +142,22 @@ impl PyCache {
     pub fn forget_worktree(git_dir: &Path, worktree: &Path) {
         Self::in_factory_dir(&git_dir.join("factory")).forget_root(worktree);
     }
+
+    /// Removes the entries of the given paths of a pooled worktree (the pool's
+    /// [`Bytecode::paths`]: files it wrote or removed), found through the common git dir.
+    ///
+    /// [`Bytecode::paths`]: crate::git::pool::Bytecode
+    pub fn forget_worktree_paths(git_dir: &Path, worktree: &Path, paths: &[Vec<u8>]) {
+        Self::in_factory_dir(&git_dir.join("factory"))
+            .forget(worktree, paths.iter().map(Vec::as_slice));
+    }
+
+    /// What the worktree pool tells the cache (SPEC §3.7, §5): a pooled worktree keeps its
+    /// path, so its entries stay warm, and only those of the paths it writes go.
+    pub const POOLED: crate::git::pool::Bytecode = crate::git::pool::Bytecode {
+        all: Self::forget_worktree,
+        paths: Self::forget_worktree_paths,
+    };
 
     /// Empties the cache (`recover`: nothing is known about what a killed run left in it).
     pub fn clear(&self) {
@@ -198,12 +221,18 @@ impl PyCache {
     /// What [`PyCache::prefill`] compiles: the absolute paths of the baseline's Python files
     /// in the tree at `root`, a line each; empty when there is none.
     pub fn prefill_list(baseline: &git2::Tree<'_>, root: &Path) -> Vec<u8> {
-        let Some(real_root) = root.canonicalize().ok() else {
-            return Vec::new();
-        };
-        let Some(root) = real_root.to_str() else {
-            return Vec::new();
-        };
+        Self::python_files(baseline, root, None).unwrap_or_default()
+    }
+
+    /// The absolute paths of `baseline`'s Python files in the tree at `root`, a line each:
+    /// all of them, or those `only` names (or lies inside of).
+    pub(crate) fn python_files(
+        baseline: &git2::Tree<'_>,
+        root: &Path,
+        only: Option<&[Vec<u8>]>,
+    ) -> Option<Vec<u8>> {
+        let real_root = root.canonicalize().ok()?;
+        let root = real_root.to_str()?;
         // The baseline's own files, by name on standard input (`-i -`): never what else
         // lies in the folder (`.git/`, the harness's own copies, other worktrees).
         let mut list = Vec::new();
@@ -212,6 +241,9 @@ impl PyCache {
             let blob = entry.filemode() == 0o100644 || entry.filemode() == 0o100755;
             if blob && name.ends_with(b".py") {
                 let path = [dir.as_bytes(), name].concat();
+                if only.is_some_and(|only| !super::fill::wanted(&path, only)) {
+                    return git2::TreeWalkResult::Ok;
+                }
                 // One name a line, as text: names that cannot be told so are left to the checks.
                 if let Ok(path) = std::str::from_utf8(&path) {
                     if !path.contains(['\n', '\r']) {
@@ -221,7 +253,7 @@ impl PyCache {
             }
             git2::TreeWalkResult::Ok
         });
-        list
+        Some(list)
     }
 
     /// A mark taken just before unsandboxed checks start, for [`PyCache::drop_compiled_since`]
@@ -238,12 +270,25 @@ impl PyCache {
     /// writes that file. Entries are judged by their change time, which no process can set,
     /// against `mark` (see [`PyCache::mark`]): entries of the same clock tick are the fill's,
     /// as no check starts and compiles within one.
+    ///
+    /// What was dropped is noted for the next fill (see `fill`): checks that compiled the
+    /// tree's files run Python, and those files are compiled again before the next checks.
     pub fn drop_compiled_since(&self, root: &Path, mark: (i64, i64)) {
+        let mut dropped = Vec::new();
         for mirror in self.mirrors_of(root) {
             if let Some(dir) = real_dir_inside(&self.dir, &mirror) {
-                drop_newer(&dir, mark);
+                drop_newer(&dir, Path::new(""), mark, &mut dropped);
             }
         }
+        if dropped.is_empty() {
+            return;
+        }
+        if self.record(root).is_none() {
+            self.set_record(root, None);
+        }
+        dropped.sort();
+        dropped.dedup();
+        self.note_gaps(root, dropped.iter().map(Vec::as_slice));
     }
 
     /// Unsandboxed checks write the shared folder for files outside the work tree too (the
@@ -956,7 +1001,7 @@ fn source_of(cache: &Path, entry: &Path) -> Option<PathBuf> {
 /// Whether a tree has a `.py` file anywhere (a repo without one never pays for a prefill).
 /// Removes every file under `dir` (real folders only, never following a link) changed after
 /// `since`, and links, which Python never writes.
-fn drop_newer(dir: &Path, since: (i64, i64)) {
+fn drop_newer(dir: &Path, rel: &Path, since: (i64, i64), dropped: &mut Vec<Vec<u8>>) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -967,11 +1012,24 @@ fn drop_newer(dir: &Path, since: (i64, i64)) {
             continue;
         };
         if meta.is_dir() {
-            drop_newer(&entry.path(), since);
-        } else if meta.file_type().is_symlink() || (meta.ctime(), meta.ctime_nsec()) > since {
-            let _ = std::fs::remove_file(entry.path());
+            drop_newer(&entry.path(), &rel.join(entry.file_name()), since, dropped);
+        } else if (meta.file_type().is_symlink() || (meta.ctime(), meta.ctime_nsec()) > since)
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
+            dropped.extend(super::fill::source_of(rel, &entry.file_name()));
         }
     }
+}
+
+/// Whether any of the commands visibly runs Python (`python…`, `pytest`, `py.test`): a repo
+/// whose checks do not is filled only once its checks were seen compiling its files.
+pub fn runs_python(commands: &[&[Vec<String>]]) -> bool {
+    commands
+        .iter()
+        .flat_map(|list| list.iter())
+        .filter_map(|argv| argv.first())
+        .filter_map(|program| Path::new(program.as_str()).file_name()?.to_str())
+        .any(|n| n.starts_with("python") || n.starts_with("pytest") || n == "py.test")
 }
 
 /// The interpreter a prefill uses: the first command run as `python…` (so the bytecode's tag

@@ -66,14 +66,13 @@ pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {
     names
 }
 
-/// Runs PO on a committed tree in a temporary worktree (verify, reverify, the pre-push hook):
-/// the user's tree is never used, scratch folders live under `.git/factory/tmp`, and the
-/// worktree (with its bytecode entries) is removed afterwards. `sandboxed` runs the checks
+/// Runs PO on a committed tree in a pooled worktree (verify, reverify, the pre-push hook; SPEC
+/// §5): the user's tree is never used, scratch folders live under `.git/factory/tmp`, and the
+/// worktree is given back clean afterwards. `sandboxed` runs the checks
 /// as a `--sandbox` run does (reverify of a record's model-written trees): the worktree is
 /// all they can write, and they see the bytecode cache through a private view of it.
 pub fn run_in_temporary_worktree<G>(
     repo: &git2::Repository,
-    name: &str,
     commit: &str,
     checks: &Checks<'_>,
     timeout: Duration,
@@ -89,16 +88,14 @@ pub fn run_in_temporary_worktree<G>(
     let logs = tempfile::Builder::new()
         .prefix("logs-")
         .tempdir_in(&scratch)?;
-    // The repo's bytecode cache: warm for the interpreter's own modules; the worktree's
-    // entries are dropped with it (its files get new mtimes in any later checkout anyway).
+    // The repo's bytecode cache: warm for the interpreter's own modules and, the pooled
+    // worktree's path being stable, for the tree's files the pool did not write.
     let cache = super::pycache::PyCache::of(repo);
     let scrub = scrub_list(&cfg);
-    let wt = crate::git::worktree::TempWorktree::add(
-        repo,
-        name,
-        commit,
-        super::pycache::PyCache::forget_worktree,
-    )?;
+    let mut wt = crate::git::pool::take(repo, commit, super::pycache::PyCache::POOLED)?;
+    if sandboxed {
+        wt.sweep_ignored();
+    }
     let (view, sandbox) = if sandboxed {
         let view = cache.view(&scratch, &wt.path)?;
         let wt_repo = git2::Repository::open(&wt.path)?;
@@ -127,7 +124,9 @@ pub fn run_in_temporary_worktree<G>(
         pgid_file: None,
     };
     // Unsandboxed checks write the shared cache: what they wrote for files outside the
-    // worktree goes, compiled again from the real sources (SPEC §7.1).
+    // worktree goes, compiled again from the real sources (SPEC §7.1), and what they compiled
+    // of the worktree goes too, since the pooled worktree keeps its path (and so its entries)
+    // for the next holder.
     let mark = view.is_none().then(|| cache.mark()).flatten();
     let outcome = po.run_checks(checks, on_command);
     if let Some(mark) = mark {
@@ -148,9 +147,10 @@ pub fn run_in_temporary_worktree<G>(
             log_dir: logs.path(),
         };
         let _ = cache.relearn(dropped, &how);
+        cache.drop_compiled_since(&wt.path, mark);
     }
     drop(view);
-    wt.remove()?;
+    wt.give_back()?;
     Ok(outcome)
 }
 

@@ -1,7 +1,7 @@
 //! The attempt loop's side of the bytecode cache (SPEC §3.7): filled from the baseline, seen
 //! through a view by sandboxed checks, and forgotten for every path a change or restore writes.
 
-use crate::roles::po::pycache::{self, PyCache};
+use crate::roles::po::pycache;
 use crate::run::attempt::session::Session;
 use std::path::PathBuf;
 
@@ -108,7 +108,14 @@ impl Session<'_> {
         let interpreter = self.interpreter();
         let how = self.compiler(&interpreter, logs.path());
         let Some(view) = after else {
-            let list = PyCache::prefill_list(&tree, &self.root);
+            // Incremental (SPEC §3.7): only what differs from the tree the cache holds.
+            let runs_python = pycache::runs_python(&[
+                &self.verify_cmds,
+                &self.pass_to_pass,
+                &self.fail_to_pass,
+                &self.acceptance,
+            ]);
+            let list = (self.pycache).fill_list(self.repo, &tree, &self.root, runs_python);
             if list.is_empty() {
                 return;
             }
@@ -117,6 +124,8 @@ impl Session<'_> {
                 .progress("  PO filling the bytecode cache".to_string());
             let filled = (self.pycache).prefill(list, &how);
             progress.finish(self.ui, None);
+            let started = filled.as_ref().is_some_and(|r| r.spawn_error.is_none());
+            (self.pycache).filled(&self.root, tree.id(), started);
             if filled.is_some_and(|r| r.spawn_error.is_none() && !r.succeeded()) {
                 self.ui.detail(
                     "    compileall reported errors in the baseline; the cache is partly cold",

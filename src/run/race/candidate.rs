@@ -98,13 +98,10 @@ fn candidate_session(
 ) -> Result<()> {
     let plan = shared.plan;
     let repo = Repository::open(&shared.commondir)?;
-    let name = format!("cand-{}-{index}", plan.run_id);
-    let worktree = git::worktree::TempWorktree::add(
-        &repo,
-        &name,
-        &plan.baseline.to_string(),
-        crate::roles::po::pycache::PyCache::forget_worktree,
-    )?;
+    let mut worktree = git::pool::take(&repo, &plan.baseline.to_string(), PyCache::POOLED)?;
+    if plan.sandbox {
+        worktree.sweep_ignored();
+    }
     let wt_repo = Repository::open(&worktree.path)?;
     let mut settings = plan.settings.clone();
     settings.seed += u64::from(index);
@@ -182,7 +179,7 @@ fn candidate_session(
     }
     drop(wt_repo);
     let _ = std::fs::remove_dir_all(&saved);
-    worktree.remove()
+    worktree.give_back()
 }
 
 /// The candidate's attempt loop, stopped by Ctrl-C or by a spent budget; what it ended with

@@ -381,3 +381,49 @@ pub fn bwrap_or_skip() -> bool {
     eprintln!("bwrap is not installed; skipping (.ci/run installs it)");
     false
 }
+
+/// After any run, the only worktrees of ours left are idle pooled ones (SPEC §5): under
+/// `.git/factory/worktrees/`, locked with a reason naming git-factory, detached, and clean
+/// (`git status --porcelain` empty). Returns how many there are.
+pub fn only_idle_pooled_worktrees(r: &TestRepo) -> usize {
+    let list = r.git(&["worktree", "list", "--porcelain"]);
+    let main = r.root.canonicalize().expect("real path");
+    let mut pooled = 0;
+    for block in list.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let path = block
+            .lines()
+            .find_map(|l| l.strip_prefix("worktree "))
+            .expect("a path");
+        if Path::new(path) == main || Path::new(path) == r.root {
+            continue;
+        }
+        assert!(
+            path.contains(".git/factory/worktrees/pool-"),
+            "a worktree of ours that is not pooled: {block}"
+        );
+        assert!(
+            block
+                .lines()
+                .any(|l| l.starts_with("locked") && l.contains("git-factory")),
+            "{block}"
+        );
+        assert!(block.lines().any(|l| l == "detached"), "{block}");
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(path)
+            .args(["status", "--porcelain", "--untracked-files=all"])
+            .output()
+            .expect("git status");
+        assert!(status.stdout.is_empty(), "{path} is not clean: {status:?}");
+        pooled += 1;
+    }
+    let ours = std::fs::read_dir(r.root.join(".git/factory/worktrees"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    assert_eq!(ours.len(), pooled, "only pooled worktrees: {ours:?}");
+    pooled
+}

@@ -12,7 +12,7 @@
 
 use super::contract::{Provider, ProviderError, Request, Response};
 use crate::config::{Config, AGENT_IGNORE, AGENT_WRITABLE, DEFAULT_AGENT_IGNORE};
-use crate::git::{self, worktree::TempWorktree};
+use crate::git;
 use crate::roles::po::exec::{self, tail_chars, CommandSpec, LogFiles, Sandbox};
 use crate::roles::se::proposal::OutputFormat;
 use crate::roles::tr::protect::wildmatch;
@@ -352,13 +352,14 @@ impl Provider for AgentEdits {
             Some(i) => format!("agent-{}-c{i}-{}", request.run_id, request.attempt),
             None => format!("agent-{}-{}", request.run_id, request.attempt),
         };
-        let scratch = TempWorktree::add(
+        let mut scratch = git::pool::take(
             &repo,
-            &name,
             request.baseline,
-            crate::roles::po::pycache::PyCache::forget_worktree,
+            crate::roles::po::pycache::PyCache::POOLED,
         )
         .map_err(|e| failed(e.message))?;
+        // Nothing the agent made, ignored or not, is left for the next holder.
+        scratch.sweep_ignored();
         crate::trace::mark("  agent: scratch worktree added");
         let prompt_file = request.attempt_dir.join("agent_prompt.txt");
         std::fs::write(&prompt_file, request.prompt)
@@ -428,7 +429,7 @@ impl Provider for AgentEdits {
             .and_then(|tree| git::diff_trees(&repo, base_tree, tree))
             .map_err(|e| failed(format!("reading the agent's changes: {}", e.message)));
         crate::trace::mark("  agent: its changes read");
-        scratch.remove().map_err(|e| failed(e.message))?;
+        scratch.give_back().map_err(|e| failed(e.message))?;
         crate::trace::mark("  agent: scratch worktree removed");
         let diff = diff?;
         let raw = if diff.iter().all(u8::is_ascii_whitespace) {

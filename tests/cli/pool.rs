@@ -1,0 +1,313 @@
+//! Pooled worktrees (SPEC §5): kept under `.git/factory/worktrees/`, locked against git's own
+//! prune, held by one process at a time, brought to each run's baseline exactly, given back
+//! clean, and never trusted after a holder was killed. Real git, the real binary.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+fn order(id: &str, accept: &[&str]) -> Value {
+    json!({
+        "id": id, "title": "pool", "intent": "i",
+        "allowed_files": ["app.txt"],
+        "acceptance_commands": accept,
+    })
+}
+
+fn good() -> String {
+    proposal(
+        &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+        "s",
+    )
+}
+
+/// A `--worktree` run of a fresh order whose acceptance is `accept`; its JSON summary.
+fn worktree_run(r: &TestRepo, id: &str, accept: &str, extra: &[&str]) -> (Option<i32>, Value) {
+    let wo = r.work_order(order(id, &[accept]));
+    let replay = r.replay(&format!("rp-{id}"), &[("1.json", good())]);
+    let mut flags = vec!["--json", "--worktree"];
+    flags.extend(extra);
+    let out = r.run_replay(&wo, &replay, &flags);
+    let s = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    assert!(s != Value::Null, "{}", stderr_of(&out));
+    (out.status.code(), s)
+}
+
+/// The pooled worktrees git knows of: (path, lock reason) from `git worktree list --porcelain`.
+fn pooled(r: &TestRepo) -> Vec<(String, String)> {
+    let list = r.git(&["worktree", "list", "--porcelain"]);
+    list.split("\n\n")
+        .filter_map(|block| {
+            let path = block.lines().find_map(|l| l.strip_prefix("worktree "))?;
+            path.contains(".git/factory/worktrees/").then(|| {
+                let reason = block
+                    .lines()
+                    .find_map(|l| l.strip_prefix("locked"))
+                    .unwrap_or("<not locked>")
+                    .trim()
+                    .to_string();
+                (path.to_string(), reason)
+            })
+        })
+        .collect()
+}
+
+/// Every idle pooled worktree is locked with our reason, detached and `git status` clean.
+fn assert_idle_and_clean(r: &TestRepo) {
+    for (path, reason) in pooled(r) {
+        assert!(reason.contains("git-factory"), "{path}: {reason}");
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&path)
+            .args(["status", "--porcelain", "--untracked-files=all"])
+            .output()
+            .expect("git");
+        assert!(status.stdout.is_empty(), "{path}: {:?}", status);
+        let head = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&path)
+            .args(["symbolic-ref", "-q", "HEAD"])
+            .output()
+            .expect("git");
+        assert!(!head.status.success(), "{path} is detached");
+    }
+}
+
+#[test]
+fn git_worktree_prune_and_list_leave_pooled_worktrees_alone_and_they_are_reused() {
+    let r = TestRepo::simple();
+    let where_file = r.outside.join("where");
+    let accept = format!(
+        "sh -c 'pwd >> {} && grep -qx TWO app.txt'",
+        where_file.display()
+    );
+    let (code, s) = worktree_run(&r, "wo-a", &accept, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    let kept = pooled(&r);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_idle_and_clean(&r);
+    // git's own prune (also with an expiry of now) keeps it: it is locked.
+    r.git(&["worktree", "prune", "--expire", "now"]);
+    assert_eq!(pooled(&r), kept);
+    // The next run takes the same worktree (no new checkout) and it is still right.
+    let (code, s) = worktree_run(&r, "wo-b", &accept, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    let wheres = std::fs::read_to_string(&where_file).expect("where");
+    let wheres: Vec<&str> = wheres.lines().collect();
+    assert_eq!(wheres.len(), 2);
+    assert_eq!(wheres[0], wheres[1], "the same pooled worktree");
+    assert_eq!(pooled(&r), kept);
+    assert_idle_and_clean(&r);
+    // The user's own tree and HEAD are untouched by all this.
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}
+
+/// The tree id a check computes of its worktree (every file but `.git`, ignored ones too
+/// aside from git's rules): `git add -A` into a scratch index, then `git write-tree`.
+fn tree_probe(out: &Path) -> String {
+    format!(
+        "sh -c 'GIT_INDEX_FILE=$(mktemp) && rm -f \"$GIT_INDEX_FILE\" && export GIT_INDEX_FILE && git add -A && git write-tree >> {} && rm -f \"$GIT_INDEX_FILE\"'",
+        out.display()
+    )
+}
+
+#[cfg(unix)]
+fn symlink(target: &str, link: &Path) {
+    let _ = std::fs::remove_file(link);
+    std::os::unix::fs::symlink(target, link).expect("symlink");
+}
+
+#[test]
+fn a_pooled_worktree_moved_several_commits_equals_a_fresh_checkout_byte_for_byte() {
+    let r = TestRepo::with_files(&[
+        ("keep.txt", "same\n"),
+        ("change.txt", "old\n"),
+        ("gone.txt", "to be deleted\n"),
+        ("dir/inner.txt", "inner\n"),
+        ("tool.sh", "#!/bin/sh\necho hi\n"),
+        ("was_file", "a file that becomes a folder\n"),
+    ]);
+    symlink("keep.txt", &r.root.join("link"));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "links"]);
+    let probe = r.outside.join("trees");
+    r.git(&["config", "factory.verify", &tree_probe(&probe)]);
+    let verify = |commit: &str| {
+        let out = r
+            .factory()
+            .args(["verify", "--no-cache", commit])
+            .output()
+            .expect("verify");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    };
+    let first = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    verify(&first);
+    let before = pooled(&r);
+    assert_eq!(before.len(), 1);
+    // Several commits away: content, mode, symlink target, deletion, addition, file→folder.
+    r.write("change.txt", "new, longer content\n");
+    r.git(&["commit", "-qam", "c1"]);
+    std::fs::remove_file(r.root.join("gone.txt")).expect("rm");
+    r.git(&["update-index", "--chmod=+x", "keep.txt"]);
+    r.git(&["commit", "-qam", "c2"]);
+    symlink("dir/inner.txt", &r.root.join("link"));
+    std::fs::remove_file(r.root.join("was_file")).expect("rm");
+    r.write("was_file/now_inside.txt", "inside\n");
+    r.write("added/deep/new.txt", "added\n");
+    r.git(&["update-index", "--chmod=-x", "tool.sh"]);
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "c3"]);
+    let last = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    verify(&last);
+    assert_eq!(pooled(&r), before, "the same pooled worktree was used");
+    let trees = std::fs::read_to_string(&probe).expect("probe");
+    let trees: Vec<&str> = trees.lines().collect();
+    let expect_first = r.git(&["rev-parse", &format!("{first}^{{tree}}")]);
+    let expect_last = r.git(&["rev-parse", &format!("{last}^{{tree}}")]);
+    assert_eq!(trees, [expect_first.trim(), expect_last.trim()]);
+    // And back again, to the first commit.
+    verify(&first);
+    let trees = std::fs::read_to_string(&probe).expect("probe");
+    assert_eq!(trees.lines().last(), Some(expect_first.trim()));
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn a_holder_killed_mid_run_leaves_a_worktree_the_next_run_does_not_trust() {
+    let r = TestRepo::simple();
+    let started = r.outside.join("started");
+    let go = r.outside.join("go");
+    // The killed run's check leaves an untracked file and an edit in its worktree.
+    let accept = format!(
+        "sh -c 'echo junk > junk.txt; echo edited >> other.txt; touch {}; while ! test -e {}; do sleep 0.05; done'",
+        started.display(),
+        go.display()
+    );
+    let wo = r.work_order(order("wo-killed", &[&accept]));
+    let replay = r.replay("rp-killed", &[("1.json", good())]);
+    let mut child = r
+        .spawn(&["run", "--worktree", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    wait_for(&started);
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    std::fs::write(&go, "").expect("go");
+    let left = pooled(&r);
+    assert_eq!(left.len(), 1, "{left:?}");
+    // The next run gets a worktree without the killed run's leftovers.
+    let check = "sh -c 'test ! -e junk.txt && test \"$(cat other.txt)\" = \"keep me\" && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-next", check, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn two_processes_never_hold_one_pooled_worktree() {
+    let r = TestRepo::simple();
+    let go = r.outside.join("go");
+    let spawn = |id: &str| {
+        let seen = r.outside.join(format!("seen-{id}"));
+        let accept = format!(
+            "sh -c 'pwd > {}; while ! test -e {}; do sleep 0.05; done'",
+            seen.display(),
+            go.display()
+        );
+        let wo = r.work_order(order(id, &[&accept]));
+        let replay = r.replay(&format!("rp-{id}"), &[("1.json", good())]);
+        let child = r
+            .spawn(&["run", "--json", "--worktree", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starts");
+        (child, seen)
+    };
+    // A pool with one idle worktree first, so both runs want it.
+    let (code, s) = worktree_run(&r, "wo-warm", "true", &[]);
+    assert_eq!(code, Some(0), "{s}");
+    let (a, seen_a) = spawn("wo-a");
+    let (b, seen_b) = spawn("wo-b");
+    wait_for(&seen_a);
+    wait_for(&seen_b);
+    let where_a = std::fs::read_to_string(&seen_a).expect("a");
+    let where_b = std::fs::read_to_string(&seen_b).expect("b");
+    std::fs::write(&go, "").expect("go");
+    for child in [a, b] {
+        let out = child.wait_with_output().expect("ends");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    }
+    assert_ne!(where_a, where_b, "each run holds its own worktree");
+    assert!(pooled(&r).len() >= 2);
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn candidates_never_see_each_others_files_in_their_pooled_worktrees() {
+    let r = TestRepo::simple();
+    let seen = r.outside.join("seen");
+    // Each check counts the markers it finds (others' would show), then leaves its own.
+    let accept = format!(
+        "sh -c 'ls marker-* 2>/dev/null | wc -l >> {}; mktemp marker-XXXXXX >/dev/null; grep -qx TWO app.txt'",
+        seen.display()
+    );
+    for round in ["r1", "r2"] {
+        let (code, s) = worktree_run(
+            &r,
+            &format!("wo-{round}"),
+            &accept,
+            &["--candidates", "3", "--jobs", "3"],
+        );
+        assert_eq!(code, Some(0), "{s}");
+    }
+    let counts = std::fs::read_to_string(&seen).expect("seen");
+    let counts: Vec<&str> = counts.lines().map(str::trim).collect();
+    assert!(counts.len() >= 6, "every candidate checked: {counts:?}");
+    assert!(counts.iter().all(|c| *c == "0"), "{counts:?}");
+    let kept: Vec<PathBuf> = pooled(&r).into_iter().map(|(p, _)| p.into()).collect();
+    assert!(!kept.is_empty() && kept.len() <= 3, "{kept:?}");
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn the_pool_keeps_at_most_pool_size_idle_worktrees() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "1"]);
+    let (code, s) = worktree_run(&r, "wo-1", "true", &["--candidates", "3", "--jobs", "3"]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_eq!(pooled(&r).len(), 1, "{:?}", pooled(&r));
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn ignored_build_outputs_stay_warm_but_a_changed_git_file_means_a_new_worktree() {
+    let r = TestRepo::simple();
+    let accept = "sh -c 'mkdir -p build && echo warm > build/out && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-1", accept, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    let kept = pooled(&r);
+    assert_eq!(kept.len(), 1);
+    let tree = PathBuf::from(&kept[0].0);
+    // An unsandboxed check's ignored output stays for the next run (SPEC §5).
+    assert!(tree.join("build/out").is_file());
+    let probe = "sh -c 'test -e build/out && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-2", probe, &[]);
+    assert_eq!(code, Some(0), "reused as it was: {s}");
+    // Its .git file changed while idle: it cannot be proven to be ours, so it is replaced.
+    let dotgit = tree.join(".git");
+    let mut bytes = std::fs::read(&dotgit).expect(".git");
+    bytes.extend_from_slice(b"\n");
+    std::fs::write(&dotgit, bytes).expect("write");
+    let gone = "sh -c 'test ! -e build/out && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-3", gone, &[]);
+    assert_eq!(code, Some(0), "a new worktree: {s}");
+    assert_idle_and_clean(&r);
+}
