@@ -260,7 +260,9 @@ impl ObjectFiles {
         for (rel, ino, size) in &self.files {
             let path = self.objects.join(rel);
             match std::fs::symlink_metadata(&path) {
-                Ok(m) if m.ino() == *ino && m.size() == *size => continue,
+                // Same name and size: the same object (its name is its hash). Another writer
+                // (libgit2 renames its new file over an existing one) may have replaced it.
+                Ok(m) if m.size() == *size => continue,
                 Ok(m) if m.ino() == *ino => {
                     rewritten += 1;
                     continue;
