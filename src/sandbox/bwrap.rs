@@ -71,6 +71,16 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     out
 }
 
+/// Whether bwrap failed while it set the sandbox up, after it had reported the child's pid
+/// (bwrap writes `child-pid` before the child makes its mounts): its own exit status 1 with
+/// no `exit-code` of the command in the status stream.
+pub fn setup_failed(status: &[u8], exit_code: Option<i32>) -> bool {
+    let reported = status
+        .windows(b"exit-code".len())
+        .any(|w| w == b"exit-code");
+    exit_code == Some(1) && !reported
+}
+
 /// Whether bwrap's status stream says the command was started (its `child-pid` line).
 pub fn started(status: &[u8]) -> bool {
     status

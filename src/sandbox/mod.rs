@@ -165,7 +165,9 @@ impl Prepared {
                 if let Some(fd) = self.status_read.take() {
                     let _ = std::fs::File::from(fd).read_to_end(&mut status);
                 }
-                if !bwrap::started(&status) && exit_code.is_some() {
+                if (!bwrap::started(&status) || bwrap::setup_failed(&status, exit_code))
+                    && exit_code.is_some()
+                {
                     out.not_started =
                         Some("the sandbox (bwrap) could not start the command".to_string());
                 }

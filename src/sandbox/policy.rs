@@ -189,7 +189,15 @@ fn hidden(repo: &git2::Repository) -> Vec<PathBuf> {
             (Some(rest), Some(home)) => Some(home.join(rest)),
             _ => Some(PathBuf::from(&key)).filter(|p| p.is_absolute()),
         };
-        out.extend(path);
+        // `user.signingKey` names the public half (`key.pub`) or the private one: both go.
+        if let Some(path) = path {
+            let name = path.as_os_str().as_bytes();
+            let other = match name.strip_suffix(b".pub") {
+                Some(private) => PathBuf::from(std::ffi::OsStr::from_bytes(private)),
+                None => PathBuf::from(std::ffi::OsStr::from_bytes(&[name, b".pub"].concat())),
+            };
+            out.extend([path, other]);
+        }
     }
     if let Some(sock) = std::env::var_os("SSH_AUTH_SOCK") {
         out.push(PathBuf::from(sock));
@@ -198,6 +206,10 @@ fn hidden(repo: &git2::Repository) -> Vec<PathBuf> {
     out.push(PathBuf::from(format!("/run/user/{uid}/gnupg")));
     out.retain(|p| p.is_absolute() && std::fs::symlink_metadata(p).is_ok());
     dedup(&mut out);
+    // What lies in a hidden folder is hidden with it; hiding it again would mean making a
+    // mount point inside the read-only empty folder that hides it, which bwrap cannot.
+    let all = out.clone();
+    out.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
     out
 }
 

@@ -392,3 +392,34 @@ fn a_check_cannot_read_the_verify_key_nor_the_users_ssh_keys() {
         attack(&r, way, &r.root, check, &[]);
     }
 }
+
+/// The usual ssh signing setup — `user.signingKey` naming the public half inside `~/.ssh` —
+/// must not stop the sandbox from starting (hiding `~/.ssh` already hides the key), and a key
+/// kept outside `~/.ssh` is hidden with its private half, not only the `.pub` that is named.
+#[test]
+fn a_check_runs_beside_the_users_signing_keys_and_cannot_read_them() {
+    for way in ways() {
+        for inside_ssh in [true, false] {
+            let r = TestRepo::simple();
+            let dir = if inside_ssh {
+                r.home.join(".ssh")
+            } else {
+                r.outside.join("keys")
+            };
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::write(dir.join("signer"), "PRIVATE\n").expect("write");
+            std::fs::write(dir.join("signer.pub"), "ssh-ed25519 AAAA t\n").expect("write");
+            r.git(&["config", "gpg.format", "ssh"]);
+            r.git(&[
+                "config",
+                "user.signingKey",
+                &dir.join("signer.pub").to_string_lossy(),
+            ]);
+            let check = format!(
+                "sh -c 'cat {} && exit 9; true'",
+                dir.join("signer").display()
+            );
+            attack(&r, way, &r.root, &check, &[]);
+        }
+    }
+}
