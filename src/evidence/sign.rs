@@ -632,9 +632,12 @@ fn check_gpg(trust: &Trust, dir: &Path, msg: &Path, sig: &[u8]) -> Checked {
         };
     }
     let mut cmd = Command::new(program);
+    // Checking reads the keyring and writes nothing to it: no key fetched, none imported
+    // from the signature, whatever the user's gpg.conf asks for.
     cmd.args([
         "--batch",
         "--no-auto-key-retrieve",
+        "--no-auto-key-import",
         "--status-fd=1",
         "--verify",
     ])

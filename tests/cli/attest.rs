@@ -1404,3 +1404,56 @@ fn a_revision_that_is_not_there_is_reported_with_the_others() {
         .as_str()
         .is_some_and(|e| e.contains("not a commit")));
 }
+
+/// Checking evidence writes nothing into the verifier's keyring: a signature that carries its
+/// key (`--include-key-block`) is not imported, even where the user's gpg.conf asks gpg to
+/// import such keys (SPEC §7: nothing is written outside git-factory's own places).
+#[test]
+fn checking_evidence_never_imports_a_key_into_the_keyring() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let (fpr, _agent) = gpg_key(&r, "Bob <bob@example.com>");
+    r.git(&["config", "user.signingKey", &fpr]);
+    let out = verify_attest(&r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let tree = tree_of(&r, "HEAD");
+    let good = envelopes(&r, &tree).remove(0);
+    let conf = gnupg_home(&r).join("gpg.conf");
+    let mut text = std::fs::read(&conf).unwrap_or_default();
+    text.extend_from_slice(b"\nauto-key-import\n");
+    std::fs::write(&conf, text).expect("gpg.conf");
+
+    let theirs = r.tmp.path().join("mallory-gnupg");
+    let (mallory, _theirs) = gpg_key_elsewhere(&r, &theirs, "Mallory <m@example.com>");
+    let payload = serde_json::to_vec(&statement_of(&r, &good)).expect("json");
+    let message = r.outside.join("m.pae");
+    std::fs::write(&message, pae(IN_TOTO_JSON, &payload)).expect("write");
+    let sig = r.outside.join("m.pae.sig");
+    let mut cmd = tool(&r, "gpg");
+    cmd.env("GNUPGHOME", &theirs)
+        .args(["--batch", "--yes", "--include-key-block", "--local-user"])
+        .arg(&mallory)
+        .args(["--detach-sign", "-o"])
+        .arg(&sig)
+        .arg(&message);
+    ok(cmd, None);
+    let forged = json!({
+        "payload": b64_encode(&r, &payload, "0"),
+        "payloadType": IN_TOTO_JSON,
+        "signatures": [{"sig": b64_encode(&r, &std::fs::read(&sig).expect("sig"), "0")}],
+    })
+    .to_string();
+    set_note(&r, &tree, &[forged]);
+    let (code, stderr, _) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 1, "{stderr}");
+    let mut cmd = tool(&r, "gpg");
+    cmd.args(["--batch", "--list-keys", &mallory]);
+    let listed = output(&mut cmd, None);
+    assert!(
+        !listed.status.success(),
+        "mallory's key was imported: {}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+}
