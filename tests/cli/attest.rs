@@ -803,16 +803,11 @@ fn a_keyless_attest_is_refused_before_any_check_runs() {
     assert!(!marker.exists(), "no check ran");
 }
 
+/// As the shared `in_dir`, with this file's signing environment.
 fn in_dir(r: &TestRepo, dir: &Path, program: &str, args: &[&str]) -> std::process::Output {
-    let mut cmd = if program == "git" {
-        assert_cmd::Command::new("git")
-    } else {
-        assert_cmd::Command::cargo_bin("git-factory").expect("binary")
-    };
-    hermetic(&mut cmd, &r.home);
-    cmd.env("GNUPGHOME", gnupg_home(r))
+    command_in(r, dir, program)
+        .env("GNUPGHOME", gnupg_home(r))
         .env_remove("SSH_AUTH_SOCK")
-        .current_dir(dir)
         .args(args)
         .output()
         .expect("runs")
@@ -824,29 +819,8 @@ fn two_clones_share_evidence_through_push_and_fetch() {
         return;
     }
     let r = TestRepo::simple();
-    let bare = r.tmp.path().join("origin.git");
-    r.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        bare.to_str().expect("utf8"),
-    ]);
-    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
-    r.git(&["push", "-q", "origin", "main"]);
-    let other = r.tmp.path().join("other");
-    r.git(&[
-        "clone",
-        "-q",
-        bare.to_str().expect("utf8"),
-        other.to_str().expect("utf8"),
-    ]);
-    assert!(
-        in_dir(&r, &other, "git", &["config", "factory.verify", "true"])
-            .status
-            .success()
-    );
+    let bare = origin_with_main(&r);
+    let other = clone_of(&r, &bare, "other");
 
     // Clone one attests and pushes.
     let alice = ssh_key(&r, "alice");
@@ -933,16 +907,7 @@ fn the_pre_push_hook_lets_an_attested_tip_through_at_once() {
         "factory.verify",
         &format!("sh -c 'echo ran >> {}'", counter.display()),
     ]);
-    let bare = r.tmp.path().join("origin.git");
-    r.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        bare.to_str().expect("utf8"),
-    ]);
-    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
+    bare_remote(&r);
     let alice = ssh_key(&r, "alice");
     sign_with_ssh(&r, &alice, "alice@example.com");
     gf(&r).args(["hook", "install"]).assert().success();
