@@ -1909,6 +1909,59 @@ fn bench_refusal_speed(work: &Path) {
     }
 }
 
+/// Writes a replay folder at `dir` holding a one-line patch of `first` in `root`; returns
+/// the folder as text, for `--replay`.
+fn replay_of_one_line(root: &Path, first: &str, dir: &Path) -> String {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    std::fs::write(dir.join("1.diff"), one_line_patch(root, first)).expect("write");
+    dir.to_string_lossy().into_owned()
+}
+
+/// One passing `run` in `root` of the patch replayed from `replay` (allowed to touch
+/// `first`, one attempt, accepted by `sleep 1`) with `extra` flags; `first` is checked out
+/// again after.
+fn pass_sleep_one(root: &Path, first: &str, replay: &str, extra: &[&str]) {
+    let mut args = vec![
+        "run",
+        "-q",
+        "--id",
+        "bench",
+        "--title",
+        "bench",
+        "--intent",
+        "bench",
+        "--allow",
+        first,
+        "--accept",
+        "sleep 1",
+        "--max-attempts",
+        "1",
+        "--force",
+        "--replay",
+        replay,
+    ];
+    args.extend(extra);
+    let out = factory(root, &args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(root, &["checkout", "--", first]);
+}
+
+/// Deletes the `factory/` branches `--worktree` runs leave in `root`.
+fn drop_factory_branches(root: &Path) {
+    let branches = git(
+        root,
+        &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
+    );
+    for branch in branches.lines() {
+        git(root, &["update-ref", "-d", branch]);
+    }
+}
+
 /// Best of N (SPEC §5.1): wall time of `--candidates 4 --jobs 4` against four sequential
 /// single runs, on the 10,000-file repo with a 1 s acceptance command (`sleep 1`). Every
 /// candidate passes with the same change; in-situ the winner is verified once more where it
@@ -1919,41 +1972,8 @@ fn bench_candidates(work: &Path, runs: usize) {
     let size = 10_000;
     let root = work.join(format!("repo-candidates-{size}"));
     let first = generate(&root, size);
-    let replay = work.join("replay-candidates");
-    std::fs::create_dir_all(&replay).expect("mkdir");
-    std::fs::write(replay.join("1.diff"), one_line_patch(&root, &first)).expect("write");
-    let replay_s = replay.to_string_lossy().into_owned();
-    let base = [
-        "run",
-        "-q",
-        "--id",
-        "bench",
-        "--title",
-        "bench",
-        "--intent",
-        "bench",
-        "--allow",
-        first.as_str(),
-        "--accept",
-        "sleep 1",
-        "--max-attempts",
-        "1",
-        "--force",
-        "--replay",
-        replay_s.as_str(),
-    ];
-    let pass = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend(extra);
-        let out = factory(&root, &args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        git(&root, &["checkout", "--", &first]);
-    };
+    let replay = replay_of_one_line(&root, &first, &work.join("replay-candidates"));
+    let pass = |extra: &[&str]| pass_sleep_one(&root, &first, &replay, extra);
     let race = measure(runs, || {
         time(|| pass(&["--candidates", "4", "--jobs", "4"]))
     });
@@ -1968,26 +1988,14 @@ fn bench_candidates(work: &Path, runs: usize) {
         time(|| {
             for _ in 0..4 {
                 pass(&["--worktree"]);
-                let branches = git(
-                    &root,
-                    &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
-                );
-                for branch in branches.lines() {
-                    git(&root, &["update-ref", "-d", branch]);
-                }
+                drop_factory_branches(&root);
             }
         })
     });
     let worktree = measure(runs, || {
         time(|| {
             pass(&["--worktree", "--candidates", "4", "--jobs", "4"]);
-            let branches = git(
-                &root,
-                &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
-            );
-            for branch in branches.lines() {
-                git(&root, &["update-ref", "-d", branch]);
-            }
+            drop_factory_branches(&root);
         })
     });
     let size_s = size.to_string();
@@ -2023,47 +2031,10 @@ fn bench_pool(work: &Path, size: usize, runs: usize) {
     let root = work.join(format!("repo-pool-{size}"));
     let first = generate(&root, size);
     git(&root, &["config", "factory.poolSize", "4"]);
-    let replay = work.join(format!("replay-pool-{size}"));
-    std::fs::create_dir_all(&replay).expect("mkdir");
-    std::fs::write(replay.join("1.diff"), one_line_patch(&root, &first)).expect("write");
-    let replay_s = replay.to_string_lossy().into_owned();
-    let base = [
-        "run",
-        "-q",
-        "--id",
-        "bench",
-        "--title",
-        "bench",
-        "--intent",
-        "bench",
-        "--allow",
-        first.as_str(),
-        "--accept",
-        "sleep 1",
-        "--max-attempts",
-        "1",
-        "--force",
-        "--replay",
-        replay_s.as_str(),
-    ];
+    let replay = replay_of_one_line(&root, &first, &work.join(format!("replay-pool-{size}")));
     let pass = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend(extra);
-        let out = factory(&root, &args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        git(&root, &["checkout", "--", &first]);
-        let branches = git(
-            &root,
-            &["for-each-ref", "--format=%(refname)", "refs/heads/factory/"],
-        );
-        for branch in branches.lines() {
-            git(&root, &["update-ref", "-d", branch]);
-        }
+        pass_sleep_one(&root, &first, &replay, extra);
+        drop_factory_branches(&root);
     };
     let load = || {
         std::fs::read_to_string("/proc/loadavg")

@@ -225,21 +225,11 @@ pub struct Delivered {
     pub refused: Option<String>,
 }
 
-/// `git -C ROOT …` with nothing inherited that could point it at another repo or index.
+/// `git -C ROOT …` with nothing inherited that could point it at another repo or index,
+/// nor a literal-pathspec mode that would change what its pathspecs name.
 fn git_at(root: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(root);
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_LITERAL_PATHSPECS",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.stdin(Stdio::null());
+    let mut cmd = crate::git::pool::in_tree(root);
+    cmd.env_remove("GIT_LITERAL_PATHSPECS");
     cmd
 }
 

@@ -132,8 +132,9 @@ fn pool_size(repo: &Repository) -> Result<usize> {
     crate::config::Config::of(repo).value(None, crate::config::POOL_SIZE, cpus)
 }
 
-/// A `git` command run in the worktree at `path`, with nothing inherited that could redirect it.
-fn in_tree(path: &Path) -> Command {
+/// A `git -C <path>` command (the worktree or checkout at `path`), with nothing inherited
+/// that could point it at another repository, work tree, index or object store.
+pub(crate) fn in_tree(path: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(path);
     for var in [

@@ -386,6 +386,23 @@ fn verify_attest(r: &TestRepo, rev: &str) -> std::process::Output {
         .expect("runs")
 }
 
+/// Alice's SSH key, trusted and set as this repo's signer, and HEAD verified and attested
+/// with it.
+fn alice_attests_head(r: &TestRepo) -> SshKey {
+    let alice = ssh_key(r, "alice");
+    sign_with_ssh(r, &alice, "alice@example.com");
+    let out = verify_attest(r, "HEAD");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    alice
+}
+
+/// HEAD's tree and the first envelope in its note.
+fn head_envelope(r: &TestRepo) -> (String, Value) {
+    let tree = tree_of(r, "HEAD");
+    let good = envelopes(r, &tree).remove(0);
+    (tree, good)
+}
+
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -559,12 +576,8 @@ fn evidence_that_does_not_hold_is_refused_with_its_reason() {
         return;
     }
     let r = TestRepo::simple();
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let tree = tree_of(&r, "HEAD");
-    let good = envelopes(&r, &tree).remove(0);
+    let alice = alice_attests_head(&r);
+    let (tree, good) = head_envelope(&r);
     let good_line = good.to_string();
 
     // A changed payload under the old signature.
@@ -803,16 +816,11 @@ fn a_keyless_attest_is_refused_before_any_check_runs() {
     assert!(!marker.exists(), "no check ran");
 }
 
+/// As the shared `in_dir`, with this file's signing environment.
 fn in_dir(r: &TestRepo, dir: &Path, program: &str, args: &[&str]) -> std::process::Output {
-    let mut cmd = if program == "git" {
-        assert_cmd::Command::new("git")
-    } else {
-        assert_cmd::Command::cargo_bin("git-factory").expect("binary")
-    };
-    hermetic(&mut cmd, &r.home);
-    cmd.env("GNUPGHOME", gnupg_home(r))
+    command_in(r, dir, program)
+        .env("GNUPGHOME", gnupg_home(r))
         .env_remove("SSH_AUTH_SOCK")
-        .current_dir(dir)
         .args(args)
         .output()
         .expect("runs")
@@ -824,35 +832,11 @@ fn two_clones_share_evidence_through_push_and_fetch() {
         return;
     }
     let r = TestRepo::simple();
-    let bare = r.tmp.path().join("origin.git");
-    r.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        bare.to_str().expect("utf8"),
-    ]);
-    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
-    r.git(&["push", "-q", "origin", "main"]);
-    let other = r.tmp.path().join("other");
-    r.git(&[
-        "clone",
-        "-q",
-        bare.to_str().expect("utf8"),
-        other.to_str().expect("utf8"),
-    ]);
-    assert!(
-        in_dir(&r, &other, "git", &["config", "factory.verify", "true"])
-            .status
-            .success()
-    );
+    let bare = origin_with_main(&r);
+    let other = clone_of(&r, &bare, "other");
 
     // Clone one attests and pushes.
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let alice = alice_attests_head(&r);
     let out = gf(&r).args(["push"]).output().expect("push");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 
@@ -933,16 +917,7 @@ fn the_pre_push_hook_lets_an_attested_tip_through_at_once() {
         "factory.verify",
         &format!("sh -c 'echo ran >> {}'", counter.display()),
     ]);
-    let bare = r.tmp.path().join("origin.git");
-    r.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        bare.to_str().expect("utf8"),
-    ]);
-    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
+    bare_remote(&r);
     let alice = ssh_key(&r, "alice");
     sign_with_ssh(&r, &alice, "alice@example.com");
     gf(&r).args(["hook", "install"]).assert().success();
@@ -996,10 +971,7 @@ fn keys_the_verifier_revoked_or_limited_to_commits_do_not_vouch() {
         return;
     }
     let r = TestRepo::simple();
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let alice = alice_attests_head(&r);
     assert_eq!(attest_verify(&r, &["HEAD"]).0, 0);
     // Revoked in gpg.ssh.revocationFile.
     let revoked = r.home.join("revoked_keys");
@@ -1191,10 +1163,7 @@ fn an_allowed_signers_file_in_the_repository_is_never_trusted() {
         return;
     }
     let r = TestRepo::simple();
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let alice = alice_attests_head(&r);
     // The file git's documentation suggests, committed: a change could add its own key.
     trust(&r.root.join(".gitsigners"), "alice@example.com", &alice);
     r.git(&["add", ".gitsigners"]);
@@ -1249,12 +1218,8 @@ fn a_note_can_neither_make_the_verifier_check_without_end_nor_hide_a_good_envelo
         return;
     }
     let r = TestRepo::simple();
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let tree = tree_of(&r, "HEAD");
-    let good = envelopes(&r, &tree).remove(0);
+    alice_attests_head(&r);
+    let (tree, good) = head_envelope(&r);
     let carol = ssh_key(&r, "carol");
     let carols: Value =
         serde_json::from_str(&envelope_signed_here(&r, &carol, &statement_of(&r, &good)))
@@ -1318,12 +1283,8 @@ fn an_untrusted_envelope_names_the_key_that_signed_it() {
         return;
     }
     let r = TestRepo::simple();
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let tree = tree_of(&r, "HEAD");
-    let good = envelopes(&r, &tree).remove(0);
+    alice_attests_head(&r);
+    let (tree, good) = head_envelope(&r);
     let alices = good["signatures"][0]["keyid"]
         .as_str()
         .expect("keyid")
@@ -1390,10 +1351,7 @@ fn a_revision_that_is_not_there_is_reported_with_the_others() {
         return;
     }
     let r = TestRepo::simple();
-    let alice = ssh_key(&r, "alice");
-    sign_with_ssh(&r, &alice, "alice@example.com");
-    let out = verify_attest(&r, "HEAD");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    alice_attests_head(&r);
     let (code, stderr, report) = attest_verify(&r, &["HEAD", "no-such-rev"]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(report["verified"], false);

@@ -680,6 +680,25 @@ struct Ran {
 }
 
 /// `git factory run --json` with the given flags against the loopback server at `url`.
+/// The order `grep -qx TWO app.txt` run with `flags` in a fresh simple repo, its model
+/// behind a loopback server giving `replies`; returns the repo, the run, and the requests the
+/// server recorded (it has ended).
+fn run_served(replies: Vec<Reply>, flags: &[&str]) -> (TestRepo, Ran, Arc<Mutex<Vec<Recorded>>>) {
+    let r = TestRepo::simple();
+    let (url, seen, server) = serve_replies(replies);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, flags);
+    server.join().expect("server");
+    (r, ran, seen)
+}
+
+/// The time between the two requests the server recorded; there must be exactly two.
+fn gap_between_two(seen: &Mutex<Vec<Recorded>>) -> std::time::Duration {
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    seen[1].at - seen[0].at
+}
+
 fn run_model(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[&str]) -> Ran {
     let out = r
         .factory()
@@ -1174,17 +1193,16 @@ fn servers_errors_are_one_line_of_their_own_words() {
 
 #[test]
 fn a_500_naming_response_format_falls_back_to_json_mode() {
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        json_reply(
-            500,
-            json!({"error": {"message": "Internal Server Error: unsupported response_format type 'json_schema'", "type": "internal_server_error"}}),
-        ),
-        Reply::Sse(vec![chat_stream(&good(), "stop")]),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "local"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            json_reply(
+                500,
+                json!({"error": {"message": "Internal Server Error: unsupported response_format type 'json_schema'", "type": "internal_server_error"}}),
+            ),
+            Reply::Sse(vec![chat_stream(&good(), "stop")]),
+        ],
+        &["--llm-model", "local"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let seen = seen.lock().expect("lock");
     assert_eq!(
@@ -1204,21 +1222,20 @@ fn a_500_naming_response_format_falls_back_to_json_mode() {
 
 #[test]
 fn a_server_without_json_mode_is_asked_with_no_format() {
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        json_reply(
-            400,
-            json!({"error": {"message": "response_format of type 'json_schema' is not supported", "type": "invalid_request_error", "param": "response_format"}}),
-        ),
-        json_reply(
-            400,
-            json!({"error": {"message": "response_format of type 'json_object' is not supported", "type": "invalid_request_error", "param": "response_format"}}),
-        ),
-        Reply::Sse(vec![chat_stream(&good(), "stop")]),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "local"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            json_reply(
+                400,
+                json!({"error": {"message": "response_format of type 'json_schema' is not supported", "type": "invalid_request_error", "param": "response_format"}}),
+            ),
+            json_reply(
+                400,
+                json!({"error": {"message": "response_format of type 'json_object' is not supported", "type": "invalid_request_error", "param": "response_format"}}),
+            ),
+            Reply::Sse(vec![chat_stream(&good(), "stop")]),
+        ],
+        &["--llm-model", "local"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let seen = seen.lock().expect("lock");
     assert_eq!(seen[0].body["response_format"]["type"], "json_schema");
@@ -1449,18 +1466,17 @@ fn a_think_block_is_stored_as_reasoning_never_parsed() {
 
 #[test]
 fn reasoning_content_of_a_non_streaming_server_is_stored() {
-    let r = TestRepo::simple();
-    let (url, _seen, server) = serve_replies(vec![json_reply(
-        200,
-        json!({
-            "id": "c", "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": good(), "reasoning_content": "Only line two changes."}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}
-        }),
-    )]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
-    server.join().expect("server");
+    let (r, ran, _seen) = run_served(
+        vec![json_reply(
+            200,
+            json!({
+                "id": "c", "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": good(), "reasoning_content": "Only line two changes."}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}
+            }),
+        )],
+        &["--llm-model", "m"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(
         artifact(&r, &ran.summary, "attempt_1/reasoning.txt"),
@@ -2233,59 +2249,48 @@ fn an_exhausted_quota_is_permanent_not_a_rate_limit() {
 fn retry_hints_in_milliseconds_seconds_and_dates_are_honoured() {
     let busy = json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "param": null, "code": "rate_limit_exceeded"}});
     // retry-after-ms wins over Retry-After (100 s here: honoured, the test would hang).
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        headed(
-            429,
-            &[("retry-after-ms", "300"), ("retry-after", "100")],
-            busy.clone(),
-        ),
-        Reply::Sse(vec![chat_stream(&good(), "stop")]),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            headed(
+                429,
+                &[("retry-after-ms", "300"), ("retry-after", "100")],
+                busy.clone(),
+            ),
+            Reply::Sse(vec![chat_stream(&good(), "stop")]),
+        ],
+        &["--llm-model", "m"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    {
-        let seen = seen.lock().expect("lock");
-        assert_eq!(seen.len(), 2);
-        let gap = seen[1].at - seen[0].at;
-        assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
-        assert!(gap < std::time::Duration::from_secs(10), "{gap:?}");
-    }
+    let gap = gap_between_two(&seen);
+    assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
+    assert!(gap < std::time::Duration::from_secs(10), "{gap:?}");
     // Retry-After in seconds: a second, not the half-second backoff.
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        headed(
-            503,
-            &[("retry-after", "1")],
-            json!({"error": {"message": "overloaded"}}),
-        ),
-        Reply::Sse(vec![chat_stream(&good(), "stop")]),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            headed(
+                503,
+                &[("retry-after", "1")],
+                json!({"error": {"message": "overloaded"}}),
+            ),
+            Reply::Sse(vec![chat_stream(&good(), "stop")]),
+        ],
+        &["--llm-model", "m"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    {
-        let seen = seen.lock().expect("lock");
-        assert_eq!(seen.len(), 2);
-        let gap = seen[1].at - seen[0].at;
-        assert!(gap >= std::time::Duration::from_millis(950), "{gap:?}");
-    }
+    let gap = gap_between_two(&seen);
+    assert!(gap >= std::time::Duration::from_millis(950), "{gap:?}");
     // Retry-After as an HTTP date already past: retried, no wait asked.
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        headed(
-            503,
-            &[("retry-after", "Thu, 01 Jan 2015 00:00:00 GMT")],
-            json!({"error": {"message": "overloaded"}}),
-        ),
-        Reply::Sse(vec![chat_stream(&good(), "stop")]),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            headed(
+                503,
+                &[("retry-after", "Thu, 01 Jan 2015 00:00:00 GMT")],
+                json!({"error": {"message": "overloaded"}}),
+            ),
+            Reply::Sse(vec![chat_stream(&good(), "stop")]),
+        ],
+        &["--llm-model", "m"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(seen.lock().expect("lock").len(), 2);
 }
@@ -2381,18 +2386,17 @@ fn x_should_retry_is_obeyed_and_408_409_are_transient() {
     );
 
     // A 400 marked x-should-retry: true is retried.
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        headed(
-            400,
-            &[("x-should-retry", "true"), ("retry-after-ms", "10")],
-            json!({"error": {"message": "Please retry your request.", "type": "invalid_request_error"}}),
-        ),
-        Reply::Sse(vec![chat_stream(&good(), "stop")]),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "m"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            headed(
+                400,
+                &[("x-should-retry", "true"), ("retry-after-ms", "10")],
+                json!({"error": {"message": "Please retry your request.", "type": "invalid_request_error"}}),
+            ),
+            Reply::Sse(vec![chat_stream(&good(), "stop")]),
+        ],
+        &["--llm-model", "m"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(seen.lock().expect("lock").len(), 2);
 
@@ -2856,60 +2860,49 @@ fn gemini_429(quota_id: &str, retry_delay: &str, retry_in: &str) -> Value {
 fn a_per_minute_quota_is_a_rate_limit_and_its_retry_delay_a_hint() {
     let good_answer = || Reply::Sse(vec![chat_stream(&good(), "stop")]);
     // Per minute, with a retry delay: transient; the delay (0.4 s) is the wait.
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        json_reply(
-            429,
-            gemini_429(
-                "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
-                "0.4s",
-                "0.4s",
+    let (_r, ran, seen) = run_served(
+        vec![
+            json_reply(
+                429,
+                gemini_429(
+                    "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                    "0.4s",
+                    "0.4s",
+                ),
             ),
-        ),
-        good_answer(),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
-    server.join().expect("server");
+            good_answer(),
+        ],
+        &["--llm-model", "gemini-2.5-flash"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    {
-        let seen = seen.lock().expect("lock");
-        assert_eq!(seen.len(), 2);
-        let gap = seen[1].at - seen[0].at;
-        assert!(gap >= std::time::Duration::from_millis(390), "{gap:?}");
-    }
+    let gap = gap_between_two(&seen);
+    assert!(gap >= std::time::Duration::from_millis(390), "{gap:?}");
     // Only "Please retry in 0.3s." in the words: still the hint.
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        json_reply(
-            429,
-            json!([{"error": {"code": 429, "message": "Quota exceeded for quota metric 'Generate Content API requests per minute'. Please retry in 0.3s.", "status": "RESOURCE_EXHAUSTED"}}]),
-        ),
-        good_answer(),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            json_reply(
+                429,
+                json!([{"error": {"code": 429, "message": "Quota exceeded for quota metric 'Generate Content API requests per minute'. Please retry in 0.3s.", "status": "RESOURCE_EXHAUSTED"}}]),
+            ),
+            good_answer(),
+        ],
+        &["--llm-model", "gemini-2.5-flash"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    {
-        let seen = seen.lock().expect("lock");
-        assert_eq!(seen.len(), 2);
-        let gap = seen[1].at - seen[0].at;
-        assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
-        assert!(gap < std::time::Duration::from_millis(480), "{gap:?}");
-    }
+    let gap = gap_between_two(&seen);
+    assert!(gap >= std::time::Duration::from_millis(290), "{gap:?}");
+    assert!(gap < std::time::Duration::from_millis(480), "{gap:?}");
     // The classic wording names no quota that is used up: a rate limit.
-    let r = TestRepo::simple();
-    let (url, seen, server) = serve_replies(vec![
-        json_reply(
-            429,
-            json!([{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}]),
-        ),
-        good_answer(),
-    ]);
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let ran = run_model(&r, &wo, &url, &["--llm-model", "gemini-2.5-flash"]);
-    server.join().expect("server");
+    let (_r, ran, seen) = run_served(
+        vec![
+            json_reply(
+                429,
+                json!([{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}]),
+            ),
+            good_answer(),
+        ],
+        &["--llm-model", "gemini-2.5-flash"],
+    );
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(seen.lock().expect("lock").len(), 2);
     // Per day (Gemini sends a retry delay with it too): a quota, permanent.

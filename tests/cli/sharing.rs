@@ -4,72 +4,10 @@
 use crate::common::*;
 use std::path::{Path, PathBuf};
 
-const APP: [&str; 3] = ["one", "two", "three"];
-
-fn in_dir(r: &TestRepo, dir: &Path, program: &str, args: &[&str]) -> std::process::Output {
-    let mut cmd = if program == "git" {
-        assert_cmd::Command::new("git")
-    } else {
-        assert_cmd::Command::cargo_bin("git-factory").expect("binary")
-    };
-    hermetic(&mut cmd, &r.home);
-    cmd.current_dir(dir).args(args).output().expect("runs")
-}
-
-/// A FAIL run of work order `name` in the clone at `dir`; returns its run id.
-fn a_run(r: &TestRepo, dir: &Path, name: &str) -> String {
-    let mut order = basic_order(&["false"]);
-    order["id"] = format!("wo-{name}").into();
-    let wo = r.work_order(order);
-    let replay = r.replay(
-        &format!("rp-{name}"),
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), name),
-        )],
-    );
-    let out = in_dir(
-        r,
-        dir,
-        "factory",
-        &[
-            "run",
-            "--max-attempts",
-            "1",
-            "--json",
-            "-w",
-            wo.to_str().expect("utf8"),
-            "--replay",
-            replay.to_str().expect("utf8"),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-    s["run_id"].as_str().expect("id").to_string()
-}
-
 /// The origin (bare) and a second clone of it; the TestRepo is the first clone.
 fn two_clones(r: &TestRepo) -> (PathBuf, PathBuf) {
-    let bare = r.tmp.path().join("origin.git");
-    r.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        bare.to_str().expect("utf8"),
-    ]);
-    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
-    r.git(&["push", "-q", "origin", "main"]);
-    let other = r.tmp.path().join("other");
-    r.git(&[
-        "clone",
-        "-q",
-        bare.to_str().expect("utf8"),
-        other.to_str().expect("utf8"),
-    ]);
-    let out = in_dir(r, &other, "git", &["config", "factory.verify", "true"]);
-    assert!(out.status.success());
+    let bare = origin_with_main(r);
+    let other = clone_of(r, &bare, "other");
     (bare, other)
 }
 
@@ -86,8 +24,8 @@ fn notes_of_head(r: &TestRepo, dir: &Path) -> String {
 fn two_clones_with_runs_push_and_fetch_without_refusals() {
     let r = TestRepo::simple();
     let (bare, other) = two_clones(&r);
-    let mine = a_run(&r, &r.root, "mine");
-    let theirs = a_run(&r, &other, "theirs");
+    let mine = a_failing_run_in(&r, &r.root, "mine");
+    let theirs = a_failing_run_in(&r, &other, "theirs");
 
     let out = in_dir(&r, &other, "factory", &["push"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -163,8 +101,8 @@ fn two_clones_with_runs_push_and_fetch_without_refusals() {
 
     // A third run on each side, pushed in turn: still no refusal.
     r.git(&["checkout", "--", "."]);
-    let mine2 = a_run(&r, &r.root, "mine2");
-    let theirs2 = a_run(&r, &other, "theirs2");
+    let mine2 = a_failing_run_in(&r, &r.root, "mine2");
+    let theirs2 = a_failing_run_in(&r, &other, "theirs2");
     for dir in [&r.root, &other] {
         let out = in_dir(&r, dir, "factory", &["push"]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -198,7 +136,7 @@ fn push_to_a_missing_remote_is_refused_naming_the_fix() {
 fn the_pre_push_hook_leaves_run_records_alone() {
     let r = TestRepo::simple();
     let (_bare, _other) = two_clones(&r);
-    let id = a_run(&r, &r.root, "hooked");
+    let id = a_failing_run_in(&r, &r.root, "hooked");
     let out = r
         .factory()
         .args(["hook", "install"])
@@ -253,7 +191,7 @@ fn fetched_run_refs_that_are_not_commits_are_skipped_and_named() {
         stdout_of(&out).trim().to_string()
     };
     // The remote holds a run ref pointing at a blob, and a good run.
-    let good = a_run(&r, &r.root, "good");
+    let good = a_failing_run_in(&r, &r.root, "good");
     r.git(&["push", "-q", "origin", &format!("refs/factory/{good}")]);
     r.git(&["update-ref", "-d", &format!("refs/factory/{good}")]);
     let blob = git_in(&bare, &["hash-object", "-w", "--stdin"]);

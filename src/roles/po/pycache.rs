@@ -347,6 +347,16 @@ impl PyCache {
     /// [`PyCache::drop_outside_since`] removed) from the real files, as the harness: the
     /// cache stays warm without keeping anything a check wrote. Runs nothing for none.
     pub fn relearn(&self, sources: Vec<PathBuf>, how: &Compiler<'_>) -> Option<CmdResult> {
+        self.compile_files(sources, how)
+    }
+
+    /// Compiles those of `sources` that are regular files named in UTF-8 (the first
+    /// [`LEARN_LIMIT`] of them) into the cache, as the harness. Runs nothing for none.
+    fn compile_files(
+        &self,
+        sources: impl IntoIterator<Item = PathBuf>,
+        how: &Compiler<'_>,
+    ) -> Option<CmdResult> {
         let sources: Vec<String> = sources
             .into_iter()
             .filter(|s| std::fs::metadata(s).is_ok_and(|m| m.is_file()))
@@ -513,23 +523,12 @@ impl PyCache {
         let mut sources = BTreeSet::new();
         view.written(view.path(), Path::new(""), &mut sources);
         let real_root = root.canonicalize().ok();
-        let sources: Vec<String> = sources
-            .into_iter()
-            .filter(|s| {
-                !s.starts_with(root)
-                    && !real_root.as_ref().is_some_and(|r| s.starts_with(r))
-                    && !s.starts_with(&self.dir)
-                    && std::fs::metadata(s).is_ok_and(|m| m.is_file())
-            })
-            .filter_map(|s| s.to_str().map(str::to_string))
-            .take(LEARN_LIMIT)
-            .collect();
-        if sources.is_empty() {
-            return None;
-        }
-        let mut argv = self.compile_argv(how.interpreter)?;
-        argv.extend(sources);
-        self.compile(argv, Vec::new(), how, "pycache_learn")
+        let outside = sources.into_iter().filter(|s| {
+            !s.starts_with(root)
+                && !real_root.as_ref().is_some_and(|r| s.starts_with(r))
+                && !s.starts_with(&self.dir)
+        });
+        self.compile_files(outside, how)
     }
 }
 

@@ -427,3 +427,96 @@ pub fn only_idle_pooled_worktrees(r: &TestRepo) -> usize {
     assert_eq!(ours.len(), pooled, "only pooled worktrees: {ours:?}");
     pooled
 }
+
+/// `program` (`"git"`, or anything else for the factory binary) made hermetic, to run in `dir`.
+pub fn command_in(r: &TestRepo, dir: &Path, program: &str) -> Command {
+    let mut cmd = if program == "git" {
+        Command::new("git")
+    } else {
+        Command::cargo_bin("git-factory").expect("binary")
+    };
+    hermetic(&mut cmd, &r.home);
+    cmd.current_dir(dir);
+    cmd
+}
+
+/// `program` (as for [`command_in`]) run with `args` in `dir`.
+pub fn in_dir(r: &TestRepo, dir: &Path, program: &str, args: &[&str]) -> std::process::Output {
+    command_in(r, dir, program)
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+/// A bare `origin.git` with `main` as its first branch, added as the TestRepo's remote
+/// `origin`; nothing pushed yet.
+pub fn bare_remote(r: &TestRepo) -> PathBuf {
+    let bare = r.tmp.path().join("origin.git");
+    r.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        bare.to_str().expect("utf8"),
+    ]);
+    r.git(&["remote", "add", "origin", bare.to_str().expect("utf8")]);
+    bare
+}
+
+/// A bare origin holding `main`, with the TestRepo as its first clone.
+pub fn origin_with_main(r: &TestRepo) -> PathBuf {
+    let bare = bare_remote(r);
+    r.git(&["push", "-q", "origin", "main"]);
+    bare
+}
+
+/// Another clone of `bare`, at `name` in the temp dir, set up to run work orders.
+pub fn clone_of(r: &TestRepo, bare: &Path, name: &str) -> PathBuf {
+    let dir = r.tmp.path().join(name);
+    r.git(&[
+        "clone",
+        "-q",
+        bare.to_str().expect("utf8"),
+        dir.to_str().expect("utf8"),
+    ]);
+    let out = in_dir(r, &dir, "git", &["config", "factory.verify", "true"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    dir
+}
+
+/// A FAIL run (check `false`) of work order `wo-<name>` in the clone at `dir`, whose
+/// replayed proposal turns `two` into `TWO` in the simple repo's `app.txt`; returns its run id.
+pub fn a_failing_run_in(r: &TestRepo, dir: &Path, name: &str) -> String {
+    let mut order = basic_order(&["false"]);
+    order["id"] = format!("wo-{name}").into();
+    let wo = r.work_order(order);
+    let replay = r.replay(
+        &format!("rp-{name}"),
+        &[(
+            "1.json",
+            proposal(
+                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                name,
+            ),
+        )],
+    );
+    let out = in_dir(
+        r,
+        dir,
+        "factory",
+        &[
+            "run",
+            "--max-attempts",
+            "1",
+            "--json",
+            "-w",
+            wo.to_str().expect("utf8"),
+            "--replay",
+            replay.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    s["run_id"].as_str().expect("id").to_string()
+}
