@@ -100,8 +100,65 @@ impl Claims {
     }
 }
 
+/// Any JSON value, refused when one of its objects names a key twice.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueKeysVisitor)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key {key:?} appears twice"
+                )));
+            }
+            map.next_value::<UniqueKeys>()?;
+        }
+        Ok(UniqueKeys)
+    }
+}
+
 /// Reads a statement: an in-toto Statement v1 with the test-result predicate, else why not.
 pub fn read(payload: &[u8]) -> Result<Claims, String> {
+    // A key named twice is read differently by different parsers (serde_json keeps the last):
+    // the signer may have meant the other one, so such a payload says nothing.
+    serde_json::from_slice::<UniqueKeys>(payload)
+        .map_err(|e| format!("payload is not JSON with each key once: {e}"))?;
     let value: Value =
         serde_json::from_slice(payload).map_err(|e| format!("payload is not JSON: {e}"))?;
     let field = |v: &Value, name: &str| v.get(name).and_then(Value::as_str).map(str::to_string);
@@ -279,5 +336,22 @@ mod tests {
             .is_some_and(|v| v.starts_with("git version")));
         assert!(programs.get("./run-tests").is_none());
         assert_eq!(programs["no-such-program-here"], "unknown");
+    }
+
+    #[test]
+    fn a_key_named_twice_makes_the_statement_say_nothing() {
+        let tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let body = |predicate: &str| {
+            format!(
+                r#"{{"_type":"{STATEMENT_TYPE}","subject":[{{"digest":{{"gitTree":"{tree}"}}}}],"predicateType":"{TEST_RESULT_TYPE}","predicate":{predicate}}}"#
+            )
+        };
+        let once = body(r#"{"result":"PASSED","passedTests":["true"]}"#);
+        assert_eq!(read(once.as_bytes()).expect("reads").result, "PASSED");
+        let twice = body(r#"{"result":"FAILED","result":"PASSED","passedTests":["true"]}"#);
+        let Err(err) = read(twice.as_bytes()) else {
+            panic!("a statement with a key named twice was read");
+        };
+        assert!(err.contains("\"result\" appears twice"), "{err}");
     }
 }
