@@ -185,33 +185,7 @@ impl Drop for GpgHome {
 
 /// A passphrase-less OpenPGP signing key for `uid` in the test's gpg home; its fingerprint.
 fn gpg_key(r: &TestRepo, uid: &str) -> (String, GpgHome) {
-    let home = gnupg_home(r);
-    std::fs::create_dir_all(&home).expect("mkdir");
-    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .expect("chmod");
-    let guard = GpgHome(home);
-    let mut cmd = tool(r, "gpg");
-    cmd.args([
-        "--batch",
-        "--passphrase",
-        "",
-        "--quick-gen-key",
-        uid,
-        "ed25519",
-        "sign",
-        "never",
-    ]);
-    ok(cmd, None);
-    let mut cmd = tool(r, "gpg");
-    cmd.args(["--batch", "--with-colons", "--list-secret-keys", uid]);
-    let listing = String::from_utf8(ok(cmd, None)).expect("utf8");
-    let fpr = listing
-        .lines()
-        .find_map(|l| l.strip_prefix("fpr:"))
-        .and_then(|l| l.split(':').find(|f| !f.is_empty()))
-        .expect("fingerprint")
-        .to_string();
-    (fpr, guard)
+    gpg_key_elsewhere(r, &gnupg_home(r), uid)
 }
 
 // ---------------------------------------------------------------------------------------------
