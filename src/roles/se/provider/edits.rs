@@ -289,7 +289,12 @@ fn scratch_tree(
     ignore: &AgentIgnore,
 ) -> Result<(Repository, Oid), git2::Error> {
     let repo = Repository::open(scratch)?;
-    repo.odb()?.add_disk_alternate(&objects.to_string_lossy())?;
+    // libgit2 takes the alternate as text: a folder whose path is not UTF-8 is refused, never
+    // read at a lossy spelling that names another folder.
+    let objects = objects.to_str().ok_or_else(|| {
+        git2::Error::from_str("the agent's object folder has a path that is not UTF-8")
+    })?;
+    repo.odb()?.add_disk_alternate(objects)?;
     repo.add_ignore_rule(&ignore.text())?;
     let mut index = repo.index()?;
     index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
