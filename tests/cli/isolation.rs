@@ -628,3 +628,77 @@ fn recover_completes_a_killed_worktree_race() {
         killed_worktree_run_is_recovered(&["--candidates", "2", "--jobs", "2"], round);
     }
 }
+
+/// Two `--worktree` runs at once (as in a batch): the branch one delivers while the other
+/// still runs is that run's delivery, not a side effect of the other's checks — the other
+/// run neither names nor touches it.
+#[test]
+fn a_worktree_run_does_not_report_another_runs_branch() {
+    let r = TestRepo::simple();
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let slow_check = format!(
+        "sh -c 'touch {g}/slow.started; while [ ! -e {g}/go ]; do sleep 0.05; done; grep -qx TWO app.txt'",
+        g = gate.display()
+    );
+    let slow = r.work_order(basic_order(&[&slow_check]));
+    let mut fast = basic_order(&["grep -qx TWO app.txt"]);
+    fast["id"] = "wo-other".into();
+    let fast = r.work_order(fast);
+    let replay = r.replay("rp", &[("1.json", proposal(&good(), "try"))]);
+    let first = r
+        .spawn(&["run", "--worktree", "--json", "-w"])
+        .arg(&slow)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gate.join("slow.started").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !gate.join("slow.started").exists() {
+        let out = first.wait_with_output().expect("wait");
+        panic!("the first run never started its check: {}", stderr_of(&out));
+    }
+    let second = r.run_replay(&fast, &replay, &["--worktree", "--json"]);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr_of(&second));
+    let branch = format!(
+        "refs/heads/factory/{}",
+        summary_of(&second.stdout)["run_id"].as_str().unwrap_or("?")
+    );
+    std::fs::write(gate.join("go"), "").expect("write");
+    let out = first.wait_with_output().expect("wait");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let short = branch.trim_start_matches("refs/heads/");
+    assert!(!stderr.contains(short), "{stderr}");
+    assert!(r.git(&["show-ref", &branch]).contains(&branch));
+}
+
+/// A `--worktree` run shares its refs with the user: a branch its check made is named as
+/// left as it is, never claimed as restored, and it stays.
+#[test]
+fn a_worktree_runs_check_that_makes_a_branch_is_named_not_claimed_restored() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&[
+        "sh -c 'git branch planted-by-check 2>/dev/null; grep -qx TWO app.txt'",
+    ]));
+    let replay = r.replay("rp", &[("1.json", proposal(&good(), "try"))]);
+    let out = r.run_replay(&wo, &replay, &["--worktree"]);
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("left as it is: refs/heads/planted-by-check"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("restored files the checks changed"),
+        "{stderr}"
+    );
+    assert!(r
+        .git(&["branch", "--list", "planted-by-check"])
+        .contains("planted-by-check"));
+}

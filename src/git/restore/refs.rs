@@ -88,6 +88,7 @@ fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     let mut out: Vec<String> = now
         .iter()
         .filter(|r| !recorded.contains(r))
+        .filter(|r| !another_runs_branch(repo, recorded, &r.name))
         .map(|r| r.name.clone())
         .chain(
             recorded
@@ -99,6 +100,21 @@ fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// A branch `factory/<run_id>` that appeared while this run ran, named after a run whose
+/// record exists: another run's delivery (a batch runs several at once), not a side effect.
+fn another_runs_branch(repo: &Repository, recorded: &[RefFact], name: &str) -> bool {
+    let Some(run_id) = name.strip_prefix("refs/heads/factory/") else {
+        return false;
+    };
+    let created = !recorded.iter().any(|k| k.name == name);
+    created
+        && !run_id.is_empty()
+        && !run_id.contains('/')
+        && repo
+            .find_reference(&format!("refs/factory/{run_id}"))
+            .is_ok()
 }
 
 /// The run records (`refs/factory/<run_id>`, not the journal), sorted by name.

@@ -76,13 +76,23 @@ impl Nodes for Session<'_> {
         if passed {
             if let Some(plan) = current.plan.take() {
                 // The restore forgot the bytecode of the change's files and of what it put back.
-                let mut side = self.restore_side_effects(&plan)?;
+                let (mut side, left) = self.restore_side_effects(&plan)?;
                 // Read-only files the sandbox itself had to put back (SPEC §7.1).
                 side.extend(current.record.sandbox_put_back());
-                if !side.is_empty() {
+                let restored: Vec<&str> = (side.iter())
+                    .filter(|s| !left.contains(s))
+                    .map(String::as_str)
+                    .collect();
+                if !restored.is_empty() {
                     self.ui.warn(format!(
                         "restored files the checks changed: {}",
-                        side.join(", ")
+                        restored.join(", ")
+                    ));
+                }
+                if !left.is_empty() {
+                    self.ui.warn(format!(
+                        "the checks changed what this run shares with your work, left as it is: {}",
+                        left.join(", ")
                     ));
                 }
                 self.summary.side_effects = side;

@@ -83,7 +83,12 @@ impl Session<'_> {
 
     /// After PASS the tree must hold exactly baseline + change: anything the commands changed
     /// outside it (files, refs, the index, .git/config) is put back and listed.
-    pub(crate) fn restore_side_effects(&mut self, plan: &Plan) -> Result<Vec<String>> {
+    /// Returns everything the checks changed (for `side_effects`) and, apart, what of it was
+    /// only named, not put back (refs shared with the user's work in a `--worktree` run).
+    pub(crate) fn restore_side_effects(
+        &mut self,
+        plan: &Plan,
+    ) -> Result<(Vec<String>, Vec<String>)> {
         let images = self
             .journal
             .restore
@@ -95,6 +100,6 @@ impl Session<'_> {
         let mut side = report.changed();
         side.sort();
         side.dedup();
-        Ok(side)
+        Ok((side, report.left))
     }
 }
