@@ -11,25 +11,12 @@ const APP: [&str; 3] = ["one", "two", "three"];
 const PASSES: &str = "grep -qx TWO app.txt";
 const FAILS: &str = "grep -qx zwei app.txt";
 
-/// An `--agent-command` that always proposes `two` → `TWO` in `app.txt`.
-fn agent(r: &TestRepo) -> String {
-    let dir = r.outside.join("agent");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(
-        dir.join("change.diff"),
-        diff_replace("app.txt", &APP, "two", "TWO"),
-    )
-    .expect("write");
-    let script = dir.join("agent.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\ncat >/dev/null\nexec cat {}\n",
-            dir.join("change.diff").display()
-        ),
-    )
-    .expect("write");
-    format!("sh {}", script.display())
+/// A replay folder whose every proposal is `two` → `TWO` in `app.txt`. (Replayed, not an
+/// `--agent-command`: an agent's audit compares shared refs while it runs, and the runs of a
+/// batch write theirs meanwhile.)
+fn proposals(r: &TestRepo) -> PathBuf {
+    let diff = diff_replace("app.txt", &APP, "two", "TWO");
+    r.replay("proposals", &[("1.diff", diff.clone()), ("2.diff", diff)])
 }
 
 /// A work order named `id` whose acceptance command is `accept`, written outside the repo.
@@ -48,15 +35,15 @@ fn errs() -> &'static str {
     "sh -c 'grep -qx TWO app.txt && touch \"$(git rev-parse --git-dir)/index.lock\"'"
 }
 
-/// `git factory run FLAGS -w ORDERS… --agent-command AGENT`, to completion.
+/// `git factory run FLAGS -w ORDERS… --replay PROPOSALS`, to completion.
 fn batch(r: &TestRepo, orders: &[&Path], flags: &[&str]) -> std::process::Output {
     let mut cmd = r.factory();
     cmd.arg("run").args(flags).arg("-w");
     for o in orders {
         cmd.arg(o);
     }
-    cmd.arg("--agent-command")
-        .arg(agent(r))
+    cmd.arg("--replay")
+        .arg(proposals(r))
         .output()
         .expect("git factory runs")
 }
@@ -87,7 +74,7 @@ fn table_ids(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-/// No process this test started (the batch, its runs, their agents and checks, all of which
+/// No process this test started (the batch, its runs and their checks, all of which
 /// name files under the test's `outside` folder) is still running.
 fn nothing_running(r: &TestRepo) {
     let left = processes_with(r.outside.to_str().expect("utf-8"));
@@ -123,8 +110,8 @@ fn a_batch_runs_every_order_on_its_own_and_leaves_the_users_tree_alone() {
         .arg(&a)
         .arg("-w")
         .arg(&b)
-        .arg("--agent-command")
-        .arg(agent(&r))
+        .arg("--replay")
+        .arg(proposals(&r))
         .output()
         .expect("runs");
     let err = stderr_of(&out);
@@ -220,8 +207,8 @@ fn each_run_has_the_run_id_it_has_alone() {
                 .args(mode)
                 .arg("-w")
                 .arg(wo)
-                .arg("--agent-command")
-                .arg(agent(&r))
+                .arg("--replay")
+                .arg(proposals(&r))
                 .output()
                 .expect("runs");
             let s: Value = serde_json::from_slice(&alone.stdout)
@@ -429,7 +416,9 @@ fn three_waiting_runs(r: &TestRepo, sleep: &str) -> std::process::Child {
             )
         })
         .collect();
-    let mut cmd = r.spawn(&["run", "--jobs", "3", "--agent-command", &agent(r), "-w"]);
+    let replay = proposals(r);
+    let replay = replay.to_str().expect("utf-8");
+    let mut cmd = r.spawn(&["run", "--jobs", "3", "--replay", replay, "-w"]);
     cmd.args(&orders)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -498,4 +487,67 @@ fn sigint_to_the_batch_alone_is_passed_on_to_every_run() {
     rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("kill");
     let status = child.wait().expect("wait");
     every_run_interrupted(&r, &before, status.code(), "31.75");
+}
+
+#[test]
+fn on_a_terminal_each_run_has_a_live_line_and_ctrl_c_stops_them_all() {
+    let r = TestRepo::simple();
+    let Some(pane) = tmux::Pane::start(&r, 120) else {
+        return;
+    };
+    let before = r.snapshot();
+    let started = r.outside.join("started");
+    std::fs::create_dir_all(&started).expect("mkdir");
+    let orders: Vec<String> = (1..=2)
+        .map(|i| {
+            let accept = format!(
+                "sh -c 'grep -qx TWO app.txt && touch {}/{i} && sleep 31.5'",
+                started.display()
+            );
+            order(&r, &format!("wo-{i}"), &accept).display().to_string()
+        })
+        .collect();
+    pane.type_line(&format!(
+        "clear; git factory run --jobs 2 --replay {} -w {}",
+        proposals(&r).display(),
+        orders.join(" ")
+    ));
+    for i in 1..=2 {
+        wait_for(&started.join(i.to_string()));
+    }
+    // One live line per running order, showing what its run is doing now.
+    let line_of = |screen: &str, i: usize| {
+        screen
+            .lines()
+            .find(|l| l.starts_with(&format!("  wo-{i}: ")))
+            .map(str::to_string)
+    };
+    let mut screen = pane.screen();
+    for _ in 0..600 {
+        if (1..=2).all(|i| line_of(&screen, i).is_some_and(|l| l.contains("PO acceptance"))) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        screen = pane.screen();
+    }
+    for i in 1..=2 {
+        let line = line_of(&screen, i).unwrap_or_default();
+        assert!(line.contains("PO acceptance"), "wo-{i}:\n{screen}");
+    }
+    // Ctrl-C at the terminal: the foreground job, every run of it included.
+    pane.tmux(&["send-keys", "-t", "0", "C-c"]);
+    let screen = pane.wait_for("batch interrupted");
+    assert!(screen.contains("batch interrupted"), "{screen}");
+    let rows: Vec<&str> = screen.lines().filter(|l| l.starts_with("wo-")).collect();
+    assert_eq!(rows.len(), 2, "{screen}");
+    assert!(rows.iter().all(|l| l.contains("INTERRUPTED")), "{screen}");
+    let mut after = r.snapshot();
+    after.refs.retain(|l| !l.starts_with("refs/heads/factory/"));
+    assert_eq!(after, before);
+    for id in r.run_ids() {
+        assert_eq!(summary_of(&r, &id)["verdict"], "INTERRUPTED");
+    }
+    only_idle_pooled_worktrees(&r);
+    nothing_running(&r);
+    assert!(processes_with("sleep 31.5").is_empty());
 }
