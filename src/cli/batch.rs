@@ -66,6 +66,8 @@ impl Jobs {
 struct Order {
     file: String,
     id: String,
+    /// `work_order_hash` (SPEC §2): two orders with the same one would be the same run.
+    hash: String,
 }
 
 /// How one child run ended.
@@ -182,9 +184,26 @@ fn read_orders(args: &RunArgs) -> Result<Vec<Order>> {
             Ok(Order {
                 file: file.clone(),
                 id: loaded.order.id,
+                hash: loaded.hash,
             })
         })
-        .collect()
+        .collect::<Result<Vec<Order>>>()
+        .and_then(distinct)
+}
+
+/// The same work order twice (the same file, or two files with the same JSON) would be one
+/// run_id twice at once under the same flags: the second could only wait for the first.
+fn distinct(orders: Vec<Order>) -> Result<Vec<Order>> {
+    for (i, order) in orders.iter().enumerate() {
+        if let Some(first) = orders[..i].iter().find(|o| o.hash == order.hash) {
+            return Err(Error::new(format!(
+                "work orders {} and {} are the same work order (one run_id); the batch was refused and nothing ran",
+                first.file, order.file
+            ))
+            .hint(format!("give {} once", first.file)));
+        }
+    }
+    Ok(orders)
 }
 
 /// The refusal of the batch because `order`'s own preflight refused it (`said`: its lines).

@@ -253,6 +253,7 @@ fn one_invalid_order_refuses_the_batch_and_writes_nothing() {
     let before = r.snapshot();
     let state = git_state(&r);
     let good = order(&r, "wo-good", PASSES);
+    let good2 = order(&r, "wo-good2", PASSES);
     // Invalid as a work order (a field missing), and invalid at preflight (a program that is
     // not on PATH): both are found before anything runs.
     let missing = r.outside.join("missing-field.json");
@@ -269,7 +270,7 @@ fn one_invalid_order_refuses_the_batch_and_writes_nothing() {
         (&unreadable, "cannot read"),
     ] {
         let name = bad.display().to_string();
-        let out = batch(&r, &[&good, bad, &good], &[]);
+        let out = batch(&r, &[&good, bad, &good2], &[]);
         let err = stderr_of(&out);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(&name), "names the file: {err}");
@@ -281,12 +282,25 @@ fn one_invalid_order_refuses_the_batch_and_writes_nothing() {
         assert_eq!(git_state(&r), state, "no refs, notes, worktrees");
         assert!(r.run_ids().is_empty());
     }
+    // The same work order twice: one run_id twice at once.
+    let copy = r.outside.join("copy.json");
+    std::fs::copy(&good, &copy).expect("copy");
+    for (twice, says) in [(&good, good.display()), (&copy, copy.display())] {
+        let out = batch(&r, &[&good, twice], &[]);
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("the same work order") && err.contains(&says.to_string()),
+            "{err}"
+        );
+        assert_eq!(git_state(&r), state);
+    }
     // What a batch cannot do is refused the same way.
     for (flags, says) in [
         (&["--branch", "b"][..], "--branch"),
         (&["--jobs", "0"][..], "--jobs"),
     ] {
-        let out = batch(&r, &[&good, &good], flags);
+        let out = batch(&r, &[&good, &good2], flags);
         assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
         assert!(stderr_of(&out).contains(says), "{}", stderr_of(&out));
         assert_eq!(git_state(&r), state);
