@@ -87,7 +87,8 @@ pub fn cmd_batch(ui: &Ui, args: &RunArgs) -> Result<Exit> {
     crate::interrupt::install();
     // The run's own preflight for each order, before any of them runs.
     let checked = for_each_at_once(&orders, jobs.runs, |order| {
-        let mut cmd = child(args, &order.file, jobs);
+        // As a lone `run --dry-run` of it would print: JSON only when asked for.
+        let mut cmd = child(args, &order.file, jobs, args.json);
         cmd.arg("--dry-run");
         let out = cmd
             .stdin(Stdio::null())
@@ -106,8 +107,10 @@ pub fn cmd_batch(ui: &Ui, args: &RunArgs) -> Result<Exit> {
     }
     if args.dry_run {
         for (order, (_, stdout, _)) in orders.iter().zip(&checked) {
-            ui.out(format!("# {}\n", order.file));
-            ui.out(String::from_utf8_lossy(stdout));
+            // Headed as `head` heads several files.
+            ui.out(format!("==> {} <==\n", order.file));
+            // Each run's first prompt as that run printed it: bytes to a pipe or a file.
+            ui.out_record_bytes(stdout);
         }
         ui.always(format!(
             "dry run: {} work orders checked; nothing was called and nothing changed",
@@ -251,14 +254,17 @@ fn said(stderr: &[u8]) -> Vec<String> {
     out
 }
 
-/// The command for one work order's run: this binary, `run --worktree --json -w FILE`, and
-/// every other flag the user gave.
-fn child(args: &RunArgs, file: &str, jobs: Jobs) -> Command {
+/// The command for one work order's run: this binary, `run --worktree -w FILE` (with
+/// `--json` when `json`: the batch reads each run's summary from it), and every other flag
+/// the user gave.
+fn child(args: &RunArgs, file: &str, jobs: Jobs, json: bool) -> Command {
     let exe = std::env::current_exe().unwrap_or_else(|_| "git-factory".into());
     let mut cmd = Command::new(exe);
-    cmd.args(["--color", "never", "run", "--worktree", "--json", "-w"])
-        .arg(file)
-        .args(passed_on(args));
+    cmd.args(["--color", "never", "run", "--worktree"]);
+    if json {
+        cmd.arg("--json");
+    }
+    cmd.arg("-w").arg(file).args(passed_on(args));
     if let Some(j) = jobs.per_run {
         cmd.arg("--jobs").arg(j.to_string());
     }
@@ -429,7 +435,7 @@ fn run_one(
     running: &Mutex<Running>,
 ) -> Option<Ran> {
     let line = u32::try_from(i + 1).unwrap_or(u32::MAX);
-    let mut cmd = child(args, &order.file, jobs);
+    let mut cmd = child(args, &order.file, jobs, true);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

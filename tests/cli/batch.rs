@@ -320,6 +320,34 @@ fn one_invalid_order_refuses_the_batch_and_writes_nothing() {
 }
 
 #[test]
+fn a_dry_run_batch_prints_each_first_prompt_and_changes_nothing() {
+    let r = TestRepo::simple();
+    let before = r.snapshot();
+    let state = git_state(&r);
+    let a = order(&r, "wo-a", PASSES);
+    let b = order(&r, "wo-b", FAILS);
+    let out = batch(&r, &[&a, &b], &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    let heads: Vec<&str> = text.lines().filter(|l| l.starts_with("==> ")).collect();
+    assert_eq!(
+        heads,
+        [
+            format!("==> {} <==", a.display()),
+            format!("==> {} <==", b.display())
+        ]
+    );
+    assert!(
+        text.contains("order wo-a") && text.contains("order wo-b"),
+        "{text}"
+    );
+    assert!(stderr_of(&out).contains("nothing was called and nothing changed"));
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(git_state(&r), state);
+    nothing_running(&r);
+}
+
+#[test]
 fn one_work_order_is_still_a_lone_run() {
     let r = TestRepo::simple();
     let a = order(&r, "wo-a", PASSES);
