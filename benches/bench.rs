@@ -2150,5 +2150,85 @@ fn main() {
             bench_pool(work.path(), *size, runs);
         }
     }
+    // Opt-in, as candidates: 1 s checks, eight of them per measure.
+    if only.contains("batch") {
+        bench_batch(work.path(), runs);
+    }
     let _: PathBuf = work.path().to_path_buf();
+}
+
+// ---- batch: eight work orders at once against one after another ----
+
+/// Batches (SPEC §5.2): eight work orders as one batch with `--jobs 4` against the same eight
+/// run one after another as lone `--worktree` runs (what each run of the batch is), on a
+/// 1,000-file repo with a 1 s acceptance command (`sleep 1`), the replayed one-line patch, one
+/// attempt each, `--force` so every measure runs them all again, and `factory.poolSize 4` so
+/// the pool keeps the batch's worktrees between measures. The ratio column is to the eight
+/// sequential runs; the machine's load average is printed before and after.
+fn bench_batch(work: &Path, runs: usize) {
+    let size = 1_000;
+    let root = work.join(format!("repo-batch-{size}"));
+    let first = generate(&root, size);
+    git(&root, &["config", "factory.poolSize", "4"]);
+    let replay = replay_of_one_line(&root, &first, &work.join("replay-batch"));
+    let orders: Vec<String> = (1..=8)
+        .map(|i| {
+            let path = work.join(format!("batch-order-{i}.json"));
+            let order = serde_json::json!({
+                "id": format!("bench-{i}"),
+                "title": format!("bench order {i}"),
+                "intent": "bench",
+                "allowed_files": [first],
+                "acceptance_commands": ["sleep 1"],
+            });
+            std::fs::write(&path, order.to_string()).expect("write");
+            path.to_string_lossy().into_owned()
+        })
+        .collect();
+    let common = ["-q", "--force", "--max-attempts", "1", "--replay", &replay];
+    let run = |args: &[&str]| {
+        let out = factory(&root, args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        drop_factory_branches(&root);
+    };
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    println!("# batch bench, {size} files, load before: {}", load());
+    let batch = measure(runs, || {
+        time(|| {
+            let mut args = vec!["run", "--jobs", "4"];
+            args.extend(common);
+            args.push("-w");
+            args.extend(orders.iter().map(String::as_str));
+            run(&args);
+        })
+    });
+    let sequential = measure(runs, || {
+        time(|| {
+            for order in &orders {
+                let mut args = vec!["run", "--worktree"];
+                args.extend(common);
+                args.extend(["-w", order.as_str()]);
+                run(&args);
+            }
+        })
+    });
+    let size_s = size.to_string();
+    row(
+        "batch of 8, jobs 4",
+        &size_s,
+        &batch,
+        Some(batch.median.as_secs_f64() / sequential.median.as_secs_f64()),
+    );
+    row("8 sequential --worktree runs", &size_s, &sequential, None);
+    println!("# load after: {}", load());
+    let _ = std::fs::remove_dir_all(&root);
 }

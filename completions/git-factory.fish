@@ -49,7 +49,7 @@ complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "prune" -d '
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "completions" -d 'Print the completion script for bash, zsh, fish, elvish or powershell'
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "demo" -d 'Make a demo repo and run a work order through the loop with a scripted proposer'
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s w -l work-order -d 'The work order JSON file (`-` reads stdin)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s w -l work-order -d 'The work order JSON file (`-` reads stdin); several files (`-w orders/*.json`, or -w given more than once) are a batch: each its own run in a worktree, --jobs at once' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l repo -d 'The product repo (default: discovered from the current directory, like git)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l out -d 'Also write the file artifacts to DIR/<run_id>/ (must be outside the work tree)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l llm-model -d 'The model, as [PROVIDER:]MODEL: openai: (default) or anthropic: [config: factory.model]; repeatable with --candidates: candidate i uses the models in turn' -r
@@ -67,7 +67,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-atte
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l timeout-seconds -d 'Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l branch -d 'On PASS, deliver the change on branch NAME (in-situ: created at the baseline and checked out)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l candidates -d 'Best of N: N independent candidates in their own worktrees; the checks pick the winner' -r
-complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l jobs -d 'Candidates run at once [default: min(N, CPUs)]' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l jobs -d 'Candidates (or a batch\'s runs) at once [default: min(N, CPUs); a batch: CPUs]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-tokens -d 'Token budget for the whole run (all attempts and candidates), from the providers\' reported usage; exceeded → the run stops with stage budget_exhausted (FAIL)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l id -d 'Inline work order: its id' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l title -d 'Inline work order: its title' -r

@@ -307,6 +307,8 @@ pub struct Board {
 
 #[derive(Clone)]
 struct BoardLine {
+    /// What the line is about: `candidate 2`, or a batch's work-order id.
+    label: String,
     text: String,
     started: Option<std::time::Instant>,
     done: bool,
@@ -314,14 +316,22 @@ struct BoardLine {
 
 impl Board {
     pub fn new(ui: &Ui, count: usize) -> Self {
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(vec![
-            BoardLine {
-                text: "waiting".to_string(),
-                started: None,
-                done: false,
-            };
-            count
-        ]));
+        Self::labelled(ui, (1..=count).map(|i| format!("candidate {i}")).collect())
+    }
+
+    /// One line per label (escaped here), in order: a batch's runs (SPEC §5.2).
+    pub fn labelled(ui: &Ui, labels: Vec<String>) -> Self {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(
+            labels
+                .into_iter()
+                .map(|label| BoardLine {
+                    label: escape_line(&label),
+                    text: "waiting".to_string(),
+                    started: None,
+                    done: false,
+                })
+                .collect::<Vec<_>>(),
+        ));
         let mut board = Board {
             lines: std::sync::Arc::clone(&lines),
             stop: None,
@@ -340,9 +350,9 @@ impl Board {
                         let _ = term.clear_last_lines(drawn);
                     }
                     let shown = lines.lock().map(|l| l.clone()).unwrap_or_default();
-                    for (i, line) in shown.iter().enumerate() {
+                    for line in &shown {
                         let _ = term.write_line(&console::truncate_str(
-                            &board_text(i, line),
+                            &board_text(line),
                             width - 1,
                             "…",
                         ));
@@ -383,7 +393,23 @@ impl Board {
             line.started = None;
         }
         if !self.ui.live {
-            self.ui.info(board_text(index as usize - 1, line));
+            self.ui.info(board_text(line));
+        }
+    }
+
+    /// Line `index` (1-based) shows `text` while it runs, on a terminal only: elsewhere only
+    /// what [`Board::set`] is told is printed, so a log gets one line per change of state.
+    pub fn note(&self, index: u32, text: &str) {
+        if !self.ui.live {
+            return;
+        }
+        let text = escape_line(text);
+        if let Ok(mut lines) = self.lines.lock() {
+            if let Some(line) = lines.get_mut(index.saturating_sub(1) as usize) {
+                if !line.done && line.started.is_some() {
+                    line.text = text;
+                }
+            }
         }
     }
 
@@ -405,12 +431,12 @@ impl Drop for Board {
     }
 }
 
-fn board_text(i: usize, line: &BoardLine) -> String {
+fn board_text(line: &BoardLine) -> String {
     let elapsed = line
         .started
         .map(|s| dim(format!(" {:.1}s", s.elapsed().as_secs_f64())))
         .unwrap_or_default();
-    format!("  candidate {}: {}{elapsed}", i + 1, line.text)
+    format!("  {}: {}{elapsed}", line.label, line.text)
 }
 
 impl Ui {

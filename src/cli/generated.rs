@@ -34,7 +34,7 @@ fn description(name: &str) -> &'static str {
 
 fn examples(name: &str) -> &'static str {
     match name {
-        "run" => "git factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory run -w wo.json --llm-model openai:qwen2.5-coder --llm-base-url http://127.0.0.1:11434/v1\ngit factory run -w wo.json --agent-edits 'claude -p --permission-mode acceptEdits' --worktree\ngit factory run --id fix-1 --title 'Fix parse' --intent 'parse(\"\") returns []' --allow src/parse.py --accept 'python -m pytest -q' --replay proposals/",
+        "run" => "git factory run -w work_order.json --llm-model openai:gpt-4o\ngit factory run -w wo.json --llm-model openai:qwen2.5-coder --llm-base-url http://127.0.0.1:11434/v1\ngit factory run -w wo.json --agent-edits 'claude -p --permission-mode acceptEdits' --worktree\ngit factory run --id fix-1 --title 'Fix parse' --intent 'parse(\"\") returns []' --allow src/parse.py --accept 'python -m pytest -q' --replay proposals/\ngit factory run -w orders/*.json --jobs 4 --agent-command 'my-agent --json'",
         "log" => "git factory log -3\ngit factory log --oneline --verdict pass\ngit factory log --verdict fail --json",
         "show" => "git factory show\ngit factory show 1a2b\ngit factory show 1a2b --patch --attempt 1\ngit factory show 1a2b --log acceptance:0",
         "apply" => "git factory apply 1a2b",

@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod attest;
+pub mod batch;
 pub mod cached;
 pub mod checkout;
 pub mod completions;

@@ -12,9 +12,16 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The work order JSON file (`-` reads stdin)
-    #[arg(short = 'w', long = "work-order", value_name = "FILE")]
-    pub work_order: Option<String>,
+    /// The work order JSON file (`-` reads stdin); several files (`-w orders/*.json`, or -w
+    /// given more than once) are a batch: each its own run in a worktree, --jobs at once
+    #[arg(
+        short = 'w',
+        long = "work-order",
+        value_name = "FILE",
+        num_args = 1..,
+        action = clap::ArgAction::Append
+    )]
+    pub work_order: Vec<String>,
     /// The product repo (default: discovered from the current directory, like git)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
@@ -100,7 +107,7 @@ pub struct RunArgs {
     /// Best of N: N independent candidates in their own worktrees; the checks pick the winner
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub candidates: u32,
-    /// Candidates run at once [default: min(N, CPUs)]
+    /// Candidates (or a batch's runs) at once [default: min(N, CPUs); a batch: CPUs]
     #[arg(long, value_name = "J")]
     pub jobs: Option<u32>,
     /// Token budget for the whole run (all attempts and candidates), from the providers'
@@ -156,7 +163,7 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    fn has_inline(&self) -> bool {
+    pub(crate) fn has_inline(&self) -> bool {
         self.id.is_some()
             || self.title.is_some()
             || self.intent.is_some()
@@ -167,7 +174,7 @@ impl RunArgs {
     }
 
     fn load_work_order(&self) -> Result<LoadedWorkOrder> {
-        match (&self.work_order, self.has_inline()) {
+        match (self.work_order.first(), self.has_inline()) {
             (Some(_), true) => Err(Error::new(
                 "--work-order and inline work-order flags were both given",
             )
@@ -256,6 +263,9 @@ impl RunArgs {
 }
 
 pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
+    if args.work_order.len() > 1 {
+        return super::batch::cmd_batch(ui, &args);
+    }
     let opts = args.asked().resolve(args.load_work_order()?)?;
     crate::interrupt::install();
     let order = opts.work_order.order.clone();

@@ -5,6 +5,7 @@ mod common;
 mod agents;
 mod architecture;
 mod attest;
+mod batch;
 mod candidates;
 mod contracts;
 mod delivery;
