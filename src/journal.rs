@@ -7,10 +7,11 @@
 
 use crate::error::{Error, Result};
 use crate::git::files::FileOutcome;
-use crate::git::restore::Restore;
+use crate::git::restore::{RelPath, Report, Restore};
 use git2::Repository;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,6 +120,37 @@ impl Journal {
             self.restore.set_images(repo, outcomes)?;
         }
         self.write(factory_dir, outcomes.is_some())
+    }
+
+    /// Where the sandbox keeps its saved copies of the read-only files of this run's tree
+    /// (SPEC §7.1): beside the saved index, fsynced, gone with the journal.
+    pub fn kept_dir(&self) -> PathBuf {
+        self.restore.saved.join("kept")
+    }
+
+    /// After the tree is put back (a rollback, the side-effect restore, `recover`): every
+    /// read-only file a sandboxed command changed, removed or replaced is put back from its
+    /// saved copy — now that the folders on its way are real again — and named in `report`
+    /// (so in `side_effects`); one that cannot be is named as failed. Nothing to do when no
+    /// sandboxed command ran.
+    pub fn put_back_kept(&self, report: &mut Report) -> Vec<String> {
+        let dir = self.kept_dir();
+        if !dir.is_dir() {
+            return Vec::new();
+        }
+        let done = crate::sandbox::keep::Store::at(dir).put_back();
+        let shown: Vec<String> = (done.restored.iter())
+            .map(|p| RelPath::from_bytes(p.as_os_str().as_bytes()).display())
+            .collect();
+        for (p, name) in done.restored.iter().zip(&shown) {
+            report.paths.push(name.clone());
+            report.files.push(p.as_os_str().as_bytes().to_vec());
+        }
+        report.failed.extend(
+            (done.failed.into_iter())
+                .map(|f| format!("{f} (a read-only file a sandboxed command changed)")),
+        );
+        shown
     }
 
     /// Removes the journal and the bytes it kept.

@@ -11,7 +11,11 @@ use std::path::Path;
 /// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
 /// folder whose name is not UTF-8 is bound where it is.
 pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec!["bwrap".into(), "--die-with-parent".into()];
+    // Run by root, bwrap keeps every capability unless told: a command could then unmount
+    // the read-only binds, or remount them writable.
+    let mut out: Vec<OsString> = ["bwrap", "--die-with-parent", "--cap-drop", "ALL"]
+        .map(OsString::from)
+        .to_vec();
     if !policy.network {
         out.push("--unshare-net".into());
     }
@@ -42,11 +46,17 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     // Each mount hides what was mounted below it before: outermost first, so a writable
     // worktree under the read-only `.git` stays writable, and a read-only `.git` file or
     // ignored `.env` inside the writable tree stays read-only. At equal depth, read-only last.
+    // A read-only entry that is a link is not bound (a bind would follow it to its target):
+    // it is saved and put back instead (see `keep.rs`), and its target stays as read-only as
+    // the rest of the file system.
+    let pinned = pinned_folders(policy);
     let mut mounts: Vec<(&str, &Path)> = (policy.writable.iter().map(|d| ("--bind", d.as_path())))
+        .chain(pinned.iter().map(|d| ("--bind", d.as_path())))
         .chain(policy.read_only.iter().map(|d| ("--ro-bind", d.as_path())))
-        .filter(|(_, d)| std::fs::symlink_metadata(d).is_ok())
+        .filter(|(_, d)| std::fs::symlink_metadata(d).is_ok_and(|m| !m.file_type().is_symlink()))
         .collect();
     mounts.sort_by_key(|(flag, d)| (d.components().count(), *flag == "--ro-bind"));
+    mounts.dedup();
     for (flag, d) in mounts {
         bind(flag, d, d);
     }
@@ -68,6 +78,28 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     };
     out.extend(["--chdir".into(), cwd.into(), "--".into()]);
     out.extend(argv.iter().map(OsString::from));
+    out
+}
+
+/// The folders between a writable folder and each read-only entry inside it: each is bound
+/// writable onto itself, so it is a mount point the command can neither rename nor remove
+/// (`EBUSY`) — a `mv src src2` would otherwise carry the read-only binds below it away with
+/// the folder, and the user's ignored files with them.
+fn pinned_folders(policy: &Policy) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = Vec::new();
+    for r in &policy.read_only {
+        let Some(w) = (policy.writable.iter()).find(|w| *w != r && r.starts_with(w)) else {
+            continue;
+        };
+        let mut dir = r.parent();
+        while let Some(d) = dir.filter(|d| *d != w.as_path() && d.starts_with(w)) {
+            let real_folder = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+            if real_folder && !out.iter().any(|o| o == d) {
+                out.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
     out
 }
 

@@ -12,6 +12,7 @@ mod demo;
 mod escapes;
 mod generated;
 mod history;
+mod ignored_kept;
 mod isolation;
 mod log_show;
 mod newcomer;
