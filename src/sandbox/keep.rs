@@ -158,17 +158,37 @@ impl Store {
         }
     }
 
-    /// Writes the manifest durably: a temporary file, fsynced, renamed, the folder fsynced.
+    /// Whether the copies must survive this process (a run's store) and so are fsynced.
+    fn durable(&self) -> bool {
+        self._temporary.is_none()
+    }
+
+    /// Writes a file of the store, fsynced when the store is durable.
+    fn file(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let mut f = std::fs::File::create(path)?;
+        f.write_all(bytes)?;
+        if self.durable() {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the manifest: a temporary file renamed into place, the file and the folder
+    /// fsynced when the store is durable.
     fn write(&self, m: &Manifest) -> std::io::Result<()> {
         let text = serde_json::to_vec_pretty(m).map_err(std::io::Error::other)?;
         let tmp = self.dir.join("manifest.json.tmp");
-        durable_file(&tmp, &text)?;
+        self.file(&tmp, &text)?;
         std::fs::rename(&tmp, self.dir.join(MANIFEST))?;
-        std::fs::File::open(&self.dir)?.sync_all()
+        if self.durable() {
+            std::fs::File::open(&self.dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Saves each of `wanted` (see [`wanted`]) not saved yet: its bytes copied into the store
-    /// and fsynced before the manifest naming them is. An entry gone already is skipped.
+    /// (fsynced, in a run's store) before the manifest naming them is written. An entry gone
+    /// already is skipped.
     pub fn save(&self, wanted: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
         if wanted.is_empty() {
             return Ok(());
@@ -197,7 +217,7 @@ impl Store {
                 std::fs::read(full)?
             };
             let copy = format!("k{}", m.entries.len());
-            durable_file(&self.dir.join(&copy), &bytes)?;
+            self.file(&self.dir.join(&copy), &bytes)?;
             m.entries.push(Entry {
                 root,
                 path: rel,
@@ -281,12 +301,6 @@ fn holds(e: &Entry, now: &std::fs::Metadata, saved: &[u8]) -> bool {
         && now.mode() & 0o7777 == e.mode
         && now.len() == saved.len() as u64
         && std::fs::read(e.full()).is_ok_and(|b| b == saved)
-}
-
-fn durable_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut f = std::fs::File::create(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 /// The folder holding `rel` under `root`, opened one folder at a time without following a

@@ -351,6 +351,51 @@ mod tests {
     }
 
     #[test]
+    fn links_hard_links_and_git_files_get_no_rule_of_their_own() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let base = tmp.path().canonicalize().expect("real");
+        let (tree, outside) = (base.join("tree"), base.join("outside"));
+        for d in [tree.join("src"), tree.join("conf"), outside.clone()] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(outside.join("real"), "x").expect("write");
+        std::fs::write(tree.join(".git"), "gitdir: ../elsewhere\n").expect("write");
+        std::os::unix::fs::symlink(outside.join("real"), tree.join("src/.env")).expect("link");
+        std::os::unix::fs::symlink(&outside, tree.join("src/.venv")).expect("link");
+        std::fs::hard_link(outside.join("real"), tree.join("conf/.env")).expect("link");
+        std::fs::write(tree.join("conf/app.cfg"), "c").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![
+                tree.join(".git"),
+                tree.join("src/.env"),
+                tree.join("src/.venv"),
+                tree.join("conf/.env"),
+            ],
+            ..Policy::default()
+        };
+        let rules = rules(&policy, &base);
+        let granted = |p: &Path| rules.grants.iter().any(|(g, _)| g == p);
+        // No rule names a link (it would name its target) nor anything outside the tree.
+        for p in [
+            tree.join("src/.env"),
+            tree.join("src/.venv"),
+            tree.join(".git"),
+        ] {
+            assert!(!granted(&p), "{p:?}");
+        }
+        assert!(!rules.grants.iter().any(|(g, _)| g.starts_with(&outside)));
+        // The hard-linked file is carved around: its folder lists, its siblings write.
+        assert!(!granted(&tree.join("conf/.env")));
+        assert!(rules.grants.contains(&(tree.join("conf"), Grant::List)));
+        assert!(rules
+            .grants
+            .contains(&(tree.join("conf/app.cfg"), Grant::Write)));
+        // The folder holding only saved links stays writable whole.
+        assert!(rules.grants.contains(&(tree.join("src"), Grant::Write)));
+    }
+
+    #[test]
     fn hidden_files_leave_their_folders_listable_only() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let base = tmp.path().canonicalize().expect("real");
