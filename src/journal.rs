@@ -3,7 +3,10 @@
 //! every mutation of the user's tree — durably (fsync of the file and the folder) before an
 //! apply, the stage whose pre-images a power cut must not lose — with the [`Restore`] that
 //! `recover` applies after a crash. The running command's process group is noted beside it,
-//! in a file named by the run and its harness process (see `run::orphans`).
+//! in a file named by the run and its harness process (see `run::orphans`). Under
+//! `--sandbox`, the copies of the tree's read-only files saved before each check live in the
+//! run's saved folder too ([`Journal::kept_dir`]), put back after every restore and by
+//! `recover`.
 
 use crate::error::{Error, Result};
 use crate::git::files::FileOutcome;

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Files bigger than this are not copied; the backends keep them read-only whole instead
@@ -163,9 +163,16 @@ impl Store {
         self._temporary.is_none()
     }
 
-    /// Writes a file of the store, fsynced when the store is durable.
+    /// Writes a file of the store, readable by its owner only (the copies are the user's
+    /// secrets), fsynced when the store is durable.
     fn file(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        let mut f = std::fs::File::create(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
         f.write_all(bytes)?;
         if self.durable() {
             f.sync_all()?;
@@ -193,7 +200,10 @@ impl Store {
         if wanted.is_empty() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
         let mut m = self.read()?;
         let before = m.entries.len();
         for (root, full) in wanted {

@@ -4,9 +4,11 @@
 //! trusted only after a probe has shown, once per process, that it confines on this machine.
 //!
 //! A command is confined in three steps: [`Confinement::prepare`] gives the command line to
-//! start (and saves what the backend cannot protect otherwise), the caller starts it and tells
-//! [`Prepared::started`], and after it ended [`Prepared::finish`] says whether the sandbox
-//! ever started it and puts back what it saved.
+//! start (and saves the read-only files inside the writable tree, under both backends: see
+//! `keep.rs`), the caller starts it and tells [`Prepared::started`], and after it ended
+//! [`Prepared::finish`] says whether the sandbox ever started it and puts back what it saved
+//! and the command changed. A run keeps those copies with its journal, so its tree restore
+//! and `recover` put them back again (see [`crate::journal::Journal::put_back_kept`]).
 
 mod bwrap;
 pub mod keep;
