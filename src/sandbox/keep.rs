@@ -365,7 +365,8 @@ fn put(e: &Entry, saved: &[u8]) -> std::io::Result<()> {
         return f.sync_all();
     }
     if kind == Some(rustix::fs::FileType::Directory) {
-        rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR)?;
+        // A folder the command made in its place: removed with what it holds.
+        remove_folder_at(&dir, name, 0)?;
     }
     if e.link {
         match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
@@ -384,6 +385,29 @@ fn put(e: &Entry, saved: &[u8]) -> std::io::Result<()> {
         let _ = rustix::fs::unlinkat(&dir, tmp.as_slice(), AtFlags::empty());
     }
     written
+}
+
+/// Removes the folder `name` in `dir` and everything in it, never following a link (a link
+/// inside is removed as itself). `depth` bounds the walk.
+fn remove_folder_at(dir: &OwnedFd, name: &[u8], depth: usize) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, FileType};
+    if depth > 256 {
+        return Err(std::io::Error::other("folders nested too deep to remove"));
+    }
+    let inner = nofollow::open_dir_at(dir, name, false, name)?;
+    let listing: Vec<(Vec<u8>, FileType)> = rustix::fs::Dir::read_from(&inner)?
+        .flatten()
+        .map(|e| (e.file_name().to_bytes().to_vec(), e.file_type()))
+        .filter(|(n, _)| n != b"." && n != b"..")
+        .collect();
+    for (entry, kind) in listing {
+        if kind == FileType::Directory {
+            remove_folder_at(&inner, &entry, depth + 1)?;
+        } else {
+            rustix::fs::unlinkat(&inner, entry.as_slice(), AtFlags::empty())?;
+        }
+    }
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
 }
 
 #[cfg(test)]
@@ -412,7 +436,9 @@ mod tests {
         assert!(store.put_back().restored.is_empty(), "nothing changed");
         std::fs::write(root.join(name), "pwned").expect("write");
         std::fs::remove_file(root.join("a/link")).expect("rm");
-        std::fs::write(root.join("a/link"), "file now").expect("write");
+        std::fs::create_dir_all(root.join("a/link/deep")).expect("a folder in its place");
+        std::fs::write(root.join("a/link/deep/f"), "f").expect("write");
+        std::os::unix::fs::symlink("/", root.join("a/link/deep/up")).expect("link");
         let done = store.put_back();
         assert!(done.failed.is_empty(), "{:?}", done.failed);
         assert_eq!(done.restored.len(), 2);

@@ -145,7 +145,7 @@ fn link_target(p: &Path) -> Option<PathBuf> {
 #[test]
 fn an_ignored_link_is_read_only_itself_and_its_target_never_becomes_writable() {
     for way in ways() {
-        let r = repo(".env\n.venv\n");
+        let r = repo(".env\n.venv\n.tool\n");
         let secret = r.outside.join("secret.env");
         let venv = r.outside.join("venv");
         std::fs::create_dir_all(venv.join("bin")).expect("mkdir");
@@ -154,9 +154,11 @@ fn an_ignored_link_is_read_only_itself_and_its_target_never_becomes_writable() {
         std::os::unix::fs::symlink(&secret, r.root.join(".env")).expect("link");
         std::os::unix::fs::symlink(&venv, r.root.join(".venv")).expect("link");
         std::os::unix::fs::symlink(&secret, r.root.join("conf/.env")).expect("link");
+        std::os::unix::fs::symlink(&secret, r.root.join("a/b/.tool")).expect("link");
         let check = "sh -c 'printf pwned > .env; printf pwned > .venv/bin/python; \
                      touch .venv/planted; printf pwned > conf/.env; \
-                     rm -f .env conf/.env; ln -s /etc/hostname .env; ln -s /etc/hostname conf/.env; true'";
+                     rm -f .env conf/.env; ln -s /etc/hostname .env; ln -s /etc/hostname conf/.env; \
+                     rm -f a/b/.tool; mkdir -p a/b/.tool/d; printf x > a/b/.tool/d/f; true'";
         let s = passes(&r, way, check);
         let read = |p: &Path| std::fs::read_to_string(p).ok();
         assert_eq!(read(&secret).as_deref(), Some("OUTSIDE\n"), "{way:?}");
@@ -166,7 +168,7 @@ fn an_ignored_link_is_read_only_itself_and_its_target_never_becomes_writable() {
             "{way:?}"
         );
         assert!(!venv.join("planted").exists(), "{way:?}");
-        for link in [".env", "conf/.env"] {
+        for link in [".env", "conf/.env", "a/b/.tool"] {
             assert_eq!(
                 link_target(&r.root.join(link)),
                 Some(secret.clone()),
