@@ -84,9 +84,11 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
 /// The folders between a writable folder and each read-only entry inside it: each is bound
 /// writable onto itself, so it is a mount point the command can neither rename nor remove
 /// (`EBUSY`) — a `mv src src2` would otherwise carry the read-only binds below it away with
-/// the folder, and the user's ignored files with them.
+/// the folder, and the user's ignored files with them. A folder that is read-only itself, or
+/// lies in one, is never bound writable (it would open a read-only folder's inside).
 fn pinned_folders(policy: &Policy) -> Vec<std::path::PathBuf> {
     let mut out: Vec<std::path::PathBuf> = Vec::new();
+    let read_only = |d: &Path| policy.read_only.iter().any(|q| d.starts_with(q));
     for r in &policy.read_only {
         let Some(w) = (policy.writable.iter()).find(|w| *w != r && r.starts_with(w)) else {
             continue;
@@ -94,7 +96,7 @@ fn pinned_folders(policy: &Policy) -> Vec<std::path::PathBuf> {
         let mut dir = r.parent();
         while let Some(d) = dir.filter(|d| *d != w.as_path() && d.starts_with(w)) {
             let real_folder = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
-            if real_folder && !out.iter().any(|o| o == d) {
+            if real_folder && !read_only(d) && !out.iter().any(|o| o == d) {
                 out.push(d.to_path_buf());
             }
             dir = d.parent();
@@ -118,4 +120,42 @@ pub fn started(status: &[u8]) -> bool {
     status
         .windows(b"child-pid".len())
         .any(|w| w == b"child-pid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_folders_on_the_way_to_a_read_only_entry_are_pinned_never_inside_one() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tree = tmp.path().join("tree");
+        for d in ["src/deep", "envs/a/py", "build"] {
+            std::fs::create_dir_all(tree.join(d)).expect("mkdir");
+        }
+        std::fs::write(tree.join("src/deep/.env"), "s").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![
+                tree.join("src/deep/.env"),
+                tree.join("envs"),
+                tree.join("envs/a/py"),
+                tree.join("build"),
+            ],
+            ..Policy::default()
+        };
+        let pinned = pinned_folders(&policy);
+        assert_eq!(pinned, vec![tree.join("src/deep"), tree.join("src")]);
+        let line = command_line(&policy, &tree, &["true".to_string()], 3);
+        let binds: Vec<(&OsString, &OsString)> = (line.windows(2))
+            .filter(|w| w[0] == "--bind")
+            .map(|w| (&w[0], &w[1]))
+            .collect();
+        assert!(!binds
+            .iter()
+            .any(|(_, p)| Path::new(p).starts_with(tree.join("envs"))));
+        assert!(line
+            .windows(2)
+            .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
+    }
 }
