@@ -195,7 +195,9 @@ impl Store {
 
     /// Saves each of `wanted` (see [`wanted`]) not saved yet: its bytes copied into the store
     /// (fsynced, in a run's store) before the manifest naming them is written. An entry gone
-    /// already is skipped.
+    /// already is skipped. An entry saved before is never saved anew: what is there now may
+    /// be a command's, waiting for the tree restore's put back (the harness itself never
+    /// writes one: a change to an ignored file is out of scope).
     pub fn save(&self, wanted: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
         if wanted.is_empty() {
             return Ok(());
@@ -470,6 +472,21 @@ mod tests {
         std::fs::create_dir(root.join("a/b")).expect("mkdir");
         let done = store.put_back();
         assert!(done.failed.is_empty(), "{done:?}");
+        assert_eq!(
+            std::fs::read(root.join("a/b/.env")).expect("read"),
+            b"SECRET"
+        );
+    }
+
+    #[test]
+    fn a_later_save_never_takes_what_a_command_left() {
+        let (_tmp, root, store) = setup();
+        let wanted = vec![(root.clone(), root.join("a/b/.env"))];
+        std::fs::write(root.join("a/b/.env"), "SECRET").expect("write");
+        store.save(&wanted).expect("saved");
+        std::fs::write(root.join("a/b/.env"), "the command's").expect("write");
+        store.save(&wanted).expect("saved again");
+        assert_eq!(store.put_back().restored.len(), 1);
         assert_eq!(
             std::fs::read(root.join("a/b/.env")).expect("read"),
             b"SECRET"
