@@ -8,7 +8,7 @@
 //! `keep.rs`), the caller starts it and tells [`Prepared::started`], and after it ended
 //! [`Prepared::finish`] says whether the sandbox ever started it and puts back what it saved
 //! and the command changed. A run keeps those copies with its journal, so its tree restore
-//! and `recover` put them back again (see [`crate::journal::Journal::put_back_kept`]).
+//! and `recover` put them back again (the journal's `put_back_kept`).
 
 mod bwrap;
 pub mod keep;
