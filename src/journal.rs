@@ -3,14 +3,18 @@
 //! every mutation of the user's tree — durably (fsync of the file and the folder) before an
 //! apply, the stage whose pre-images a power cut must not lose — with the [`Restore`] that
 //! `recover` applies after a crash. The running command's process group is noted beside it,
-//! in a file named by the run and its harness process (see `run::orphans`).
+//! in a file named by the run and its harness process (see `run::orphans`). Under
+//! `--sandbox`, the copies of the tree's read-only files saved before each check live in the
+//! run's saved folder too ([`Journal::kept_dir`]), put back after every restore and by
+//! `recover`.
 
 use crate::error::{Error, Result};
 use crate::git::files::FileOutcome;
-use crate::git::restore::Restore;
+use crate::git::restore::{RelPath, Report, Restore};
 use git2::Repository;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,6 +123,37 @@ impl Journal {
             self.restore.set_images(repo, outcomes)?;
         }
         self.write(factory_dir, outcomes.is_some())
+    }
+
+    /// Where the sandbox keeps its saved copies of the read-only files of this run's tree
+    /// (SPEC §7.1): beside the saved index, fsynced, gone with the journal.
+    pub fn kept_dir(&self) -> PathBuf {
+        self.restore.saved.join("kept")
+    }
+
+    /// After the tree is put back (a rollback, the side-effect restore, `recover`): every
+    /// read-only file a sandboxed command changed, removed or replaced is put back from its
+    /// saved copy — now that the folders on its way are real again — and named in `report`
+    /// (so in `side_effects`); one that cannot be is named as failed. Nothing to do when no
+    /// sandboxed command ran.
+    pub fn put_back_kept(&self, report: &mut Report) -> Vec<String> {
+        let dir = self.kept_dir();
+        if !dir.is_dir() {
+            return Vec::new();
+        }
+        let done = crate::sandbox::keep::Store::at(dir).put_back();
+        let shown: Vec<String> = (done.restored.iter())
+            .map(|p| RelPath::from_bytes(p.as_os_str().as_bytes()).display())
+            .collect();
+        for (p, name) in done.restored.iter().zip(&shown) {
+            report.paths.push(name.clone());
+            report.files.push(p.as_os_str().as_bytes().to_vec());
+        }
+        report.failed.extend(
+            (done.failed.into_iter())
+                .map(|f| format!("{f} (a read-only file a sandboxed command changed)")),
+        );
+        shown
     }
 
     /// Removes the journal and the bytes it kept.

@@ -1,7 +1,8 @@
 //! `git factory recover`: finishes a run whose process was killed. Stops its command if it
 //! still runs, puts the worktree the run changed back exactly through the journal's
-//! [`Restore`](crate::git::restore::Restore) (refs, index, then the tree), records the run
-//! as INTERRUPTED and clears the journal.
+//! [`Restore`](crate::git::restore::Restore) (refs, index, then the tree) and the read-only
+//! files a sandboxed check changed from their saved copies, records the run as INTERRUPTED
+//! and clears the journal.
 
 use crate::error::{Error, Exit, Result};
 use crate::git::restore::Purpose;
@@ -67,9 +68,19 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
             j.restore.baseline
         ))
     })?;
-    let report = j.restore.apply(&j.restore.images, Purpose::Recover)?;
+    let mut report = j.restore.apply(&j.restore.images, Purpose::Recover)?;
+    // Then the read-only files a sandboxed check changed before the kill, from the copies
+    // saved on disk before it started (SPEC §7.1).
+    let kept = j.put_back_kept(&mut report);
     if let Some(e) = report.error("recover") {
         return Err(e);
+    }
+    if !kept.is_empty() {
+        ui.info(format!(
+            "put back the ignored files a sandboxed check of run {} had changed, from the copies saved before it: {}",
+            j.run_id,
+            kept.join(", ")
+        ));
     }
     let restored = report.changed();
     if let Some(note) = report.bytecode_note() {

@@ -133,13 +133,15 @@ impl<'r> Place<'r> {
     }
 
     /// The sandbox the run's checks run in: the tree writable, the repo's own folders and
-    /// the tree's Python environments read-only.
+    /// the tree's Python environments read-only, the saved read-only files kept with the
+    /// journal.
     pub fn sandbox(&self, journal: &Journal) -> Result<Sandbox> {
-        Sandbox::for_checks(crate::sandbox::ChecksIn {
+        Ok(Sandbox::for_checks(crate::sandbox::ChecksIn {
             repo: self.repo(),
             tree: &self.root,
             also_read_only: journal.restore.environments(),
-        })
+        })?
+        .keeping_in(journal.kept_dir()))
     }
 
     /// Drops the run's repo and gives its pooled worktree back, if it has one; its record is

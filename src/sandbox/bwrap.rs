@@ -11,7 +11,11 @@ use std::path::Path;
 /// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
 /// folder whose name is not UTF-8 is bound where it is.
 pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec!["bwrap".into(), "--die-with-parent".into()];
+    // Run by root, bwrap keeps every capability unless told: a command could then unmount
+    // the read-only binds, or remount them writable.
+    let mut out: Vec<OsString> = ["bwrap", "--die-with-parent", "--cap-drop", "ALL"]
+        .map(OsString::from)
+        .to_vec();
     if !policy.network {
         out.push("--unshare-net".into());
     }
@@ -42,11 +46,17 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     // Each mount hides what was mounted below it before: outermost first, so a writable
     // worktree under the read-only `.git` stays writable, and a read-only `.git` file or
     // ignored `.env` inside the writable tree stays read-only. At equal depth, read-only last.
+    // A read-only entry that is a link is not bound (a bind would follow it to its target):
+    // it is saved and put back instead (see `keep.rs`), and its target stays as read-only as
+    // the rest of the file system.
+    let pinned = pinned_folders(policy);
     let mut mounts: Vec<(&str, &Path)> = (policy.writable.iter().map(|d| ("--bind", d.as_path())))
+        .chain(pinned.iter().map(|d| ("--bind", d.as_path())))
         .chain(policy.read_only.iter().map(|d| ("--ro-bind", d.as_path())))
-        .filter(|(_, d)| std::fs::symlink_metadata(d).is_ok())
+        .filter(|(_, d)| std::fs::symlink_metadata(d).is_ok_and(|m| !m.file_type().is_symlink()))
         .collect();
     mounts.sort_by_key(|(flag, d)| (d.components().count(), *flag == "--ro-bind"));
+    mounts.dedup();
     for (flag, d) in mounts {
         bind(flag, d, d);
     }
@@ -71,6 +81,30 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     out
 }
 
+/// The folders between a writable folder and each read-only entry inside it: each is bound
+/// writable onto itself, so it is a mount point the command can neither rename nor remove
+/// (`EBUSY`) — a `mv src src2` would otherwise carry the read-only binds below it away with
+/// the folder, and the user's ignored files with them. A folder that is read-only itself, or
+/// lies in one, is never bound writable (it would open a read-only folder's inside).
+fn pinned_folders(policy: &Policy) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = Vec::new();
+    let read_only = |d: &Path| policy.read_only.iter().any(|q| d.starts_with(q));
+    for r in &policy.read_only {
+        let Some(w) = (policy.writable.iter()).find(|w| *w != r && r.starts_with(w)) else {
+            continue;
+        };
+        let mut dir = r.parent();
+        while let Some(d) = dir.filter(|d| *d != w.as_path() && d.starts_with(w)) {
+            let real_folder = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+            if real_folder && !read_only(d) && !out.iter().any(|o| o == d) {
+                out.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
+    out
+}
+
 /// Whether bwrap failed while it set the sandbox up, after it had reported the child's pid
 /// (bwrap writes `child-pid` before the child makes its mounts): its own exit status 1 with
 /// no `exit-code` of the command in the status stream.
@@ -86,4 +120,42 @@ pub fn started(status: &[u8]) -> bool {
     status
         .windows(b"child-pid".len())
         .any(|w| w == b"child-pid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_folders_on_the_way_to_a_read_only_entry_are_pinned_never_inside_one() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tree = tmp.path().join("tree");
+        for d in ["src/deep", "envs/a/py", "build"] {
+            std::fs::create_dir_all(tree.join(d)).expect("mkdir");
+        }
+        std::fs::write(tree.join("src/deep/.env"), "s").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![
+                tree.join("src/deep/.env"),
+                tree.join("envs"),
+                tree.join("envs/a/py"),
+                tree.join("build"),
+            ],
+            ..Policy::default()
+        };
+        let pinned = pinned_folders(&policy);
+        assert_eq!(pinned, vec![tree.join("src/deep"), tree.join("src")]);
+        let line = command_line(&policy, &tree, &["true".to_string()], 3);
+        let binds: Vec<(&OsString, &OsString)> = (line.windows(2))
+            .filter(|w| w[0] == "--bind")
+            .map(|w| (&w[0], &w[1]))
+            .collect();
+        assert!(!binds
+            .iter()
+            .any(|(_, p)| Path::new(p).starts_with(tree.join("envs"))));
+        assert!(line
+            .windows(2)
+            .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
+    }
 }

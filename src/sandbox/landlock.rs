@@ -6,14 +6,16 @@
 //! writable parent entry by entry instead ([`carve`]); a read-only file there is saved before
 //! the command and put back after it (see `keep.rs`).
 
+use super::keep::{self, real_entry};
 use super::Policy;
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope, ABI,
 };
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
@@ -23,9 +25,6 @@ pub const INTERNAL: &str = "__confine";
 
 /// The newest ABI whose rights this code was written and tested against.
 const TESTED: ABI = ABI::V7;
-
-/// A file a confined command may write but not replace (there is no folder to carve).
-const KEEP_CAP: u64 = 16 << 20;
 
 /// One grant: what the command may do beneath a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,11 +65,13 @@ impl Grant {
     }
 }
 
-/// The rules for `policy`, and the read-only files inside writable folders that only a save
-/// and put back can keep (see `keep.rs`).
+/// The rules for `policy`. Read-only entries inside a writable folder get no grant of their
+/// own: a folder, a `.git` file, a file too big to save, or a file with other names (a hard
+/// link, whose other name may lie outside the tree) is carved around, so its folder only lists and its
+/// siblings are granted one by one; any other file or link is saved and put back (see
+/// `keep.rs`), and is read-only outright where its folder is carved anyway.
 pub struct Rules {
     pub grants: Vec<(PathBuf, Grant)>,
-    pub kept: Vec<PathBuf>,
 }
 
 /// Devices a command writes as a matter of course.
@@ -89,22 +90,30 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
     carve(
         Path::new("/"),
         &hidden,
-        Grant::Read,
-        Grant::List,
+        &[],
+        (Grant::Read, Grant::List),
         &mut grants,
     );
-    let mut kept = Vec::new();
     for w in &policy.writable {
         let w = real(w);
-        // Read-only folders inside are carved out; read-only files are kept instead, unless
-        // they are too big to keep, whose folder is then carved around them.
         let mut holes = Vec::new();
-        for r in policy.read_only.iter().map(|p| real(p)) {
+        let mut kept = Vec::new();
+        for r in policy.read_only.iter().map(|p| real_entry(p)) {
             if r == w || !r.starts_with(&w) {
                 continue;
             }
             match std::fs::symlink_metadata(&r) {
-                Ok(m) if !m.is_dir() && m.len() <= KEEP_CAP => kept.push(r),
+                Ok(m) if m.file_type().is_symlink() => kept.push(r),
+                // A `.git` file names the repo git and `recover` trust: never left writable
+                // for a put back to undo (a `kill -9` would leave it hijacked).
+                Ok(m)
+                    if m.is_file()
+                        && m.len() <= keep::CAP
+                        && m.nlink() == 1
+                        && r.file_name().is_none_or(|n| n != ".git") =>
+                {
+                    kept.push(r)
+                }
                 Ok(_) => holes.push(r),
                 Err(_) => {}
             }
@@ -114,15 +123,15 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
         }
         // Along the way only listing: reading is the read rules' to grant (a folder granted
         // Read here would make a hidden file below it readable again).
-        carve(&w, &holes, Grant::Write, Grant::List, &mut grants);
+        carve(&w, &holes, &kept, (Grant::Write, Grant::List), &mut grants);
     }
-    grants.push((tmp.to_path_buf(), Grant::Write));
+    grants.push((real(tmp), Grant::Write));
     grants.extend(
         DEVICES
             .iter()
             .map(|d| (PathBuf::from(d), Grant::WriteFiles)),
     );
-    Rules { grants, kept }
+    Rules { grants }
 }
 
 fn real(p: &Path) -> PathBuf {
@@ -130,12 +139,14 @@ fn real(p: &Path) -> PathBuf {
 }
 
 /// Grants `whole` on `dir` except the `holes` below it: a folder with a hole below gets only
-/// `along` itself and each of its other entries is granted in turn.
+/// `along` itself and each of its other entries is granted in turn — except the `kept`
+/// entries and every link, which get nothing of their own (a rule on a link would be a rule
+/// on its target, wherever that is).
 fn carve(
     dir: &Path,
     holes: &[PathBuf],
-    whole: Grant,
-    along: Grant,
+    kept: &[PathBuf],
+    (whole, along): (Grant, Grant),
     out: &mut Vec<(PathBuf, Grant)>,
 ) {
     if holes.iter().any(|h| h == dir) {
@@ -156,10 +167,12 @@ fn carve(
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        // A link is granted as itself (Landlock follows it to its target's own rules).
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            carve(&path, &below, whole, along, out);
-        } else if !below.contains(&path) {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            carve(&path, &below, kept, (whole, along), out);
+        } else if !kind.is_symlink() && !below.contains(&path) && !kept.contains(&path) {
             out.push((path, whole));
         }
     }
@@ -259,9 +272,11 @@ fn restrict(grants: &[(PathBuf, Grant)], network: bool) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut created = ruleset.create().map_err(|e| e.to_string())?;
     for (path, grant) in grants {
-        // A path that vanished since the rules were computed grants nothing.
-        let Ok(fd) = PathFd::new(path) else { continue };
-        let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+        // A path that vanished since the rules were computed, or that became a link, grants
+        // nothing: a rule opened through a link would be a rule on its target.
+        let Some((fd, is_dir)) = open_nofollow(path) else {
+            continue;
+        };
         let mut access = grant.access(abi);
         if !is_dir {
             access &= AccessFs::from_file(abi);
@@ -278,6 +293,25 @@ fn restrict(grants: &[(PathBuf, Grant)], network: bool) -> Result<(), String> {
         return Err("this kernel does not enforce Landlock".into());
     }
     Ok(())
+}
+
+/// `path` opened as a location only (`O_PATH`), no link followed anywhere on the way (the
+/// paths are real: links were resolved or left out when the rules were made); `None` for a
+/// link, or a path that is gone. With whether it is a folder.
+fn open_nofollow(path: &Path) -> Option<(std::os::fd::OwnedFd, bool)> {
+    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, CWD};
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat2(CWD, path, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::openat(CWD, path, flags, Mode::empty()).ok()?
+        }
+        other => other.ok()?,
+    };
+    let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd).ok()?.st_mode);
+    match kind {
+        FileType::Symlink => None,
+        k => Some((fd, k == FileType::Directory)),
+    }
 }
 
 #[cfg(test)]
@@ -306,13 +340,59 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         // The tree itself is only readable (no new entries beside .git); its other entries
-        // are writable; the read-only folders get nothing; the file is kept instead.
+        // are writable; the read-only folders get nothing, nor does the file (saved and put
+        // back besides).
         assert_eq!(grant(&tree), vec![Grant::List]);
         assert_eq!(grant(&tree.join("src")), vec![Grant::Write]);
         assert_eq!(grant(&tree.join("app.txt")), vec![Grant::Write]);
         assert!(grant(&tree.join(".git")).is_empty());
         assert!(grant(&tree.join(".venv")).is_empty());
-        assert_eq!(rules.kept, vec![tree.join(".env")]);
+        assert!(grant(&tree.join(".env")).is_empty());
+    }
+
+    #[test]
+    fn links_hard_links_and_git_files_get_no_rule_of_their_own() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let base = tmp.path().canonicalize().expect("real");
+        let (tree, outside) = (base.join("tree"), base.join("outside"));
+        for d in [tree.join("src"), tree.join("conf"), outside.clone()] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(outside.join("real"), "x").expect("write");
+        std::fs::write(tree.join(".git"), "gitdir: ../elsewhere\n").expect("write");
+        std::os::unix::fs::symlink(outside.join("real"), tree.join("src/.env")).expect("link");
+        std::os::unix::fs::symlink(&outside, tree.join("src/.venv")).expect("link");
+        std::fs::hard_link(outside.join("real"), tree.join("conf/.env")).expect("link");
+        std::fs::write(tree.join("conf/app.cfg"), "c").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![
+                tree.join(".git"),
+                tree.join("src/.env"),
+                tree.join("src/.venv"),
+                tree.join("conf/.env"),
+            ],
+            ..Policy::default()
+        };
+        let rules = rules(&policy, &base);
+        let granted = |p: &Path| rules.grants.iter().any(|(g, _)| g == p);
+        // No rule names a link (it would name its target) nor anything outside the tree.
+        for p in [
+            tree.join("src/.env"),
+            tree.join("src/.venv"),
+            tree.join(".git"),
+        ] {
+            assert!(!granted(&p), "{p:?}");
+        }
+        assert!(!rules.grants.iter().any(|(g, _)| g.starts_with(&outside)));
+        // The hard-linked file is carved around: its folder lists, its siblings write.
+        assert!(!granted(&tree.join("conf/.env")));
+        assert!(rules.grants.contains(&(tree.join("conf"), Grant::List)));
+        assert!(rules
+            .grants
+            .contains(&(tree.join("conf/app.cfg"), Grant::Write)));
+        // The folder holding only saved links stays writable whole.
+        assert!(rules.grants.contains(&(tree.join("src"), Grant::Write)));
     }
 
     #[test]
@@ -326,8 +406,8 @@ mod tests {
         carve(
             &base,
             &[base.join("factory/verify-key")],
-            Grant::Read,
-            Grant::List,
+            &[],
+            (Grant::Read, Grant::List),
             &mut out,
         );
         assert!(out.contains(&(base.join("factory"), Grant::List)));

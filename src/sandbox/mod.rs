@@ -4,12 +4,14 @@
 //! trusted only after a probe has shown, once per process, that it confines on this machine.
 //!
 //! A command is confined in three steps: [`Confinement::prepare`] gives the command line to
-//! start (and saves what the backend cannot protect otherwise), the caller starts it and tells
-//! [`Prepared::started`], and after it ended [`Prepared::finish`] says whether the sandbox
-//! ever started it and puts back what it saved.
+//! start (and saves the read-only files inside the writable tree, under both backends: see
+//! `keep.rs`), the caller starts it and tells [`Prepared::started`], and after it ended
+//! [`Prepared::finish`] says whether the sandbox ever started it and puts back what it saved
+//! and the command changed. A run keeps those copies with its journal, so its tree restore
+//! and `recover` put them back again (the journal's `put_back_kept`).
 
 mod bwrap;
-mod keep;
+pub mod keep;
 pub mod landlock;
 mod policy;
 mod probe;
@@ -46,6 +48,9 @@ impl Backend {
 pub struct Confinement {
     pub policy: Policy,
     pub backend: Backend,
+    /// Where the read-only files saved before each command are kept (the run's own state,
+    /// so `recover` finds them after a `kill -9`); `None`: a folder of the command's own.
+    pub kept_in: Option<PathBuf>,
 }
 
 /// The backend `--sandbox` uses in `repo`, by its git config `factory.sandboxBackend`,
@@ -67,7 +72,15 @@ impl Confinement {
         Ok(Confinement {
             policy: Policy::for_checks(at),
             backend,
+            kept_in: None,
         })
+    }
+
+    /// The read-only files saved before each command are kept in `dir` (see
+    /// [`Confinement::kept_in`]) until the run's state goes.
+    pub fn keeping_in(mut self, dir: PathBuf) -> Confinement {
+        self.kept_in = Some(dir);
+        self
     }
 
     /// One more writable folder (see [`Policy::with_writable`]).
@@ -87,8 +100,15 @@ impl Confinement {
             status_write: None,
             status_file: None,
             tmp: None,
-            kept: keep::Kept::default(),
+            kept: None,
         };
+        // Under every backend: what it cannot stop is found and put back (see `keep.rs`).
+        let kept = match &self.kept_in {
+            Some(dir) => keep::Store::at(dir.clone()),
+            None => keep::Store::temporary()?,
+        };
+        kept.save(&keep::wanted(&self.policy))?;
+        prepared.kept = Some(kept);
         match self.backend {
             Backend::Bwrap => {
                 let (read, write) = rustix::pipe::pipe_with(
@@ -106,7 +126,6 @@ impl Confinement {
                     .tempdir()?;
                 let status = tempfile::NamedTempFile::new()?;
                 let rules = landlock::rules(&self.policy, tmp.path());
-                prepared.kept = keep::Kept::save(&rules.kept)?;
                 prepared.argv =
                     landlock::command_line(&rules, self.policy.network, status.path(), argv)?;
                 prepared.env_set = vec![("TMPDIR".into(), tmp.path().into())];
@@ -129,7 +148,7 @@ pub struct Prepared {
     status_write: Option<OwnedFd>,
     status_file: Option<tempfile::NamedTempFile>,
     tmp: Option<tempfile::TempDir>,
-    kept: keep::Kept,
+    kept: Option<keep::Store>,
 }
 
 /// What the sandbox says after the command ended.
@@ -137,7 +156,8 @@ pub struct Prepared {
 pub struct Finished {
     /// The sandbox never started the command: why, naming the sandbox.
     pub not_started: Option<String>,
-    /// Read-only files the command changed, put back (listed in `side_effects`).
+    /// Read-only files the command changed, put back (listed in `side_effects`), as paths
+    /// relative to the tree.
     pub put_back: Vec<PathBuf>,
     /// Read-only files the command changed that could not be put back, with why.
     pub not_put_back: Vec<String>,
@@ -186,9 +206,11 @@ impl Prepared {
                 }
             }
         }
-        let (put_back, failed) = std::mem::take(&mut self.kept).put_back();
-        out.put_back = put_back;
-        out.not_put_back = failed;
+        if let Some(kept) = self.kept.take() {
+            let done = kept.put_back();
+            out.put_back = done.restored;
+            out.not_put_back = done.failed;
+        }
         drop(self.tmp.take());
         out
     }

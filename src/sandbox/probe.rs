@@ -85,6 +85,7 @@ fn probe(backend: Backend) -> std::result::Result<(), String> {
             remap: None,
         },
         backend,
+        kept_in: None,
     };
     let script = "echo x > ../outside/f; echo x > .git/f; echo x > src/inside";
     let argv: Vec<String> = ["sh", "-c", script].map(String::from).to_vec();

@@ -97,7 +97,7 @@ pub struct CmdResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
     /// Read-only files the command changed that the sandbox put back (where its backend
-    /// could not single them out), absolute paths.
+    /// could not single them out), relative to the tree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sandbox_put_back: Vec<String>,
 }

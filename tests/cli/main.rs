@@ -13,6 +13,7 @@ mod demo;
 mod escapes;
 mod generated;
 mod history;
+mod ignored_kept;
 mod isolation;
 mod log_show;
 mod newcomer;

@@ -361,8 +361,13 @@ fn a_check_cannot_leave_a_native_module_the_next_python_imports() {
 fn show_names_the_backend_that_confined_each_attempt() {
     for way in ways() {
         let r = TestRepo::simple();
-        r.write(".env", "SECRET=1\n");
-        let s = attack(&r, way, &r.root, "sh -c 'echo pwned > .env; true'", &[]);
+        // In a folder the check may add files to, so Landlock cannot single the file out.
+        r.write("sub/keep.txt", "k\n");
+        r.git(&["add", "sub/keep.txt"]);
+        r.git(&["commit", "-qm", "sub"]);
+        r.write("sub/.env", "SECRET=1\n");
+        let s = attack(&r, way, &r.root, "sh -c 'echo pwned > sub/.env; true'", &[]);
+        assert_eq!(r.read("sub/.env").as_deref(), Some("SECRET=1\n"), "{way:?}");
         let run_id = s["run_id"].as_str().expect("run id");
         let out = r.factory().args(["show", run_id]).output().expect("show");
         let text = stdout_of(&out);
@@ -373,7 +378,7 @@ fn show_names_the_backend_that_confined_each_attempt() {
         // Where the backend could not keep the file read-only, it put it back, and says so.
         if way.backend() == "landlock" {
             let listed = s["side_effects"].to_string();
-            assert!(listed.contains(".env"), "{way:?}: {listed}");
+            assert!(listed.contains("sub/.env"), "{way:?}: {listed}");
         }
     }
 }

@@ -51,10 +51,13 @@ impl Session<'_> {
         purpose: Purpose,
     ) -> Result<git::restore::Report> {
         self.journal_stage(stage, None)?;
-        let report =
+        let mut report =
             self.journal
                 .restore
                 .apply_walked(self.repo, images, purpose, self.preflight)?;
+        // Last: read-only files a sandboxed check changed, once the folders on their way are
+        // the baseline's again (SPEC §7.1).
+        self.journal.put_back_kept(&mut report);
         self.pycache.forget(
             &self.root,
             (images.iter().map(|i| i.path.as_bytes()))

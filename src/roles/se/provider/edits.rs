@@ -276,7 +276,11 @@ fn agent_sandbox(
         writable,
         Path::new(SANDBOX_WORKTREE).join(name),
     );
-    Ok(Sandbox { policy, backend })
+    Ok(Sandbox {
+        policy,
+        backend,
+        kept_in: None,
+    })
 }
 
 /// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git
