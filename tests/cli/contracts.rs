@@ -669,7 +669,7 @@ fn ctrl_c_during_the_baseline_check_leaves_no_record_and_caches_nothing() {
     let before = r.snapshot();
     let marker = r.outside.join("started");
     let slow = format!(
-        "sh -c 'touch {} left-behind.txt; sleep 43'",
+        "sh -c 'touch {} left-behind.txt; sleep 59'",
         marker.display()
     );
     let wo = r.work_order(contract_order(&[&slow], &[]));
@@ -693,7 +693,7 @@ fn ctrl_c_during_the_baseline_check_leaves_no_record_and_caches_nothing() {
     assert_eq!(agent.calls(), 0);
     nothing_recorded(&r);
     assert_eq!(r.snapshot(), before);
-    assert!(processes_with("sleep 43").is_empty());
+    assert!(processes_with("sleep 59").is_empty());
     assert!(r.journals().is_empty());
     let (_, notes) = r.git_code(&["log", "-p", "refs/notes/factory-verify"]);
     assert!(
