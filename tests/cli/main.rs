@@ -24,6 +24,7 @@ mod restore;
 mod run;
 mod safety;
 mod sandbox;
+mod shallow;
 mod sharing;
 mod status;
 mod terminal;
