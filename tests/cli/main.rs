@@ -10,6 +10,7 @@ mod contracts;
 mod delivery;
 mod demo;
 mod escapes;
+mod fleet;
 mod generated;
 mod history;
 mod isolation;
