@@ -211,8 +211,13 @@ fn a_push_to_a_remote_without_the_history_below_the_cut_is_refused_naming_the_fi
     let out = factory_ok(&r, &clone, &["push", url]);
     assert_eq!(stderr_of(&out), format!("pushed 1 run ({url})\n"));
 
-    // Another shallow clone takes it in (git adds the remote's cut to its own) ...
+    // Another shallow clone, made after main moved on, so it lacks the commit the run started
+    // from, takes it in (git adds the remote's cut to its own) ...
+    advance_main(&r, "third.txt");
     let other = shallow_clone(&r, &bare, "other");
+    let baseline = git_ok(&r, &clone, &["rev-parse", "HEAD"]);
+    let shallow_before = std::fs::read_to_string(other.join(".git/shallow")).expect("shallow");
+    assert!(!shallow_before.contains(baseline.trim()));
     let out = factory_ok(&r, &other, &["fetch", url]);
     assert_eq!(
         stderr_of(&out),
@@ -220,6 +225,13 @@ fn a_push_to_a_remote_without_the_history_below_the_cut_is_refused_naming_the_fi
     );
     let show = stdout_of(&factory_ok(&r, &other, &["show", "--no-pager", &id]));
     assert!(show.contains("wo-cut"), "{show}");
+    let log = stdout_of(&factory_ok(&r, &other, &["log", "--no-pager"]));
+    assert!(log.contains(&id), "{log}");
+    let shallow_after = std::fs::read_to_string(other.join(".git/shallow")).expect("shallow");
+    assert!(
+        shallow_after.contains(baseline.trim()),
+        "the run's baseline is a cut point here too: {shallow_after}"
+    );
 
     // ... and a full clone that lacks that history is not made shallow: the run is named,
     // not dropped in silence.
