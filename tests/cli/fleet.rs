@@ -14,7 +14,7 @@ fn tool_or_skip(tool: &str) -> bool {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
-        .is_ok();
+        .is_ok_and(|s| s.success());
     if found {
         return true;
     }
