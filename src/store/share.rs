@@ -344,7 +344,19 @@ enum Round {
         refs: Vec<PushedRef>,
         /// The remote's own words (`remote: …` lines), a few at most.
         remote_says: Vec<String>,
+        /// Whether other refs of the same round landed.
+        progressed: bool,
     },
+}
+
+/// Whether a refused ref is worth another round: another clone got there first, or the remote
+/// went quiet about it in a round where it took other refs (git's receive-pack does so for the
+/// other refs of a push that also brought it a shallow history; sent alone next round, they
+/// land). A round that moves nothing is never tried again for the second reason, so this
+/// cannot loop on a remote that always fails.
+fn worth_another_round(refused: &PushedRef, progressed: bool) -> bool {
+    lost_a_race(&refused.summary)
+        || (progressed && refused.summary.contains("remote failed to report status"))
 }
 
 /// Sends our runs and `notes_refs` to `remote` until everything has landed: a round reads the
@@ -367,8 +379,9 @@ pub fn push_until_landed(
             Ok(Round::Refused {
                 refs: refused,
                 remote_says,
+                progressed,
             }) => {
-                let retry = refused.iter().all(|r| lost_a_race(&r.summary));
+                let retry = refused.iter().all(|r| worth_another_round(r, progressed));
                 if retry && backoff.wait() {
                     continue;
                 }
@@ -454,6 +467,7 @@ fn push_round(
         return Ok(Round::Landed);
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let progressed = answers.iter().any(|a| a.landed);
     let refused: Vec<PushedRef> = answers.into_iter().filter(|a| !a.landed).collect();
     if refused.is_empty() {
         // Nothing reached the remote (it is not there, or the connection failed).
@@ -468,6 +482,7 @@ fn push_round(
     Ok(Round::Refused {
         refs: refused,
         remote_says,
+        progressed,
     })
 }
 
@@ -600,6 +615,22 @@ mod tests {
         ] {
             assert!(!lost_a_race(refusal), "{refusal}");
         }
+    }
+
+    #[test]
+    fn a_ref_the_remote_went_quiet_about_is_tried_again_only_after_a_round_that_moved_others() {
+        let quiet = PushedRef {
+            dst: NOTES_REF.to_string(),
+            landed: false,
+            summary: "[remote failure] (remote failed to report status)".to_string(),
+        };
+        assert!(worth_another_round(&quiet, true));
+        assert!(!worth_another_round(&quiet, false));
+        let hook = PushedRef {
+            summary: "[remote rejected] (hook declined)".to_string(),
+            ..quiet
+        };
+        assert!(!worth_another_round(&hook, true));
     }
 
     /// A repo with one commit, a run ref on it and a note line; and a bare remote.

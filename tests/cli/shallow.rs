@@ -211,6 +211,25 @@ fn a_push_to_a_remote_without_the_history_below_the_cut_is_refused_naming_the_fi
     let out = factory_ok(&r, &clone, &["push", url]);
     assert_eq!(stderr_of(&out), format!("pushed 1 run ({url})\n"));
 
+    // A remote that takes shallow pushes from the start gets the record and the notes in one
+    // push (git's receive-pack leaves the notes unreported in the round that brings the cut
+    // history; they land in the next).
+    let fresh = r.tmp.path().join("fresh.git");
+    git_ok(
+        &r,
+        r.tmp.path(),
+        &["init", "-q", "--bare", fresh.to_str().expect("utf8")],
+    );
+    git_ok(&r, &fresh, &["config", "receive.shallowUpdate", "true"]);
+    let fresh_url = fresh.to_str().expect("utf8");
+    let out = factory_ok(&r, &clone, &["push", fresh_url]);
+    assert_eq!(
+        stderr_of(&out),
+        format!("pushed 1 run and the merged notes ({fresh_url})\n")
+    );
+    let notes = git_ok(&r, &fresh, &["notes", "--ref=factory", "list"]);
+    assert_eq!(notes.lines().count(), 1, "{notes}");
+
     // Another shallow clone, made after main moved on, so it lacks the commit the run started
     // from, takes it in (git adds the remote's cut to its own) ...
     advance_main(&r, "third.txt");
