@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool. `--repos DIR` keeps the attempt repos in
+//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool, fleet. `--repos DIR` keeps the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
@@ -2089,6 +2089,213 @@ fn bench_pool(work: &Path, size: usize, runs: usize) {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+// ---- fleet: clones running work orders and pushing their records to one remote at once ----
+
+/// One round of the fleet: `jobs` new work orders (`orders/<tag>-NN.json`, each changing the
+/// first line of `first`, accepted by `true`) committed on `main` of `root` and pushed to
+/// `bare`, and one fresh depth-1 clone of `bare` per job (a CI job's checkout), set up to run
+/// them. Returns the clones and the baseline commit.
+fn fleet_round(
+    root: &Path,
+    bare: &Path,
+    first: &str,
+    jobs: usize,
+    tag: &str,
+) -> (Vec<PathBuf>, String) {
+    for j in 0..jobs {
+        let order = serde_json::json!({
+            "id": format!("fleet-{tag}-{j}"),
+            "title": "fleet",
+            "intent": "Change the first line.",
+            "allowed_files": [first],
+            "context_files": [first],
+            "acceptance_commands": ["true"],
+        });
+        let path = root.join(format!("orders/{tag}-{j:02}.json"));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, order.to_string()).expect("write");
+    }
+    git(root, &["add", "orders"]);
+    git(root, &["commit", "-q", "-m", tag]);
+    git(root, &["push", "-q", bare.to_str().expect("utf8"), "main"]);
+    let url = format!("file://{}", bare.display());
+    let clones = (0..jobs)
+        .map(|j| {
+            let dir = root.with_file_name(format!("fleet-{tag}-clone{j}"));
+            git(
+                root,
+                &[
+                    "clone",
+                    "-q",
+                    "--depth",
+                    "1",
+                    &url,
+                    dir.to_str().expect("utf8"),
+                ],
+            );
+            git(&dir, &["config", "factory.verify", "true"]);
+            dir
+        })
+        .collect();
+    (clones, git(root, &["rev-parse", "HEAD"]).trim().to_string())
+}
+
+/// The example workflow's shard step (`bash factory-orders.sh shard J JOBS …`) over the orders
+/// of round `tag`, in `dir`, with this bench's binary first on PATH as `git factory`.
+fn fleet_job(dir: &Path, tag: &str, j: usize, jobs: usize, replay: &str) -> Command {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/github-actions/factory-orders.sh");
+    let bin_dir = Path::new(BIN).parent().expect("dir");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.current_dir(dir)
+        .arg(script)
+        .args(["shard", &j.to_string(), &jobs.to_string()])
+        .args(["--max-attempts", "1", "--replay", replay])
+        .env("FACTORY_ORDERS", format!("orders/{tag}-*.json"))
+        .env("PATH", path);
+    quiet_child(&mut cmd);
+    cmd
+}
+
+/// `git factory push` in `dir`, as a child to start with others.
+fn fleet_pusher(dir: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir).arg("push");
+    quiet_child(&mut cmd);
+    cmd
+}
+
+fn quiet_child(cmd: &mut Command) {
+    cmd.env("NO_COLOR", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+}
+
+/// Starts every command at once and waits for all; each must exit 0. Returns the wall time.
+fn all_at_once(cmds: Vec<Command>) -> Duration {
+    let start = Instant::now();
+    let children: Vec<_> = cmds
+        .into_iter()
+        .map(|mut c| c.spawn().expect("spawn"))
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    start.elapsed()
+}
+
+/// Asserts that `bare` holds `runs` run refs in all and, on `baseline`, `lines` note lines.
+fn fleet_landed(bare: &Path, baseline: &str, runs: usize, lines: usize) {
+    let refs = git(
+        bare,
+        &["for-each-ref", "--format=%(refname)", "refs/factory/"],
+    );
+    assert_eq!(refs.lines().count(), runs, "every run ref arrived");
+    let notes = git(bare, &["notes", "--ref=factory", "show", baseline]);
+    assert_eq!(
+        notes.lines().count(),
+        lines,
+        "every note line arrived: {notes}"
+    );
+}
+
+/// A fleet on this machine (SPEC §5.2): per round, 8 fresh depth-1 clones each run one work
+/// order and push, all at once, against one bare remote (the example workflow's shard step: a
+/// `--worktree` run, then `git factory push`) — how long until all 8 have landed; then 8 more
+/// clones whose runs are done push at once — the pushers alone; and one clone pushing alone,
+/// for scale. Every run ref and note line is checked after each round. Medians of `runs`
+/// rounds (after a warm-up), with the load average before and after.
+fn bench_fleet(work: &Path, runs: usize) {
+    const JOBS: usize = 8;
+    let root = work.join("repo-fleet");
+    let first = generate(&root, 1000);
+    let bare = work.join("fleet-origin.git");
+    git(
+        work,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            root.to_str().expect("utf8"),
+            bare.to_str().expect("utf8"),
+        ],
+    );
+    let replay = replay_of_one_line(&root, &first, &work.join("replay-fleet"));
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    println!(
+        "# fleet bench, {JOBS} depth-1 clones, one bare remote, load before: {}",
+        load()
+    );
+    let mut landed = 0;
+    let mut round = 0;
+    let run_and_push = measure(runs, || {
+        round += 1;
+        let tag = format!("rp{round}");
+        let (clones, baseline) = fleet_round(&root, &bare, &first, JOBS, &tag);
+        let jobs = clones.iter().enumerate();
+        let t = all_at_once(
+            jobs.map(|(j, d)| fleet_job(d, &tag, j, JOBS, &replay))
+                .collect(),
+        );
+        landed += JOBS;
+        fleet_landed(&bare, &baseline, landed, JOBS);
+        t
+    });
+    let mut run_then_push = |jobs: usize| {
+        round += 1;
+        let tag = format!("p{round}");
+        let (clones, baseline) = fleet_round(&root, &bare, &first, jobs, &tag);
+        for (j, dir) in clones.iter().enumerate() {
+            let order = format!("orders/{tag}-{j:02}.json");
+            let out = factory(
+                dir,
+                &["run", "-q", "--worktree", "--replay", &replay, "-w", &order],
+            );
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let t = all_at_once(clones.iter().map(|d| fleet_pusher(d)).collect());
+        landed += jobs;
+        fleet_landed(&bare, &baseline, landed, jobs);
+        t
+    };
+    let pushers = measure(runs, || run_then_push(JOBS));
+    let alone = measure(runs, || run_then_push(1));
+    row("8 clones run + push at once", "1000", &run_and_push, None);
+    row(
+        "8 concurrent pushers, all landed",
+        "1000",
+        &pushers,
+        Some(pushers.median.as_secs_f64() / alone.median.as_secs_f64()),
+    );
+    row("one push alone", "1000", &alone, None);
+    println!("# load after: {} (the ratio is to one push alone)", load());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let opt = |name: &str| {
@@ -2153,6 +2360,10 @@ fn main() {
     // Opt-in, as candidates: 1 s checks, eight of them per measure.
     if only.contains("batch") {
         bench_batch(work.path(), runs);
+    }
+    // Opt-in: clones and runs by the dozen.
+    if only.contains("fleet") {
+        bench_fleet(work.path(), runs);
     }
     let _: PathBuf = work.path().to_path_buf();
 }

@@ -36,6 +36,11 @@ pub(super) fn report(ui: &Ui, shared: &Shared, moved: &str, remote: &str) {
             "skipped {remote}'s {name}: it points at a {kind}, not a run record"
         ));
     }
+    for id in &shared.cut_off {
+        ui.warn(format!(
+            "skipped {remote}'s run {id}: its history is cut off there (a shallow remote) and this clone is not shallow; fetch it into a shallow clone, or push the history it starts from to {remote}"
+        ));
+    }
     for id in &shared.diverged {
         ui.warn(format!(
             "run {id} has a different record on each side; each keeps its own (see it with git factory show {id})"

@@ -43,6 +43,10 @@ pub struct Shared {
     /// Incoming run refs that do not point at a commit (`refs/factory/<id>`, what it is):
     /// skipped, never taken in.
     pub not_runs: Vec<(String, String)>,
+    /// The remote's run refs that git would not bring into this clone because their history
+    /// is cut off on the remote (a shallow remote) and this clone is not shallow: taking them
+    /// would make it so. Named, never dropped in silence.
+    pub cut_off: Vec<String>,
 }
 
 fn git(repo: &Repository) -> Result<Command> {
@@ -121,16 +125,19 @@ fn is_run_id(id: &str) -> bool {
 }
 
 /// `git fetch` of one refspec into our staging refs: no tags, no FETCH_HEAD.
+///
+/// In a shallow clone (a CI checkout) the fetch may take in records whose history the remote
+/// itself holds only in part (it took shallow pushes): `--update-shallow` lets git add the
+/// remote's cut points to ours, which is what a shallow clone is for. A full clone is never
+/// made shallow: git leaves such refs out (and says so only in a warning), and the caller
+/// names them.
 fn fetch_into(repo: &Repository, remote: &str, refspec: &str, what: &str) -> Result<()> {
     let mut fetch = git(repo)?;
-    fetch.args([
-        "fetch",
-        "-q",
-        "--no-tags",
-        "--no-write-fetch-head",
-        remote,
-        refspec,
-    ]);
+    fetch.args(["fetch", "-q", "--no-tags", "--no-write-fetch-head"]);
+    if repo.is_shallow() {
+        fetch.arg("--update-shallow");
+    }
+    fetch.args([remote, refspec]);
     output(fetch, what, remote)?;
     Ok(())
 }
@@ -218,6 +225,14 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
             }
         }
         incoming.sort();
+        // What the remote listed but git did not bring: records whose history is cut off there.
+        for (name, _) in &theirs {
+            if let Some(id) = name.strip_prefix(RUN_REF_PREFIX) {
+                if is_run_id(id) && !incoming.iter().any(|(i, _)| i == id) {
+                    shared.cut_off.push(id.to_string());
+                }
+            }
+        }
         for (id, oid) in &incoming {
             if !is_run_id(id) {
                 continue;
@@ -329,7 +344,19 @@ enum Round {
         refs: Vec<PushedRef>,
         /// The remote's own words (`remote: …` lines), a few at most.
         remote_says: Vec<String>,
+        /// Whether other refs of the same round landed.
+        progressed: bool,
     },
+}
+
+/// Whether a refused ref is worth another round: another clone got there first, or the remote
+/// went quiet about it in a round where it took other refs (git's receive-pack does so for the
+/// other refs of a push that also brought it a shallow history; sent alone next round, they
+/// land). A round that moves nothing is never tried again for the second reason, so this
+/// cannot loop on a remote that always fails.
+fn worth_another_round(refused: &PushedRef, progressed: bool) -> bool {
+    lost_a_race(&refused.summary)
+        || (progressed && refused.summary.contains("remote failed to report status"))
 }
 
 /// Sends our runs and `notes_refs` to `remote` until everything has landed: a round reads the
@@ -352,8 +379,9 @@ pub fn push_until_landed(
             Ok(Round::Refused {
                 refs: refused,
                 remote_says,
+                progressed,
             }) => {
-                let retry = refused.iter().all(|r| lost_a_race(&r.summary));
+                let retry = refused.iter().all(|r| worth_another_round(r, progressed));
                 if retry && backoff.wait() {
                     continue;
                 }
@@ -439,6 +467,7 @@ fn push_round(
         return Ok(Round::Landed);
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let progressed = answers.iter().any(|a| a.landed);
     let refused: Vec<PushedRef> = answers.into_iter().filter(|a| !a.landed).collect();
     if refused.is_empty() {
         // Nothing reached the remote (it is not there, or the connection failed).
@@ -453,6 +482,7 @@ fn push_round(
     Ok(Round::Refused {
         refs: refused,
         remote_says,
+        progressed,
     })
 }
 
@@ -466,6 +496,12 @@ fn refused_error(
 ) -> Error {
     let names: Vec<&str> = refused.iter().map(|r| r.dst.as_str()).collect();
     let why = refused.first().map_or("", |r| r.summary.as_str());
+    if refused
+        .iter()
+        .any(|r| r.summary.contains("shallow update not allowed"))
+    {
+        return shallow_refusal(remote, what, refused, &names);
+    }
     let mut err = match gave_up_after {
         Some(t) => Error::new(format!(
             "{what}: {} still refused after {} s of merging and trying again: {why}",
@@ -488,6 +524,22 @@ fn refused_error(
             "ask the owner of {remote} why it refuses them, then run git factory push {remote} again"
         ),
     })
+}
+
+/// A push from a shallow clone to a remote that lacks the history below the clone's cut (the
+/// runs' baseline commits, or their parents): the remote would have to take a history with a
+/// hole in it, which git refuses unless the remote allows it.
+fn shallow_refusal(remote: &str, what: &str, refused: &[PushedRef], names: &[&str]) -> Error {
+    let mut err = Error::new(format!(
+        "{what}: {} refused: this clone is shallow and {remote} does not have the history the runs start from",
+        names.join(", ")
+    ));
+    for r in refused {
+        err = err.detail(format!("not sent: {} {}", r.dst, r.summary));
+    }
+    err.hint(format!(
+        "push the commits the runs started from to {remote} first (or push the records to the remote this clone came from), or fetch the whole history here (git fetch --unshallow), or let {remote} take shallow pushes (git config receive.shallowUpdate true, in {remote}); then run git factory push {remote} again"
+    ))
 }
 
 /// A push failure that says what reached the remote before it failed, so "nothing was
@@ -563,6 +615,22 @@ mod tests {
         ] {
             assert!(!lost_a_race(refusal), "{refusal}");
         }
+    }
+
+    #[test]
+    fn a_ref_the_remote_went_quiet_about_is_tried_again_only_after_a_round_that_moved_others() {
+        let quiet = PushedRef {
+            dst: NOTES_REF.to_string(),
+            landed: false,
+            summary: "[remote failure] (remote failed to report status)".to_string(),
+        };
+        assert!(worth_another_round(&quiet, true));
+        assert!(!worth_another_round(&quiet, false));
+        let hook = PushedRef {
+            summary: "[remote rejected] (hook declined)".to_string(),
+            ..quiet
+        };
+        assert!(!worth_another_round(&hook, true));
     }
 
     /// A repo with one commit, a run ref on it and a note line; and a bare remote.
