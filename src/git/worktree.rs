@@ -208,6 +208,15 @@ pub fn remove_path(repo: &Repository, path: &Path, forget: Forget) -> Result<()>
     removed
 }
 
+/// What the harness's own git runs with where a command may have left a worktree's files
+/// leading to a config of its own: no fsmonitor command, no hook.
+const HARDENED: [&str; 4] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+];
+
 pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Result<()> {
     // The files go first, outside the turn (on a big repo this is the costly part); git
     // then removes what is left and its record of the worktree. Symlinks are removed, never
@@ -226,6 +235,7 @@ pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Re
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(git_dir)
+        .args(HARDENED)
         .args(["worktree", "remove", "--force", "--force"])
         .arg(path)
         .env_remove("GIT_DIR")
@@ -238,6 +248,7 @@ pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Re
         prune
             .arg("--git-dir")
             .arg(git_dir)
+            .args(HARDENED)
             .args(["worktree", "prune"]);
         let _ = prune.output();
     }
