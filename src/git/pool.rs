@@ -303,8 +303,8 @@ impl Admin {
 }
 
 /// The paths `git status` lists in the pooled worktree (tracked changes and untracked
-/// files, one by one; ignored ones are not listed).
-fn status_paths(wt: &Pooled) -> Result<Vec<Vec<u8>>> {
+/// files, one by one; ignored ones are not listed), and how many of them are untracked.
+fn status_paths(wt: &Pooled) -> Result<(Vec<Vec<u8>>, usize)> {
     let mut cmd = wt.git();
     cmd.args([
         "status",
@@ -323,12 +323,11 @@ fn status_paths(wt: &Pooled) -> Result<Vec<Vec<u8>>> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(out
-        .stdout
-        .split(|b| *b == 0)
+    let entries: Vec<&[u8]> = (out.stdout.split(|b| *b == 0))
         .filter(|e| e.len() > 3)
-        .map(|e| e[3..].to_vec())
-        .collect())
+        .collect();
+    let untracked = entries.iter().filter(|e| e.starts_with(b"??")).count();
+    Ok((entries.iter().map(|e| e[3..].to_vec()).collect(), untracked))
 }
 
 /// The paths whose entry differs between two commits' trees (either side's name).
@@ -531,31 +530,44 @@ impl Pooled {
             .ok()
             .filter(|h| git2::Oid::from_str(h).is_ok() && h.len() == self.base.len())
             .map(str::to_string);
-        let mut written = status_paths(self)?;
+        let (mut written, untracked) = status_paths(self)?;
+        let tracked = written.len() > untracked;
         if let Some(head) = head.as_deref().filter(|h| *h != self.base) {
             let repo = Repository::open(&self.git_dir)?;
             written.extend(changed_paths(&repo, head, &self.base).unwrap_or_default());
         }
         let moved = head.as_deref() != Some(self.base.as_str());
-        if !written.is_empty() || moved || self.sandboxed {
+        // Only the steps the status calls for: on a big tree each is a walk of it.
+        let mut swept = Ok(());
+        if moved {
             // Detached first, so the reset moves no branch a command checked out here.
             let mut head = self.git();
             head.args(["update-ref", "--no-deref", "HEAD", &self.base]);
-            let detached = run_git(head, "detaching a pooled worktree");
+            swept = run_git(head, "detaching a pooled worktree");
+        }
+        if moved || tracked {
             let mut reset = self.git();
             reset.args(["reset", "--hard", "--quiet", &self.base]);
-            let reset = detached.and_then(|()| run_git(reset, "sweeping a pooled worktree"));
+            swept = swept.and_then(|()| run_git(reset, "sweeping a pooled worktree"));
+        }
+        // Untracked files (ignored ones too after sandboxed commands) go as `git clean`
+        // removes them; a reset alone leaves every tracked file as committed, so with none
+        // there is nothing left for a second status to find.
+        let cleaning = moved || untracked > 0 || self.sandboxed;
+        if cleaning {
             let mut clean = self.git();
             clean.args(["clean", "-f", "-d", "--quiet"]);
             if self.sandboxed {
                 clean.arg("-x");
             }
-            let cleaned = reset.and_then(|()| run_git(clean, "sweeping a pooled worktree"));
+            swept = swept.and_then(|()| run_git(clean, "sweeping a pooled worktree"));
+        }
+        if !written.is_empty() {
             (self.bytecode.paths)(&self.git_dir, &self.path, &written);
-            cleaned?;
-            if !status_paths(self)?.is_empty() {
-                return Err(unproven("could not be swept clean"));
-            }
+        }
+        swept?;
+        if cleaning && !status_paths(self)?.0.is_empty() {
+            return Err(unproven("could not be swept clean"));
         }
         if !self.trusted(&self.base) {
             return Err(unproven("is not as it was made"));

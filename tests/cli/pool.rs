@@ -510,3 +510,45 @@ fn prune_removes_idle_pooled_worktrees_but_never_one_a_run_holds() {
     assert!(pooled(&r).is_empty(), "{:?}", pooled(&r));
     assert!(!held.exists());
 }
+
+#[test]
+fn a_worktree_race_needs_one_worktree_per_candidate_and_checks_each_change_once() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "4"]);
+    let checked = r.outside.join("checked");
+    let accept = format!(
+        "sh -c 'pwd >> {} && grep -qx TWO app.txt'",
+        checked.display()
+    );
+    let (code, s) = worktree_run(
+        &r,
+        "wo-race",
+        &accept,
+        &["--candidates", "2", "--jobs", "2"],
+    );
+    assert_eq!(code, Some(0), "{s}");
+    // Each candidate checked its change once, each in its own worktree; the winner was
+    // committed without running the checks a third time.
+    let wheres = std::fs::read_to_string(&checked).expect("checked");
+    let wheres: Vec<&str> = wheres.lines().collect();
+    assert_eq!(wheres.len(), 2, "{wheres:?}");
+    assert_ne!(wheres[0], wheres[1]);
+    // Two worktrees were enough: the run's own one served a candidate.
+    assert_eq!(pooled(&r).len(), 2, "{:?}", pooled(&r));
+    let id = s["run_id"].as_str().expect("run id");
+    assert_eq!(
+        r.git(&["show", &format!("refs/heads/factory/{id}:app.txt")]),
+        "one\nTWO\nthree\n"
+    );
+    // The run's attempt records the winner's checks, with their logs where they are.
+    let last = s["attempts"]
+        .as_array()
+        .and_then(|a| a.last())
+        .expect("an attempt");
+    let acceptance = &last["acceptance"][0];
+    assert_eq!(acceptance["exit_code"], 0, "{last}");
+    let log = acceptance["stdout_path"].as_str().expect("a log path");
+    assert!(log.starts_with("candidate_"), "{log}");
+    assert_idle_and_clean(&r);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}
