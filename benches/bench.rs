@@ -621,25 +621,37 @@ fn bench_worktree(work: &Path, runs: usize) {
     });
     let repo = git2::Repository::open(&root).expect("open");
     let head = git(&root, &["rev-parse", "HEAD"]).trim().to_string();
-    let ours = measure(runs, || {
+    let pooled = git_factory::roles::po::pycache::PyCache::POOLED;
+    let forget = git_factory::roles::po::pycache::PyCache::forget_worktree;
+    let empty_pool = || {
+        git_factory::git::pool::prune_idle(&repo, Duration::ZERO, forget).expect("prune");
+    };
+    // A new pooled worktree (the pool emptied first), then given back and removed.
+    let fresh = measure(runs, || {
+        empty_pool();
         time(|| {
-            let wt = git_factory::git::worktree::TempWorktree::add(
-                &repo,
-                "bench",
-                &head,
-                git_factory::roles::po::pycache::PyCache::forget_worktree,
-            )
-            .expect("add");
-            wt.remove().expect("remove");
+            let wt = git_factory::git::pool::take(&repo, &head, pooled).expect("take");
+            wt.give_back().expect("give back");
+            empty_pool();
         })
     });
+    // The steady state: an idle one taken and given back.
+    let reused = measure(runs, || {
+        time(|| {
+            let wt = git_factory::git::pool::take(&repo, &head, pooled).expect("take");
+            wt.give_back().expect("give back");
+        })
+    });
+    let to_git = |s: &Stat| Some(s.median.as_secs_f64() / git_time.median.as_secs_f64());
     row(
-        "harness worktree create + remove",
+        "pooled worktree, new + removed",
         "20000",
-        &ours,
-        Some(ours.median.as_secs_f64() / git_time.median.as_secs_f64()),
+        &fresh,
+        to_git(&fresh),
     );
+    row("pooled worktree, reused", "20000", &reused, to_git(&reused));
     row("git worktree add + remove", "20000", &git_time, None);
+    empty_pool();
     let _ = std::fs::remove_dir_all(&root);
 }
 

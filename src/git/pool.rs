@@ -179,11 +179,15 @@ pub(crate) fn in_tree(path: &Path) -> Command {
 /// The pooled worktrees this process holds: (path, common dir, git files as made).
 static HELD: std::sync::Mutex<Vec<(PathBuf, PathBuf, Admin)>> = std::sync::Mutex::new(Vec::new());
 
+/// The held pooled worktree at `path`, however the caller spells it (libgit2 may name a
+/// worktree by its real path, the pool by the one under the common dir it was given).
 fn held(path: &Path) -> Option<(PathBuf, Admin)> {
     let held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-    held.iter()
-        .find(|(p, _, _)| p == path)
-        .map(|(_, git_dir, admin)| (git_dir.clone(), admin.clone()))
+    let found = held.iter().find(|(p, _, _)| p == path).or_else(|| {
+        let real = std::fs::canonicalize(path).ok()?;
+        (held.iter()).find(|(p, _, _)| std::fs::canonicalize(p).is_ok_and(|p| p == real))
+    });
+    found.map(|(_, git_dir, admin)| (git_dir.clone(), admin.clone()))
 }
 
 fn set_held(path: &Path, entry: Option<(PathBuf, Admin)>) {
@@ -694,4 +698,35 @@ pub fn idle_older_than(repo: &Repository, older_than: Duration) -> Result<Vec<Pa
 /// keeping the idle ones (`recover`). Returns their paths.
 pub fn remove_untrusted(repo: &Repository, bytecode: Forget) -> Result<Vec<PathBuf>> {
     prune_idle(repo, Duration::MAX, bytecode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_reads_back_exactly_what_was_written_and_nothing_else() {
+        let admin = Admin {
+            dotgit: b"gitdir: /r/.git/worktrees/pool-1\n".to_vec(),
+            dir: PathBuf::from(OsStr::from_bytes(b"/r/.git/worktrees/p\xffol-1")),
+            gitdir: b"/r/.git/factory/worktrees/pool-1/.git\n".to_vec(),
+            commondir: b"../..\n".to_vec(),
+            config_worktree: None,
+        };
+        assert_eq!(Admin::decode(&admin.encode()), Some(admin.clone()));
+        let with = Admin {
+            config_worktree: Some(b"[core]\n\tsparseCheckout = true\n".to_vec()),
+            ..admin.clone()
+        };
+        assert_eq!(Admin::decode(&with.encode()), Some(with.clone()));
+        assert_ne!(Admin::decode(&with.encode()), Some(admin));
+        let mut cut = with.encode();
+        cut.pop();
+        assert_eq!(Admin::decode(&cut), None);
+        let mut more = with.encode();
+        more.push(b'x');
+        assert_eq!(Admin::decode(&more), None);
+        assert_eq!(Admin::decode(b"99999\nshort"), None);
+        assert_eq!(Admin::decode(b""), None);
+    }
 }
