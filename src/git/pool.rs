@@ -47,6 +47,9 @@ pub const LOCK_REASON: &str =
 /// Names of pooled worktrees: `pool-1`, `pool-2`, …
 const PREFIX: &str = "pool-";
 
+/// At most this many tracked paths are put back one by one at give-back; more are reset.
+const MAX_RESTORED: usize = 256;
+
 /// At most this many pooled worktrees exist at once (held and idle).
 const MAX_POOLED: u32 = 256;
 
@@ -306,9 +309,12 @@ impl Admin {
     }
 }
 
+/// Repo-relative paths, as bytes.
+type Paths = Vec<Vec<u8>>;
+
 /// The paths `git status` lists in the pooled worktree (tracked changes and untracked
-/// files, one by one; ignored ones are not listed), and how many of them are untracked.
-fn status_paths(wt: &Pooled) -> Result<(Vec<Vec<u8>>, usize)> {
+/// files, one by one; ignored ones are not listed): (tracked, untracked).
+fn status_paths(wt: &Pooled) -> Result<(Paths, Paths)> {
     let mut cmd = wt.git();
     cmd.args([
         "status",
@@ -327,11 +333,11 @@ fn status_paths(wt: &Pooled) -> Result<(Vec<Vec<u8>>, usize)> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let entries: Vec<&[u8]> = (out.stdout.split(|b| *b == 0))
+    let (untracked, tracked): (Vec<&[u8]>, Vec<&[u8]>) = (out.stdout.split(|b| *b == 0))
         .filter(|e| e.len() > 3)
-        .collect();
-    let untracked = entries.iter().filter(|e| e.starts_with(b"??")).count();
-    Ok((entries.iter().map(|e| e[3..].to_vec()).collect(), untracked))
+        .partition(|e| e.starts_with(b"??"));
+    let paths = |entries: Vec<&[u8]>| entries.iter().map(|e| e[3..].to_vec()).collect();
+    Ok((paths(tracked), paths(untracked)))
 }
 
 /// The paths whose entry differs between two commits' trees (either side's name).
@@ -534,8 +540,9 @@ impl Pooled {
             .ok()
             .filter(|h| git2::Oid::from_str(h).is_ok() && h.len() == self.base.len())
             .map(str::to_string);
-        let (mut written, untracked) = status_paths(self)?;
-        let tracked = written.len() > untracked;
+        let (tracked, untracked) = status_paths(self)?;
+        crate::trace::mark("  pool: status read");
+        let mut written = [&tracked[..], &untracked[..]].concat();
         if let Some(head) = head.as_deref().filter(|h| *h != self.base) {
             let repo = Repository::open(&self.git_dir)?;
             written.extend(changed_paths(&repo, head, &self.base).unwrap_or_default());
@@ -549,15 +556,21 @@ impl Pooled {
             head.args(["update-ref", "--no-deref", "HEAD", &self.base]);
             swept = run_git(head, "detaching a pooled worktree");
         }
-        if moved || tracked {
+        // The few tracked paths that differ are put back one by one (index and file); a
+        // reset, which walks the whole tree, only when HEAD moved or they are many, or that
+        // fails.
+        let few = !moved && (1..=MAX_RESTORED).contains(&tracked.len());
+        let restored = few && self.restore_paths(&tracked).is_ok();
+        if moved || (!tracked.is_empty() && !restored) {
             let mut reset = self.git();
             reset.args(["reset", "--hard", "--quiet", &self.base]);
             swept = swept.and_then(|()| run_git(reset, "sweeping a pooled worktree"));
         }
+        crate::trace::mark("  pool: tracked files put back");
         // Untracked files (ignored ones too after sandboxed commands) go as `git clean`
         // removes them; a reset alone leaves every tracked file as committed, so with none
         // there is nothing left for a second status to find.
-        let cleaning = moved || untracked > 0 || self.sandboxed;
+        let cleaning = moved || !untracked.is_empty() || self.sandboxed;
         if cleaning {
             let mut clean = self.git();
             clean.args(["clean", "-f", "-d", "--quiet"]);
@@ -565,9 +578,11 @@ impl Pooled {
                 clean.arg("-x");
             }
             swept = swept.and_then(|()| run_git(clean, "sweeping a pooled worktree"));
+            crate::trace::mark("  pool: cleaned");
         }
         if !written.is_empty() {
             (self.bytecode.paths)(&self.git_dir, &self.path, &written);
+            crate::trace::mark("  pool: bytecode of the written paths dropped");
         }
         swept?;
         if cleaning && !status_paths(self)?.0.is_empty() {
@@ -577,6 +592,25 @@ impl Pooled {
             return Err(unproven("is not as it was made"));
         }
         Ok(())
+    }
+
+    /// Puts `paths` (tracked paths `git status` listed) back as `self.base` has them, in the
+    /// index and the tree: one that `self.base` lacks is removed.
+    fn restore_paths(&self, paths: &[Vec<u8>]) -> Result<()> {
+        let mut restore = self.git();
+        restore.args([
+            "--literal-pathspecs",
+            "restore",
+            "--quiet",
+            "--staged",
+            "--worktree",
+            "--ignore-unmatch",
+            "--source",
+            &self.base,
+            "--",
+        ]);
+        restore.args(paths.iter().map(|p| OsStr::from_bytes(p)));
+        run_git(restore, "putting back a pooled worktree's files")
     }
 
     /// Gives the worktree back: swept and proven clean, it becomes idle (while the pool has

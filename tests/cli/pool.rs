@@ -552,3 +552,16 @@ fn a_worktree_race_needs_one_worktree_per_candidate_and_checks_each_change_once(
     assert_idle_and_clean(&r);
     assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
 }
+
+#[test]
+fn a_check_that_stages_deletes_adds_and_chmods_leaves_the_next_run_a_clean_baseline() {
+    let r = TestRepo::simple();
+    let messy = "sh -c 'git rm -q other.txt && echo new > new.txt && git add new.txt && chmod +x app.txt && echo x >> app.txt && grep -q TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-messy", messy, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_idle_and_clean(&r);
+    let probe = "sh -c 'test \"$(cat other.txt)\" = \"keep me\" && test ! -e new.txt && test ! -x app.txt && test -z \"$(git status --porcelain --untracked-files=all -- other.txt new.txt)\" && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-after-messy", probe, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_idle_and_clean(&r);
+}
