@@ -1,7 +1,8 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool, fleet. `--repos DIR` keeps the attempt repos in
+//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool, batch,
+//! fleet, flask (`--flask PATH`: a clone of the Flask repository). `--repos DIR` keeps the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
@@ -620,25 +621,37 @@ fn bench_worktree(work: &Path, runs: usize) {
     });
     let repo = git2::Repository::open(&root).expect("open");
     let head = git(&root, &["rev-parse", "HEAD"]).trim().to_string();
-    let ours = measure(runs, || {
+    let pooled = git_factory::roles::po::pycache::PyCache::POOLED;
+    let forget = git_factory::roles::po::pycache::PyCache::forget_worktree;
+    let empty_pool = || {
+        git_factory::git::pool::prune_idle(&repo, Duration::ZERO, forget).expect("prune");
+    };
+    // A new pooled worktree (the pool emptied first), then given back and removed.
+    let fresh = measure(runs, || {
+        empty_pool();
         time(|| {
-            let wt = git_factory::git::worktree::TempWorktree::add(
-                &repo,
-                "bench",
-                &head,
-                git_factory::roles::po::pycache::PyCache::forget_worktree,
-            )
-            .expect("add");
-            wt.remove().expect("remove");
+            let wt = git_factory::git::pool::take(&repo, &head, pooled).expect("take");
+            wt.give_back().expect("give back");
+            empty_pool();
         })
     });
+    // The steady state: an idle one taken and given back.
+    let reused = measure(runs, || {
+        time(|| {
+            let wt = git_factory::git::pool::take(&repo, &head, pooled).expect("take");
+            wt.give_back().expect("give back");
+        })
+    });
+    let to_git = |s: &Stat| Some(s.median.as_secs_f64() / git_time.median.as_secs_f64());
     row(
-        "harness worktree create + remove",
+        "pooled worktree, new + removed",
         "20000",
-        &ours,
-        Some(ours.median.as_secs_f64() / git_time.median.as_secs_f64()),
+        &fresh,
+        to_git(&fresh),
     );
+    row("pooled worktree, reused", "20000", &reused, to_git(&reused));
     row("git worktree add + remove", "20000", &git_time, None);
+    empty_pool();
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -2296,6 +2309,104 @@ fn bench_fleet(work: &Path, runs: usize) {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// A real project: a clone of the Flask repository (given with `--flask PATH` or the
+/// `FACTORY_BENCH_FLASK` variable; skipped, saying so, without one). One passing in-situ run
+/// of a one-line change to a Python file, accepted by `true`: the run's own time is its wall
+/// time less the time its checks ran, as the run's record gives it (target: ≤ 20 ms).
+fn bench_flask(work: &Path, flask: Option<&str>, runs: usize) {
+    let Some(src) = flask else {
+        println!("# flask: skipped (give --flask PATH, a clone of the Flask repository, or set FACTORY_BENCH_FLASK)");
+        return;
+    };
+    let root = work.join("flask");
+    let out = Command::new("git")
+        .args(["clone", "-q", "--no-local", src])
+        .arg(&root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git clone runs");
+    if !out.status.success() {
+        println!(
+            "# flask: skipped (cannot clone {src}: {})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return;
+    }
+    git(&root, &["config", "factory.verify", "true"]);
+    let files = git(&root, &["ls-files", "*.py"]);
+    let Some(target) = files
+        .lines()
+        .find(|f| *f == "src/flask/__init__.py")
+        .or_else(|| files.lines().next())
+        .map(str::to_string)
+    else {
+        println!("# flask: skipped (no Python file in {src})");
+        return;
+    };
+    let tracked = files.lines().count();
+    let replay = replay_of_one_line(&root, &target, &work.join("replay-flask"));
+    let mut own = Vec::new();
+    let wall = measure(runs, || {
+        let t = Instant::now();
+        let out = factory(
+            &root,
+            &[
+                "run",
+                "--json",
+                "--id",
+                "bench",
+                "--title",
+                "bench",
+                "--intent",
+                "bench",
+                "--allow",
+                &target,
+                "--accept",
+                "true",
+                "--max-attempts",
+                "1",
+                "--force",
+                "--replay",
+                &replay,
+            ],
+        );
+        let took = t.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(&root, &["checkout", "--", &target]);
+        let summary: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("the run's JSON summary");
+        let checks: f64 = summary["attempts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|a| {
+                ["verify", "pass_to_pass", "fail_to_pass", "acceptance"]
+                    .into_iter()
+                    .flat_map(move |k| a[k].as_array().cloned().unwrap_or_default())
+            })
+            .filter_map(|c| c["duration_seconds"].as_f64())
+            .sum();
+        own.push(took.saturating_sub(Duration::from_secs_f64(checks)));
+        took
+    });
+    own.remove(0); // the warm-up
+    own.sort();
+    let own = Stat {
+        median: own[own.len() / 2],
+        min: own[0],
+        max: own[own.len() - 1],
+    };
+    let files = format!("{tracked} py");
+    row("flask: one passing run", &files, &wall, None);
+    row("flask: run's own time (no checks)", &files, &own, None);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let opt = |name: &str| {
@@ -2364,6 +2475,11 @@ fn main() {
     // Opt-in: clones and runs by the dozen.
     if only.contains("fleet") {
         bench_fleet(work.path(), runs);
+    }
+    // Opt-in: it needs a Flask clone (--flask PATH or FACTORY_BENCH_FLASK).
+    if only.contains("flask") {
+        let flask = opt("--flask").or_else(|| std::env::var("FACTORY_BENCH_FLASK").ok());
+        bench_flask(work.path(), flask.as_deref(), runs);
     }
     let _: PathBuf = work.path().to_path_buf();
 }

@@ -142,8 +142,8 @@ fn outcomes(repo: &Repository, head: &Commit<'_>, s: &RunSummary) -> Result<Vec<
     Ok(outcomes)
 }
 
-/// The change committed from a scratch worktree at HEAD, so it goes through git's filters and
-/// hooks as a new run's would, and the user's tree and index stay as they are.
+/// The change committed from a pooled worktree at HEAD (SPEC §5), so it goes through git's
+/// filters and hooks as a new run's would, and the user's tree and index stay as they are.
 fn deliver_in_worktree(
     repo: &Repository,
     s: &RunSummary,
@@ -152,11 +152,10 @@ fn deliver_in_worktree(
     message: &str,
     outcomes: &[FileOutcome],
 ) -> Result<Oid> {
-    let wt = git::worktree::TempWorktree::add(
+    let wt = git::pool::take(
         repo,
-        &format!("cached-{}", s.run_id),
         &head.id().to_string(),
-        crate::roles::po::pycache::PyCache::forget_worktree,
+        crate::roles::po::pycache::PyCache::POOLED,
     )?;
     let delivered = (|| {
         let wt_repo = Repository::open(&wt.path)?;
@@ -165,7 +164,7 @@ fn deliver_in_worktree(
         let base = wt_repo.find_commit(head.id())?;
         crate::delivery::deliver(&wt_repo, delivery, &base, message, outcomes, None)
     })();
-    wt.remove()?;
+    wt.give_back()?;
     delivered_commit(s, delivered?)
 }
 

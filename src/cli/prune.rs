@@ -64,7 +64,12 @@ pub fn cmd_prune(ui: &Ui, args: PruneArgs) -> Result<Exit> {
     let now = now_ms();
     let mut pruned = prune::select(&repo, policy, now)?;
     if !args.dry_run {
-        prune::remove(&repo, &mut pruned, policy)?;
+        prune::remove(
+            &repo,
+            &mut pruned,
+            policy,
+            crate::roles::po::pycache::PyCache::forget_worktree,
+        )?;
     }
     let verb = if args.dry_run {
         "would remove"
@@ -94,8 +99,15 @@ pub fn cmd_prune(ui: &Ui, args: PruneArgs) -> Result<Exit> {
         ui.out(format!("{verb} idle worktree {}\n", path.display()));
     }
     let n = pruned.runs.len();
-    ui.info(if n == 0 {
+    let idle = pruned.worktrees.len();
+    ui.info(if n == 0 && idle == 0 {
         format!("nothing to prune: {} runs kept", pruned.kept)
+    } else if n == 0 {
+        format!(
+            "{verb} {idle} idle pooled worktree{}; {} runs kept",
+            if idle == 1 { "" } else { "s" },
+            pruned.kept
+        )
     } else {
         format!(
             "{verb} {n} run{} and {} note line{}; {} run{} kept{}",

@@ -11,10 +11,16 @@
 //! - An idle one is proven clean: when it is given back, what commands left is swept (`git
 //!   reset --hard` and `git clean -fd` semantics: ignored files stay, as in a rollback), `git
 //!   status` must then be empty, HEAD detached at the commit it was handed out at, and its
-//!   `.git` file unchanged; only then is its marker written (`.git/factory/pool/<n>.idle`:
-//!   the commit it holds and its `.git` file's bytes). Taking it removes the marker before
-//!   anything changes, so a killed holder leaves a worktree without one, which the next taker
-//!   removes and replaces — never reuses.
+//!   git files as the pool made them; only then is its marker written
+//!   (`.git/factory/pool/<n>.idle`: the commit it holds and those files' bytes). Taking it
+//!   removes the marker before anything changes, so a killed holder leaves a worktree
+//!   without one, which the next taker removes and replaces — never reuses.
+//! - Commands that ran in a worktree may have rewritten its git files (the `.git` file, and
+//!   `gitdir`, `commondir`, `config.worktree` in its admin folder) to lead git to a config
+//!   of their own, whose fsmonitor command or hooks would then run with the harness's
+//!   rights. So the harness's git never finds the repository through them: it is pointed
+//!   at the admin folder and common dir the pool made, runs no fsmonitor command (and, for
+//!   the pool's own git, no hook), and a worktree whose files are not as made is replaced.
 //! - Taking an idle one at another commit writes only the paths that differ between the two
 //!   trees (`git read-tree -m -u`, which refuses to overwrite a file that is not as its index
 //!   says), and tells the bytecode cache which paths changed.
@@ -41,6 +47,9 @@ pub const LOCK_REASON: &str =
 /// Names of pooled worktrees: `pool-1`, `pool-2`, …
 const PREFIX: &str = "pool-";
 
+/// At most this many tracked paths are put back one by one at give-back; more are reset.
+const MAX_RESTORED: usize = 256;
+
 /// At most this many pooled worktrees exist at once (held and idle).
 const MAX_POOLED: u32 = 256;
 
@@ -63,8 +72,8 @@ pub struct Pooled {
     lock: Option<File>,
     /// The commit it was handed out at.
     base: String,
-    /// Its `.git` file's bytes when it was made.
-    dotgit: Vec<u8>,
+    /// Its git files as the pool made them.
+    admin: Admin,
     bytecode: Bytecode,
     pool_size: usize,
     /// Sandboxed commands ran here: their ignored outputs go too (SPEC §7.1).
@@ -133,27 +142,180 @@ fn pool_size(repo: &Repository) -> Result<usize> {
 }
 
 /// A `git -C <path>` command (the worktree or checkout at `path`), with nothing inherited
-/// that could point it at another repository, work tree, index or object store.
+/// that could point it at another repository, work tree, index or object store, and no
+/// fsmonitor command run. In a pooled worktree this process holds, git is pointed at the
+/// admin folder and common dir the pool made (`--git-dir`, `GIT_COMMON_DIR`), never at
+/// whatever the `.git` file or the admin folder's `commondir` say now: a command that ran
+/// there may have rewritten them to lead git to a config of its own (hooks, fsmonitor). When
+/// the admin folder itself is not as the pool made it, git is pointed at a folder that does
+/// not exist, so it refuses rather than reads a config the pool cannot vouch for.
 pub(crate) fn in_tree(path: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(path);
+    cmd.args(["-c", "core.fsmonitor=false"]);
     for var in [
         "GIT_DIR",
         "GIT_WORK_TREE",
         "GIT_INDEX_FILE",
         "GIT_OBJECT_DIRECTORY",
         "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
     ] {
         cmd.env_remove(var);
+    }
+    if let Some((git_dir, admin)) = held(path) {
+        let proven = Admin::read(&git_dir, path).is_some_and(|now| now == admin);
+        let dir = match proven {
+            true => admin.dir.clone(),
+            false => admin.dir.with_extension("admin-files-changed-by-a-command"),
+        };
+        cmd.arg("--git-dir")
+            .arg(dir)
+            .arg("--work-tree")
+            .arg(path)
+            .env("GIT_COMMON_DIR", git_dir);
     }
     cmd.stdin(std::process::Stdio::null());
     cmd
 }
 
-/// The paths `git status` lists in the worktree at `path` (tracked changes and untracked
-/// files, one by one; ignored ones are not listed).
-fn status_paths(path: &Path) -> Result<Vec<Vec<u8>>> {
-    let mut cmd = in_tree(path);
+/// The pooled worktrees this process holds: (path, common dir, git files as made).
+static HELD: std::sync::Mutex<Vec<(PathBuf, PathBuf, Admin)>> = std::sync::Mutex::new(Vec::new());
+
+/// The held pooled worktree at `path`, however the caller spells it (libgit2 may name a
+/// worktree by its real path, the pool by the one under the common dir it was given).
+fn held(path: &Path) -> Option<(PathBuf, Admin)> {
+    let held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    let found = held.iter().find(|(p, _, _)| p == path).or_else(|| {
+        let real = std::fs::canonicalize(path).ok()?;
+        (held.iter()).find(|(p, _, _)| std::fs::canonicalize(p).is_ok_and(|p| p == real))
+    });
+    found.map(|(_, git_dir, admin)| (git_dir.clone(), admin.clone()))
+}
+
+fn set_held(path: &Path, entry: Option<(PathBuf, Admin)>) {
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    held.retain(|(p, _, _)| p != path);
+    if let Some((git_dir, admin)) = entry {
+        held.push((path.to_path_buf(), git_dir, admin));
+    }
+}
+
+/// A file's bytes, if it is a plain file (not a symlink, not a folder).
+fn read_plain(path: &Path) -> Option<Vec<u8>> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.is_file().then(|| std::fs::read(path).ok()).flatten()
+}
+
+/// Whether `a` and `b` name the same existing file or folder.
+fn same_place(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The git files of a pooled worktree: its `.git` file, and in its admin folder
+/// (`<common dir>/worktrees/<name>`) `gitdir`, `commondir` and `config.worktree`. git reads
+/// them to find the repository, and so the config (hooks, fsmonitor, filters) it obeys.
+/// The pool records them when it makes a worktree and runs git there only while they are
+/// as made, byte for byte, and lead back to this repository and this worktree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Admin {
+    dotgit: Vec<u8>,
+    dir: PathBuf,
+    gitdir: Vec<u8>,
+    commondir: Vec<u8>,
+    config_worktree: Option<Vec<u8>>,
+}
+
+impl Admin {
+    /// The worktree's git files as they are now; `None` when they do not lead back to
+    /// `git_dir` and `path` (or are not plain files in a plain folder).
+    fn read(git_dir: &Path, path: &Path) -> Option<Admin> {
+        let dotgit = read_plain(&path.join(".git"))?;
+        let dir = admin_dir(&dotgit)?;
+        let name = dir.file_name()?;
+        if !same_place(dir.parent()?, &git_dir.join("worktrees"))
+            || !std::fs::symlink_metadata(&dir).ok()?.is_dir()
+        {
+            return None;
+        }
+        let dir = git_dir.join("worktrees").join(name);
+        let gitdir = read_plain(&dir.join("gitdir"))?;
+        let named = PathBuf::from(OsStr::from_bytes(gitdir.trim_ascii_end()));
+        if !same_place(&named, &path.join(".git")) {
+            return None;
+        }
+        let commondir = read_plain(&dir.join("commondir"))?;
+        let common = dir.join(OsStr::from_bytes(commondir.trim_ascii_end()));
+        if !same_place(&common, git_dir) {
+            return None;
+        }
+        let config = dir.join("config.worktree");
+        let config_worktree = match std::fs::symlink_metadata(&config) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Ok(m) if m.is_file() => Some(std::fs::read(&config).ok()?),
+            _ => return None,
+        };
+        Some(Admin {
+            dotgit,
+            dir,
+            gitdir,
+            commondir,
+            config_worktree,
+        })
+    }
+
+    /// The marker's body: each file's bytes after its length (`-` for no `config.worktree`).
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut field = |bytes: Option<&[u8]>| match bytes {
+            Some(b) => {
+                out.extend_from_slice(format!("{}\n", b.len()).as_bytes());
+                out.extend_from_slice(b);
+            }
+            None => out.extend_from_slice(b"-\n"),
+        };
+        field(Some(&self.dotgit));
+        field(Some(self.dir.as_os_str().as_bytes()));
+        field(Some(&self.gitdir));
+        field(Some(&self.commondir));
+        field(self.config_worktree.as_deref());
+        out
+    }
+
+    fn decode(mut bytes: &[u8]) -> Option<Admin> {
+        let mut field = || -> Option<Option<Vec<u8>>> {
+            let nl = bytes.iter().position(|b| *b == b'\n')?;
+            let head = &bytes[..nl];
+            if head == b"-" {
+                bytes = &bytes[nl + 1..];
+                return Some(None);
+            }
+            let len: usize = std::str::from_utf8(head).ok()?.parse().ok()?;
+            let value = bytes.get(nl + 1..nl + 1 + len)?.to_vec();
+            bytes = &bytes[nl + 1 + len..];
+            Some(Some(value))
+        };
+        let admin = Admin {
+            dotgit: field()??,
+            dir: PathBuf::from(OsStr::from_bytes(&field()??)),
+            gitdir: field()??,
+            commondir: field()??,
+            config_worktree: field()?,
+        };
+        bytes.is_empty().then_some(admin)
+    }
+}
+
+/// Repo-relative paths, as bytes.
+type Paths = Vec<Vec<u8>>;
+
+/// The paths `git status` lists in the pooled worktree (tracked changes and untracked
+/// files, one by one; ignored ones are not listed): (tracked, untracked).
+fn status_paths(wt: &Pooled) -> Result<(Paths, Paths)> {
+    let mut cmd = wt.git();
     cmd.args([
         "status",
         "--porcelain=v1",
@@ -171,12 +333,11 @@ fn status_paths(path: &Path) -> Result<Vec<Vec<u8>>> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(out
-        .stdout
-        .split(|b| *b == 0)
+    let (untracked, tracked): (Vec<&[u8]>, Vec<&[u8]>) = (out.stdout.split(|b| *b == 0))
         .filter(|e| e.len() > 3)
-        .map(|e| e[3..].to_vec())
-        .collect())
+        .partition(|e| e.starts_with(b"??"));
+    let paths = |entries: Vec<&[u8]>| entries.iter().map(|e| e[3..].to_vec()).collect();
+    Ok((paths(tracked), paths(untracked)))
 }
 
 /// The paths whose entry differs between two commits' trees (either side's name).
@@ -199,13 +360,13 @@ fn changed_paths(repo: &Repository, from: &str, to: &str) -> Result<Vec<Vec<u8>>
     Ok(paths)
 }
 
-/// What a marker says: the commit an idle worktree holds, and its `.git` file's bytes.
-fn read_marker(git_dir: &Path, name: &str) -> Option<(String, Vec<u8>)> {
+/// What a marker says: the commit an idle worktree holds, and its git files as made.
+fn read_marker(git_dir: &Path, name: &str) -> Option<(String, Admin)> {
     let bytes = std::fs::read(marker_path(git_dir, name)).ok()?;
     let nl = bytes.iter().position(|b| *b == b'\n')?;
     let commit = std::str::from_utf8(&bytes[..nl]).ok()?.to_string();
     git2::Oid::from_str(&commit).ok()?;
-    Some((commit, bytes[nl + 1..].to_vec()))
+    Some((commit, Admin::decode(&bytes[nl + 1..])?))
 }
 
 /// The worktree's own admin folder, as its `.git` file names it.
@@ -228,7 +389,7 @@ pub fn take(repo: &Repository, commit: &str, bytecode: Bytecode) -> Result<Poole
         name: name.to_string(),
         lock: Some(lock),
         base: commit.to_string(),
-        dotgit: Vec::new(),
+        admin: Admin::default(),
         bytecode,
         pool_size,
         sandboxed: false,
@@ -259,6 +420,25 @@ impl Pooled {
         self.sandboxed = true;
     }
 
+    /// The pool's own git in the worktree: [`in_tree`] (pointed at the admin folder the pool
+    /// made), and no hook of any config run.
+    fn git(&self) -> Command {
+        let mut cmd = in_tree(&self.path);
+        cmd.args(["-c", "core.hooksPath=/dev/null"]);
+        cmd
+    }
+
+    /// Whether the worktree's git files are as the pool made them.
+    fn proven(&self) -> bool {
+        Admin::read(&self.git_dir, &self.path).is_some_and(|now| now == self.admin)
+    }
+
+    /// Records the worktree as held by this process, its git files as `admin`.
+    fn hold(&mut self, admin: Admin) {
+        set_held(&self.path, Some((self.git_dir.clone(), admin.clone())));
+        self.admin = admin;
+    }
+
     /// Brings the worktree this process now holds to `self.base`: reused when its marker
     /// proves it clean, else removed and made anew.
     fn claim(&mut self, repo: &Repository) -> Result<()> {
@@ -266,9 +446,9 @@ impl Pooled {
         // From here on, until it is given back, it is not idle: a holder killed now leaves
         // no marker, so no one trusts what it left.
         let _ = std::fs::remove_file(marker_path(&self.git_dir, &self.name));
-        if let Some((held, dotgit)) = marker {
-            if self.trusted(&held, &dotgit) && self.move_to(repo, &held).is_ok() {
-                self.dotgit = dotgit;
+        if let Some((held, admin)) = marker {
+            self.hold(admin);
+            if self.trusted(&held) && self.move_to(repo, &held).is_ok() {
                 crate::trace::mark("  pool: idle worktree taken");
                 return Ok(());
             }
@@ -276,17 +456,14 @@ impl Pooled {
         self.replace()
     }
 
-    /// Whether the idle worktree is as its marker says: the same `.git` file, git's record of
-    /// it locked, HEAD detached at the commit the marker names.
-    fn trusted(&self, held: &str, dotgit: &[u8]) -> bool {
-        if std::fs::read(self.path.join(".git")).ok().as_deref() != Some(dotgit) {
+    /// Whether the idle worktree is as its marker says: its git files as the pool made them,
+    /// git's record of it locked, HEAD detached at the commit the marker names.
+    fn trusted(&self, held: &str) -> bool {
+        if !self.proven() {
             return false;
         }
-        let Some(admin) = admin_dir(dotgit) else {
-            return false;
-        };
-        let head = std::fs::read(admin.join("HEAD")).unwrap_or_default();
-        admin.join("locked").is_file() && head.trim_ascii() == held.as_bytes()
+        let head = read_plain(&self.admin.dir.join("HEAD")).unwrap_or_default();
+        self.admin.dir.join("locked").is_file() && head.trim_ascii() == held.as_bytes()
     }
 
     /// From the clean tree of `held` to `self.base`: only the paths that differ are written.
@@ -295,22 +472,21 @@ impl Pooled {
             return Ok(());
         }
         let changed = changed_paths(repo, held, &self.base)?;
-        let mut cmd = in_tree(&self.path);
+        let mut cmd = self.git();
         cmd.args(["read-tree", "-m", "-u", held, &self.base]);
         let moved = run_git(cmd, "bringing a pooled worktree to the baseline");
         (self.bytecode.paths)(&self.git_dir, &self.path, &changed);
         moved?;
-        let mut head = in_tree(&self.path);
+        let mut head = self.git();
         head.args(["update-ref", "--no-deref", "HEAD", &self.base]);
         run_git(head, "detaching a pooled worktree at the baseline")
     }
 
     /// Removes whatever is at this name and makes a new worktree there at `self.base`.
     fn replace(&mut self) -> Result<()> {
-        let admin = std::fs::read(self.path.join(".git"))
-            .ok()
-            .and_then(|g| admin_dir(&g));
-        if self.path.exists() || admin.is_some() {
+        set_held(&self.path, None);
+        let dotgit = read_plain(&self.path.join(".git"));
+        if self.path.exists() || dotgit.is_some() {
             // Whatever is left of it is git's to replace below (`add --force --force`).
             let _ = remove_worktree(&self.git_dir, &self.path, self.bytecode.all);
         }
@@ -338,54 +514,103 @@ impl Pooled {
         drop(turn);
         (self.bytecode.all)(&self.git_dir, &self.path);
         added?;
-        self.dotgit = std::fs::read(self.path.join(".git"))?;
+        let admin = Admin::read(&self.git_dir, &self.path).ok_or_else(|| {
+            Error::new("a new pooled worktree's git files do not lead back to this repository")
+        })?;
+        self.hold(admin);
         // Outside the turn, so several checkouts run at once; parallel checkout inside each.
-        let mut checkout = in_tree(&self.path);
+        let mut checkout = self.git();
         checkout.args(["-c", "checkout.workers=0", "reset", "--hard", "--quiet"]);
         run_git(checkout, "checking out a pooled worktree")?;
         crate::trace::mark("  pool: worktree made");
         Ok(())
     }
 
-    /// Sweeps what was left and proves the tree clean: HEAD detached at `self.base` again,
-    /// tracked files as there, untracked ones removed (ignored ones stay), `git status` empty
-    /// and the `.git` file as made.
+    /// Sweeps what was left and proves the tree clean: its git files as the pool made them
+    /// (checked before any git runs there), HEAD detached at `self.base` again, tracked files
+    /// as there, untracked ones removed (ignored ones stay), `git status` empty.
     fn sweep(&self) -> Result<()> {
         let unproven = |why: &str| Error::new(format!("a pooled worktree {why}"));
-        if std::fs::read(self.path.join(".git")).ok().as_deref() != Some(&self.dotgit[..]) {
-            return Err(unproven("had its .git file changed"));
+        if !self.proven() {
+            return Err(unproven("had its git files changed"));
         }
-        let repo = Repository::open(&self.path)?;
-        let head = repo.head()?.peel_to_commit()?.id().to_string();
-        let mut written = status_paths(&self.path)?;
-        if head != self.base {
-            written.extend(changed_paths(&repo, &head, &self.base)?);
+        // HEAD as the admin folder holds it; a branch or anything but a commit id is moved.
+        let head_file = read_plain(&self.admin.dir.join("HEAD")).unwrap_or_default();
+        let head = std::str::from_utf8(head_file.trim_ascii())
+            .ok()
+            .filter(|h| git2::Oid::from_str(h).is_ok() && h.len() == self.base.len())
+            .map(str::to_string);
+        let (tracked, untracked) = status_paths(self)?;
+        crate::trace::mark("  pool: status read");
+        let mut written = [&tracked[..], &untracked[..]].concat();
+        if let Some(head) = head.as_deref().filter(|h| *h != self.base) {
+            let repo = Repository::open(&self.git_dir)?;
+            written.extend(changed_paths(&repo, head, &self.base).unwrap_or_default());
         }
-        let detached = repo.head_detached()?;
-        drop(repo);
-        if !written.is_empty() || head != self.base || !detached || self.sandboxed {
-            let mut reset = in_tree(&self.path);
+        let moved = head.as_deref() != Some(self.base.as_str());
+        // Only the steps the status calls for: on a big tree each is a walk of it.
+        let mut swept = Ok(());
+        if moved {
+            // Detached first, so the reset moves no branch a command checked out here.
+            let mut head = self.git();
+            head.args(["update-ref", "--no-deref", "HEAD", &self.base]);
+            swept = run_git(head, "detaching a pooled worktree");
+        }
+        // The few tracked paths that differ are put back one by one (index and file); a
+        // reset, which walks the whole tree, only when HEAD moved or they are many, or that
+        // fails.
+        let few = !moved && (1..=MAX_RESTORED).contains(&tracked.len());
+        let restored = few && self.restore_paths(&tracked).is_ok();
+        if moved || (!tracked.is_empty() && !restored) {
+            let mut reset = self.git();
             reset.args(["reset", "--hard", "--quiet", &self.base]);
-            let reset = run_git(reset, "sweeping a pooled worktree");
-            let mut clean = in_tree(&self.path);
+            swept = swept.and_then(|()| run_git(reset, "sweeping a pooled worktree"));
+        }
+        crate::trace::mark("  pool: tracked files put back");
+        // Untracked files (ignored ones too after sandboxed commands) go as `git clean`
+        // removes them; a reset alone leaves every tracked file as committed, so with none
+        // there is nothing left for a second status to find.
+        let cleaning = moved || !untracked.is_empty() || self.sandboxed;
+        if cleaning {
+            let mut clean = self.git();
             clean.args(["clean", "-f", "-d", "--quiet"]);
             if self.sandboxed {
                 clean.arg("-x");
             }
-            let cleaned = reset.and_then(|()| run_git(clean, "sweeping a pooled worktree"));
-            (self.bytecode.paths)(&self.git_dir, &self.path, &written);
-            cleaned?;
-            let mut head = in_tree(&self.path);
-            head.args(["update-ref", "--no-deref", "HEAD", &self.base]);
-            run_git(head, "detaching a pooled worktree")?;
-            if !status_paths(&self.path)?.is_empty() {
-                return Err(unproven("could not be swept clean"));
-            }
+            swept = swept.and_then(|()| run_git(clean, "sweeping a pooled worktree"));
+            crate::trace::mark("  pool: cleaned");
         }
-        if !self.trusted(&self.base, &self.dotgit) {
+        if !written.is_empty() {
+            (self.bytecode.paths)(&self.git_dir, &self.path, &written);
+            crate::trace::mark("  pool: bytecode of the written paths dropped");
+        }
+        swept?;
+        if cleaning && !status_paths(self)?.0.is_empty() {
+            return Err(unproven("could not be swept clean"));
+        }
+        if !self.trusted(&self.base) {
             return Err(unproven("is not as it was made"));
         }
         Ok(())
+    }
+
+    /// Puts `paths` (tracked paths `git status` listed) back as `self.base` has them, in the
+    /// index and the tree: one that `self.base` lacks is removed.
+    fn restore_paths(&self, paths: &[Vec<u8>]) -> Result<()> {
+        let mut restore = self.git();
+        restore.args([
+            "--literal-pathspecs",
+            "restore",
+            "--quiet",
+            "--staged",
+            "--worktree",
+            "--ignore-unmatch",
+            "--source",
+            &self.base,
+            "--",
+        ]);
+        restore.args(paths.iter().map(|p| OsStr::from_bytes(p)));
+        run_git(restore, "putting back a pooled worktree's files")
     }
 
     /// Gives the worktree back: swept and proven clean, it becomes idle (while the pool has
@@ -400,6 +625,7 @@ impl Pooled {
             Ok(()) if self.mark_idle() => Ok(()),
             _ => self.remove_held(),
         };
+        set_held(&self.path, None);
         if let Some(lock) = self.lock.take() {
             let _ = rustix::fs::flock(&lock, rustix::fs::FlockOperation::Unlock);
         }
@@ -414,7 +640,7 @@ impl Pooled {
             return false;
         }
         let mut bytes = format!("{}\n", self.base).into_bytes();
-        bytes.extend_from_slice(&self.dotgit);
+        bytes.extend_from_slice(&self.admin.encode());
         std::fs::write(marker_path(&self.git_dir, &self.name), bytes).is_ok()
     }
 
@@ -422,6 +648,7 @@ impl Pooled {
     /// can be taking it).
     fn remove_held(&self) -> Result<()> {
         let _ = std::fs::remove_file(marker_path(&self.git_dir, &self.name));
+        set_held(&self.path, None);
         let removed = remove_worktree(&self.git_dir, &self.path, self.bytecode.all);
         let _ = std::fs::remove_file(lock_path(&self.git_dir, &self.name));
         removed
@@ -436,15 +663,8 @@ impl Drop for Pooled {
     }
 }
 
-/// Removes the pooled worktrees no process holds: idle ones given back longer than
-/// `older_than` ago, and every untrusted leftover (a killed holder's). Returns their paths.
-/// `git factory prune` calls this; `bytecode.all` drops their cache entries.
-pub fn prune_idle(
-    repo: &Repository,
-    older_than: Duration,
-    bytecode: Forget,
-) -> Result<Vec<PathBuf>> {
-    let git_dir = repo.commondir();
+/// The pooled worktrees of the repo by name, made or marked idle.
+fn pooled_names(git_dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(worktrees_dir(git_dir))
         .into_iter()
         .flatten()
@@ -455,32 +675,92 @@ pub fn prune_idle(
     names.extend(idle_names(git_dir));
     names.sort();
     names.dedup();
-    let mut removed = Vec::new();
-    for name in names {
+    names
+}
+
+/// Each pooled worktree no process holds that is idle for longer than `older_than` (or was
+/// never proven clean: a killed holder's), handed to `each` while its lock is held, so no
+/// run can take it meanwhile. Returns the paths `each` said yes to.
+fn unheld_older_than(
+    git_dir: &Path,
+    older_than: Duration,
+    mut each: impl FnMut(&str, &Path) -> Result<bool>,
+) -> Result<Vec<PathBuf>> {
+    let mut chosen = Vec::new();
+    for name in pooled_names(git_dir) {
+        // A held one's lock is taken: a running command is using it, so it is never touched.
         let Some(lock) = try_lock(git_dir, &name) else {
             continue;
         };
-        let marker = marker_path(git_dir, &name);
-        let young = std::fs::metadata(&marker)
+        let young = std::fs::metadata(marker_path(git_dir, &name))
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age < older_than);
-        if young {
-            continue;
-        }
-        let _ = std::fs::remove_file(&marker);
         let path = worktrees_dir(git_dir).join(&name);
-        remove_worktree(git_dir, &path, bytecode)?;
-        let _ = std::fs::remove_file(lock_path(git_dir, &name));
+        if !young && each(&name, &path)? {
+            chosen.push(path);
+        }
         drop(lock);
-        removed.push(path);
     }
-    Ok(removed)
+    Ok(chosen)
+}
+
+/// Removes the pooled worktrees no process holds: idle ones given back longer than
+/// `older_than` ago, and every untrusted leftover (a killed holder's). Returns their paths.
+/// `git factory prune` calls this; `bytecode` drops their cache entries.
+pub fn prune_idle(
+    repo: &Repository,
+    older_than: Duration,
+    bytecode: Forget,
+) -> Result<Vec<PathBuf>> {
+    let git_dir = repo.commondir();
+    unheld_older_than(git_dir, older_than, |name, path| {
+        let _ = std::fs::remove_file(marker_path(git_dir, name));
+        remove_worktree(git_dir, path, bytecode)?;
+        let _ = std::fs::remove_file(lock_path(git_dir, name));
+        Ok(true)
+    })
+}
+
+/// What [`prune_idle`] would remove now, removing nothing (`git factory prune --dry-run`).
+pub fn idle_older_than(repo: &Repository, older_than: Duration) -> Result<Vec<PathBuf>> {
+    unheld_older_than(repo.commondir(), older_than, |_, _| Ok(true))
 }
 
 /// Removes the pooled worktrees no process holds and none proved clean (a killed holder's),
 /// keeping the idle ones (`recover`). Returns their paths.
 pub fn remove_untrusted(repo: &Repository, bytecode: Forget) -> Result<Vec<PathBuf>> {
     prune_idle(repo, Duration::MAX, bytecode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marker_reads_back_exactly_what_was_written_and_nothing_else() {
+        let admin = Admin {
+            dotgit: b"gitdir: /r/.git/worktrees/pool-1\n".to_vec(),
+            dir: PathBuf::from(OsStr::from_bytes(b"/r/.git/worktrees/p\xffol-1")),
+            gitdir: b"/r/.git/factory/worktrees/pool-1/.git\n".to_vec(),
+            commondir: b"../..\n".to_vec(),
+            config_worktree: None,
+        };
+        assert_eq!(Admin::decode(&admin.encode()), Some(admin.clone()));
+        let with = Admin {
+            config_worktree: Some(b"[core]\n\tsparseCheckout = true\n".to_vec()),
+            ..admin.clone()
+        };
+        assert_eq!(Admin::decode(&with.encode()), Some(with.clone()));
+        assert_ne!(Admin::decode(&with.encode()), Some(admin));
+        let mut cut = with.encode();
+        cut.pop();
+        assert_eq!(Admin::decode(&cut), None);
+        let mut more = with.encode();
+        more.push(b'x');
+        assert_eq!(Admin::decode(&more), None);
+        assert_eq!(Admin::decode(b"99999\nshort"), None);
+        assert_eq!(Admin::decode(b""), None);
+    }
 }

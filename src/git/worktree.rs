@@ -1,5 +1,7 @@
-//! Temporary worktrees under `.git/factory/worktrees/`, administered by git itself (its own
-//! behaviour is the point here), always removed with their administrative files.
+//! Worktrees under `.git/factory/worktrees/`, administered by git itself (its own behaviour
+//! is the point here): git aimed at the repository, the turn taken while git adds or removes
+//! one, and their removal with their administrative files. The pool ([`super::pool`]) keeps
+//! the worktrees runs use; what is here removes them and the leftovers of killed processes.
 
 use crate::error::{Error, Result};
 use git2::Repository;
@@ -73,7 +75,7 @@ impl Drop for AdminLock {
     }
 }
 
-/// Held for a temporary worktree's whole life (`.git/factory/locks/worktree.<name>`): a
+/// Held for a named (unpooled) worktree's whole life (`.git/factory/locks/worktree.<name>`): a
 /// path whose lock no live process holds is a killed process's leftover, safe to remove and
 /// use again; one that is held belongs to a process still checking in it (two `reverify`s
 /// of one run), and is never touched.
@@ -106,93 +108,6 @@ impl PathLock {
 /// may use the path next. The caller hands it in, so this floor never names those rooms.
 pub type Forget = fn(git_dir: &Path, worktree: &Path);
 
-/// A detached worktree at `commit`; removed (with its `.git/worktrees/` entry) when dropped.
-pub struct TempWorktree {
-    repo_dir: PathBuf,
-    pub path: PathBuf,
-    removed: bool,
-    lock: Option<PathLock>,
-    forget: Forget,
-}
-
-impl TempWorktree {
-    pub fn add(repo: &Repository, name: &str, commit: &str, forget: Forget) -> Result<Self> {
-        let base = crate::git::factory_dir(repo).join("worktrees");
-        std::fs::create_dir_all(&base)?;
-        let turn = AdminLock::take(repo.commondir());
-        // The first of `name`, `name.2`, `name.3`, … that no live process holds.
-        let (path, lock) = (1..=64)
-            .map(|n| match n {
-                1 => name.to_string(),
-                n => format!("{name}.{n}"),
-            })
-            .find_map(|n| {
-                Some((
-                    base.join(&n),
-                    PathLock::try_take(repo.commondir(), n.as_ref())?,
-                ))
-            })
-            .ok_or_else(|| {
-                Error::new(format!(
-                    "cannot take a temporary worktree {name}: 64 of that name are in use"
-                ))
-                .hint("wait for the other git factory commands on this repo to finish")
-            })?;
-        if path.exists() {
-            // A leftover of a killed process: git's own remove cleans its admin files too.
-            let mut rm = git_cmd(repo);
-            rm.args(["worktree", "remove", "--force"]).arg(&path);
-            let _ = rm.output();
-            let _ = std::fs::remove_dir_all(&path);
-            let mut prune = git_cmd(repo);
-            prune.args(["worktree", "prune"]);
-            let _ = prune.output();
-        }
-        // Only the administrative part takes turns; the checkout, the costly part on a big
-        // repo, runs beside other candidates' (and runs none of the user's checkout hooks).
-        let mut cmd = git_cmd(repo);
-        cmd.args(["worktree", "add", "--detach", "--quiet", "--no-checkout"])
-            .arg(&path)
-            .arg(commit);
-        run_git(cmd, "creating a temporary worktree")?;
-        drop(turn);
-        // Bytecode entries an earlier worktree at this path left (a killed process) are not
-        // this checkout's.
-        forget(repo.commondir(), &path);
-        let worktree = TempWorktree {
-            repo_dir: repo.commondir().to_path_buf(),
-            path,
-            removed: false,
-            lock: Some(lock),
-            forget,
-        };
-        let mut checkout = Command::new("git");
-        // Parallel checkout (as many workers as cores): writing the files is what costs.
-        checkout
-            .arg("-C")
-            .arg(&worktree.path)
-            .args(["-c", "checkout.workers=0", "reset", "--hard", "--quiet"])
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .env_remove("GIT_OBJECT_DIRECTORY")
-            .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
-            .stdin(std::process::Stdio::null());
-        // A failed checkout drops (and so removes) the half-made worktree.
-        run_git(checkout, "checking out a temporary worktree")?;
-        Ok(worktree)
-    }
-
-    pub fn remove(mut self) -> Result<()> {
-        self.removed = true;
-        let removed = remove_worktree(&self.repo_dir, &self.path, self.forget);
-        if let Some(lock) = self.lock.take() {
-            lock.release(&self.repo_dir);
-        }
-        removed
-    }
-}
-
 /// Removes a worktree of ours left by a killed process, with git's record of it; one a live
 /// process still holds is left alone.
 pub fn remove_path(repo: &Repository, path: &Path, forget: Forget) -> Result<()> {
@@ -207,6 +122,15 @@ pub fn remove_path(repo: &Repository, path: &Path, forget: Forget) -> Result<()>
     lock.release(git_dir);
     removed
 }
+
+/// What the harness's own git runs with where a command may have left a worktree's files
+/// leading to a config of its own: no fsmonitor command, no hook.
+const HARDENED: [&str; 4] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+];
 
 pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Result<()> {
     // The files go first, outside the turn (on a big repo this is the costly part); git
@@ -226,6 +150,7 @@ pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Re
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir")
         .arg(git_dir)
+        .args(HARDENED)
         .args(["worktree", "remove", "--force", "--force"])
         .arg(path)
         .env_remove("GIT_DIR")
@@ -238,19 +163,9 @@ pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Re
         prune
             .arg("--git-dir")
             .arg(git_dir)
+            .args(HARDENED)
             .args(["worktree", "prune"]);
         let _ = prune.output();
     }
     result
-}
-
-impl Drop for TempWorktree {
-    fn drop(&mut self) {
-        if !self.removed {
-            let _ = remove_worktree(&self.repo_dir, &self.path, self.forget);
-        }
-        if let Some(lock) = self.lock.take() {
-            lock.release(&self.repo_dir);
-        }
-    }
 }

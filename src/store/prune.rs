@@ -50,7 +50,7 @@ pub struct Pruned {
     pub runs: Vec<(RunHeader, Oid)>,
     /// How many lines of `refs/notes/factory` name them.
     pub note_lines: usize,
-    /// Pooled worktrees idle for longer than the age.
+    /// Pooled worktrees idle for longer than the age (held ones are never listed).
     pub worktrees: Vec<PathBuf>,
     /// Runs that stay.
     pub kept: usize,
@@ -77,6 +77,7 @@ pub fn select(repo: &Repository, policy: Policy, now_ms: i64) -> Result<Pruned> 
         }
     }
     pruned.note_lines = note_edits(repo, &ids(&pruned), notes::all(repo, NOTES_REF)?)?.1;
+    pruned.worktrees = crate::git::pool::idle_older_than(repo, age)?;
     Ok(pruned)
 }
 
@@ -123,8 +124,15 @@ fn note_edits(
 }
 
 /// Removes what [`select`] chose: the runs' note lines (one notes commit), then their refs
-/// (only where a ref still points at the commit chosen), then idle pooled worktrees.
-pub fn remove(repo: &Repository, pruned: &mut Pruned, policy: Policy) -> Result<()> {
+/// (only where a ref still points at the commit chosen), then the pooled worktrees idle for
+/// longer than the age (never one a running command holds); `forget` drops what other rooms
+/// keep of a removed worktree (its bytecode cache entries).
+pub fn remove(
+    repo: &Repository,
+    pruned: &mut Pruned,
+    policy: Policy,
+    forget: crate::git::worktree::Forget,
+) -> Result<()> {
     let runs = ids(pruned);
     let mut dropped = 0;
     notes::update(
@@ -153,22 +161,9 @@ pub fn remove(repo: &Repository, pruned: &mut Pruned, policy: Policy) -> Result<
         }
     }
     if let Some(age) = policy.older_than {
-        pruned.worktrees = remove_idle_pooled_worktrees(repo, age)?;
+        pruned.worktrees = crate::git::pool::prune_idle(repo, age, forget)?;
     }
     Ok(())
-}
-
-/// The pooled worktrees idle for longer than `idle_for`, removed (SPEC §4.1, §5).
-///
-/// Not filled in yet: runs keep no pool of worktrees so far (`--worktree` makes one per run
-/// and removes it when the run ends), so there is nothing idle to remove and this returns an
-/// empty list. The worktree pool, when it is built, fills in this function: finding its idle
-/// worktrees, removing them, and returning their paths for `prune` to report.
-pub fn remove_idle_pooled_worktrees(
-    _repo: &Repository,
-    _idle_for: Duration,
-) -> Result<Vec<PathBuf>> {
-    Ok(Vec::new())
 }
 
 #[cfg(test)]

@@ -311,3 +311,257 @@ fn ignored_build_outputs_stay_warm_but_a_changed_git_file_means_a_new_worktree()
     assert_eq!(code, Some(0), "a new worktree: {s}");
     assert_idle_and_clean(&r);
 }
+
+/// A script that, run inside a pooled worktree, points the worktree's admin file `commondir`
+/// at a fake common dir whose config would run code: `core.fsmonitor` and `core.hooksPath`
+/// (hooks git runs on ref updates, index writes, checkouts and commits) all append to
+/// `pwned`. Whatever git reads that fake config afterwards runs it.
+fn hijacking_script(r: &TestRepo) -> (PathBuf, PathBuf) {
+    let pwned = r.outside.join("pwned");
+    let fake = r.outside.join("fake-common");
+    let script = r.outside.join("hijack.sh");
+    let hooks = [
+        "reference-transaction",
+        "post-index-change",
+        "post-checkout",
+        "pre-commit",
+        "commit-msg",
+        "post-commit",
+    ];
+    std::fs::write(
+        &script,
+        format!(
+            r#"set -e
+unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES
+admin=$(cd "$(git rev-parse --git-dir)" && pwd -P)
+common=$(cd "$(git rev-parse --git-common-dir)" && pwd -P)
+fake='{fake}'
+rm -rf "$fake"
+git init -q --bare "$fake"
+echo "$common/objects" > "$fake/objects/info/alternates"
+mkdir -p "$fake/payload-hooks"
+for h in {hooks}; do
+  printf '#!/bin/sh\necho %s >> "%s"\n' "$h" '{pwned}' > "$fake/payload-hooks/$h"
+  chmod +x "$fake/payload-hooks/$h"
+done
+git --git-dir="$fake" config core.hooksPath "$fake/payload-hooks"
+git --git-dir="$fake" config core.fsmonitor "echo fsmonitor >> '{pwned}'; false"
+printf '%s\n' "$fake" > "$admin/commondir"
+echo "$admin" >> '{pwned}.done'
+"#,
+            fake = fake.display(),
+            pwned = pwned.display(),
+            hooks = hooks.join(" "),
+        ),
+    )
+    .expect("write");
+    (script, pwned)
+}
+
+/// Nothing of the fake config ran, and no pooled worktree is left pointing at it.
+fn assert_not_pwned(r: &TestRepo, pwned: &Path) {
+    let done = std::fs::read_to_string(pwned.with_extension("done")).unwrap_or_default();
+    assert!(!done.is_empty(), "the hijacking script ran to its end");
+    let ran = std::fs::read_to_string(pwned).unwrap_or_default();
+    assert!(
+        ran.is_empty(),
+        "the harness's git ran hostile config: {ran}"
+    );
+    for (path, _) in pooled(r) {
+        let admin = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&path)
+            .args(["rev-parse", "--git-dir"])
+            .output()
+            .expect("git");
+        let admin = PathBuf::from(String::from_utf8_lossy(&admin.stdout).trim());
+        let admin = if admin.is_absolute() {
+            admin
+        } else {
+            PathBuf::from(&path).join(admin)
+        };
+        let common = std::fs::read_to_string(admin.join("commondir")).unwrap_or_default();
+        assert!(
+            !common.contains("fake-common"),
+            "{path} still points at the fake: {common}"
+        );
+    }
+}
+
+#[test]
+fn a_check_that_hijacks_its_worktrees_commondir_gets_no_code_run_by_the_harness() {
+    let r = TestRepo::simple();
+    let (script, pwned) = hijacking_script(&r);
+    let accept = format!("sh -c 'sh {} && grep -qx TWO app.txt'", script.display());
+    let (code, s) = worktree_run(&r, "wo-hijack", &accept, &[]);
+    assert_not_pwned(&r, &pwned);
+    // The run itself may pass or refuse to commit, but never through the fake repo.
+    assert!(matches!(code, Some(0) | Some(1) | Some(2)), "{s}");
+    // The next run gets a worktree that is the pool's own again.
+    let (code, s) = worktree_run(&r, "wo-after", "grep -qx TWO app.txt", &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_not_pwned(&r, &pwned);
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn an_unsandboxed_agent_that_hijacks_its_scratch_commondir_gets_no_code_run_by_the_harness() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.verify", "true"]);
+    let (script, pwned) = hijacking_script(&r);
+    let agent = r.outside.join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "sh {} && sed 's/^two$/TWO/' app.txt > app.new && mv app.new app.txt\n",
+            script.display()
+        ),
+    )
+    .expect("write");
+    let wo = r.work_order(order("wo-agent-hijack", &["grep -qx TWO app.txt"]));
+    let out = r
+        .factory()
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(format!("sh {}", agent.display()))
+        .output()
+        .expect("runs");
+    assert_not_pwned(&r, &pwned);
+    assert!(out.status.code().is_some(), "{}", stderr_of(&out));
+    let (code, s) = worktree_run(&r, "wo-after-agent", "grep -qx TWO app.txt", &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_not_pwned(&r, &pwned);
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn prune_removes_idle_pooled_worktrees_but_never_one_a_run_holds() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "4"]);
+    // Idle worktrees: a race of two leaves those of its candidates and its own.
+    let (code, s) = worktree_run(&r, "wo-warm", "true", &["--candidates", "2", "--jobs", "2"]);
+    assert_eq!(code, Some(0), "{s}");
+    let idle = pooled(&r).len();
+    assert!(idle >= 2, "{:?}", pooled(&r));
+    let prune = |args: &[&str]| {
+        let out = r.factory().arg("prune").args(args).output().expect("prune");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        stdout_of(&out)
+    };
+    // Younger than the age: they stay.
+    assert!(!prune(&["--older-than", "1h"]).contains("idle worktree"));
+    assert_eq!(pooled(&r).len(), idle);
+    // A run holds one of them while prune runs.
+    let started = r.outside.join("started");
+    let go = r.outside.join("go");
+    let accept = format!(
+        "sh -c 'pwd > {}; while ! test -e {}; do sleep 0.05; done; grep -qx TWO app.txt'",
+        started.display(),
+        go.display()
+    );
+    let wo = r.work_order(order("wo-held", &[&accept]));
+    let replay = r.replay("rp-held", &[("1.json", good())]);
+    let child = r
+        .spawn(&["run", "--json", "--worktree", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    wait_for(&started);
+    let held = std::fs::read_to_string(&started).expect("pwd");
+    let held = PathBuf::from(held.trim());
+    // --dry-run lists the idle one only and removes nothing.
+    let listed = prune(&["--older-than", "0s", "--dry-run"]);
+    let others = idle - 1;
+    assert_eq!(
+        listed.matches("would remove idle worktree").count(),
+        others,
+        "{listed}"
+    );
+    assert!(!listed.contains(&held.display().to_string()), "{listed}");
+    assert_eq!(pooled(&r).len(), idle);
+    let removed = prune(&["--older-than", "0s"]);
+    assert_eq!(
+        removed.matches("removed idle worktree").count(),
+        others,
+        "{removed}"
+    );
+    let left = pooled(&r);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        held.join("app.txt").is_file(),
+        "the held worktree is untouched"
+    );
+    std::fs::write(&go, "").expect("go");
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_idle_and_clean(&r);
+    // Given back, it is idle and goes too.
+    let removed = prune(&["--older-than", "0s"]);
+    assert_eq!(
+        removed.matches("removed idle worktree").count(),
+        1,
+        "{removed}"
+    );
+    assert!(pooled(&r).is_empty(), "{:?}", pooled(&r));
+    assert!(!held.exists());
+}
+
+#[test]
+fn a_worktree_race_needs_one_worktree_per_candidate_and_checks_each_change_once() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "4"]);
+    let checked = r.outside.join("checked");
+    let accept = format!(
+        "sh -c 'pwd >> {} && grep -qx TWO app.txt'",
+        checked.display()
+    );
+    let (code, s) = worktree_run(
+        &r,
+        "wo-race",
+        &accept,
+        &["--candidates", "2", "--jobs", "2"],
+    );
+    assert_eq!(code, Some(0), "{s}");
+    // Each candidate checked its change once, each in its own worktree; the winner was
+    // committed without running the checks a third time.
+    let wheres = std::fs::read_to_string(&checked).expect("checked");
+    let wheres: Vec<&str> = wheres.lines().collect();
+    assert_eq!(wheres.len(), 2, "{wheres:?}");
+    assert_ne!(wheres[0], wheres[1]);
+    // Two worktrees were enough: the run's own one served a candidate.
+    assert_eq!(pooled(&r).len(), 2, "{:?}", pooled(&r));
+    let id = s["run_id"].as_str().expect("run id");
+    assert_eq!(
+        r.git(&["show", &format!("refs/heads/factory/{id}:app.txt")]),
+        "one\nTWO\nthree\n"
+    );
+    // The run's attempt records the winner's checks, with their logs where they are.
+    let last = s["attempts"]
+        .as_array()
+        .and_then(|a| a.last())
+        .expect("an attempt");
+    let acceptance = &last["acceptance"][0];
+    assert_eq!(acceptance["exit_code"], 0, "{last}");
+    let log = acceptance["stdout_path"].as_str().expect("a log path");
+    assert!(log.starts_with("candidate_"), "{log}");
+    assert_idle_and_clean(&r);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}
+
+#[test]
+fn a_check_that_stages_deletes_adds_and_chmods_leaves_the_next_run_a_clean_baseline() {
+    let r = TestRepo::simple();
+    let messy = "sh -c 'git rm -q other.txt && echo new > new.txt && git add new.txt && chmod +x app.txt && echo x >> app.txt && grep -q TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-messy", messy, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_idle_and_clean(&r);
+    let probe = "sh -c 'test \"$(cat other.txt)\" = \"keep me\" && test ! -e new.txt && test ! -x app.txt && test -z \"$(git status --porcelain --untracked-files=all -- other.txt new.txt)\" && grep -qx TWO app.txt'";
+    let (code, s) = worktree_run(&r, "wo-after-messy", probe, &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert_idle_and_clean(&r);
+}

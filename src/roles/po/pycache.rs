@@ -135,7 +135,7 @@ impl PyCache {
         }
     }
 
-    /// Removes every entry of a temporary worktree (`TempWorktree`'s [`Forget`]), found
+    /// Removes every entry of a worktree being made or removed (the pool's [`Forget`]), found
     /// through the common git dir that holds the cache.
     ///
     /// [`Forget`]: crate::git::worktree::Forget

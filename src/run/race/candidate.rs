@@ -34,6 +34,10 @@ pub(crate) struct RaceShared<'a> {
     pub budget: &'a Budget,
     pub summary: &'a RunSummary,
     pub ui: &'a Ui,
+    /// A `--worktree` race's own worktree, idle until the winner is delivered there: the
+    /// first candidate to start runs in it rather than in one more pooled worktree, and the
+    /// race puts it back at the baseline afterwards (the run's own rollback).
+    pub lent: std::sync::Mutex<Option<PathBuf>>,
 }
 
 /// How one candidate ended.
@@ -97,15 +101,23 @@ fn candidate_session(
     run: &mut CandidateRun,
 ) -> Result<()> {
     let plan = shared.plan;
-    let repo = Repository::open(&shared.commondir)?;
-    let mut worktree = git::pool::take(&repo, &plan.baseline.to_string(), PyCache::POOLED)?;
-    if plan.sandbox {
-        worktree.sweep_ignored();
-    }
-    let wt_repo = Repository::open(&worktree.path)?;
+    let lent = shared.lent.lock().ok().and_then(|mut slot| slot.take());
+    let (worktree, path) = match lent {
+        Some(path) => (None, path),
+        None => {
+            let repo = Repository::open(&shared.commondir)?;
+            let mut wt = git::pool::take(&repo, &plan.baseline.to_string(), PyCache::POOLED)?;
+            if plan.sandbox {
+                wt.sweep_ignored();
+            }
+            let path = wt.path.clone();
+            (Some(wt), path)
+        }
+    };
+    let wt_repo = Repository::open(&path)?;
     let mut settings = plan.settings.clone();
     settings.seed += u64::from(index);
-    let (provider, identity) = spec.open(&worktree.path, &settings, true, plan.agent_timeout)?;
+    let (provider, identity) = spec.open(&path, &settings, true, plan.agent_timeout)?;
     run.model = identity.clone();
     let dir = shared.run_dir.join(format!("candidate_{index}"));
     std::fs::create_dir_all(&dir)?;
@@ -132,7 +144,7 @@ fn candidate_session(
     let sandbox = match plan.sandbox {
         true => Some(Sandbox::for_checks(crate::sandbox::ChecksIn {
             repo: &wt_repo,
-            tree: &worktree.path,
+            tree: &path,
             also_read_only: Vec::new(),
         })?),
         false => None,
@@ -153,7 +165,7 @@ fn candidate_session(
             sandbox,
             delivery: Delivery::Uncommitted,
             repo: &wt_repo,
-            root: worktree.path.clone(),
+            root: path.clone(),
             ui: &ui,
             plan,
             baseline: wt_repo.find_commit(plan.baseline)?,
@@ -179,7 +191,10 @@ fn candidate_session(
     }
     drop(wt_repo);
     let _ = std::fs::remove_dir_all(&saved);
-    worktree.give_back()
+    match worktree {
+        Some(wt) => wt.give_back(),
+        None => Ok(()),
+    }
 }
 
 /// The candidate's attempt loop, stopped by Ctrl-C or by a spent budget; what it ended with

@@ -8,7 +8,7 @@ mod guard;
 pub mod leftovers;
 
 use crate::error::{Error, Result};
-use crate::graph::Ending;
+use crate::graph::{Ending, Nodes, Outcome};
 use crate::roles::se::provider::ProviderSpec;
 use crate::run::attempt::session::Session;
 use crate::run::candidates::{Chosen, Race};
@@ -173,9 +173,16 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         budget: session.budget,
         summary: &session.summary,
         ui: session.ui,
+        lent: std::sync::Mutex::new(plan.worktree.then(|| session.root.clone())),
     };
     // A killed race is found by its place's journal (in-situ) or owner file (--worktree).
     let mut runs = run_all(&shared, race, session.ui);
+    let taken = shared.lent.lock().map_or(true, |slot| slot.is_none());
+    if plan.worktree && taken {
+        // A candidate ran in the run's own worktree: it goes back to the baseline exactly,
+        // as after a failed attempt, before the winner is delivered there.
+        session.rollback()?;
+    }
     if let Some(refusal) = runs.iter_mut().find_map(|r| r.refusal.take()) {
         session.refusal = Some(refusal);
         return Ok(Some(Ending {
@@ -225,7 +232,80 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         }
     }
     hand_over(session, &runs, index)?;
+    if session.plan.worktree {
+        return deliver_verified(session, &runs[index as usize - 1]).map(Some);
+    }
     Ok(None)
+}
+
+/// The run's one attempt after a `--worktree` race (SPEC §5.1): the winner's answer applied
+/// in the run's worktree and committed on its branch. Unlike in-situ, where PO runs once more
+/// where the change lands, it is not verified again: it passed on this very tree (the same
+/// baseline, the same change) in a pooled worktree indistinguishable from this one. The
+/// attempt records the winner's checks, their logs named under `candidate_<i>/`.
+fn deliver_verified(session: &mut Session<'_>, won: &CandidateRun) -> Result<Ending> {
+    let Some(checks) = won.attempts.last().cloned() else {
+        return Err(Error::new(format!(
+            "candidate {} passed but its checks were not kept",
+            won.index
+        )));
+    };
+    let mut winner = Verified {
+        session,
+        checks,
+        index: won.index,
+    };
+    crate::graph::drive(&mut winner, 1, &crate::interrupt::requested)
+}
+
+struct Verified<'s, 'r> {
+    session: &'s mut Session<'r>,
+    /// The winner's passing attempt.
+    checks: crate::store::records::AttemptRecord,
+    index: u32,
+}
+
+impl Nodes for Verified<'_, '_> {
+    fn se(&mut self, attempt: u32) -> Outcome {
+        self.session.se(attempt)
+    }
+
+    fn tr(&mut self, attempt: u32) -> Outcome {
+        self.session.tr(attempt)
+    }
+
+    fn po(&mut self, _attempt: u32) -> Outcome {
+        let prefix = format!("candidate_{}/", self.index);
+        let named = |results: &[crate::store::records::CmdResult]| {
+            let mut results = results.to_vec();
+            for r in &mut results {
+                for path in [&mut r.stdout_path, &mut r.stderr_path] {
+                    if !path.is_empty() && !path.starts_with(&prefix) {
+                        *path = format!("{prefix}{path}");
+                    }
+                }
+            }
+            results
+        };
+        self.session.ui.info(format!(
+            "  PO: passed in candidate {}'s worktree on this same tree",
+            self.index
+        ));
+        let record = &mut self.session.current().record;
+        record.verify = named(&self.checks.verify);
+        record.pass_to_pass = named(&self.checks.pass_to_pass);
+        record.fail_to_pass = named(&self.checks.fail_to_pass);
+        record.acceptance = named(&self.checks.acceptance);
+        Outcome::Ok
+    }
+
+    fn interrupt(&mut self, attempt: u32) -> Outcome {
+        self.session.interrupt(attempt)
+    }
+
+    fn end_attempt(&mut self, attempt: u32, passed: bool, last: bool) -> Result<()> {
+        self.session.end_attempt(attempt, passed, last)
+    }
 }
 
 /// One record for the whole race: every candidate's attempt commits are parents of the run
@@ -255,13 +335,13 @@ fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Re
     };
     let passed = (runs.iter()).filter(|r| r.verdict == Verdict::Pass).count();
     session.ui.info(format!(
-        "  {passed}/{} candidates passed; candidate {index} wins ({}): verifying it {}",
+        "  {passed}/{} candidates passed; candidate {index} wins ({}): {}",
         runs.len(),
         won.model,
         if session.plan.worktree {
-            "once more before it is committed"
+            "committing it"
         } else {
-            "once more in your tree"
+            "verifying it once more in your tree"
         }
     ));
     session.provider = Box::new(Chosen {
