@@ -62,6 +62,14 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     let cwd = match &policy.remap {
         Some((from, to)) => {
             out.extend(["--bind".into(), from.into(), to.into()]);
+            // What is read-only inside the folder is read-only where it is shown too.
+            for r in &policy.read_only {
+                if let Ok(rest) = r.strip_prefix(from) {
+                    if !rest.as_os_str().is_empty() && std::fs::symlink_metadata(r).is_ok() {
+                        out.extend(["--ro-bind".into(), r.into(), to.join(rest).into()]);
+                    }
+                }
+            }
             to.as_path()
         }
         None => cwd,

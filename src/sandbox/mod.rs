@@ -14,7 +14,7 @@ pub mod landlock;
 mod policy;
 mod probe;
 
-pub use policy::{ChecksIn, Policy, VERIFY_KEY};
+pub use policy::{AgentIn, ChecksIn, Policy, VERIFY_KEY};
 pub use probe::{choose, Choice};
 
 use std::ffi::OsString;

@@ -23,6 +23,20 @@ pub struct Policy {
     pub remap: Option<(PathBuf, PathBuf)>,
 }
 
+/// Where an agent works, as the policy needs to know it.
+pub struct AgentIn<'a> {
+    /// The user's repository.
+    pub repo: &'a git2::Repository,
+    pub user_root: &'a Path,
+    /// The agent's scratch worktree.
+    pub scratch: &'a Path,
+    /// The agent's private git dir: a copy of the scratch worktree's admin folder whose
+    /// `HEAD`, `index` and logs its git writes (the harness never reads them back).
+    pub git_dir: &'a Path,
+    /// The agent's private object directory.
+    pub objects: &'a Path,
+}
+
 /// The repository a check runs in, as the policy needs to know it.
 pub struct ChecksIn<'a> {
     /// The repository opened at the tree the checks run in (a linked worktree's own).
@@ -54,27 +68,33 @@ impl Policy {
         }
     }
 
-    /// The one policy of agents: their scratch worktree, its own metadata and `objects` (where
-    /// their commits go), the `factory.agentWritable` folders; the user's tree and repo visible
-    /// but read-only; secrets hidden; the network on. `shown_at`: where the scratch worktree
-    /// appears to the agent under bubblewrap.
-    pub fn for_agent(
-        repo: &git2::Repository,
-        user_root: &Path,
-        scratch: &Path,
-        objects: &Path,
-        agent_writable: Vec<PathBuf>,
-        shown_at: PathBuf,
-    ) -> Policy {
-        let scratch_git = git2::Repository::open(scratch)
-            .map(|r| r.path().to_path_buf())
-            .ok();
-        let mut writable: Vec<PathBuf> = vec![scratch.to_path_buf()];
-        writable.extend(scratch_git);
-        writable.push(objects.to_path_buf());
+    /// The one policy of agents: their scratch worktree (its `.git` file read-only), their
+    /// private git dir and object directory (where their index, HEAD and commits go), the
+    /// `factory.agentWritable` folders; the user's tree and repo visible but read-only —
+    /// the scratch worktree's own admin folder under the common `.git` too, so an agent
+    /// cannot re-point it (`commondir`, `gitdir`, `config.worktree`) for the harness or the
+    /// pool's next holder; secrets hidden; the network on. `shown_at`: where the scratch
+    /// worktree appears to the agent under bubblewrap.
+    pub fn for_agent(at: AgentIn<'_>, agent_writable: Vec<PathBuf>, shown_at: PathBuf) -> Policy {
+        let AgentIn {
+            repo,
+            user_root,
+            scratch,
+            git_dir,
+            objects,
+        } = at;
+        let mut writable: Vec<PathBuf> = vec![
+            scratch.to_path_buf(),
+            git_dir.to_path_buf(),
+            objects.to_path_buf(),
+        ];
         writable.extend(agent_writable);
         // The user's tree is read-only whole, its ignored entries with it.
-        let read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
+        let mut read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
+        let entry = scratch.join(".git");
+        if std::fs::symlink_metadata(&entry).is_ok() {
+            read_only.push(entry);
+        }
         Policy {
             writable,
             read_only,

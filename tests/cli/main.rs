@@ -6,6 +6,7 @@ mod agents;
 mod architecture;
 mod attest;
 mod candidates;
+mod confine_a;
 mod contracts;
 mod delivery;
 mod demo;
