@@ -10,10 +10,20 @@ use std::path::Path;
 /// The bwrap command line for `argv` run in `cwd` under `policy`. `status_fd`: where bwrap
 /// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
 /// folder whose name is not UTF-8 is bound where it is.
-pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32) -> Vec<OsString> {
+/// `seccomp_fd`: where bwrap reads the socket rule's program of a check (see `process.rs`).
+pub fn command_line(
+    policy: &Policy,
+    cwd: &Path,
+    argv: &[String],
+    status_fd: i32,
+    seccomp_fd: Option<i32>,
+) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec!["bwrap".into(), "--die-with-parent".into()];
     if !policy.network {
         out.push("--unshare-net".into());
+    }
+    if let Some(fd) = seccomp_fd {
+        out.extend(["--seccomp".into(), fd.to_string().into()]);
     }
     out.extend(
         [
@@ -36,6 +46,15 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
         ]
         .map(OsString::from),
     );
+    if !policy.network {
+        // A check reaches no service's socket: `/run` (Docker's, D-Bus, the user's runtime
+        // folder with its agents) is an empty folder of its own; so is `/var/run` where it is
+        // not a link to `/run`.
+        out.extend(["--tmpfs".into(), "/run".into()]);
+        if std::fs::symlink_metadata("/var/run").is_ok_and(|m| m.is_dir()) {
+            out.extend(["--tmpfs".into(), "/var/run".into()]);
+        }
+    }
     let mut bind = |flag: &str, from: &Path, to: &Path| {
         out.extend([flag.into(), from.into(), to.into()]);
     };

@@ -117,6 +117,9 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
         carve(&w, &holes, Grant::Write, Grant::List, &mut grants);
     }
     grants.push((tmp.to_path_buf(), Grant::Write));
+    // POSIX semaphores and shared memory (Python's `multiprocessing` locks): Landlock cannot
+    // give a private `/dev/shm` as bubblewrap's `--dev` does, so the shared one is writable.
+    grants.push((PathBuf::from("/dev/shm"), Grant::Write));
     grants.extend(
         DEVICES
             .iter()
@@ -222,6 +225,9 @@ pub fn enter(args: &[OsString]) -> ! {
     };
     if let Err(e) = restrict(&grants, network) {
         fail(&mut status, &format!("landlock: {e}"));
+    }
+    if let Err(e) = super::process::confine_process(network) {
+        fail(&mut status, &e);
     }
     let err = std::process::Command::new(program).args(rest).exec();
     let shown = String::from_utf8_lossy(program.as_bytes()).into_owned();

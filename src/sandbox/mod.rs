@@ -13,6 +13,7 @@ mod keep;
 pub mod landlock;
 mod policy;
 mod probe;
+mod process;
 
 pub use policy::{AgentIn, ChecksIn, Policy, VERIFY_KEY};
 pub use probe::{choose, Choice};
@@ -88,6 +89,7 @@ impl Confinement {
             status_file: None,
             tmp: None,
             kept: keep::Kept::default(),
+            seccomp: None,
         };
         match self.backend {
             Backend::Bwrap => {
@@ -96,9 +98,20 @@ impl Confinement {
                 )?;
                 // Only bwrap's end is passed on (inherited by the child it starts).
                 rustix::io::fcntl_setfd(&write, rustix::io::FdFlags::empty())?;
-                prepared.argv = bwrap::command_line(&self.policy, cwd, argv, write.as_raw_fd());
+                let seccomp = match self.policy.network {
+                    true => None,
+                    false => Some(seccomp_pipe()?),
+                };
+                prepared.argv = bwrap::command_line(
+                    &self.policy,
+                    cwd,
+                    argv,
+                    write.as_raw_fd(),
+                    seccomp.as_ref().map(|fd| fd.as_raw_fd()),
+                );
                 prepared.status_read = Some(read);
                 prepared.status_write = Some(write);
+                prepared.seccomp = seccomp;
             }
             Backend::Landlock => {
                 let tmp = tempfile::Builder::new()
@@ -118,6 +131,20 @@ impl Confinement {
     }
 }
 
+/// A pipe holding the socket rule's program of a check, its reading end to pass on to bwrap
+/// (which reads it to its end).
+fn seccomp_pipe() -> std::io::Result<OwnedFd> {
+    let program = process::socket_filter(process::Denied::Unix).map_err(std::io::Error::other)?;
+    let bytes = process::program_bytes(&program);
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // A few hundred bytes: far below a pipe's buffer, so this never blocks.
+    let mut file = std::fs::File::from(write);
+    std::io::Write::write_all(&mut file, &bytes)?;
+    drop(file);
+    rustix::io::fcntl_setfd(&read, rustix::io::FdFlags::empty())?;
+    Ok(read)
+}
+
 /// A confined command ready to start (see [`Confinement::prepare`]).
 pub struct Prepared {
     backend: Backend,
@@ -130,6 +157,8 @@ pub struct Prepared {
     status_file: Option<tempfile::NamedTempFile>,
     tmp: Option<tempfile::TempDir>,
     kept: keep::Kept,
+    /// The reading end bwrap takes a check's socket rule from (closed once it started).
+    seccomp: Option<OwnedFd>,
 }
 
 /// What the sandbox says after the command ended.
@@ -152,6 +181,7 @@ impl Prepared {
     /// end is closed.
     pub fn started(&mut self) {
         self.status_write = None;
+        self.seccomp = None;
     }
 
     /// After the command ended (`exit_code` its launcher's): whether the sandbox started it,

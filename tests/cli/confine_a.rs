@@ -93,3 +93,125 @@ fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
         assert_eq!(code, 0);
     }
 }
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+/// A confined run whose one proposal makes app.txt's `two` `TWO`, with `check` as its first
+/// acceptance command; the harness gets `env` on top of the test's own.
+fn check_run(r: &TestRepo, way: Way, check: &str, env: &[(&str, &str)]) -> Value {
+    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let mut cmd = factory_in(r, way);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    serde_json::from_str(&stdout_of(&out))
+        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)))
+}
+
+fn passed(s: &Value, way: Way) {
+    assert_eq!(s["verdict"], "PASS", "{way:?}: {s}");
+    assert_eq!(
+        s["attempts"][0]["acceptance"][0]["sandbox"],
+        way.backend(),
+        "{way:?}"
+    );
+}
+
+/// Exits 9 when any process's environment it can read holds the harness's API key: the
+/// harness's own, an ancestor's, a sibling's (the check's own has it scrubbed).
+const READ_ENVIRONS: &str = "python3 -c \"import os,sys\nfound=[]\nfor p in os.listdir('/proc'):\n    if not p.isdigit(): continue\n    try:\n        if b'sk-harness-secret' in open('/proc/'+p+'/environ','rb').read(): found.append(p)\n    except OSError: pass\nprint(found)\nsys.exit(9 if found else 0)\"";
+
+#[test]
+fn a_check_cannot_read_the_harness_environment_through_proc() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let s = check_run(
+            &r,
+            way,
+            READ_ENVIRONS,
+            &[("OPENAI_API_KEY", "sk-harness-secret")],
+        );
+        passed(&s, way);
+    }
+}
+
+/// A unix socket listening at `path`, accepting in the background until the test ends.
+fn listening(path: &std::path::Path) -> std::os::unix::net::UnixListener {
+    let _ = std::fs::remove_file(path);
+    let l = std::os::unix::net::UnixListener::bind(path).expect("bind a unix socket");
+    // It really is reachable from outside the sandbox.
+    std::os::unix::net::UnixStream::connect(path).expect("connects unconfined");
+    l
+}
+
+#[test]
+fn a_check_cannot_connect_to_a_unix_socket_outside_the_tree() {
+    // One where services keep theirs (`/run`), one in a folder bubblewrap shows read-only.
+    let run_dir = tempfile::Builder::new()
+        .prefix("gf-sock-")
+        .tempdir_in("/run")
+        .expect("a folder in /run");
+    let var_dir = tempfile::Builder::new()
+        .prefix("gf-sock-")
+        .tempdir_in("/var/tmp")
+        .expect("a folder in /var/tmp");
+    let socks = [run_dir.path().join("s"), var_dir.path().join("s")];
+    let _listeners: Vec<_> = socks.iter().map(|p| listening(p)).collect();
+    let targets = socks
+        .iter()
+        .map(|p| format!("'{}'", p.display()))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Exits 0 only when no socket can be reached.
+    let check = format!(
+        "python3 -c \"import socket,sys\nfor p in [{targets}]:\n    try:\n        s=socket.socket(socket.AF_UNIX)\n        s.connect(p)\n    except OSError:\n        continue\n    print('reached', p)\n    sys.exit(7)\""
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+    }
+}
+
+#[test]
+fn a_check_still_gets_socket_pairs_pipes_and_multiprocessing() {
+    let check = "python3 -c \"import multiprocessing as m, socket, subprocess\na,b=socket.socketpair()\na.sendall(b'x')\nassert b.recv(1)==b'x'\nassert subprocess.run(['true']).returncode==0\nwith m.Pool(2) as p:\n    assert p.map(abs,[-1,-2])==[1,2]\nq=m.Queue()\nq.put(3)\nassert q.get()==3\"";
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, check, &[]), way);
+    }
+}
+
+#[test]
+fn a_check_gets_no_udp_either() {
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    listener
+        .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .expect("timeout");
+    let port = listener.local_addr().expect("addr").port();
+    let check = format!(
+        "python3 -c \"import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))\nexcept OSError:\n    pass\""
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+        let mut buf = [0u8; 16];
+        assert!(
+            listener.recv_from(&mut buf).is_err(),
+            "{way:?}: a datagram left the sandbox"
+        );
+    }
+}
