@@ -11,6 +11,7 @@
 mod bwrap;
 mod keep;
 pub mod landlock;
+mod leftovers;
 mod policy;
 mod probe;
 mod process;
@@ -114,10 +115,13 @@ impl Confinement {
                 prepared.seccomp = seccomp;
             }
             Backend::Landlock => {
+                leftovers::sweep_once();
                 let tmp = tempfile::Builder::new()
-                    .prefix("git-factory-tmp-")
+                    .prefix(&leftovers::prefix(leftovers::TMP))
                     .tempdir()?;
-                let status = tempfile::NamedTempFile::new()?;
+                let status = tempfile::Builder::new()
+                    .prefix(&leftovers::prefix(leftovers::STATUS))
+                    .tempfile()?;
                 let rules = landlock::rules(&self.policy, tmp.path());
                 prepared.kept = keep::Kept::save(&rules.kept)?;
                 prepared.argv =

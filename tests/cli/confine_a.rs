@@ -215,3 +215,102 @@ fn a_check_gets_no_udp_either() {
         );
     }
 }
+
+#[test]
+fn a_broken_bwrap_asked_for_by_name_is_refused_saying_it_fails_and_that_landlock_would_work() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay("rp", &[]);
+    let out = factory_in(&r, Way::AutoBrokenBwrap)
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
+        .args(["run", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let said = stderr_of(&out);
+    assert!(!said.contains("no sandbox confines"), "{said}");
+    assert!(
+        said.contains("asks for bwrap, which cannot confine"),
+        "{said}"
+    );
+    assert!(
+        said.contains("setting up uid map: Permission denied"),
+        "{said}"
+    );
+    assert!(
+        said.contains("landlock confines here: git config factory.sandboxBackend landlock"),
+        "{said}"
+    );
+    assert!(r.run_ids().is_empty());
+}
+
+#[test]
+fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
+    let r = TestRepo::simple();
+    let systmp = r.outside.join("systmp");
+    std::fs::create_dir_all(&systmp).expect("mkdir");
+    let wo = r.work_order(basic_order(&["sleep 60"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let mut harness = r
+        .spawn(&["run", "--sandbox", "--max-attempts", "1", "-w"])
+        .env("TMPDIR", &systmp)
+        .env(
+            "GIT_CONFIG_PARAMETERS",
+            "'factory.sandboxBackend'='landlock'",
+        )
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mine = format!("git-factory-tmp-{}-", harness.id());
+    let ours = || {
+        std::fs::read_dir(&systmp)
+            .expect("read")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ours() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(ours(), 1, "the check runs with its private TMPDIR");
+    harness.kill().expect("kill -9");
+    harness.wait().expect("reaped");
+    let rec = r.factory().args(["recover"]).output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    let wo = r.work_order(basic_order(&["true"]));
+    let out = r
+        .factory()
+        .env("TMPDIR", &systmp)
+        .env(
+            "GIT_CONFIG_PARAMETERS",
+            "'factory.sandboxBackend'='landlock'",
+        )
+        .args(["run", "--sandbox", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(ours(), 0, "the killed run's TMPDIR is removed");
+    let left: Vec<_> = std::fs::read_dir(&systmp)
+        .expect("read")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
