@@ -81,6 +81,14 @@ fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
             stdout_of(&out)
         );
         assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+        // The attempt records the backend that confined its agent.
+        let id = s["run_id"].as_str().expect("run id");
+        let apply: Value = serde_json::from_str(&r.git(&[
+            "show",
+            &format!("refs/factory/{id}:attempt_1/apply_result.json"),
+        ]))
+        .expect("apply_result.json");
+        assert_eq!(apply["sandbox"], way.backend(), "{way:?}: {apply}");
         let files = admin_files(&r);
         assert!(!files.is_empty(), "{way:?}: the pool keeps its worktree");
         for (name, bytes) in files {

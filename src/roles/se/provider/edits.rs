@@ -322,6 +322,39 @@ fn agent_sandbox(
     Ok((Sandbox { policy, backend }, seen_at))
 }
 
+/// A `--sandbox` agent's confinement: its sandbox, the private git dir its git works
+/// through, and where it sees its worktree.
+struct Confined {
+    sandbox: Sandbox,
+    git_dir: PrivateGitDir,
+    seen_at: PathBuf,
+}
+
+fn confine(
+    repo: &Repository,
+    name: &str,
+    scratch: &Path,
+    objects: &Path,
+    admin: &Path,
+    writable: Vec<PathBuf>,
+) -> Result<Confined, ProviderError> {
+    let user_root = git::workdir(repo).map_err(|e| failed(e.message))?;
+    let git_dir = PrivateGitDir::make(repo, name, admin)?;
+    let at = crate::sandbox::AgentIn {
+        repo,
+        user_root: &user_root,
+        scratch,
+        git_dir: &git_dir.dir,
+        objects,
+    };
+    let (sandbox, seen_at) = agent_sandbox(at, writable)?;
+    Ok(Confined {
+        sandbox,
+        git_dir,
+        seen_at,
+    })
+}
+
 /// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git
 /// leaves out ignored files; the index file of the scratch worktree is not written. The
 /// scratch repository reads the agent's own objects (its index may name blobs only they
@@ -421,22 +454,16 @@ impl Provider for AgentEdits {
         let admin = Repository::open(&scratch.path)
             .map(|r| r.path().to_path_buf())
             .map_err(|e| failed(format!("cannot open the scratch worktree: {}", e.message())))?;
-        let mut git_dir = None;
-        let sandbox = if request.sandbox {
-            let user_root = git::workdir(&repo).map_err(|e| failed(e.message))?;
-            let own = PrivateGitDir::make(&repo, &name, &admin)?;
-            let at = crate::sandbox::AgentIn {
-                repo: &repo,
-                user_root: &user_root,
-                scratch: &scratch.path,
-                git_dir: &own.dir,
-                objects: &objects.dir,
-            };
-            let (sandbox, seen_at) = agent_sandbox(at, writable)?;
-            git_dir = Some((own, seen_at));
-            Some(sandbox)
-        } else {
-            None
+        let confined = match request.sandbox {
+            true => Some(confine(
+                &repo,
+                &name,
+                &scratch.path,
+                &objects.dir,
+                &admin,
+                writable,
+            )?),
+            false => None,
         };
         // Beside the scratch worktree, never inside the run record (it holds the user's own
         // global excludes).
@@ -453,8 +480,8 @@ impl Provider for AgentEdits {
         ];
         env_set.extend(exclude_env(&exclude));
         env_set.extend(objects.env(&repo));
-        if let Some((own, seen_at)) = &git_dir {
-            env_set.extend(own.env(seen_at));
+        if let Some(c) = &confined {
+            env_set.extend(c.git_dir.env(&c.seen_at));
         }
         env_set.extend(request.candidate_env());
         let spec = CommandSpec {
@@ -464,7 +491,7 @@ impl Provider for AgentEdits {
             env_set,
             stdin: Some(request.prompt.as_bytes().to_vec()),
             label: "agent",
-            sandbox,
+            sandbox: confined.as_ref().map(|c| c.sandbox.clone()),
             ..CommandSpec::default()
         };
         let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
@@ -482,7 +509,7 @@ impl Provider for AgentEdits {
         }
         // Whatever the agent did — edits, new untracked files, deletions, chmod, commits — the
         // scratch work tree now holds it; its tree against the baseline's is the proposal.
-        drop(git_dir);
+        drop(confined);
         let diff = scratch_tree(&scratch.path, &admin, &objects.dir, &ignore)
             .and_then(|(scratch_repo, tree)| {
                 let tree = without_bookkeeping(&scratch_repo, base_tree, tree, &ignore)?;
@@ -503,7 +530,10 @@ impl Provider for AgentEdits {
         } else {
             diff
         };
-        Ok(Response::plain(raw, OutputFormat::AgentText))
+        Ok(Response {
+            sandbox: result.sandbox.clone(),
+            ..Response::plain(raw, OutputFormat::AgentText)
+        })
     }
 }
 
