@@ -2,9 +2,70 @@
 //! folder, named after the process that made them (`git-factory-tmp-<pid>-…`). A harness
 //! killed with `kill -9` cannot remove them; the next process that confines a command does,
 //! once, for every such entry of ours whose process is gone.
+//!
+//! They are made once per confinement and emptied after each command ([`Spares`]): on a busy
+//! disk, making a folder and a file cost more than a short command itself.
 
 use std::path::Path;
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
+use tempfile::{NamedTempFile, TempDir};
+
+/// A confinement's private `TMPDIR` and status file between its commands.
+#[derive(Debug, Default, Clone)]
+pub struct Spares(Arc<Mutex<Option<(TempDir, NamedTempFile)>>>);
+
+impl Spares {
+    /// An empty private folder and an empty status file: the ones the last command gave
+    /// back, or new ones.
+    pub fn take(&self) -> std::io::Result<(TempDir, NamedTempFile)> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(pair) = kept {
+            return Ok(pair);
+        }
+        sweep_once();
+        let tmp = tempfile::Builder::new().prefix(&prefix(TMP)).tempdir()?;
+        let status = tempfile::Builder::new()
+            .prefix(&prefix(STATUS))
+            .tempfile()?;
+        Ok((tmp, status))
+    }
+
+    /// After a command ended (its process group gone): the folder emptied and the file
+    /// truncated are kept for the next command; what cannot be emptied is removed instead.
+    pub fn give_back(&self, tmp: TempDir, status: NamedTempFile) {
+        if !emptied(tmp.path()) || status.as_file().set_len(0).is_err() {
+            return;
+        }
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some((tmp, status));
+        }
+    }
+}
+
+/// Removes everything in `dir` (never following a link), its own mode put back first.
+fn emptied(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).is_err() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let path = entry.path();
+        let removed = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => std::fs::remove_file(&path),
+            Err(e) => Err(e),
+        };
+        if removed.is_err() {
+            return false;
+        }
+    }
+    true
+}
 
 /// A command's private temporary folder.
 pub const TMP: &str = "git-factory-tmp-";
@@ -78,6 +139,22 @@ fn alive(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_given_back_folder_comes_back_empty_and_the_same() {
+        let spares = Spares::default();
+        let (tmp, status) = spares.take().expect("made");
+        let path = tmp.path().to_path_buf();
+        std::fs::create_dir_all(path.join("a/b")).expect("mkdir");
+        std::fs::write(path.join("a/b/f"), "x").expect("write");
+        std::os::unix::fs::symlink("/", path.join("link")).expect("symlink");
+        std::fs::write(status.path(), "exec x: failed\n").expect("write");
+        spares.give_back(tmp, status);
+        let (tmp, status) = spares.take().expect("kept");
+        assert_eq!(tmp.path(), path);
+        assert_eq!(std::fs::read_dir(&path).expect("read").count(), 0);
+        assert_eq!(std::fs::read(status.path()).expect("read").len(), 0);
+    }
 
     #[test]
     fn only_our_names_with_a_pid_are_read() {

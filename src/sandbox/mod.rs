@@ -48,6 +48,8 @@ impl Backend {
 pub struct Confinement {
     pub policy: Policy,
     pub backend: Backend,
+    /// The Landlock backend's private folder and status file, kept between commands.
+    spares: leftovers::Spares,
 }
 
 /// The backend `--sandbox` uses in `repo`, by its git config `factory.sandboxBackend`,
@@ -62,14 +64,19 @@ pub fn require(repo: &git2::Repository) -> crate::error::Result<Backend> {
 }
 
 impl Confinement {
+    pub fn new(policy: Policy, backend: Backend) -> Confinement {
+        Confinement {
+            policy,
+            backend,
+            spares: leftovers::Spares::default(),
+        }
+    }
+
     /// Checks in the tree `at.tree`: the policy of [`Policy::for_checks`] under the backend
     /// the repo's configuration chooses.
     pub fn for_checks(at: ChecksIn<'_>) -> crate::error::Result<Confinement> {
         let backend = require(at.repo)?;
-        Ok(Confinement {
-            policy: Policy::for_checks(at),
-            backend,
-        })
+        Ok(Confinement::new(Policy::for_checks(at), backend))
     }
 
     /// One more writable folder (see [`Policy::with_writable`]).
@@ -91,6 +98,7 @@ impl Confinement {
             tmp: None,
             kept: keep::Kept::default(),
             seccomp: None,
+            spares: None,
         };
         match self.backend {
             Backend::Bwrap => {
@@ -115,13 +123,7 @@ impl Confinement {
                 prepared.seccomp = seccomp;
             }
             Backend::Landlock => {
-                leftovers::sweep_once();
-                let tmp = tempfile::Builder::new()
-                    .prefix(&leftovers::prefix(leftovers::TMP))
-                    .tempdir()?;
-                let status = tempfile::Builder::new()
-                    .prefix(&leftovers::prefix(leftovers::STATUS))
-                    .tempfile()?;
+                let (tmp, status) = self.spares.take()?;
                 let rules = landlock::rules(&self.policy, tmp.path());
                 prepared.kept = keep::Kept::save(&rules.kept)?;
                 prepared.argv =
@@ -129,6 +131,7 @@ impl Confinement {
                 prepared.env_set = vec![("TMPDIR".into(), tmp.path().into())];
                 prepared.tmp = Some(tmp);
                 prepared.status_file = Some(status);
+                prepared.spares = Some(self.spares.clone());
             }
         }
         Ok(prepared)
@@ -163,6 +166,8 @@ pub struct Prepared {
     kept: keep::Kept,
     /// The reading end bwrap takes a check's socket rule from (closed once it started).
     seccomp: Option<OwnedFd>,
+    /// Where the private folder and status file go back to after the command.
+    spares: Option<leftovers::Spares>,
 }
 
 /// What the sandbox says after the command ended.
@@ -223,7 +228,11 @@ impl Prepared {
         let (put_back, failed) = std::mem::take(&mut self.kept).put_back();
         out.put_back = put_back;
         out.not_put_back = failed;
-        drop(self.tmp.take());
+        if let (Some(spares), Some(tmp), Some(status)) =
+            (self.spares.take(), self.tmp.take(), self.status_file.take())
+        {
+            spares.give_back(tmp, status);
+        }
         out
     }
 }

@@ -112,16 +112,14 @@ fn probe(backend: Backend) -> std::result::Result<(), String> {
     for d in [&tree.join("src"), &git, &outside] {
         std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
     }
-    let confinement = Confinement {
-        policy: Policy {
-            writable: vec![tree.clone()],
-            read_only: vec![git.clone()],
-            hidden: Vec::new(),
-            network: false,
-            remap: None,
-        },
-        backend,
+    let policy = Policy {
+        writable: vec![tree.clone()],
+        read_only: vec![git.clone()],
+        hidden: Vec::new(),
+        network: false,
+        remap: None,
     };
+    let confinement = Confinement::new(policy, backend);
     let script = "echo x > ../outside/f; echo x > .git/f; echo x > src/inside";
     let argv: Vec<String> = ["sh", "-c", script].map(String::from).to_vec();
     let mut prepared = confinement

@@ -322,3 +322,17 @@ fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn no_command_finds_what_an_earlier_one_left_in_its_private_tmpdir() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        r.git(&[
+            "config",
+            "factory.verify",
+            "sh -c 'mkdir -p \"$TMPDIR/d\" && echo x > \"$TMPDIR/d/planted\" && chmod 000 \"$TMPDIR/d\"'",
+        ]);
+        let check = "sh -c 'test ! -e \"${TMPDIR:-/tmp}/d\"'";
+        passed(&check_run(&r, way, check, &[]), way);
+    }
+}

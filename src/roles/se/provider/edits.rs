@@ -319,7 +319,7 @@ fn agent_sandbox(
         crate::sandbox::Backend::Landlock => at.scratch.to_path_buf(),
     };
     let policy = crate::sandbox::Policy::for_agent(at, writable, shown_at);
-    Ok((Sandbox { policy, backend }, seen_at))
+    Ok((Sandbox::new(policy, backend), seen_at))
 }
 
 /// A `--sandbox` agent's confinement: its sandbox, the private git dir its git works
