@@ -330,14 +330,14 @@ struct Confined {
     seen_at: PathBuf,
 }
 
+/// `at`: the scratch worktree, the agent's object directory, the worktree's admin folder.
 fn confine(
     repo: &Repository,
     name: &str,
-    scratch: &Path,
-    objects: &Path,
-    admin: &Path,
+    at: (&Path, &Path, &Path),
     writable: Vec<PathBuf>,
 ) -> Result<Confined, ProviderError> {
+    let (scratch, objects, admin) = at;
     let user_root = git::workdir(repo).map_err(|e| failed(e.message))?;
     let git_dir = PrivateGitDir::make(repo, name, admin)?;
     let at = crate::sandbox::AgentIn {
@@ -451,20 +451,18 @@ impl Provider for AgentEdits {
             .map_err(|e| failed(format!("cannot write the prompt file: {e}")))?;
         let prompt_path = prompt_file.display().to_string();
         let objects = PrivateObjects::make(&repo, &name)?;
+        // The scratch worktree's admin folder, found before the agent runs.
         let admin = Repository::open(&scratch.path)
             .map(|r| r.path().to_path_buf())
             .map_err(|e| failed(format!("cannot open the scratch worktree: {}", e.message())))?;
-        let confined = match request.sandbox {
-            true => Some(confine(
-                &repo,
-                &name,
-                &scratch.path,
-                &objects.dir,
-                &admin,
-                writable,
-            )?),
-            false => None,
-        };
+        let at = (
+            scratch.path.as_path(),
+            objects.dir.as_path(),
+            admin.as_path(),
+        );
+        let confined = (request.sandbox)
+            .then(|| confine(&repo, &name, at, writable))
+            .transpose()?;
         // Beside the scratch worktree, never inside the run record (it holds the user's own
         // global excludes).
         let exclude = git::factory_dir(&repo)
