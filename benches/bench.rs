@@ -2,7 +2,8 @@
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
 //! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool, batch,
-//! fleet, flask (`--flask PATH`: a clone of the Flask repository). `--repos DIR` keeps the attempt repos in
+//! fleet, sandbox, flask (`--flask PATH`: a clone of the Flask repository). `--repos DIR` keeps
+//! the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
 
@@ -699,6 +700,73 @@ fn generate_python(root: &Path, modules: usize) -> Vec<String> {
     paths
 }
 
+/// The pycache and sandbox benches' repo: `modules` Python modules whose checks are
+/// `compileall` and importing them all (factory.verify, by the interpreter's own path), and a
+/// replay of `attempts` valid one-line edits, each to a different module.
+struct PythonRepo {
+    root: PathBuf,
+    python: String,
+    replay: PathBuf,
+    edited: Vec<String>,
+    size: String,
+}
+
+fn python_repo(work: &Path, name: &str, modules: usize, attempts: usize) -> PythonRepo {
+    let root = work.join(format!("repo-{name}"));
+    let paths = generate_python(&root, modules);
+    // The interpreter itself, as a virtualenv's `python` is: a launcher script in between
+    // (pyenv's shims cost tens of milliseconds a call) would add the same time to both sides
+    // and hide the difference being measured.
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "python3".to_string());
+    let quoted = shlex::try_quote(&python).expect("a quotable path");
+    git(
+        &root,
+        &[
+            "config",
+            "factory.verify",
+            &format!("{quoted} -m compileall -q ."),
+        ],
+    );
+    git(
+        &root,
+        &[
+            "config",
+            "--add",
+            "factory.verify",
+            &format!("{quoted} import_all.py"),
+        ],
+    );
+    let replay = work.join(format!("replay-{name}"));
+    std::fs::create_dir_all(&replay).expect("mkdir");
+    let edited: Vec<String> = (1..=attempts)
+        .map(|k| paths[k * 7 % paths.len()].clone())
+        .collect();
+    for (k, path) in edited.iter().enumerate() {
+        // A valid edit (the checks must pass verification to be measured whole).
+        let text = std::fs::read_to_string(root.join(path)).expect("read");
+        let first = text.lines().next().expect("a line");
+        let edited = first.replace(".\"\"\"", ", edited.\"\"\"");
+        let patch = format!(
+            "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{first}\n+{edited}\n"
+        );
+        std::fs::write(replay.join(format!("{}.diff", k + 1)), patch).expect("write");
+    }
+    PythonRepo {
+        root,
+        python,
+        replay,
+        edited,
+        size: modules.to_string(),
+    }
+}
+
 /// Runs a command the way a user's shell would (bytecode written), returning its time.
 fn python_time(root: &Path, argv: &[&str], prefix: Option<&Path>) -> Duration {
     let mut cmd = Command::new(argv[0]);
@@ -732,7 +800,7 @@ fn run_python_attempts(
     root: &Path,
     replay: &Path,
     edited: &[String],
-    sandbox: bool,
+    sandbox: Option<&str>,
 ) -> Vec<Duration> {
     let max = edited.len().to_string();
     let replay_s = replay.to_string_lossy().into_owned();
@@ -756,10 +824,15 @@ fn run_python_attempts(
     for path in edited {
         args.extend(["--allow", path.as_str()]);
     }
-    if sandbox {
+    let mut cmd = Command::new(BIN);
+    if let Some(backend) = sandbox {
         args.push("--sandbox");
+        cmd.env(
+            "GIT_CONFIG_PARAMETERS",
+            format!("'factory.sandboxBackend'='{backend}'"),
+        );
     }
-    let out = Command::new(BIN)
+    let out = cmd
         .current_dir(root)
         .args(&args)
         .env("NO_COLOR", "1")
@@ -800,54 +873,13 @@ fn run_python_attempts(
 /// it), sampled in turns so both see the same load. Attempt 1 of the first run starts from an
 /// empty cache; every later attempt should be as warm as the shell.
 fn bench_pycache(work: &Path, runs: usize) {
-    let modules = 1200;
-    let root = work.join("repo-py");
-    let paths = generate_python(&root, modules);
-    // The interpreter itself, as a virtualenv's `python` is: a launcher script in between
-    // (pyenv's shims cost tens of milliseconds a call) would add the same time to both sides
-    // and hide the difference being measured.
-    let python = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "python3".to_string());
-    let quoted = shlex::try_quote(&python).expect("a quotable path");
-    git(
-        &root,
-        &[
-            "config",
-            "factory.verify",
-            &format!("{quoted} -m compileall -q ."),
-        ],
-    );
-    git(
-        &root,
-        &[
-            "config",
-            "--add",
-            "factory.verify",
-            &format!("{quoted} import_all.py"),
-        ],
-    );
-    let attempts = 4;
-    let replay = work.join("replay-py");
-    std::fs::create_dir_all(&replay).expect("mkdir");
-    let edited: Vec<String> = (1..=attempts)
-        .map(|k| paths[k * 7 % paths.len()].clone())
-        .collect();
-    for (k, path) in edited.iter().enumerate() {
-        // A valid edit (the checks must pass verification to be measured whole).
-        let text = std::fs::read_to_string(root.join(path)).expect("read");
-        let first = text.lines().next().expect("a line");
-        let edited = first.replace(".\"\"\"", ", edited.\"\"\"");
-        let patch = format!(
-            "diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{first}\n+{edited}\n"
-        );
-        std::fs::write(replay.join(format!("{}.diff", k + 1)), patch).expect("write");
-    }
+    let PythonRepo {
+        root,
+        python,
+        replay,
+        edited,
+        size,
+    } = python_repo(work, "py", 1200, 4);
     let checks: [&[&str]; 2] = [
         &[&python, "-m", "compileall", "-q", "."],
         &[&python, "import_all.py"],
@@ -865,7 +897,6 @@ fn bench_pycache(work: &Path, runs: usize) {
             .map(|i| check(Some(&work.join(format!("fresh-prefix-{i}")))))
             .collect(),
     );
-    let size = modules.to_string();
     let sandboxes: &[bool] = if Command::new("bwrap").arg("--version").output().is_ok() {
         &[false, true]
     } else {
@@ -880,7 +911,7 @@ fn bench_pycache(work: &Path, runs: usize) {
         let mut warm = Vec::new();
         for run in 0..runs.max(2) {
             shell.push(check(None));
-            let times = run_python_attempts(&root, &replay, &edited, sandbox);
+            let times = run_python_attempts(&root, &replay, &edited, sandbox.then_some("auto"));
             shell.push(check(None));
             let skip = if run == 0 { 1 } else { 0 };
             cold.extend(times.iter().take(skip));
@@ -913,6 +944,64 @@ fn bench_pycache(work: &Path, runs: usize) {
         );
     }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+// ---- sandbox: what --sandbox costs a check, under each backend ----
+
+/// The same checks inside runs without the sandbox and under each backend, sampled in turns
+/// so all see the same load: the Python checks' verification time from the second attempt
+/// on (the first fills the bytecode cache), and what one confined command costs (twenty
+/// `true` per attempt).
+fn bench_sandbox(work: &Path, runs: usize) {
+    let mut backends: Vec<Option<&str>> = vec![None];
+    if Command::new("bwrap").arg("--version").output().is_ok() {
+        backends.push(Some("bwrap"));
+    } else {
+        println!("(bwrap is not installed: not measured)");
+    }
+    backends.push(Some("landlock"));
+    let later_attempts = |repo: &PythonRepo| -> Vec<Stat> {
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); backends.len()];
+        for _ in 0..runs.max(2) {
+            for (i, backend) in backends.iter().enumerate() {
+                let t = run_python_attempts(&repo.root, &repo.replay, &repo.edited, *backend);
+                times[i].extend(t.into_iter().skip(1));
+            }
+        }
+        times.into_iter().map(median).collect()
+    };
+    let name = |b: &Option<&str>| b.map_or("no sandbox".to_string(), |b| format!("--sandbox, {b}"));
+    let py = python_repo(work, "sandbox", 1200, 4);
+    let stats = later_attempts(&py);
+    for (b, s) in backends.iter().zip(&stats) {
+        let ratio = s.median.as_secs_f64() / stats[0].median.as_secs_f64();
+        row(
+            &format!("checks, later attempts, {}", name(b)),
+            &py.size,
+            s,
+            Some(ratio),
+        );
+    }
+    let commands = 20;
+    let small = python_repo(work, "sandbox-cmd", 10, 4);
+    git(&small.root, &["config", "--unset-all", "factory.verify"]);
+    for _ in 0..commands {
+        git(&small.root, &["config", "--add", "factory.verify", "true"]);
+    }
+    let stats = later_attempts(&small);
+    for (b, s) in backends.iter().zip(&stats).skip(1) {
+        let extra = s.median.saturating_sub(stats[0].median) / commands;
+        println!(
+            "{:<34} {:>8} {:>10} {:>18} per command ({} ms unconfined)",
+            format!("  one command, {}", name(b)),
+            "",
+            format!("+{}", ms(extra)),
+            "",
+            ms(stats[0].median / commands)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&py.root);
+    let _ = std::fs::remove_dir_all(&small.root);
 }
 
 /// One damaged-diff case: the files as they are, the diff, and what each file must become
@@ -2457,6 +2546,10 @@ fn main() {
     }
     if only.contains("pycache") {
         bench_pycache(work.path(), runs);
+    }
+    // Opt-in: three runs of every size of check per round, under each backend.
+    if only.contains("sandbox") {
+        bench_sandbox(work.path(), runs);
     }
     // Opt-in: it runs for tens of seconds (1 s checks, on purpose).
     if only.contains("candidates") {

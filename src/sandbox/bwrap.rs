@@ -10,7 +10,14 @@ use std::path::Path;
 /// The bwrap command line for `argv` run in `cwd` under `policy`. `status_fd`: where bwrap
 /// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
 /// folder whose name is not UTF-8 is bound where it is.
-pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32) -> Vec<OsString> {
+/// `seccomp_fd`: where bwrap reads the socket rule's program of a check (see `process.rs`).
+pub fn command_line(
+    policy: &Policy,
+    cwd: &Path,
+    argv: &[String],
+    status_fd: i32,
+    seccomp_fd: Option<i32>,
+) -> Vec<OsString> {
     // Run by root, bwrap keeps every capability unless told: a command could then unmount
     // the read-only binds, or remount them writable.
     let mut out: Vec<OsString> = ["bwrap", "--die-with-parent", "--cap-drop", "ALL"]
@@ -18,6 +25,9 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
         .to_vec();
     if !policy.network {
         out.push("--unshare-net".into());
+    }
+    if let Some(fd) = seccomp_fd {
+        out.extend(["--seccomp".into(), fd.to_string().into()]);
     }
     out.extend(
         [
@@ -40,6 +50,15 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
         ]
         .map(OsString::from),
     );
+    if !policy.network {
+        // A check reaches no service's socket: `/run` (Docker's, D-Bus, the user's runtime
+        // folder with its agents) is an empty folder of its own; so is `/var/run` where it is
+        // not a link to `/run`.
+        out.extend(["--tmpfs".into(), "/run".into()]);
+        if std::fs::symlink_metadata("/var/run").is_ok_and(|m| m.is_dir()) {
+            out.extend(["--tmpfs".into(), "/var/run".into()]);
+        }
+    }
     let mut bind = |flag: &str, from: &Path, to: &Path| {
         out.extend([flag.into(), from.into(), to.into()]);
     };
@@ -72,6 +91,14 @@ pub fn command_line(policy: &Policy, cwd: &Path, argv: &[String], status_fd: i32
     let cwd = match &policy.remap {
         Some((from, to)) => {
             out.extend(["--bind".into(), from.into(), to.into()]);
+            // What is read-only inside the folder is read-only where it is shown too.
+            for r in &policy.read_only {
+                if let Ok(rest) = r.strip_prefix(from) {
+                    if !rest.as_os_str().is_empty() && std::fs::symlink_metadata(r).is_ok() {
+                        out.extend(["--ro-bind".into(), r.into(), to.join(rest).into()]);
+                    }
+                }
+            }
             to.as_path()
         }
         None => cwd,
@@ -146,7 +173,7 @@ mod tests {
         };
         let pinned = pinned_folders(&policy);
         assert_eq!(pinned, vec![tree.join("src/deep"), tree.join("src")]);
-        let line = command_line(&policy, &tree, &["true".to_string()], 3);
+        let line = command_line(&policy, &tree, &["true".to_string()], 3, None);
         let binds: Vec<(&OsString, &OsString)> = (line.windows(2))
             .filter(|w| w[0] == "--bind")
             .map(|w| (&w[0], &w[1]))

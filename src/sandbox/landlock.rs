@@ -104,13 +104,16 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
             }
             match std::fs::symlink_metadata(&r) {
                 Ok(m) if m.file_type().is_symlink() => kept.push(r),
-                // A `.git` file names the repo git and `recover` trust: never left writable
-                // for a put back to undo (a `kill -9` would leave it hijacked).
+                // A `.git` file names the repo git and `recover` trust: in the user's tree
+                // never left writable for a put back to undo (a `kill -9` would leave it
+                // hijacked); in a worktree the pool proves before trusting, it is kept like
+                // any file, so the tree's root stays writable.
                 Ok(m)
                     if m.is_file()
                         && m.len() <= keep::CAP
                         && m.nlink() == 1
-                        && r.file_name().is_none_or(|n| n != ".git") =>
+                        && (policy.git_file_proven_after
+                            || r.file_name().is_none_or(|n| n != ".git")) =>
                 {
                     kept.push(r)
                 }
@@ -126,6 +129,9 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
         carve(&w, &holes, &kept, (Grant::Write, Grant::List), &mut grants);
     }
     grants.push((real(tmp), Grant::Write));
+    // POSIX semaphores and shared memory (Python's `multiprocessing` locks): Landlock cannot
+    // give a private `/dev/shm` as bubblewrap's `--dev` does, so the shared one is writable.
+    grants.push((PathBuf::from("/dev/shm"), Grant::Write));
     grants.extend(
         DEVICES
             .iter()
@@ -235,6 +241,9 @@ pub fn enter(args: &[OsString]) -> ! {
     };
     if let Err(e) = restrict(&grants, network) {
         fail(&mut status, &format!("landlock: {e}"));
+    }
+    if let Err(e) = super::process::confine_process(network) {
+        fail(&mut status, &e);
     }
     let err = std::process::Command::new(program).args(rest).exec();
     let shown = String::from_utf8_lossy(program.as_bytes()).into_owned();

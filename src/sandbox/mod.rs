@@ -13,10 +13,12 @@
 mod bwrap;
 pub mod keep;
 pub mod landlock;
+mod leftovers;
 mod policy;
 mod probe;
+mod process;
 
-pub use policy::{ChecksIn, Policy, VERIFY_KEY};
+pub use policy::{AgentIn, ChecksIn, Policy, VERIFY_KEY};
 pub use probe::{choose, Choice};
 
 use std::ffi::OsString;
@@ -51,6 +53,8 @@ pub struct Confinement {
     /// Where the read-only files saved before each command are kept (the run's own state,
     /// so `recover` finds them after a `kill -9`); `None`: a folder of the command's own.
     pub kept_in: Option<PathBuf>,
+    /// The Landlock backend's private folder and status file, kept between commands.
+    spares: leftovers::Spares,
 }
 
 /// The backend `--sandbox` uses in `repo`, by its git config `factory.sandboxBackend`,
@@ -65,15 +69,20 @@ pub fn require(repo: &git2::Repository) -> crate::error::Result<Backend> {
 }
 
 impl Confinement {
+    pub fn new(policy: Policy, backend: Backend) -> Confinement {
+        Confinement {
+            policy,
+            backend,
+            kept_in: None,
+            spares: leftovers::Spares::default(),
+        }
+    }
+
     /// Checks in the tree `at.tree`: the policy of [`Policy::for_checks`] under the backend
     /// the repo's configuration chooses.
     pub fn for_checks(at: ChecksIn<'_>) -> crate::error::Result<Confinement> {
         let backend = require(at.repo)?;
-        Ok(Confinement {
-            policy: Policy::for_checks(at),
-            backend,
-            kept_in: None,
-        })
+        Ok(Confinement::new(Policy::for_checks(at), backend))
     }
 
     /// The read-only files saved before each command are kept in `dir` (see
@@ -101,6 +110,8 @@ impl Confinement {
             status_file: None,
             tmp: None,
             kept: None,
+            seccomp: None,
+            spares: None,
         };
         // Under every backend: what it cannot stop is found and put back (see `keep.rs`).
         let kept = match &self.kept_in {
@@ -116,25 +127,48 @@ impl Confinement {
                 )?;
                 // Only bwrap's end is passed on (inherited by the child it starts).
                 rustix::io::fcntl_setfd(&write, rustix::io::FdFlags::empty())?;
-                prepared.argv = bwrap::command_line(&self.policy, cwd, argv, write.as_raw_fd());
+                let seccomp = match self.policy.network {
+                    true => None,
+                    false => Some(seccomp_pipe()?),
+                };
+                prepared.argv = bwrap::command_line(
+                    &self.policy,
+                    cwd,
+                    argv,
+                    write.as_raw_fd(),
+                    seccomp.as_ref().map(|fd| fd.as_raw_fd()),
+                );
                 prepared.status_read = Some(read);
                 prepared.status_write = Some(write);
+                prepared.seccomp = seccomp;
             }
             Backend::Landlock => {
-                let tmp = tempfile::Builder::new()
-                    .prefix("git-factory-tmp-")
-                    .tempdir()?;
-                let status = tempfile::NamedTempFile::new()?;
+                let (tmp, status) = self.spares.take()?;
                 let rules = landlock::rules(&self.policy, tmp.path());
                 prepared.argv =
                     landlock::command_line(&rules, self.policy.network, status.path(), argv)?;
                 prepared.env_set = vec![("TMPDIR".into(), tmp.path().into())];
                 prepared.tmp = Some(tmp);
                 prepared.status_file = Some(status);
+                prepared.spares = Some(self.spares.clone());
             }
         }
         Ok(prepared)
     }
+}
+
+/// A pipe holding the socket rule's program of a check, its reading end to pass on to bwrap
+/// (which reads it to its end).
+fn seccomp_pipe() -> std::io::Result<OwnedFd> {
+    let program = process::socket_filter(process::Denied::Unix).map_err(std::io::Error::other)?;
+    let bytes = process::program_bytes(&program);
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // A few hundred bytes: far below a pipe's buffer, so this never blocks.
+    let mut file = std::fs::File::from(write);
+    std::io::Write::write_all(&mut file, &bytes)?;
+    drop(file);
+    rustix::io::fcntl_setfd(&read, rustix::io::FdFlags::empty())?;
+    Ok(read)
 }
 
 /// A confined command ready to start (see [`Confinement::prepare`]).
@@ -149,6 +183,10 @@ pub struct Prepared {
     status_file: Option<tempfile::NamedTempFile>,
     tmp: Option<tempfile::TempDir>,
     kept: Option<keep::Store>,
+    /// The reading end bwrap takes a check's socket rule from (closed once it started).
+    seccomp: Option<OwnedFd>,
+    /// Where the private folder and status file go back to after the command.
+    spares: Option<leftovers::Spares>,
 }
 
 /// What the sandbox says after the command ended.
@@ -172,6 +210,7 @@ impl Prepared {
     /// end is closed.
     pub fn started(&mut self) {
         self.status_write = None;
+        self.seccomp = None;
     }
 
     /// After the command ended (`exit_code` its launcher's): whether the sandbox started it,
@@ -211,7 +250,11 @@ impl Prepared {
             out.put_back = done.restored;
             out.not_put_back = done.failed;
         }
-        drop(self.tmp.take());
+        if let (Some(spares), Some(tmp), Some(status)) =
+            (self.spares.take(), self.tmp.take(), self.status_file.take())
+        {
+            spares.give_back(tmp, status);
+        }
         out
     }
 }

@@ -21,6 +21,26 @@ pub struct Policy {
     /// only: an agent's scratch worktree lives under `.git/`, where some agents refuse to
     /// edit; under Landlock the agent starts in the folder itself).
     pub remap: Option<(PathBuf, PathBuf)>,
+    /// The tree is a worktree the harness owns (a pooled one, an agent's scratch), whose `.git`
+    /// file the pool proves before any git of the harness runs there: that file may then be
+    /// saved and put back like any read-only file, where Landlock could only keep it read-only
+    /// by making the tree's root read-only. Never for the user's own tree, where a `kill -9`
+    /// before the put back would leave the user's next git pointed elsewhere.
+    pub git_file_proven_after: bool,
+}
+
+/// Where an agent works, as the policy needs to know it.
+pub struct AgentIn<'a> {
+    /// The user's repository.
+    pub repo: &'a git2::Repository,
+    pub user_root: &'a Path,
+    /// The agent's scratch worktree.
+    pub scratch: &'a Path,
+    /// The agent's private git dir: a copy of the scratch worktree's admin folder whose
+    /// `HEAD`, `index` and logs its git writes (the harness never reads them back).
+    pub git_dir: &'a Path,
+    /// The agent's private object directory.
+    pub objects: &'a Path,
 }
 
 /// The repository a check runs in, as the policy needs to know it.
@@ -51,36 +71,44 @@ impl Policy {
             hidden: hidden(repo),
             network: false,
             remap: None,
+            git_file_proven_after: is_pooled(repo, tree),
         }
     }
 
-    /// The one policy of agents: their scratch worktree, its own metadata and `objects` (where
-    /// their commits go), the `factory.agentWritable` folders; the user's tree and repo visible
-    /// but read-only; secrets hidden; the network on. `shown_at`: where the scratch worktree
-    /// appears to the agent under bubblewrap.
-    pub fn for_agent(
-        repo: &git2::Repository,
-        user_root: &Path,
-        scratch: &Path,
-        objects: &Path,
-        agent_writable: Vec<PathBuf>,
-        shown_at: PathBuf,
-    ) -> Policy {
-        let scratch_git = git2::Repository::open(scratch)
-            .map(|r| r.path().to_path_buf())
-            .ok();
-        let mut writable: Vec<PathBuf> = vec![scratch.to_path_buf()];
-        writable.extend(scratch_git);
-        writable.push(objects.to_path_buf());
+    /// The one policy of agents: their scratch worktree (its `.git` file read-only), their
+    /// private git dir and object directory (where their index, HEAD and commits go), the
+    /// `factory.agentWritable` folders; the user's tree and repo visible but read-only —
+    /// the scratch worktree's own admin folder under the common `.git` too, so an agent
+    /// cannot re-point it (`commondir`, `gitdir`, `config.worktree`) for the harness or the
+    /// pool's next holder; secrets hidden; the network on. `shown_at`: where the scratch
+    /// worktree appears to the agent under bubblewrap.
+    pub fn for_agent(at: AgentIn<'_>, agent_writable: Vec<PathBuf>, shown_at: PathBuf) -> Policy {
+        let AgentIn {
+            repo,
+            user_root,
+            scratch,
+            git_dir,
+            objects,
+        } = at;
+        let mut writable: Vec<PathBuf> = vec![
+            scratch.to_path_buf(),
+            git_dir.to_path_buf(),
+            objects.to_path_buf(),
+        ];
         writable.extend(agent_writable);
         // The user's tree is read-only whole, its ignored entries with it.
-        let read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
+        let mut read_only = vec![user_root.to_path_buf(), repo.commondir().to_path_buf()];
+        let entry = scratch.join(".git");
+        if std::fs::symlink_metadata(&entry).is_ok() {
+            read_only.push(entry);
+        }
         Policy {
             writable,
             read_only,
             hidden: hidden(repo),
             network: true,
             remap: Some((scratch.to_path_buf(), shown_at)),
+            git_file_proven_after: true,
         }
     }
 
@@ -92,6 +120,14 @@ impl Policy {
         }
         self
     }
+}
+
+/// Whether `tree` is one of the pool's worktrees (under the common dir's
+/// `factory/worktrees/`), which the pool proves before it trusts them again.
+fn is_pooled(repo: &git2::Repository, tree: &Path) -> bool {
+    let pool = repo.commondir().join("factory").join("worktrees");
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    real(tree).starts_with(real(&pool))
 }
 
 fn dedup(paths: &mut Vec<PathBuf>) {

@@ -44,10 +44,45 @@ pub fn choose(setting: Option<&str>) -> Result<Choice> {
             Err(e) => why.push(format!("{}: {e}", backend.name())),
         }
     }
+    if let [only] = wanted {
+        return Err(named_fails(*only, &why.join("; ")));
+    }
     Err(
         Error::new(format!("--sandbox: no sandbox confines on this machine ({})", why.join("; ")))
             .hint("install bubblewrap (apt-get install bubblewrap) where unprivileged user namespaces are allowed, or use a kernel with Landlock (Linux 5.13 or later, enabled at boot); or run without --sandbox"),
     )
+}
+
+/// The refusal when the one backend git config names cannot confine: that backend fails and
+/// why, and whether the other one would (its probe is run to say so).
+fn named_fails(backend: Backend, why: &str) -> Error {
+    let other = match backend {
+        Backend::Bwrap => Backend::Landlock,
+        Backend::Landlock => Backend::Bwrap,
+    };
+    let message = format!(
+        "--sandbox: git config {} asks for {}, which cannot confine on this machine ({why})",
+        super::BACKEND_KEY,
+        backend.name()
+    );
+    let hint = match proven(other) {
+        Ok(()) => format!(
+            "{} confines here: git config {} {} (or auto, which falls back to it); or run without --sandbox",
+            other.name(),
+            super::BACKEND_KEY,
+            other.name()
+        ),
+        Err(e) => format!(
+            "{} does not confine here either ({}: {e}); {}",
+            other.name(),
+            other.name(),
+            match backend {
+                Backend::Bwrap => "allow unprivileged user namespaces for bwrap, or run without --sandbox",
+                Backend::Landlock => "use a kernel with Landlock (Linux 5.13 or later, enabled at boot), or run without --sandbox",
+            }
+        ),
+    };
+    Error::new(message).hint(hint)
 }
 
 /// The probe's verdict on `backend`, found once per process.
@@ -65,8 +100,9 @@ fn proven(backend: Backend) -> std::result::Result<(), String> {
 /// it must be able to write the tree (a folder of it: Landlock cannot let a command add
 /// entries beside a read-only `.git` folder), and must fail to write `.git` and outside it.
 fn probe(backend: Backend) -> std::result::Result<(), String> {
+    super::leftovers::sweep_once();
     let scratch = tempfile::Builder::new()
-        .prefix("git-factory-probe-")
+        .prefix(&super::leftovers::prefix(super::leftovers::PROBE))
         .tempdir()
         .map_err(|e| format!("cannot make a scratch folder: {e}"))?;
     let base = scratch.path().canonicalize().map_err(|e| e.to_string())?;
@@ -76,17 +112,15 @@ fn probe(backend: Backend) -> std::result::Result<(), String> {
     for d in [&tree.join("src"), &git, &outside] {
         std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
     }
-    let confinement = Confinement {
-        policy: Policy {
-            writable: vec![tree.clone()],
-            read_only: vec![git.clone()],
-            hidden: Vec::new(),
-            network: false,
-            remap: None,
-        },
-        backend,
-        kept_in: None,
+    let policy = Policy {
+        writable: vec![tree.clone()],
+        read_only: vec![git.clone()],
+        hidden: Vec::new(),
+        network: false,
+        remap: None,
+        git_file_proven_after: false,
     };
+    let confinement = Confinement::new(policy, backend);
     let script = "echo x > ../outside/f; echo x > .git/f; echo x > src/inside";
     let argv: Vec<String> = ["sh", "-c", script].map(String::from).to_vec();
     let mut prepared = confinement

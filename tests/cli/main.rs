@@ -7,6 +7,7 @@ mod architecture;
 mod attest;
 mod batch;
 mod candidates;
+mod confine_a;
 mod contracts;
 mod delivery;
 mod demo;

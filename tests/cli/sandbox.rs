@@ -11,7 +11,7 @@ const APP: [&str; 3] = ["one", "two", "three"];
 
 /// How a case is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Way {
+pub(crate) enum Way {
     Bwrap,
     Landlock,
     /// `auto`, with a bwrap on `PATH` that cannot make its user namespace.
@@ -20,7 +20,7 @@ enum Way {
 
 impl Way {
     /// The backend each way must end up recording.
-    fn backend(self) -> &'static str {
+    pub(crate) fn backend(self) -> &'static str {
         match self {
             Way::Bwrap => "bwrap",
             Way::Landlock | Way::AutoBrokenBwrap => "landlock",
@@ -29,7 +29,7 @@ impl Way {
 }
 
 /// Every way this machine offers (bubblewrap is installed by `.ci/run`).
-fn ways() -> Vec<Way> {
+pub(crate) fn ways() -> Vec<Way> {
     let mut out = Vec::new();
     if bwrap_or_skip() {
         out.push(Way::Bwrap);
@@ -39,7 +39,7 @@ fn ways() -> Vec<Way> {
 }
 
 /// A folder holding a `bwrap` that fails as Ubuntu 24.04's does.
-fn broken_bwrap(r: &TestRepo) -> PathBuf {
+pub(crate) fn broken_bwrap(r: &TestRepo) -> PathBuf {
     let dir = r.outside.join("broken-bwrap");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let bin = dir.join("bwrap");
@@ -52,12 +52,12 @@ fn broken_bwrap(r: &TestRepo) -> PathBuf {
     dir
 }
 
-fn make_executable(path: &Path) {
+pub(crate) fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
-fn with_path_first(dir: &Path) -> std::ffi::OsString {
+pub(crate) fn with_path_first(dir: &Path) -> std::ffi::OsString {
     let mut paths = vec![dir.to_path_buf()];
     paths.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),

@@ -18,6 +18,9 @@ pub(crate) struct ApplyResult<'a> {
     pub(crate) touched_files: &'a [String],
     pub(crate) files: Vec<FileAction<'a>>,
     pub(crate) error: Option<&'a str>,
+    /// The backend that confined the agent that proposed (SPEC §7.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -95,6 +98,7 @@ impl Session<'_> {
                     touched_files: &refusal.touched,
                     files: Vec::new(),
                     error: Some(&refusal.message),
+                    sandbox: self.current().agent_sandbox.clone(),
                 };
                 let _ = write_json(&dir.join("apply_result.json"), &result);
                 self.current().record.touched_files = refusal.touched.clone();
@@ -165,6 +169,7 @@ impl Session<'_> {
             touched_files: &plan.touched,
             files,
             error: None,
+            sandbox: self.current().agent_sandbox.clone(),
         };
         let _ = write_json(&dir.join("apply_result.json"), &result);
         let method = plan.method.as_str().to_string();

@@ -157,6 +157,7 @@ impl Session<'_> {
             tree: None,
             applied: false,
             brief: None,
+            agent_sandbox: None,
             started: Instant::now(),
             answer: None,
         });

@@ -163,6 +163,7 @@ impl Session<'_> {
             a.record.dropped_params = response.dropped_params.clone();
             a.record.api_switch = response.api_switch.clone();
             a.record.served_model = response.served_model.clone();
+            a.agent_sandbox = response.sandbox.clone();
         }
         if over_budget {
             if let Some(board) = self.board {

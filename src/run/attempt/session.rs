@@ -36,6 +36,8 @@ pub(crate) struct Attempt {
     pub(crate) started: Instant,
     /// The answer the parser judged, kept so a race's winning proposal can be delivered.
     pub(crate) answer: Option<(Vec<u8>, proposal::OutputFormat)>,
+    /// The backend that confined the agent that proposed (`sandbox` in apply_result.json).
+    pub(crate) agent_sandbox: Option<String>,
 }
 
 pub(crate) struct Session<'a> {

@@ -505,6 +505,7 @@ impl ModelClient {
                 .as_deref()
                 .map(http::one_line)
                 .filter(|m| !m.is_empty()),
+            sandbox: None,
         }
     }
 }

@@ -58,6 +58,8 @@ pub struct Response {
     pub api_switch: Option<String>,
     /// The model the answer says it came from (`gpt-5.1-2026-08-07` behind `gpt-5.1`).
     pub served_model: Option<String>,
+    /// The sandbox backend that confined the agent that made this answer (SPEC §7.1).
+    pub sandbox: Option<String>,
 }
 
 impl Response {
@@ -73,6 +75,7 @@ impl Response {
             dropped_params: Vec::new(),
             api_switch: None,
             served_model: None,
+            sandbox: None,
         }
     }
 }

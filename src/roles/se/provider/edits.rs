@@ -220,6 +220,55 @@ impl Drop for PrivateObjects {
     }
 }
 
+/// A sandboxed agent's own git dir (SPEC §7.1): a copy of its scratch worktree's admin
+/// folder — `HEAD`, `index`, `config.worktree`, a `commondir` naming the repo's — that its git
+/// is pointed at (`GIT_DIR`, `GIT_WORK_TREE`) and may write: `git add`, `git commit` on the
+/// detached HEAD and its logs go here. The real admin folder under the common `.git` stays
+/// read-only in the sandbox, and the harness never reads this copy back: the proposal is
+/// the scratch tree's files, read through the real admin folder.
+struct PrivateGitDir {
+    dir: PathBuf,
+}
+
+impl PrivateGitDir {
+    fn make(repo: &Repository, name: &str, admin: &Path) -> Result<Self, ProviderError> {
+        let dir = git::factory_dir(repo)
+            .join("worktrees")
+            .join(format!("{name}.gitdir"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let made = PrivateGitDir { dir };
+        let copy = || -> std::io::Result<()> {
+            std::fs::create_dir_all(made.dir.join("logs"))?;
+            for file in ["HEAD", "index", "config.worktree"] {
+                match std::fs::read(admin.join(file)) {
+                    Ok(bytes) => std::fs::write(made.dir.join(file), bytes)?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let mut common = repo.commondir().as_os_str().as_bytes().to_vec();
+            common.push(b'\n');
+            std::fs::write(made.dir.join("commondir"), common)
+        };
+        copy().map_err(|e| failed(format!("cannot make the agent's git folder: {e}")))?;
+        Ok(made)
+    }
+
+    /// The agent's environment: this git dir, and its worktree where the agent sees it.
+    fn env(&self, worktree: &Path) -> Vec<(String, String)> {
+        vec![
+            ("GIT_DIR".into(), self.dir.display().to_string()),
+            ("GIT_WORK_TREE".into(), worktree.display().to_string()),
+        ]
+    }
+}
+
+impl Drop for PrivateGitDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Copies into the repo's object store what the proposal's tree needs and the repo lacks
 /// (the scratch repository reads the agent's objects as an alternate): the trees and blobs
 /// of what the agent added or changed, nothing else it wrote. A tree the repo already has
@@ -250,36 +299,59 @@ fn take_in(scratch: &Repository, user: &Repository, tree: Oid) -> Result<(), git
 }
 
 /// The sandbox of a coding agent: the one agent policy (SPEC §7.1) — its scratch worktree
-/// (shown at `/tmp/git-factory/<repo>` under bubblewrap), the worktree's own metadata, its
-/// private object directory (the repo's own objects stay read-only: an agent that could write
-/// them could delete or rewrite the history), the `factory.agentWritable` folders; network on.
+/// (shown at `/tmp/git-factory/<repo>` under bubblewrap), its private git dir and object
+/// directory (the repo's own objects and the worktree's admin folder stay read-only: an agent
+/// that could write them could delete or rewrite the history, or re-point the worktree), the
+/// `factory.agentWritable` folders; network on. Also where the agent sees its worktree.
 fn agent_sandbox(
-    user_root: &Path,
-    repo: &Repository,
-    scratch: &Path,
-    objects: &Path,
+    at: crate::sandbox::AgentIn<'_>,
     writable: Vec<PathBuf>,
-) -> Result<Sandbox, ProviderError> {
-    let backend = crate::sandbox::require(repo).map_err(|e| failed(e.message))?;
+) -> Result<(Sandbox, PathBuf), ProviderError> {
+    let backend = crate::sandbox::require(at.repo).map_err(|e| failed(e.message))?;
     // Named after the user's repository (also in a --worktree run, whose tree is elsewhere).
-    let name = repo
-        .commondir()
-        .parent()
+    let name = (at.repo.commondir().parent())
         .and_then(Path::file_name)
         .map(|n| n.to_os_string())
         .unwrap_or_else(|| "repo".into());
-    let policy = crate::sandbox::Policy::for_agent(
+    let shown_at = Path::new(SANDBOX_WORKTREE).join(name);
+    let seen_at = match backend {
+        crate::sandbox::Backend::Bwrap => shown_at.clone(),
+        crate::sandbox::Backend::Landlock => at.scratch.to_path_buf(),
+    };
+    let policy = crate::sandbox::Policy::for_agent(at, writable, shown_at);
+    Ok((Sandbox::new(policy, backend), seen_at))
+}
+
+/// A `--sandbox` agent's confinement: its sandbox, the private git dir its git works
+/// through, and where it sees its worktree.
+struct Confined {
+    sandbox: Sandbox,
+    git_dir: PrivateGitDir,
+    seen_at: PathBuf,
+}
+
+/// `at`: the scratch worktree, the agent's object directory, the worktree's admin folder.
+fn confine(
+    repo: &Repository,
+    name: &str,
+    at: (&Path, &Path, &Path),
+    writable: Vec<PathBuf>,
+) -> Result<Confined, ProviderError> {
+    let (scratch, objects, admin) = at;
+    let user_root = git::workdir(repo).map_err(|e| failed(e.message))?;
+    let git_dir = PrivateGitDir::make(repo, name, admin)?;
+    let at = crate::sandbox::AgentIn {
         repo,
-        user_root,
+        user_root: &user_root,
         scratch,
+        git_dir: &git_dir.dir,
         objects,
-        writable,
-        Path::new(SANDBOX_WORKTREE).join(name),
-    );
-    Ok(Sandbox {
-        policy,
-        backend,
-        kept_in: None,
+    };
+    let (sandbox, seen_at) = agent_sandbox(at, writable)?;
+    Ok(Confined {
+        sandbox,
+        git_dir,
+        seen_at,
     })
 }
 
@@ -289,10 +361,14 @@ fn agent_sandbox(
 /// hold) as an alternate; what the harness hashes here goes to the repo's store.
 fn scratch_tree(
     scratch: &Path,
+    admin: &Path,
     objects: &Path,
     ignore: &AgentIgnore,
 ) -> Result<(Repository, Oid), git2::Error> {
-    let repo = Repository::open(scratch)?;
+    // Through the admin folder found before the agent ran, never through the tree's `.git`
+    // entry, which the agent could have re-pointed.
+    let repo = Repository::open(admin)?;
+    repo.set_workdir(scratch, false)?;
     // libgit2 takes the alternate as text: a folder whose path is not UTF-8 is refused, never
     // read at a lossy spelling that names another folder.
     let objects = objects.to_str().ok_or_else(|| {
@@ -375,18 +451,18 @@ impl Provider for AgentEdits {
             .map_err(|e| failed(format!("cannot write the prompt file: {e}")))?;
         let prompt_path = prompt_file.display().to_string();
         let objects = PrivateObjects::make(&repo, &name)?;
-        let sandbox = if request.sandbox {
-            let user_root = git::workdir(&repo).map_err(|e| failed(e.message))?;
-            Some(agent_sandbox(
-                &user_root,
-                &repo,
-                &scratch.path,
-                &objects.dir,
-                writable,
-            )?)
-        } else {
-            None
-        };
+        // The scratch worktree's admin folder, found before the agent runs.
+        let admin = Repository::open(&scratch.path)
+            .map(|r| r.path().to_path_buf())
+            .map_err(|e| failed(format!("cannot open the scratch worktree: {}", e.message())))?;
+        let at = (
+            scratch.path.as_path(),
+            objects.dir.as_path(),
+            admin.as_path(),
+        );
+        let confined = (request.sandbox)
+            .then(|| confine(&repo, &name, at, writable))
+            .transpose()?;
         // Beside the scratch worktree, never inside the run record (it holds the user's own
         // global excludes).
         let exclude = git::factory_dir(&repo)
@@ -402,6 +478,9 @@ impl Provider for AgentEdits {
         ];
         env_set.extend(exclude_env(&exclude));
         env_set.extend(objects.env(&repo));
+        if let Some(c) = &confined {
+            env_set.extend(c.git_dir.env(&c.seen_at));
+        }
         env_set.extend(request.candidate_env());
         let spec = CommandSpec {
             argv: self.argv_for(&prompt_path, request.attempt),
@@ -410,7 +489,7 @@ impl Provider for AgentEdits {
             env_set,
             stdin: Some(request.prompt.as_bytes().to_vec()),
             label: "agent",
-            sandbox,
+            sandbox: confined.as_ref().map(|c| c.sandbox.clone()),
             ..CommandSpec::default()
         };
         let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
@@ -428,7 +507,8 @@ impl Provider for AgentEdits {
         }
         // Whatever the agent did — edits, new untracked files, deletions, chmod, commits — the
         // scratch work tree now holds it; its tree against the baseline's is the proposal.
-        let diff = scratch_tree(&scratch.path, &objects.dir, &ignore)
+        drop(confined);
+        let diff = scratch_tree(&scratch.path, &admin, &objects.dir, &ignore)
             .and_then(|(scratch_repo, tree)| {
                 let tree = without_bookkeeping(&scratch_repo, base_tree, tree, &ignore)?;
                 take_in(&scratch_repo, &repo, tree)?;
@@ -448,7 +528,10 @@ impl Provider for AgentEdits {
         } else {
             diff
         };
-        Ok(Response::plain(raw, OutputFormat::AgentText))
+        Ok(Response {
+            sandbox: result.sandbox.clone(),
+            ..Response::plain(raw, OutputFormat::AgentText)
+        })
     }
 }
 

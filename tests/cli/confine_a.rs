@@ -1,0 +1,384 @@
+//! Confinement (SPEC §7.1) tried as an attacker would, part A: what a confined command can
+//! reach besides files — the scratch worktree's admin folder, other processes, unix sockets —
+//! and what the sandbox itself leaves or says. Each case runs under bubblewrap, under Landlock,
+//! and under `auto` with a bubblewrap first on `PATH` that fails as Ubuntu 24.04's does.
+
+use crate::common::*;
+use crate::sandbox::{broken_bwrap, ways, with_path_first, Way};
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// `git factory` confined the given way (`GIT_CONFIG_PARAMETERS` names the backend).
+fn factory_in(r: &TestRepo, way: Way) -> Command {
+    let mut cmd = r.factory();
+    let backend = match way {
+        Way::Bwrap => "bwrap",
+        Way::Landlock => "landlock",
+        Way::AutoBrokenBwrap => {
+            cmd.env("PATH", with_path_first(&broken_bwrap(r)));
+            "auto"
+        }
+    };
+    cmd.env(
+        "GIT_CONFIG_PARAMETERS",
+        format!("'factory.sandboxBackend'='{backend}'"),
+    );
+    cmd
+}
+
+/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'`, confined the given way.
+fn agent_run(r: &TestRepo, way: Way, script: &str) -> (std::process::Output, Value) {
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = factory_in(r, way)
+        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(format!(
+            "sh -c {}",
+            shlex::try_quote(script).expect("quotable")
+        ))
+        .output()
+        .expect("runs");
+    let s = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    (out, s)
+}
+
+/// The files of every linked worktree's admin folder that name where its git looks.
+fn admin_files(r: &TestRepo) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(r.root.join(".git/worktrees")) else {
+        return out;
+    };
+    for d in dirs.flatten() {
+        for f in ["commondir", "gitdir", "HEAD", "config.worktree"] {
+            if let Ok(bytes) = std::fs::read(d.path().join(f)) {
+                out.push((format!("{}/{f}", d.file_name().to_string_lossy()), bytes));
+            }
+        }
+    }
+    out
+}
+
+/// An agent that tries to re-point its scratch worktree — the admin folder's files under the
+/// common `.git`, found through the tree's `.git` file, and that file itself — then makes its
+/// change and commits it (its commit must still work).
+const REPOINT: &str = "admin=$(sed -n 's/^gitdir: //p' \"$(git rev-parse --show-toplevel)/.git\"); \
+     for f in commondir gitdir HEAD config.worktree; do printf evil > \"$admin/$f\" 2>/dev/null; done; \
+     printf 'gitdir: /nowhere\\n' > \"$(git rev-parse --show-toplevel)/.git\" 2>/dev/null; \
+     sed -i s/^two$/TWO/ app.txt && git add app.txt && \
+     git -c user.name=a -c user.email=a@b.invalid commit -qm agent\n";
+
+#[test]
+fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let (out, s) = agent_run(&r, way, REPOINT);
+        assert_eq!(
+            s["verdict"],
+            "PASS",
+            "{way:?}: {}\n{}",
+            stderr_of(&out),
+            stdout_of(&out)
+        );
+        assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+        // The attempt records the backend that confined its agent.
+        let id = s["run_id"].as_str().expect("run id");
+        let apply: Value = serde_json::from_str(&r.git(&[
+            "show",
+            &format!("refs/factory/{id}:attempt_1/apply_result.json"),
+        ]))
+        .expect("apply_result.json");
+        assert_eq!(apply["sandbox"], way.backend(), "{way:?}: {apply}");
+        let files = admin_files(&r);
+        assert!(!files.is_empty(), "{way:?}: the pool keeps its worktree");
+        for (name, bytes) in files {
+            assert!(
+                !bytes.windows(4).any(|w| w == b"evil"),
+                "{way:?}: {name} was rewritten"
+            );
+        }
+        let (code, _) = r.git_code(&["worktree", "list"]);
+        assert_eq!(code, 0);
+    }
+}
+
+const APP: [&str; 3] = ["one", "two", "three"];
+
+/// A confined run whose one proposal makes app.txt's `two` `TWO`, with `check` as its first
+/// acceptance command; the harness gets `env` on top of the test's own.
+fn check_run(r: &TestRepo, way: Way, check: &str, env: &[(&str, &str)]) -> Value {
+    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let mut cmd = factory_in(r, way);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    serde_json::from_str(&stdout_of(&out))
+        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)))
+}
+
+fn passed(s: &Value, way: Way) {
+    assert_eq!(s["verdict"], "PASS", "{way:?}: {s}");
+    assert_eq!(
+        s["attempts"][0]["acceptance"][0]["sandbox"],
+        way.backend(),
+        "{way:?}"
+    );
+}
+
+/// Exits 9 when any process's environment it can read holds the harness's API key: the
+/// harness's own, an ancestor's, a sibling's (the check's own has it scrubbed).
+const READ_ENVIRONS: &str = "python3 -c \"import os,sys\nfound=[]\nfor p in os.listdir('/proc'):\n    if not p.isdigit(): continue\n    try:\n        if b'sk-harness-secret' in open('/proc/'+p+'/environ','rb').read(): found.append(p)\n    except OSError: pass\nprint(found)\nsys.exit(9 if found else 0)\"";
+
+#[test]
+fn a_check_cannot_read_the_harness_environment_through_proc() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let s = check_run(
+            &r,
+            way,
+            READ_ENVIRONS,
+            &[("OPENAI_API_KEY", "sk-harness-secret")],
+        );
+        passed(&s, way);
+    }
+}
+
+/// A unix socket listening at `path`, accepting in the background until the test ends.
+fn listening(path: &std::path::Path) -> std::os::unix::net::UnixListener {
+    let _ = std::fs::remove_file(path);
+    let l = std::os::unix::net::UnixListener::bind(path).expect("bind a unix socket");
+    // It really is reachable from outside the sandbox.
+    std::os::unix::net::UnixStream::connect(path).expect("connects unconfined");
+    l
+}
+
+#[test]
+fn a_check_cannot_connect_to_a_unix_socket_outside_the_tree() {
+    // One where services keep theirs (`/run`), one in a folder bubblewrap shows read-only.
+    let run_dir = tempfile::Builder::new()
+        .prefix("gf-sock-")
+        .tempdir_in("/run")
+        .expect("a folder in /run");
+    let var_dir = tempfile::Builder::new()
+        .prefix("gf-sock-")
+        .tempdir_in("/var/tmp")
+        .expect("a folder in /var/tmp");
+    let socks = [run_dir.path().join("s"), var_dir.path().join("s")];
+    let _listeners: Vec<_> = socks.iter().map(|p| listening(p)).collect();
+    let targets = socks
+        .iter()
+        .map(|p| format!("'{}'", p.display()))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Exits 0 only when no socket can be reached.
+    let check = format!(
+        "python3 -c \"import socket,sys\nfor p in [{targets}]:\n    try:\n        s=socket.socket(socket.AF_UNIX)\n        s.connect(p)\n    except OSError:\n        continue\n    print('reached', p)\n    sys.exit(7)\""
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+    }
+}
+
+#[test]
+fn a_check_still_gets_socket_pairs_pipes_and_multiprocessing() {
+    let check = "python3 -c \"import multiprocessing as m, socket, subprocess\na,b=socket.socketpair()\na.sendall(b'x')\nassert b.recv(1)==b'x'\nassert subprocess.run(['true']).returncode==0\nwith m.Pool(2) as p:\n    assert p.map(abs,[-1,-2])==[1,2]\nq=m.Queue()\nq.put(3)\nassert q.get()==3\"";
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, check, &[]), way);
+    }
+}
+
+#[test]
+fn a_check_gets_no_udp_either() {
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    listener
+        .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .expect("timeout");
+    let port = listener.local_addr().expect("addr").port();
+    let check = format!(
+        "python3 -c \"import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))\nexcept OSError:\n    pass\""
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+        let mut buf = [0u8; 16];
+        assert!(
+            listener.recv_from(&mut buf).is_err(),
+            "{way:?}: a datagram left the sandbox"
+        );
+    }
+}
+
+#[test]
+fn a_broken_bwrap_asked_for_by_name_is_refused_saying_it_fails_and_that_landlock_would_work() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay("rp", &[]);
+    let out = factory_in(&r, Way::AutoBrokenBwrap)
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
+        .args(["run", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let said = stderr_of(&out);
+    assert!(!said.contains("no sandbox confines"), "{said}");
+    assert!(
+        said.contains("asks for bwrap, which cannot confine"),
+        "{said}"
+    );
+    assert!(
+        said.contains("setting up uid map: Permission denied"),
+        "{said}"
+    );
+    assert!(
+        said.contains("landlock confines here: git config factory.sandboxBackend landlock"),
+        "{said}"
+    );
+    assert!(r.run_ids().is_empty());
+}
+
+#[test]
+fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
+    let r = TestRepo::simple();
+    let systmp = r.outside.join("systmp");
+    std::fs::create_dir_all(&systmp).expect("mkdir");
+    let wo = r.work_order(basic_order(&["sleep 60"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
+        )],
+    );
+    let mut harness = r
+        .spawn(&["run", "--sandbox", "--max-attempts", "1", "-w"])
+        .env("TMPDIR", &systmp)
+        .env(
+            "GIT_CONFIG_PARAMETERS",
+            "'factory.sandboxBackend'='landlock'",
+        )
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mine = format!("git-factory-tmp-{}-", harness.id());
+    let ours = || {
+        std::fs::read_dir(&systmp)
+            .expect("read")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ours() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(ours(), 1, "the check runs with its private TMPDIR");
+    harness.kill().expect("kill -9");
+    harness.wait().expect("reaped");
+    let rec = r.factory().args(["recover"]).output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    let wo = r.work_order(basic_order(&["true"]));
+    let out = r
+        .factory()
+        .env("TMPDIR", &systmp)
+        .env(
+            "GIT_CONFIG_PARAMETERS",
+            "'factory.sandboxBackend'='landlock'",
+        )
+        .args(["run", "--sandbox", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(ours(), 0, "the killed run's TMPDIR is removed");
+    let left: Vec<_> = std::fs::read_dir(&systmp)
+        .expect("read")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn no_command_finds_what_an_earlier_one_left_in_its_private_tmpdir() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        r.git(&[
+            "config",
+            "factory.verify",
+            "sh -c 'mkdir -p \"$TMPDIR/d\" && echo x > \"$TMPDIR/d/planted\" && chmod 000 \"$TMPDIR/d\"'",
+        ]);
+        let check = "sh -c 'test ! -e \"${TMPDIR:-/tmp}/d\"'";
+        passed(&check_run(&r, way, check, &[]), way);
+    }
+}
+
+/// A sandboxed check in a pooled worktree (`--worktree`) may make files at the tree's root,
+/// as tools do (`sed -i`, coverage files, caches), under every backend: that worktree's `.git`
+/// file is saved and put back, not made read-only with the whole root — and it is put back.
+#[test]
+fn a_sandboxed_worktree_check_writes_at_the_trees_root_and_its_git_file_is_put_back() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let wo = r.work_order(basic_order(&[
+            "sh -c 'echo made > made-at-root.txt || exit 1; printf \"gitdir: /nowhere\\n\" > .git; grep -qx TWO app.txt'",
+        ]));
+        let replay = r.replay(
+            "rp",
+            &[(
+                "1.json",
+                proposal(
+                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                    "try",
+                ),
+            )],
+        );
+        let out = factory_in(&r, way)
+            .args(["run", "--sandbox", "--worktree", "--json", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{way:?}: {stderr}");
+        let s: Value = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+        assert_eq!(s["verdict"], "PASS", "{way:?}: {s}");
+        // Every pooled worktree still names its own admin folder.
+        let porcelain = r.git(&["worktree", "list", "--porcelain"]);
+        assert!(!porcelain.contains("prunable"), "{way:?}: {porcelain}");
+        for line in porcelain
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+        {
+            let dot_git = std::path::Path::new(line).join(".git");
+            if let Ok(text) = std::fs::read_to_string(&dot_git) {
+                assert!(!text.contains("/nowhere"), "{way:?}: {dot_git:?}: {text}");
+            }
+        }
+    }
+}
