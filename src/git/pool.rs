@@ -153,6 +153,7 @@ pub(crate) fn in_tree(path: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(path);
     cmd.args(["-c", "core.fsmonitor=false"]);
+    cmd.args(super::worktree::NO_BACKGROUND_WORK);
     for var in [
         "GIT_DIR",
         "GIT_WORK_TREE",

@@ -12,6 +12,7 @@ use std::process::Command;
 pub fn git_cmd(repo: &Repository) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("--git-dir").arg(repo.commondir());
+    cmd.args(NO_BACKGROUND_WORK);
     cmd.env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
@@ -20,6 +21,12 @@ pub fn git_cmd(repo: &Repository) -> Command {
         .stdin(std::process::Stdio::null());
     cmd
 }
+
+/// The harness's own git leaves nothing running behind it: no `git maintenance run --auto
+/// --detach` (or older git's `gc --auto`) after its fetches, pushes and commits — the user's
+/// own git still does that housekeeping.
+pub(crate) const NO_BACKGROUND_WORK: [&str; 4] =
+    ["-c", "maintenance.auto=false", "-c", "gc.auto=0"];
 
 pub(crate) fn run_git(mut cmd: Command, what: &str) -> Result<()> {
     let out = cmd.output().map_err(|e| {

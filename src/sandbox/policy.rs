@@ -112,6 +112,28 @@ impl Policy {
         }
     }
 
+    /// The policy of an `--agent-command` agent: it runs in the tree the run works in and
+    /// answers on stdout, so nothing of the repo is its to write — the tree and every git dir
+    /// read-only; its `factory.agentWritable` folders (and its private temporary folder)
+    /// writable; secrets hidden; the network on.
+    pub fn for_command_agent(
+        repo: &git2::Repository,
+        tree: &Path,
+        agent_writable: Vec<PathBuf>,
+    ) -> Policy {
+        let mut read_only = vec![tree.to_path_buf()];
+        read_only.extend(git_dirs(repo, tree));
+        dedup(&mut read_only);
+        Policy {
+            writable: agent_writable,
+            read_only,
+            hidden: hidden(repo),
+            network: true,
+            remap: None,
+            git_file_proven_after: false,
+        }
+    }
+
     /// One more writable folder (the attempt's bytecode view, the cache while the harness
     /// fills it).
     pub fn with_writable(mut self, dir: PathBuf) -> Policy {

@@ -382,3 +382,45 @@ fn a_sandboxed_worktree_check_writes_at_the_trees_root_and_its_git_file_is_put_b
         }
     }
 }
+
+/// `--agent-command` agents run confined too under `--sandbox` (SPEC §1.1): the repo — its
+/// tree and `.git` — is read-only to them, so what such an agent tries to plant there never
+/// lands, and its proposal on stdout still makes the run.
+#[test]
+fn a_sandboxed_agent_command_cannot_write_the_repo() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let answer = r.outside.join("answer.json");
+        std::fs::write(
+            &answer,
+            proposal(
+                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                "try",
+            ),
+        )
+        .expect("write");
+        let script = format!(
+            "cat >/dev/null; echo planted > planted.txt 2>/dev/null; \
+             printf '#!/bin/sh\\necho hooked\\n' > .git/hooks/pre-commit 2>/dev/null; \
+             echo scratch > \"${{TMPDIR:-/tmp}}/agent-scratch\" || exit 3; cat {}",
+            answer.display()
+        );
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let out = factory_in(&r, way)
+            .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+            .arg(&wo)
+            .arg("--agent-command")
+            .arg(format!(
+                "sh -c {}",
+                shlex::try_quote(&script).expect("quotable")
+            ))
+            .output()
+            .expect("runs");
+        let stderr = stderr_of(&out);
+        let s: Value = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+        assert_eq!(s["verdict"], "PASS", "{way:?}: {stderr}\n{s}");
+        assert!(!r.root.join("planted.txt").exists(), "{way:?}");
+        assert!(!r.root.join(".git/hooks/pre-commit").exists(), "{way:?}");
+        assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    }
+}

@@ -1,8 +1,11 @@
 //! `--agent-command`: any program that reads the request as JSON on stdin and prints its
-//! proposal on stdout. Run like every other command: argv only, own process group, timeout.
+//! proposal on stdout. Run like every other command: argv only, own process group, timeout;
+//! under `--sandbox` confined by the agents' policy (SPEC §1.1, §7.1): the repo read-only, its
+//! `factory.agentWritable` folders writable, the network on.
 
 use super::contract::{Provider, ProviderError, Request, Response};
-use crate::roles::po::exec::{self, excerpt, CommandSpec, LogFiles};
+use crate::config::Config;
+use crate::roles::po::exec::{self, excerpt, CommandSpec, LogFiles, Sandbox};
 use crate::roles::se::proposal::OutputFormat;
 use serde_json::json;
 use std::time::Duration;
@@ -20,6 +23,10 @@ impl Provider for AgentCommand {
             "attempt": request.attempt,
             "failure_brief": request.failure_brief,
         });
+        let sandbox = match request.sandbox {
+            true => Some(confine(request.root)?),
+            false => None,
+        };
         let spec = CommandSpec {
             argv: self.argv.clone(),
             cwd: request.root.to_path_buf(),
@@ -28,7 +35,7 @@ impl Provider for AgentCommand {
             env_set: request.candidate_env(),
             stdin: Some(input.to_string().into_bytes()),
             label: "agent",
-            sandbox: None,
+            sandbox,
             pgid_file: None,
         };
         let logs = LogFiles::in_dir(request.attempt_dir, request.attempt_rel, "agent");
@@ -52,6 +59,21 @@ impl Provider for AgentCommand {
         }
         let raw = std::fs::read(&logs.stdout)
             .map_err(|e| ProviderError::Failed(format!("cannot read the agent's output: {e}")))?;
-        Ok(Response::plain(raw, OutputFormat::AgentText))
+        Ok(Response {
+            sandbox: result.sandbox.clone(),
+            ..Response::plain(raw, OutputFormat::AgentText)
+        })
     }
+}
+
+/// The agent's confinement in the tree at `root`, by the repo's chosen backend.
+fn confine(root: &std::path::Path) -> Result<Sandbox, ProviderError> {
+    let failed = |what: &str, e: String| ProviderError::Failed(format!("{what}: {e}"));
+    let repo = git2::Repository::open(root)
+        .map_err(|e| failed("cannot open the repo", e.message().to_string()))?;
+    let writable = super::edits::agent_writable(&Config::of(&repo))?;
+    let backend =
+        crate::sandbox::require(&repo).map_err(|e| failed("cannot confine the agent", e.message))?;
+    let policy = crate::sandbox::Policy::for_command_agent(&repo, root, writable);
+    Ok(Sandbox::new(policy, backend))
 }

@@ -114,7 +114,7 @@ impl AgentIgnore {
 /// The folders (or files) of `factory.agentWritable`, `~/` expanded; a missing one is made as
 /// a folder (the agent would make it), so it can be bound writable into the sandbox. A value that names no usable
 /// folder is a misconfiguration: the run is refused before its first attempt counts.
-fn agent_writable(cfg: &Config) -> Result<Vec<PathBuf>, ProviderError> {
+pub(super) fn agent_writable(cfg: &Config) -> Result<Vec<PathBuf>, ProviderError> {
     let refuse = |raw: &str, why: String| {
         ProviderError::Unreachable {
         message: format!("git config {AGENT_WRITABLE} {raw:?}: {why}"),
