@@ -390,20 +390,16 @@ fn a_sandboxed_worktree_check_writes_at_the_trees_root_and_its_git_file_is_put_b
 fn a_sandboxed_agent_command_cannot_write_the_repo() {
     for way in ways() {
         let r = TestRepo::simple();
-        let answer = r.outside.join("answer.json");
-        std::fs::write(
-            &answer,
-            proposal(
-                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                "try",
-            ),
-        )
-        .expect("write");
+        // The answer is in the script itself: bubblewrap's /tmp is the agent's own.
+        let answer = proposal(
+            &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+            "try",
+        );
         let script = format!(
             "cat >/dev/null; echo planted > planted.txt 2>/dev/null; \
              printf '#!/bin/sh\\necho hooked\\n' > .git/hooks/pre-commit 2>/dev/null; \
-             echo scratch > \"${{TMPDIR:-/tmp}}/agent-scratch\" || exit 3; cat {}",
-            answer.display()
+             echo scratch > \"${{TMPDIR:-/tmp}}/agent-scratch\" || exit 3; \
+             cat <<'ANSWER'\n{answer}\nANSWER\n"
         );
         let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
         let out = factory_in(&r, way)

@@ -72,8 +72,8 @@ fn confine(root: &std::path::Path) -> Result<Sandbox, ProviderError> {
     let repo = git2::Repository::open(root)
         .map_err(|e| failed("cannot open the repo", e.message().to_string()))?;
     let writable = super::edits::agent_writable(&Config::of(&repo))?;
-    let backend =
-        crate::sandbox::require(&repo).map_err(|e| failed("cannot confine the agent", e.message))?;
+    let backend = crate::sandbox::require(&repo)
+        .map_err(|e| failed("cannot confine the agent", e.message))?;
     let policy = crate::sandbox::Policy::for_command_agent(&repo, root, writable);
     Ok(Sandbox::new(policy, backend))
 }

@@ -22,7 +22,7 @@ pub struct Request<'a> {
     /// The folder where this attempt's artifacts go (an agent's logs land here).
     pub attempt_dir: &'a Path,
     pub attempt_rel: &'a str,
-    /// `--sandbox`: an agent that edits files runs under bubblewrap too (SPEC §7).
+    /// `--sandbox`: agents run confined too (SPEC §7.1), by the backend the repo chooses.
     pub sandbox: bool,
     /// Hears the tokens received so far while a model streams its answer.
     pub on_tokens: &'a dyn Fn(u64),
