@@ -432,6 +432,18 @@ impl Pooled {
     /// Whether the worktree's git files are as the pool made them.
     fn proven(&self) -> bool {
         Admin::read(&self.git_dir, &self.path).is_some_and(|now| now == self.admin)
+            && !self.has_stale_lock()
+    }
+
+    /// A `*.lock` in the worktree's admin folder (`index.lock`, `HEAD.lock`): no git of this
+    /// process runs there now, so a command left it (killed mid-write, or planted), and every
+    /// later git there would refuse — such a worktree is replaced, never reused.
+    fn has_stale_lock(&self) -> bool {
+        std::fs::read_dir(&self.admin.dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().as_bytes().ends_with(b".lock"))
+        })
     }
 
     /// Records the worktree as held by this process, its git files as `admin`.

@@ -565,3 +565,34 @@ fn a_check_that_stages_deletes_adds_and_chmods_leaves_the_next_run_a_clean_basel
     assert_eq!(code, Some(0), "{s}");
     assert_idle_and_clean(&r);
 }
+
+/// A check that leaves a git lock in its worktree's admin folder (`index.lock`, as a git
+/// killed mid-write does) does not poison the pool: that worktree is replaced, and the next
+/// runs deliver as ever.
+#[test]
+fn a_stale_index_lock_left_by_a_check_means_a_new_worktree_not_a_poisoned_one() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "1"]);
+    let (code, s) = worktree_run(
+        &r,
+        "locker",
+        "sh -c 'touch \"$(git rev-parse --git-dir)/index.lock\"; exit 1'",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(code, Some(1), "{s}");
+    for round in 0..2 {
+        let (code, s) = worktree_run(&r, &format!("after-{round}"), "grep -qx TWO app.txt", &[]);
+        assert_eq!(code, Some(0), "round {round}: {s}");
+        assert_eq!(s["verdict"], "PASS", "round {round}: {s}");
+        assert!(s["result_commit"].as_str().is_some(), "round {round}: {s}");
+    }
+    assert_idle_and_clean(&r);
+    let locks: Vec<_> = std::fs::read_dir(r.root.join(".git/worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|d| d.path().join("index.lock").exists())
+        .map(|d| d.path())
+        .collect();
+    assert!(locks.is_empty(), "{locks:?}");
+}
