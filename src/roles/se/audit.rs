@@ -5,6 +5,8 @@
 //! here before the agent runs and compared after it exits: every ref outside git-factory's
 //! namespaces (also in a `--worktree` run, whose refs are shared with the user's own work) and
 //! the HEAD of every other worktree. This module only names what escaped; it writes nothing.
+//! What other runs of the repo write meanwhile (their records, their delivered branches) is
+//! theirs, by `git::restore`'s one rule, and never named.
 
 use crate::error::Result;
 use git2::Repository;
@@ -125,6 +127,10 @@ impl Audit {
         let mut out = Vec::new();
         let refs = list_refs(repo)?;
         diff_maps(&self.refs, &refs, |name, how| {
+            // Another run's delivery, made while the agent worked (SPEC §5.2): not the agent's.
+            if how == "added" && crate::git::restore::another_runs_branch(repo, name) {
+                return;
+            }
             let how = if how == "changed" { "moved" } else { how };
             out.push(format!("{name} ({how})"))
         });

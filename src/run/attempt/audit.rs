@@ -71,7 +71,7 @@ impl Session<'_> {
                 .into_iter()
                 .filter(|c| {
                     let name = c.split(" (").next().unwrap_or(c);
-                    !restored.iter().any(|r| r == name)
+                    !restored.iter().any(|r| r.split(" (").next() == Some(name))
                 })
                 .collect(),
             Some(Err(e)) => {
