@@ -45,6 +45,18 @@ fn order(r: &TestRepo, id: &str) -> PathBuf {
     path
 }
 
+/// A work order named `id` with a red→green contract: its baseline check records the
+/// contract's results in `refs/notes/factory-verify` (each order a command list of its own).
+fn contract_order(r: &TestRepo, id: &str) -> PathBuf {
+    let mut wo = basic_order(&[&format!("sh check-{id}.sh")]);
+    wo["id"] = id.into();
+    wo["title"] = format!("order {id}").into();
+    wo["fail_to_pass"] = serde_json::json!([format!("sh check-{id}.sh")]);
+    let path = r.outside.join(format!("{id}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&wo).expect("json")).expect("write");
+    path
+}
+
 /// `git factory run --json --jobs 3 --max-attempts 1 -w ORDERS… --agent-command AGENT`.
 fn batch(r: &TestRepo, orders: &[PathBuf], agent: &str) -> (Option<i32>, String, Vec<Value>) {
     let mut cmd = r.factory();
@@ -197,5 +209,63 @@ fn an_agent_that_escapes_in_a_batch_is_caught_and_only_its_writes_are_taken_back
                 "round {round}: the note line of {id} is kept: {lines:?}"
             );
         }
+    }
+}
+
+/// The lines of the note on the baseline's tree in `refs/notes/factory-verify`.
+fn verify_lines(r: &TestRepo) -> Vec<String> {
+    let (code, text) = r.git_code(&["notes", "--ref", "factory-verify", "show", "HEAD^{tree}"]);
+    if code != 0 {
+        return Vec::new();
+    }
+    text.lines().map(str::to_string).collect()
+}
+
+/// An agent that, once the four other runs are done, replaces the note on the baseline's tree
+/// in `refs/notes/factory-verify` by a forged line: the other runs' cached results are put
+/// back, the forged line taken away.
+fn forger(r: &TestRepo) -> String {
+    let _ = r;
+    "i=0; while [ \"$(git notes --ref factory show HEAD | grep -c ' PASS ')\" -lt 4 ] \
+       && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+     git notes --ref factory-verify add -f -m 'PASS forged' 'HEAD^{tree}'"
+        .to_string()
+}
+
+#[test]
+fn other_runs_cached_results_are_kept_and_a_forged_one_taken_back() {
+    let ids = ["wo-0", "wo-1", "wo-evil", "wo-2", "wo-3"];
+    let files: Vec<(String, &str)> = ids
+        .iter()
+        .map(|id| (format!("check-{id}.sh"), "grep -qx TWO app.txt\n"))
+        .collect();
+    for round in 0..2 {
+        let mut all: Vec<(&str, &str)> = vec![
+            ("app.txt", "one\ntwo\nthree\n"),
+            (".gitignore", ".env\nbuild/\n"),
+        ];
+        all.extend(files.iter().map(|(p, c)| (p.as_str(), *c)));
+        let r = TestRepo::with_files(&all);
+        r.git(&["config", "factory.verify", "true"]);
+        let orders: Vec<PathBuf> = ids.iter().map(|id| contract_order(&r, id)).collect();
+        let (code, err, runs) = batch(&r, &orders, &agent(&r, &forger(&r)));
+        nothing_running(&r);
+        assert_eq!(code, Some(1), "round {round}: {err}");
+        for run in &runs {
+            let evil = run["work_order_id"] == "wo-evil";
+            let want = if evil { "FAIL" } else { "PASS" };
+            assert_eq!(run["verdict"], want, "round {round}: {run}");
+            if evil {
+                assert_eq!(stage_of(run), "agent_escaped", "round {round}: {run}");
+            }
+        }
+        let lines = verify_lines(&r);
+        assert!(
+            !lines.iter().any(|l| l.contains("forged")),
+            "round {round}: {lines:?}"
+        );
+        // Every order's baseline check recorded its results on the baseline's tree.
+        let results = lines.iter().filter(|l| l.starts_with("RESULTS ")).count();
+        assert_eq!(results, ids.len(), "round {round}: {lines:?}");
     }
 }

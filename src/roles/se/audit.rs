@@ -86,12 +86,16 @@ fn list_heads(common: &Path) -> BTreeMap<Vec<u8>, Option<FileFact>> {
     let ours = common.join("factory").join("worktrees");
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for e in entries.flatten() {
-            // One whose record is half-written or half-removed (no gitdir file yet or any more)
-            // is being added or removed by git right now: not a HEAD anyone moved.
+            // One whose record is half-written or half-removed (no gitdir file yet or any more,
+            // or one git has opened but not yet written) is being added or removed by git
+            // right now: not a HEAD anyone moved.
             let Ok(gitdir) = std::fs::read(e.path().join("gitdir")) else {
                 continue;
             };
-            if Path::new(std::ffi::OsStr::from_bytes(gitdir.trim_ascii_end())).starts_with(&ours) {
+            let gitdir = gitdir.trim_ascii_end();
+            if gitdir.is_empty()
+                || Path::new(std::ffi::OsStr::from_bytes(gitdir)).starts_with(&ours)
+            {
                 continue;
             }
             out.insert(

@@ -403,31 +403,94 @@ fn lines_of(text: &[u8]) -> Vec<&[u8]> {
 /// Lines by the object whose note holds them.
 type Lines = BTreeMap<Oid, BTreeSet<Vec<u8>>>;
 
-/// The lines that notes commits of git-factory processes added between `from` (exclusive)
-/// and `to`, following first parents (at most [`CHAIN`] commits back).
-fn added_by_harnesses(repo: &Repository, from: Option<Oid>, to: Oid) -> Lines {
+/// The lines the notes commits between `from` (exclusive) and `to` added, following first
+/// parents (at most `CHAIN` commits back): by git-factory processes, and by anyone.
+struct Chain {
+    by_harness: Lines,
+    by_anyone: Lines,
+}
+
+fn chain_lines(repo: &Repository, from: Option<Oid>, to: Option<Oid>) -> Chain {
     const CHAIN: usize = 10_000;
-    let mut out = Lines::new();
-    let mut at = repo.find_commit(to).ok();
+    let mut out = Chain {
+        by_harness: Lines::new(),
+        by_anyone: Lines::new(),
+    };
+    let mut at = to.and_then(|to| repo.find_commit(to).ok());
     for _ in 0..CHAIN {
         let Some(commit) = at.take() else { break };
         if Some(commit.id()) == from {
             break;
         }
         let parent = commit.parent(0).ok();
-        if git::restore::another_runs_notes_commit(&commit) {
-            let before = parent.as_ref().and_then(|p| p.tree().ok());
-            if let Ok(tree) = commit.tree() {
-                if let Ok(diff) = repo.diff_tree_to_tree(before.as_ref(), Some(&tree), None) {
-                    for delta in diff.deltas() {
-                        note_lines_added(repo, &delta, &mut out);
-                    }
+        let before = parent.as_ref().and_then(|p| p.tree().ok());
+        let mut added = Lines::new();
+        if let Ok(tree) = commit.tree() {
+            if let Ok(diff) = repo.diff_tree_to_tree(before.as_ref(), Some(&tree), None) {
+                for delta in diff.deltas() {
+                    note_lines_added(repo, &delta, &mut added);
                 }
             }
+        }
+        let harness = git::restore::another_runs_notes_commit(&commit);
+        for (target, lines) in added {
+            if harness {
+                let set = out.by_harness.entry(target).or_default();
+                set.extend(lines.iter().cloned());
+            }
+            out.by_anyone.entry(target).or_default().extend(lines);
         }
         at = parent;
     }
     out
+}
+
+/// Which lines of a notes ref that moved are to be taken away (`unproven`: added, and not
+/// provably another run's) and which put back (`gone`: there at the capture, or added since
+/// by another run, and not there now).
+fn judge(
+    repo: &Repository,
+    name: &str,
+    was: &BTreeMap<Oid, Vec<u8>>,
+    now: &BTreeMap<Oid, Vec<u8>>,
+    chain: &Chain,
+) -> (Lines, Lines) {
+    let theirs = |target: &Oid, line: &[u8]| {
+        if name == crate::store::NOTES_REF {
+            git::restore::another_runs_note_line(repo, line)
+        } else {
+            name.starts_with("refs/notes/factory-")
+                && (chain.by_harness.get(target)).is_some_and(|s| s.contains(line))
+        }
+    };
+    let (mut unproven, mut gone) = (Lines::new(), Lines::new());
+    for (target, text) in now {
+        let had = was.get(target).map(|t| lines_of(t)).unwrap_or_default();
+        for line in lines_of(text) {
+            if !had.contains(&line) && !theirs(target, line) {
+                unproven.entry(*target).or_default().insert(line.to_vec());
+            }
+        }
+    }
+    let mut owed = Lines::new();
+    for (target, text) in was {
+        let set = owed.entry(*target).or_default();
+        set.extend(lines_of(text).into_iter().map(<[u8]>::to_vec));
+    }
+    for (target, lines) in &chain.by_anyone {
+        for line in lines.iter().filter(|l| theirs(target, l)) {
+            owed.entry(*target).or_default().insert(line.clone());
+        }
+    }
+    for (target, lines) in owed {
+        let has = now.get(&target).map(|t| lines_of(t)).unwrap_or_default();
+        for line in lines {
+            if !has.contains(&line.as_slice()) {
+                gone.entry(target).or_default().insert(line);
+            }
+        }
+    }
+    (unproven, gone)
 }
 
 /// The lines one changed note file of a notes commit added, under the object it annotates.
@@ -507,32 +570,8 @@ fn mend_notes_ref(
     };
     let empty = BTreeMap::new();
     let was = before.and_then(|b| b.notes.as_ref()).unwrap_or(&empty);
-    let by_harness = match (is, name.starts_with("refs/notes/factory-")) {
-        (Some(to), true) => added_by_harnesses(repo, before.map(|b| b.oid), to),
-        _ => Lines::new(),
-    };
-    let (mut unproven, mut gone) = (Lines::new(), Lines::new());
-    for (target, text) in &now {
-        let had = was.get(target).map(|t| lines_of(t)).unwrap_or_default();
-        for line in lines_of(text) {
-            let theirs = if name == crate::store::NOTES_REF {
-                git::restore::another_runs_note_line(repo, line)
-            } else {
-                by_harness.get(target).is_some_and(|s| s.contains(line))
-            };
-            if !had.contains(&line) && !theirs {
-                unproven.entry(*target).or_default().insert(line.to_vec());
-            }
-        }
-    }
-    for (target, text) in was {
-        let has = now.get(target).map(|t| lines_of(t)).unwrap_or_default();
-        for line in lines_of(text) {
-            if !has.contains(&line) {
-                gone.entry(*target).or_default().insert(line.to_vec());
-            }
-        }
-    }
+    let chain = chain_lines(repo, before.map(|b| b.oid), is);
+    let (unproven, gone) = judge(repo, name, was, &now, &chain);
     let (added, removed) = (count(&unproven), count(&gone));
     if added == 0 && removed == 0 {
         return Ok(None);
@@ -621,5 +660,104 @@ fn set_back(repo: &Repository, name: &str, before: Option<&NotesRef>) -> Result<
             repo.find_reference(name)?.delete()?;
             Ok("made, not notes; removed".to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, Repository) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path()).expect("init");
+        {
+            let mut cfg = repo.config().expect("config");
+            cfg.set_str("user.name", "T").expect("name");
+            cfg.set_str("user.email", "t@example.invalid")
+                .expect("email");
+        }
+        (dir, repo)
+    }
+
+    /// Sets the note on `target` to `text` as a command's own `git notes add -f` would.
+    fn overwrite(repo: &Repository, name: &str, target: Oid, text: &[u8]) {
+        notes::update(repo, name, "Notes added by 'git notes add'", |repo, _| {
+            let blob = repo.blob(text)?;
+            Ok(Some(notes::Edits::from([(target.to_string(), Some(blob))])))
+        })
+        .expect("overwrite");
+    }
+
+    fn note(repo: &Repository, name: &str, target: Oid) -> Vec<u8> {
+        notes::read(repo, name, target)
+            .expect("read")
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_mended_note_loses_only_the_dropped_lines_and_regains_the_missing_ones() {
+        let drop = BTreeSet::from([b"forged".to_vec()]);
+        let add = BTreeSet::from([b"kept \xff".to_vec(), b"theirs".to_vec()]);
+        assert_eq!(
+            mended_note(b"theirs\nforged\nnew", Some(&drop), Some(&add)),
+            b"theirs\nnew\nkept \xff\n"
+        );
+        assert_eq!(mended_note(b"forged\n", Some(&drop), None), b"");
+        assert!(lines_of(b"").is_empty());
+        assert_eq!(lines_of(b"a\n\nb"), [&b"a"[..], b"", b"b"]);
+    }
+
+    #[test]
+    fn cached_results_of_other_runs_stay_and_a_commands_own_lines_are_undone() {
+        let (_dir, repo) = repo();
+        let name = "refs/notes/factory-verify";
+        let tree = repo.blob(b"a tree").expect("blob");
+        notes::append_line(&repo, name, tree, b"RESULTS before").expect("append");
+        let watched = Watched::capture(&repo, true).expect("capture");
+        // Another run caches its results while the agent works...
+        notes::append_line(&repo, name, tree, b"RESULTS theirs").expect("append");
+        // ...and the agent replaces the note by a forged pass, erasing both lines...
+        overwrite(&repo, name, tree, b"PASS forged\n");
+        // ...after which another run caches more.
+        notes::append_line(&repo, name, tree, b"RESULTS later").expect("append");
+        let put = watched.put_back(&repo).expect("put back");
+        assert_eq!(put.restored.len(), 1, "{put:?}");
+        assert!(put.restored[0].starts_with(name), "{put:?}");
+        let text = note(&repo, name, tree);
+        let lines: BTreeSet<&[u8]> = lines_of(&text).into_iter().collect();
+        assert_eq!(
+            lines,
+            BTreeSet::from([&b"RESULTS before"[..], b"RESULTS theirs", b"RESULTS later"]),
+            "{}",
+            text.escape_ascii()
+        );
+    }
+
+    #[test]
+    fn notes_other_runs_added_are_no_escape() {
+        let (_dir, repo) = repo();
+        let name = "refs/notes/factory-verify";
+        let tree = repo.blob(b"a tree").expect("blob");
+        let watched = Watched::capture(&repo, true).expect("capture");
+        notes::append_line(&repo, name, tree, b"RESULTS theirs").expect("append");
+        let put = watched.put_back(&repo).expect("put back");
+        assert!(put.restored.is_empty() && put.failed.is_empty(), "{put:?}");
+        assert_eq!(note(&repo, name, tree), b"RESULTS theirs\n");
+    }
+
+    #[test]
+    fn a_run_line_naming_no_final_record_is_taken_away_and_a_notes_ref_made_for_it_goes() {
+        let (_dir, repo) = repo();
+        let commit = repo.blob(b"a commit").expect("blob");
+        let watched = Watched::capture(&repo, true).expect("capture");
+        overwrite(
+            &repo,
+            crate::store::NOTES_REF,
+            commit,
+            b"factory 000000000000 PASS forged attempts=1\n",
+        );
+        let put = watched.put_back(&repo).expect("put back");
+        assert_eq!(put.restored.len(), 1, "{put:?}");
+        assert!(repo.find_reference(crate::store::NOTES_REF).is_err());
     }
 }
