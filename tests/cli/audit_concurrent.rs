@@ -269,3 +269,95 @@ fn other_runs_cached_results_are_kept_and_a_forged_one_taken_back() {
         assert_eq!(results, ids.len(), "round {round}: {lines:?}");
     }
 }
+
+#[test]
+fn two_worktree_runs_started_by_hand_do_not_blame_each_others_agent() {
+    for round in 0..3 {
+        let r = TestRepo::simple();
+        let agent = agent(&r, "true");
+        let children: Vec<std::process::Child> = ["wo-a", "wo-b"]
+            .iter()
+            .map(|id| {
+                r.spawn(&["run", "--json", "--worktree", "--max-attempts", "1", "-w"])
+                    .arg(order(&r, id))
+                    .args(["--agent-command", &agent])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().expect("wait");
+            let s: Value = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "round {round}: {s}\n{}",
+                stderr_of(&out)
+            );
+        }
+        nothing_running(&r);
+        assert_eq!(
+            note_lines(&r).len(),
+            2,
+            "round {round}: {:?}",
+            note_lines(&r)
+        );
+    }
+}
+
+/// The check side-effect restore of an in-situ run, whose check runs while a `--worktree` run
+/// beside it delivers its branch `factory/<run_id>`: that branch is the other run's, neither
+/// deleted nor listed as a side effect.
+#[test]
+fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
+    let r = TestRepo::simple();
+    let started = r.outside.join("started");
+    let go = r.outside.join("go");
+    let check = format!(
+        "sh -c 'touch {started}; i=0; while [ ! -f {go} ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done; grep -qx TWO app.txt'",
+        started = started.display(),
+        go = go.display()
+    );
+    let mut in_situ_order = basic_order(&[&check]);
+    in_situ_order["id"] = "wo-here".into();
+    let in_situ_order = r.work_order(in_situ_order);
+    let diff = diff_replace("app.txt", &APP, "two", "TWO");
+    let replay = r.replay("proposals", &[("1.diff", diff)]);
+    let in_situ = r
+        .spawn(&["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&in_situ_order)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for(&started);
+    let beside = r
+        .factory()
+        .args(["run", "--json", "--worktree", "-w"])
+        .arg(order(&r, "wo-beside"))
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(beside.status.code(), Some(0), "{}", stderr_of(&beside));
+    let theirs: Value = serde_json::from_str(&stdout_of(&beside)).expect("json");
+    let branch = format!(
+        "refs/heads/factory/{}",
+        theirs["run_id"].as_str().expect("id")
+    );
+    std::fs::write(&go, "").expect("go");
+    let out = in_situ.wait_with_output().expect("wait");
+    nothing_running(&r);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert!(has_branch(&r, &branch), "{branch} is kept: {s}");
+    assert!(
+        !s["side_effects"].to_string().contains("factory/"),
+        "not a side effect: {}",
+        s["side_effects"]
+    );
+}
