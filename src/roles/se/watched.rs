@@ -305,7 +305,8 @@ pub struct Watched {
     /// is shared with their ongoing work, which the audit must not undo).
     tree: Files,
     factory: Files,
-    notes: BTreeMap<String, NotesRef>,
+    /// Every notes ref and the commit it pointed at.
+    notes: BTreeMap<String, Oid>,
     /// `None` for a sandboxed agent, to which the objects are read-only.
     objects: Option<ObjectFiles>,
 }
@@ -332,7 +333,7 @@ impl Watched {
         Ok(Watched {
             tree,
             factory,
-            notes: notes_refs(repo)?,
+            notes: notes_heads(repo)?,
             objects: if sandboxed {
                 None
             } else {
@@ -359,24 +360,14 @@ impl Watched {
     }
 }
 
-/// A notes ref as it was: its commit and its notes (`None`: not a notes commit git-factory
-/// can read, so nothing in it is anyone's lines).
-#[derive(Debug)]
-struct NotesRef {
-    oid: Oid,
-    notes: Option<BTreeMap<Oid, Vec<u8>>>,
-}
-
-/// Every ref under `refs/notes/`, by name, with its notes.
-fn notes_refs(repo: &Repository) -> Result<BTreeMap<String, NotesRef>> {
-    let mut out = BTreeMap::new();
-    for (name, oid) in notes_heads(repo)? {
-        let notes = notes::all(repo, &name)
-            .ok()
-            .map(|n| n.into_iter().collect());
-        out.insert(name, NotesRef { oid, notes });
-    }
-    Ok(out)
+/// The notes of the notes commit `commit`, by the object each annotates (`None`: not a notes
+/// commit, so nothing in it is anyone's lines). Read when the audit needs them, not at the
+/// capture: a commit never changes, and the audit puts the repo's objects back first.
+fn notes_at(repo: &Repository, commit: Oid) -> Option<BTreeMap<Oid, Vec<u8>>> {
+    let tree = repo.find_commit(commit).ok()?.tree().ok()?;
+    notes::all_in(repo, &tree)
+        .ok()
+        .map(|n| n.into_iter().collect())
 }
 
 /// Every ref under `refs/notes/` and the object it points at.
@@ -528,17 +519,13 @@ fn note_lines_added(repo: &Repository, delta: &git2::DiffDelta<'_>, out: &mut Li
 /// when it is provably another run's (`git::restore`'s one rule: in `refs/notes/factory`, the
 /// exact line a final run record says; in git-factory's other notes, a line a git-factory
 /// process appended), and otherwise taken away — that line only. Each ref mended is named.
-fn put_back_notes(
-    repo: &Repository,
-    was: &BTreeMap<String, NotesRef>,
-    out: &mut PutBack,
-) -> Result<()> {
+fn put_back_notes(repo: &Repository, was: &BTreeMap<String, Oid>, out: &mut PutBack) -> Result<()> {
     let now = notes_heads(repo)?;
     let names: BTreeSet<&String> = was.keys().chain(now.keys()).collect();
     for name in names {
-        let before = was.get(name);
+        let before = was.get(name).copied();
         let is = now.get(name).copied();
-        if before.map(|b| b.oid) == is {
+        if before == is {
             continue;
         }
         match mend_notes_ref(repo, name, before, is) {
@@ -557,21 +544,20 @@ fn put_back_notes(
 fn mend_notes_ref(
     repo: &Repository,
     name: &str,
-    before: Option<&NotesRef>,
+    before: Option<Oid>,
     is: Option<Oid>,
 ) -> Result<Option<String>> {
-    let now: BTreeMap<Oid, Vec<u8>> = match is {
-        Some(_) => match notes::all(repo, name) {
-            Ok(n) => n.into_iter().collect(),
+    let now = match is {
+        Some(commit) => match notes_at(repo, commit) {
+            Some(n) => n,
             // Not a notes commit any more: nobody's lines are readable in it.
-            Err(_) => return set_back(repo, name, before).map(Some),
+            None => return set_back(repo, name, before).map(Some),
         },
         None => BTreeMap::new(),
     };
-    let empty = BTreeMap::new();
-    let was = before.and_then(|b| b.notes.as_ref()).unwrap_or(&empty);
-    let chain = chain_lines(repo, before.map(|b| b.oid), is);
-    let (unproven, gone) = judge(repo, name, was, &now, &chain);
+    let was = before.and_then(|b| notes_at(repo, b)).unwrap_or_default();
+    let chain = chain_lines(repo, before, is);
+    let (unproven, gone) = judge(repo, name, &was, &now, &chain);
     let (added, removed) = (count(&unproven), count(&gone));
     if added == 0 && removed == 0 {
         return Ok(None);
@@ -650,10 +636,10 @@ fn mended_note(
 
 /// A notes ref that no longer points at a notes commit: set back where it was (or removed
 /// when it did not exist), as nothing in it can be anyone's lines.
-fn set_back(repo: &Repository, name: &str, before: Option<&NotesRef>) -> Result<String> {
+fn set_back(repo: &Repository, name: &str, before: Option<Oid>) -> Result<String> {
     match before {
         Some(b) => {
-            repo.reference(name, b.oid, true, "git-factory: agent audit")?;
+            repo.reference(name, b, true, "git-factory: agent audit")?;
             Ok("replaced by something not notes; set back".to_string())
         }
         None => {
