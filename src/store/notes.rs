@@ -181,6 +181,29 @@ fn lost_a_race(e: &git2::Error) -> bool {
         || e.message().contains("failed to lock")
 }
 
+/// Creates the ref `name` at `commit` only if no other process made it first. (libgit2's
+/// non-forced create looks for the ref before it takes the ref's lock, so two processes
+/// making the first note at once would both succeed, the second erasing the first's line;
+/// here the lock is taken first and the ref looked for under it.)
+fn create(
+    repo: &Repository,
+    name: &str,
+    commit: Oid,
+    message: &str,
+) -> std::result::Result<(), git2::Error> {
+    let mut tx = repo.transaction()?;
+    tx.lock_ref(name)?;
+    if repo.find_reference(name).is_ok() {
+        return Err(git2::Error::new(
+            git2::ErrorCode::Exists,
+            git2::ErrorClass::Reference,
+            format!("{name} was made by another process"),
+        ));
+    }
+    tx.set_target(name, commit, None, message)?;
+    tx.commit()
+}
+
 /// Changes a notes ref as one commit: `plan` is given the current notes tree and says what
 /// to change (`None`: nothing). Tried again from the new tree whenever another process
 /// moved the ref first. Returns whether a commit was made.
@@ -210,11 +233,13 @@ where
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let commit = repo.commit(None, &sig, &sig, message, &tree, &parents)?;
         let moved = match &parent {
-            Some(p) => repo.reference_matching(notes_ref, commit, true, p.id(), message),
-            None => repo.reference(notes_ref, commit, false, message),
+            Some(p) => repo
+                .reference_matching(notes_ref, commit, true, p.id(), message)
+                .map(drop),
+            None => create(repo, notes_ref, commit, message),
         };
         match moved {
-            Ok(_) => return Ok(true),
+            Ok(()) => return Ok(true),
             Err(e) if lost_a_race(&e) => {
                 if !backoff.wait() {
                     return Err(Error::new(format!(
@@ -235,31 +260,30 @@ fn has_line(text: &[u8], line: &[u8]) -> bool {
         .any(|l| l == line || l.strip_suffix(b"\r") == Some(line))
 }
 
+/// The message of every notes commit [`append_line`] makes: how the agent audit tells a
+/// git-factory process's line from a command's own `git notes`.
+pub const ADDED: &str = "Notes added by 'git factory'";
+
 /// Adds `line` to the note on `target` unless it is there already. The lines already there
 /// stay byte for byte, whatever their encoding; a last line without a newline gets one.
 pub fn append_line(repo: &Repository, notes_ref: &str, target: Oid, line: &[u8]) -> Result<()> {
-    update(
-        repo,
-        notes_ref,
-        "Notes added by 'git factory'",
-        |repo, tree| {
-            let existing = match tree {
-                Some(t) => read_in(repo, t, target)?.unwrap_or_default(),
-                None => Vec::new(),
-            };
-            if has_line(&existing, line) {
-                return Ok(None);
-            }
-            let mut text = existing;
-            if !text.is_empty() && !text.ends_with(b"\n") {
-                text.push(b'\n');
-            }
-            text.extend_from_slice(line);
+    update(repo, notes_ref, ADDED, |repo, tree| {
+        let existing = match tree {
+            Some(t) => read_in(repo, t, target)?.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if has_line(&existing, line) {
+            return Ok(None);
+        }
+        let mut text = existing;
+        if !text.is_empty() && !text.ends_with(b"\n") {
             text.push(b'\n');
-            let blob = repo.blob(&text)?;
-            Ok(Some(Edits::from([(target.to_string(), Some(blob))])))
-        },
-    )?;
+        }
+        text.extend_from_slice(line);
+        text.push(b'\n');
+        let blob = repo.blob(&text)?;
+        Ok(Some(Edits::from([(target.to_string(), Some(blob))])))
+    })?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ mod common;
 mod agents;
 mod architecture;
 mod attest;
+mod audit_concurrent;
 mod batch;
 mod candidates;
 mod confine_a;

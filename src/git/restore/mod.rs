@@ -51,7 +51,9 @@ mod walk;
 pub use facts::{DirFact, HookFile, HooksFact, Image, KeptEntry, RefFact, RelPath, Restore};
 pub use gitfiles::replace_locked;
 pub(crate) use python::change_time_now;
-pub use refs::restore_head;
+pub use refs::{
+    another_runs_branch, another_runs_note_line, another_runs_notes_commit, restore_head,
+};
 pub use report::{Purpose, Report};
 
 use crate::error::{Error, Result};

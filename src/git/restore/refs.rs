@@ -1,9 +1,19 @@
 //! Refs: listed at capture, put back first (HEAD and its branch, every other ref, the run
 //! records a command deleted), or, when shared with the user's ongoing work, only named.
+//!
+//! Here too is the one rule for what other git-factory runs of the same repo write while a
+//! command of this run works (SPEC §5.2: a batch runs several at once; two `--worktree` runs
+//! may be started by hand): [`another_runs_branch`], [`another_runs_note_line`] and
+//! [`another_runs_notes_commit`]. The check side-effect restore and the agent audit both ask
+//! it, so neither takes another run's write for a command's, nor puts it "back" away.
 
 use super::facts::{RefFact, Restore};
 use super::report::Report;
 use crate::error::Result;
+use crate::store::{
+    self,
+    records::{RunSummary, Verdict},
+};
 use git2::{Oid, Repository};
 
 fn is_ours(name: &str) -> bool {
@@ -88,7 +98,7 @@ fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     let mut out: Vec<String> = now
         .iter()
         .filter(|r| !recorded.contains(r))
-        .filter(|r| !another_runs_branch(repo, recorded, &r.name))
+        .filter(|r| !(created(recorded, &r.name) && another_runs_branch(repo, &r.name)))
         .map(|r| r.name.clone())
         .chain(
             recorded
@@ -100,21 +110,6 @@ fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     out.sort();
     out.dedup();
     Ok(out)
-}
-
-/// A branch `factory/<run_id>` that appeared while this run ran, named after a run whose
-/// record exists: another run's delivery (a batch runs several at once), not a side effect.
-fn another_runs_branch(repo: &Repository, recorded: &[RefFact], name: &str) -> bool {
-    let Some(run_id) = name.strip_prefix("refs/heads/factory/") else {
-        return false;
-    };
-    let created = !recorded.iter().any(|k| k.name == name);
-    created
-        && !run_id.is_empty()
-        && !run_id.contains('/')
-        && repo
-            .find_reference(&format!("refs/factory/{run_id}"))
-            .is_ok()
 }
 
 /// The run records (`refs/factory/<run_id>`, not the journal), sorted by name.
@@ -165,7 +160,8 @@ fn restore_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     let now = list_refs(repo)?;
     let mut fixed = Vec::new();
     for r in &now {
-        if !recorded.iter().any(|k| k.name == r.name) {
+        // Created meanwhile; another run's delivery (a `--worktree` run beside this one) stays.
+        if created(recorded, &r.name) && !another_runs_branch(repo, &r.name) {
             if let Ok(mut reference) = repo.find_reference(&r.name) {
                 reference.delete()?;
                 fixed.push(r.name.clone());
@@ -195,4 +191,87 @@ fn restore_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> 
     fixed.sort();
     fixed.dedup();
     Ok(fixed)
+}
+
+/// Whether `name` is in `recorded` no more: created since the capture.
+fn created(recorded: &[RefFact], name: &str) -> bool {
+    !recorded.iter().any(|k| k.name == name)
+}
+
+/// The run id a ref name `<prefix><run_id>` carries: one path component, not empty.
+fn run_id_in<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    let id = name.strip_prefix(prefix)?;
+    (!id.is_empty() && !id.contains('/')).then_some(id)
+}
+
+/// The summary of the run record `refs/factory/<run_id>`, if there is a readable one.
+fn record_of(repo: &Repository, run_id: &str) -> Option<RunSummary> {
+    let oid = repo.refname_to_id(&store::run_ref(run_id)).ok()?;
+    let summary = store::read_summary(repo, oid).ok()??;
+    (summary.run_id == run_id).then_some(summary)
+}
+
+/// Whether a harness other than this process, still alive, runs `run_id` outside the user's
+/// tree: its owner file `run.<run_id>.<harness>.json` (see `run::orphans`) names it.
+fn run_by_another_harness(repo: &Repository, run_id: &str) -> bool {
+    let prefix = format!("run.{run_id}.");
+    let me = crate::harness::marker();
+    let Ok(entries) = std::fs::read_dir(crate::git::factory_dir(repo)) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let harness = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|n| n.strip_suffix(".json"));
+        harness.is_some_and(|h| h != me && crate::harness::alive(h))
+    })
+}
+
+/// Whether the branch `name` is another run's delivery (SPEC §5: a `--worktree` PASS is
+/// committed on `factory/<run_id>`): its record `refs/factory/<run_id>` exists and either is
+/// final and names the commit the branch points at as its result, or is still RUNNING in a
+/// live harness other than this process (a run delivers before it writes its final record).
+/// The caller asks it only of a branch created while its command ran.
+pub fn another_runs_branch(repo: &Repository, name: &str) -> bool {
+    let Some(run_id) = run_id_in(name, "refs/heads/factory/") else {
+        return false;
+    };
+    let Some(summary) = record_of(repo, run_id) else {
+        return false;
+    };
+    if summary.verdict == Verdict::Running {
+        return run_by_another_harness(repo, run_id);
+    }
+    let target = repo.refname_to_id(name).ok().map(|o| o.to_string());
+    summary.delivered != Some(false) && target.is_some() && summary.result_commit == target
+}
+
+/// Whether `line` of a note in `refs/notes/factory` is another run's: exactly the note line
+/// (SPEC §4.1) its final record `refs/factory/<run_id>` says. A run writes its line only after
+/// its final record, so a line naming a run still RUNNING — this one's, or one that does not
+/// exist — is not another run's.
+pub fn another_runs_note_line(repo: &Repository, line: &[u8]) -> bool {
+    let Some(run_id) = line
+        .strip_prefix(b"factory ")
+        .and_then(|rest| rest.split(|b| *b == b' ').next())
+        .and_then(|id| std::str::from_utf8(id).ok())
+    else {
+        return false;
+    };
+    if run_id.is_empty() || run_id.contains('/') {
+        return false;
+    }
+    record_of(repo, run_id)
+        .is_some_and(|s| s.verdict != Verdict::Running && store::note_line(&s).as_bytes() == line)
+}
+
+/// Whether the notes commit `commit` was made by a git-factory process: one line appended
+/// through the store (its message is the store's), on a single parent. This tells another
+/// harness's cached check results (`refs/notes/factory-verify`) and evidence from a command's
+/// own `git notes` — a command running as the user could imitate it, so outside `--sandbox`
+/// this is detection, not a wall.
+pub fn another_runs_notes_commit(commit: &git2::Commit<'_>) -> bool {
+    commit.parent_count() <= 1 && commit.message_bytes() == store::notes::ADDED.as_bytes()
 }

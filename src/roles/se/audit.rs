@@ -5,6 +5,8 @@
 //! here before the agent runs and compared after it exits: every ref outside git-factory's
 //! namespaces (also in a `--worktree` run, whose refs are shared with the user's own work) and
 //! the HEAD of every other worktree. This module only names what escaped; it writes nothing.
+//! What other runs of the repo write meanwhile (their records, their delivered branches) is
+//! theirs, by `git::restore`'s one rule, and never named.
 
 use crate::error::Result;
 use git2::Repository;
@@ -84,12 +86,16 @@ fn list_heads(common: &Path) -> BTreeMap<Vec<u8>, Option<FileFact>> {
     let ours = common.join("factory").join("worktrees");
     if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
         for e in entries.flatten() {
-            // One whose record is half-written or half-removed (no gitdir file yet or any more)
-            // is being added or removed by git right now: not a HEAD anyone moved.
+            // One whose record is half-written or half-removed (no gitdir file yet or any more,
+            // or one git has opened but not yet written) is being added or removed by git
+            // right now: not a HEAD anyone moved.
             let Ok(gitdir) = std::fs::read(e.path().join("gitdir")) else {
                 continue;
             };
-            if Path::new(std::ffi::OsStr::from_bytes(gitdir.trim_ascii_end())).starts_with(&ours) {
+            let gitdir = gitdir.trim_ascii_end();
+            if gitdir.is_empty()
+                || Path::new(std::ffi::OsStr::from_bytes(gitdir)).starts_with(&ours)
+            {
                 continue;
             }
             out.insert(
@@ -125,6 +131,10 @@ impl Audit {
         let mut out = Vec::new();
         let refs = list_refs(repo)?;
         diff_maps(&self.refs, &refs, |name, how| {
+            // Another run's delivery, made while the agent worked (SPEC §5.2): not the agent's.
+            if how == "added" && crate::git::restore::another_runs_branch(repo, name) {
+                return;
+            }
             let how = if how == "changed" { "moved" } else { how };
             out.push(format!("{name} ({how})"))
         });

@@ -66,28 +66,13 @@ impl Session<'_> {
         }
         // Refs the run does not own (a --worktree run shares them with the user's own work)
         // and other worktrees' HEADs: named, not put back.
-        let mut left: Vec<String> = match audit.map(|a| a.changes(self.repo)) {
-            Some(Ok(changes)) => changes
-                .into_iter()
-                .filter(|c| {
-                    let name = c.split(" (").next().unwrap_or(c);
-                    !restored.iter().any(|r| r == name)
-                })
-                .collect(),
-            Some(Err(e)) => {
+        let mut left = match named_only(self.repo, audit, &restored, &report.left) {
+            Ok(left) => left,
+            Err(e) => {
                 self.fatal = Some(e.message);
                 return Some(Outcome::Fatal(Stage::Exception));
             }
-            None => Vec::new(),
         };
-        for name in &report.left {
-            if !left
-                .iter()
-                .any(|l| l.split(" (").next() == Some(name.as_str()))
-            {
-                left.push(name.clone());
-            }
-        }
         left.extend(unrestored);
         crate::trace::mark("  agent audit: done");
         if restored.is_empty() && left.is_empty() {
@@ -129,4 +114,33 @@ impl Session<'_> {
         ));
         Some(self.fail(Stage::AgentEscaped, None, &text))
     }
+}
+
+/// What changed outside the agent's worktree and was named, not put back: the audit's
+/// changes (refs the run does not own, other worktrees' HEADs) and what the run's restore
+/// only named, less what was put back.
+fn named_only(
+    repo: &git2::Repository,
+    audit: Option<Audit>,
+    restored: &[String],
+    named: &[String],
+) -> crate::error::Result<Vec<String>> {
+    let head = |c: &str| c.split(" (").next().map(str::to_string);
+    let mut left: Vec<String> = match audit {
+        Some(a) => a
+            .changes(repo)?
+            .into_iter()
+            .filter(|c| !restored.iter().any(|r| head(r) == head(c)))
+            .collect(),
+        None => Vec::new(),
+    };
+    for name in named {
+        if !left
+            .iter()
+            .any(|l| head(l).as_deref() == Some(name.as_str()))
+        {
+            left.push(name.clone());
+        }
+    }
+    Ok(left)
 }
