@@ -67,6 +67,16 @@ fn canonical(key: &str) -> String {
     }
 }
 
+/// A boolean as git reads one: `true`/`yes`/`on`/a non-zero number, `false`/`no`/`off`/`0`/
+/// empty, case aside.
+fn git_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" => Some(true),
+        "false" | "no" | "off" | "" => Some(false),
+        n => n.parse::<i64>().ok().map(|n| n != 0),
+    }
+}
+
 impl Config {
     pub fn of(repo: &Repository) -> Self {
         Self::from(repo.config().and_then(|mut c| c.snapshot()).ok())
@@ -128,6 +138,15 @@ impl Config {
     /// A boolean key as git reads one (`true`/`yes`/`on`/`1`, `false`/`no`/`off`/`0`); a
     /// value git would not accept is a refusal naming the key.
     pub fn bool(&self, key: &str) -> crate::error::Result<Option<bool>> {
+        let invalid = |v: &str| {
+            crate::error::Error::new(format!("git config {key} has an invalid value {v:?}"))
+                .hint(format!("set it with git config {key} true (or false)"))
+        };
+        // `git -c` first, as git reads it (a bare `git -c key` is true).
+        let wanted = canonical(key);
+        if let Some((_, v)) = self.overrides.iter().rev().find(|(k, _)| *k == wanted) {
+            return git_bool(v).map(Some).ok_or_else(|| invalid(v));
+        }
         let Some(cfg) = &self.cfg else {
             return Ok(None);
         };

@@ -428,3 +428,81 @@ fn a_check_runs_beside_the_users_signing_keys_and_cannot_read_them() {
         }
     }
 }
+
+/// `git -c factory.sandbox=…` turns the sandbox on as the repo's config does, in every form
+/// git passes it on (`-c key=value`, a bare `-c key`, `GIT_CONFIG_COUNT`): an ignored key
+/// would run model-written code unconfined while the user believes it confined.
+#[test]
+fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
+    let forms: [&[(&str, &str)]; 4] = [
+        &[("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='true'")],
+        &[("GIT_CONFIG_PARAMETERS", "'factory.sandbox'")],
+        &[("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='yes'")],
+        &[
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "factory.sandbox"),
+            ("GIT_CONFIG_VALUE_0", "1"),
+        ],
+    ];
+    for env in forms {
+        let r = TestRepo::simple();
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let replay = r.replay(
+            "rp",
+            &[(
+                "1.json",
+                proposal(
+                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                    "s",
+                ),
+            )],
+        );
+        let mut cmd = r.factory();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd
+            .args(["run", "--json", "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(&replay)
+            .output()
+            .expect("runs");
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(s["verdict"], "PASS", "{env:?}: {}", stderr_of(&out));
+        let backend = &s["attempts"][0]["acceptance"][0]["sandbox"];
+        assert!(
+            backend == "bwrap" || backend == "landlock",
+            "{env:?}: not confined: {s}"
+        );
+    }
+    // And `git -c factory.sandbox=false` leaves it off.
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(
+                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                "s",
+            ),
+        )],
+    );
+    r.git(&["config", "factory.sandbox", "true"]);
+    let out = r
+        .factory()
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='false'")
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(s["verdict"], "PASS", "{}", stderr_of(&out));
+    assert!(
+        s["attempts"][0]["acceptance"][0]["sandbox"].is_null(),
+        "{s}"
+    );
+}
