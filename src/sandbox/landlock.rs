@@ -129,9 +129,10 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
         carve(&w, &holes, &kept, (Grant::Write, Grant::List), &mut grants);
     }
     grants.push((real(tmp), Grant::Write));
-    // POSIX semaphores and shared memory (Python's `multiprocessing` locks): Landlock cannot
-    // give a private `/dev/shm` as bubblewrap's `--dev` does, so the shared one is writable.
-    grants.push((PathBuf::from("/dev/shm"), Grant::Write));
+    // No `/dev/shm`: Landlock cannot give a private one as bubblewrap's `--dev` does, and the
+    // shared one holds other runs' bytecode views and whatever other programs keep there — a
+    // check that could write it could plant bytecode another run's checks then import. POSIX
+    // semaphores (Python's `multiprocessing` locks) are therefore not available under Landlock.
     grants.extend(
         DEVICES
             .iter()

@@ -7,6 +7,7 @@ use crate::common::*;
 use crate::sandbox::{broken_bwrap, ways, with_path_first, Way};
 use assert_cmd::Command;
 use serde_json::Value;
+use std::path::Path;
 
 /// `git factory` confined the given way (`GIT_CONFIG_PARAMETERS` names the backend).
 fn factory_in(r: &TestRepo, way: Way) -> Command {
@@ -196,10 +197,32 @@ fn a_check_cannot_connect_to_a_unix_socket_outside_the_tree() {
 
 #[test]
 fn a_check_still_gets_socket_pairs_pipes_and_multiprocessing() {
-    let check = "python3 -c \"import multiprocessing as m, socket, subprocess\na,b=socket.socketpair()\na.sendall(b'x')\nassert b.recv(1)==b'x'\nassert subprocess.run(['true']).returncode==0\nwith m.Pool(2) as p:\n    assert p.map(abs,[-1,-2])==[1,2]\nq=m.Queue()\nq.put(3)\nassert q.get()==3\"";
+    let pairs = "python3 -c \"import socket, subprocess\na,b=socket.socketpair()\na.sendall(b'x')\nassert b.recv(1)==b'x'\nassert subprocess.run(['true']).returncode==0\"";
+    // Python's multiprocessing needs POSIX semaphores in a private /dev/shm: bubblewrap's.
+    let pool = "python3 -c \"import multiprocessing as m\nwith m.Pool(2) as p:\n    assert p.map(abs,[-1,-2])==[1,2]\nq=m.Queue()\nq.put(3)\nassert q.get()==3\"";
     for way in ways() {
         let r = TestRepo::simple();
-        passed(&check_run(&r, way, check, &[]), way);
+        passed(&check_run(&r, way, pairs, &[]), way);
+        if way == Way::Bwrap {
+            let r = TestRepo::simple();
+            passed(&check_run(&r, way, pool, &[]), way);
+        }
+    }
+}
+
+/// Under Landlock the machine's shared `/dev/shm` is not writable: it holds other runs'
+/// bytecode views, where a check could plant bytecode another run's checks then import.
+#[test]
+fn a_landlock_check_cannot_write_the_shared_dev_shm() {
+    let name = format!("git-factory-test-shm-{}", std::process::id());
+    let target = Path::new("/dev/shm").join(&name);
+    let check = format!("sh -c 'echo planted > /dev/shm/{name}; true'");
+    for way in ways().into_iter().filter(|w| *w != Way::Bwrap) {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+        let planted = target.exists();
+        let _ = std::fs::remove_file(&target);
+        assert!(!planted, "{way:?}: a check wrote the shared /dev/shm");
     }
 }
 
