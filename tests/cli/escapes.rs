@@ -409,3 +409,60 @@ fn an_unsandboxed_agent_that_deletes_objects_escapes_and_the_history_is_put_back
     escaped(&out, &s);
     assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
 }
+
+/// An agent runs code as a check does: bytecode it planted in the kept cache for a module of
+/// the tree (stamped with the real source's size and time, so Python would load it) is gone
+/// before any later check runs, so a later honest failing check still fails.
+#[test]
+fn bytecode_an_agent_plants_in_the_kept_cache_never_reaches_a_later_check() {
+    let r = TestRepo::with_files(&[
+        ("app.txt", "one\ntwo\nthree\n"),
+        ("pkg/__init__.py", ""),
+        ("pkg/mod.py", "def f():\n    return 1\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    let agent = r.outside.join("agent.py");
+    std::fs::write(
+        &agent,
+        format!(
+            "import os, sys, importlib._bootstrap_external as be\n\
+             sys.stdin.read()\n\
+             src = os.path.abspath('pkg/mod.py'); st = os.stat(src)\n\
+             code = compile('def f():\\n    return 2\\n', src, 'exec')\n\
+             tgt = os.path.abspath('.git/factory/pycache') + os.path.dirname(src) + '/mod.' + sys.implementation.cache_tag + '.pyc'\n\
+             os.makedirs(os.path.dirname(tgt), exist_ok=True)\n\
+             open(tgt, 'wb').write(be._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))\n\
+             print(open({:?}).read())\n",
+            r.outside.join("answer.json").display().to_string()
+        ),
+    )
+    .expect("write");
+    std::fs::write(r.outside.join("answer.json"), good()).expect("write");
+    let first = r.work_order(basic_order(&[
+        "python3 -c 'import pkg.mod'",
+        "grep -qx TWO app.txt",
+    ]));
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&first)
+        .arg("--agent-command")
+        .arg(format!("python3 {}", agent.display()))
+        .output()
+        .expect("runs");
+    assert!(out.status.code().is_some(), "{}", stderr_of(&out));
+    r.git(&["checkout", "-q", "--", "."]);
+    let mut later =
+        basic_order(&["python3 -c 'import pkg.mod, sys; sys.exit(0 if pkg.mod.f() == 2 else 1)'"]);
+    later["id"] = "wo-later".into();
+    let later = r.work_order(later);
+    let replay = r.replay("rp", &[("1.json", good())]);
+    for flags in [&["--no-sandbox"][..], &["--sandbox"][..]] {
+        let mut all = vec!["--json", "--max-attempts", "1", "--force"];
+        all.extend(flags);
+        let out = r.run_replay(&later, &replay, &all);
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(s["verdict"], "FAIL", "{flags:?}: {}", stderr_of(&out));
+        r.git(&["checkout", "-q", "--", "."]);
+    }
+}

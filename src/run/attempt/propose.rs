@@ -86,8 +86,12 @@ impl Session<'_> {
                 return Err(Outcome::Fatal(Stage::Exception));
             }
         };
+        // An agent runs code as a check does: bytecode it wrote into the kept cache (a forged
+        // standard-library module every later check would import) goes the same way.
+        let bytecode_mark = self.audited.then(|| self.pycache.mark()).flatten();
         let asked = Instant::now();
         let answer = self.provider.propose(&request);
+        self.drop_checks_bytecode(bytecode_mark);
         let tokens = match &answer {
             Ok(r) => r
                 .usage
