@@ -56,6 +56,25 @@ fn refuse(s: &RunSummary, why: &str) -> Error {
     ))
 }
 
+/// The cached record must be one a run of this clone made and sealed: a fetched one is
+/// someone else's claim, and its change is never committed without a check run here.
+fn made_here(repo: &Repository, s: &RunSummary) -> Result<()> {
+    let record = repo
+        .refname_to_id(&store::run_ref(&s.run_id))
+        .map_err(|_| refuse(s, "its record is gone"))?;
+    if crate::roles::po::cache::record_made_here(repo, &s.run_id, record) {
+        return Ok(());
+    }
+    Err(Error::new(format!(
+        "run {} is recorded as PASS, but not by a run in this clone (a record fetched from elsewhere, or made before records were sealed): its change is not committed without its checks running here",
+        s.run_id
+    ))
+    .hint(format!(
+        "run it here with --force (its checks run), or bring its change in with git factory apply {} and check it yourself",
+        s.run_id
+    )))
+}
+
 /// The tree of the cached run's passing attempt, checked to be in this repository.
 fn passing_tree(repo: &Repository, s: &RunSummary) -> Result<Oid> {
     let commit = s
@@ -83,6 +102,7 @@ pub fn deliver(
     worktree: bool,
 ) -> Result<Oid> {
     let repo = git::open(repo_dir)?;
+    made_here(&repo, s)?;
     let _lock = if worktree {
         None
     } else {

@@ -24,6 +24,7 @@ pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
     s.duration_seconds = landed.elapsed.as_secs_f64();
     s.error = session.fatal.clone();
     session.save()?;
+    seal_final_record(session);
     let line = store::note_line(&session.summary);
     store::append_note(session.repo, session.baseline.id(), &line)?;
     if let Some(c) = landed.result_commit {
@@ -31,6 +32,27 @@ pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
     }
     attest_if_asked(session, &landed);
     Ok(session.summary.clone())
+}
+
+/// A final PASS or FAIL is sealed as this clone's own (see
+/// [`seal_record`](crate::roles::po::cache::seal_record)); a seal that cannot be written only
+/// means the cache will not deliver this run's change later, so it is a warning.
+fn seal_final_record(session: &Session<'_>) {
+    let s = &session.summary;
+    if !s.verdict.is_final() {
+        return;
+    }
+    let sealed = session
+        .repo
+        .refname_to_id(&store::run_ref(&s.run_id))
+        .map_err(crate::error::Error::from)
+        .and_then(|record| crate::roles::po::cache::seal_record(session.repo, &s.run_id, record));
+    if let Err(e) = sealed {
+        session.ui.warn(format!(
+            "could not seal run {} as made here ({}): a later --commit over the cache will run it again",
+            s.run_id, e.message
+        ));
+    }
 }
 
 /// `--attest` (SPEC §6.1): a delivered PASS is signed as evidence for the tree it left. The

@@ -382,7 +382,21 @@ pub fn find_run(repo: &Repository, run_id: &str) -> Result<Option<StoredRun>> {
         return Ok(None);
     };
     check_run_commit(repo, run_id, commit)?;
-    Ok(read_summary(repo, commit)?.map(|summary| StoredRun {
+    let summary = read_summary(repo, commit)?;
+    if let Some(s) = summary.as_ref().filter(|s| s.run_id != run_id) {
+        // Run ids come from public inputs: a fetched record put under the id another run
+        // will have is not that run's, whatever it claims.
+        return Err(Error::new(format!(
+            "{} holds the record of another run ({}): a record that lies about its name",
+            run_ref(run_id),
+            crate::ui::escape_controls(&s.run_id)
+        ))
+        .hint(format!(
+            "remove it with git update-ref -d {}, then run again",
+            run_ref(run_id)
+        )));
+    }
+    Ok(summary.map(|summary| StoredRun {
         run_id: run_id.to_string(),
         commit,
         summary,

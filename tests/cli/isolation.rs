@@ -702,3 +702,89 @@ fn a_worktree_runs_check_that_makes_a_branch_is_named_not_claimed_restored() {
         .git(&["branch", "--list", "planted-by-check"])
         .contains("planted-by-check"));
 }
+
+/// A fetched record is someone's claim: one placed under the run_id a user's run will have
+/// (ids are derived from public inputs) never gets its change committed without the checks
+/// running in this clone, and a record that names another run is refused by name. The
+/// clone that made a PASS still delivers it from its cache.
+#[test]
+fn a_fetched_pass_is_never_committed_unchecked_and_a_lying_record_is_refused() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.verify", "true"]);
+    let bare = origin_with_main(&r);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let replay = r.replay("rp", &[("1.json", proposal(&good(), "try"))]);
+    let made = r.run_replay(&wo, &replay, &["--json"]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr_of(&made));
+    let id = summary_of(&made.stdout)["run_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    r.git(&["checkout", "-q", "--", "."]);
+    let pushed = r.factory().arg("push").output().expect("push");
+    assert!(pushed.status.success(), "{}", stderr_of(&pushed));
+    // The clone that made it delivers it from the cache.
+    let here = r.run_replay(&wo, &replay, &["--commit"]);
+    assert_eq!(here.status.code(), Some(0), "{}", stderr_of(&here));
+    assert!(
+        stderr_of(&here).contains("now committed"),
+        "{}",
+        stderr_of(&here)
+    );
+    // Another clone fetches the record: it may show the verdict, never commit the change.
+    let other = clone_of(&r, &bare, "other");
+    let fetched = in_dir(&r, &other, "git-factory", &["fetch"]);
+    assert!(fetched.status.success(), "{}", stderr_of(&fetched));
+    let head = in_dir(&r, &other, "git", &["rev-parse", "HEAD"]).stdout;
+    let mut run = command_in(&r, &other, "git-factory");
+    run.args(["run", "--commit", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay);
+    let out = run.output().expect("run");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not by a run in this clone"), "{stderr}");
+    assert_eq!(
+        in_dir(&r, &other, "git", &["rev-parse", "HEAD"]).stdout,
+        head
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.join("app.txt")).expect("read"),
+        "one\ntwo\nthree\n"
+    );
+    // With --force its checks run here, and then it is delivered.
+    let mut forced = command_in(&r, &other, "git-factory");
+    forced
+        .args(["run", "--commit", "--force", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay);
+    let out = forced.output().expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // A record put under another run's name is refused, naming both.
+    let lying = r.work_order({
+        let mut o = basic_order(&["false"]);
+        o["id"] = "wo-lying".into();
+        o
+    });
+    r.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let first = r.run_replay(&lying, &replay, &["--json", "--max-attempts", "1"]);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr_of(&first));
+    let lying_id = summary_of(&first.stdout)["run_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    r.git(&[
+        "update-ref",
+        &format!("refs/factory/{lying_id}"),
+        &format!("refs/factory/{id}"),
+    ]);
+    let out = r.run_replay(&lying, &replay, &["--max-attempts", "1"]);
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds the record of another run"),
+        "{stderr}"
+    );
+}

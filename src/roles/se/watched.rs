@@ -154,11 +154,13 @@ fn ignored_files(repo: &Repository) -> Vec<Vec<u8>> {
 /// other runs of the repo write while an agent works: folders, and each run's own files (its
 /// command group, owner, journal, saved bytes and index files, the commit message a delivery
 /// hands to the commit-msg hook, the provider memory, a sealing key being linked into place),
-/// and `log`'s cache of the run list (derived from the refs, rebuilt by any `git factory log`).
+/// `log`'s cache of the run list (derived from the refs, rebuilt by any `git factory log`), and
+/// the seals of the records runs made here (`made/`, written as each run ends).
 /// An agent that removed one of these would break another run, and a put-back that removed
 /// one would too, so they are neither compared nor put back.
-const LIVE: [&str; 17] = [
+const LIVE: [&str; 18] = [
     "runs",
+    "made",
     "worktrees",
     "locks",
     "tmp",
