@@ -254,6 +254,17 @@ pub fn fetch(repo: &Repository, remote: &str) -> Result<Shared> {
                     )?;
                     shared.runs.push(id.clone());
                 }
+                // Our record was caught RUNNING (pushed mid-run, or its run was killed and
+                // recovered elsewhere); a finished record of the same run supersedes it.
+                Some(o) if supersedes(repo, *oid, *o) => {
+                    repo.reference(
+                        &super::run_ref(id),
+                        *oid,
+                        true,
+                        "git factory: finished run record from a remote",
+                    )?;
+                    shared.runs.push(id.clone());
+                }
                 Some(_) => shared.diverged.push(id.clone()),
                 None => {
                     repo.reference(
@@ -405,6 +416,23 @@ pub fn push_until_landed(
     }
 }
 
+/// The verdict word a run commit's subject carries (`factory <run_id> <VERDICT> …`).
+fn record_verdict(repo: &Repository, oid: Oid) -> Option<String> {
+    let commit = repo.find_commit(oid).ok()?;
+    let subject = commit.summary_bytes()?;
+    let mut words = subject.split(|b| *b == b' ');
+    (words.next()? == b"factory").then_some(())?;
+    words.next()?;
+    Some(String::from_utf8_lossy(words.next()?).into_owned())
+}
+
+/// Whether record `new` is a finished record of a run that `old` holds as still RUNNING.
+fn supersedes(repo: &Repository, new: Oid, old: Oid) -> bool {
+    let finished = |v: &str| matches!(v, "PASS" | "FAIL" | "ERROR" | "INTERRUPTED");
+    record_verdict(repo, old).as_deref() == Some("RUNNING")
+        && record_verdict(repo, new).is_some_and(|v| finished(&v))
+}
+
 fn push_round(
     repo: &Repository,
     remote: &str,
@@ -430,6 +458,12 @@ fn push_round(
             None => {}
             Some(t) if *t == oid => continue,
             Some(t) if repo.find_commit(*t).is_ok() && repo.graph_descendant_of(oid, *t)? => {}
+            // The remote holds this run as RUNNING (pushed mid-run): the finished record
+            // replaces it, as it replaced it here.
+            Some(t) if supersedes(repo, oid, *t) => {
+                refspecs.push(format!("+{oid}:{}", super::run_ref(&id)));
+                continue;
+            }
             Some(_) => {
                 sent.diverged.push(id);
                 continue;

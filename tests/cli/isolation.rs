@@ -788,3 +788,67 @@ fn a_fetched_pass_is_never_committed_unchecked_and_a_lying_record_is_refused() {
         "{stderr}"
     );
 }
+
+/// A record pushed while its run was RUNNING is replaced on the remote by the finished one
+/// when the run's clone pushes again, and a clone that fetched it RUNNING takes the finished
+/// one on its next fetch: nobody is left with a run that never ends.
+#[test]
+fn a_record_pushed_mid_run_is_replaced_by_the_finished_one_everywhere() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.verify", "true"]);
+    let bare = origin_with_main(&r);
+    let gate = r.outside.join("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    let check = format!(
+        "sh -c 'touch {g}/started; while [ ! -e {g}/go ]; do sleep 0.05; done; grep -qx TWO app.txt'",
+        g = gate.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let replay = r.replay("rp", &[("1.json", proposal(&good(), "try"))]);
+    let run = r
+        .spawn(&["run", "--worktree", "--json", "--no-baseline-check", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for(&gate.join("started"));
+    let mid = r.factory().arg("push").output().expect("push");
+    assert!(mid.status.success(), "{}", stderr_of(&mid));
+    let other = clone_of(&r, &bare, "other");
+    let fetched = in_dir(&r, &other, "git-factory", &["fetch"]);
+    assert!(fetched.status.success(), "{}", stderr_of(&fetched));
+    std::fs::write(gate.join("go"), "").expect("go");
+    let out = run.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = summary_of(&out.stdout)["run_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let again = r.factory().arg("push").output().expect("push");
+    assert!(again.status.success(), "{}", stderr_of(&again));
+    assert!(
+        !stderr_of(&again).contains("different record"),
+        "{}",
+        stderr_of(&again)
+    );
+    let subject = |dir: &Path| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["log", "-1", "--format=%s", &format!("refs/factory/{id}")])
+            .output()
+            .expect("git");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(subject(&bare).contains(" PASS "), "{}", subject(&bare));
+    let refetched = in_dir(&r, &other, "git-factory", &["fetch"]);
+    assert!(refetched.status.success(), "{}", stderr_of(&refetched));
+    assert!(
+        subject(&other.join(".git")).contains(" PASS "),
+        "{}",
+        subject(&other.join(".git"))
+    );
+}
