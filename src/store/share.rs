@@ -165,7 +165,12 @@ fn merge_remote_notes(
     }
     let ours = repo.refname_to_id(notes_ref).ok();
     let changed = match ours {
-        Some(o) if o == theirs || repo.graph_descendant_of(o, theirs)? => false,
+        Some(o) if o == theirs => false,
+        // Ours builds on theirs, but may have dropped lines since (`prune` here): a push
+        // never takes another clone's line off the remote, so those lines come back.
+        Some(o) if repo.graph_descendant_of(o, theirs)? => {
+            restore_dropped_lines(repo, notes_ref, theirs)?
+        }
         None => {
             repo.reference(notes_ref, theirs, false, "git factory: notes from a remote")?;
             true
@@ -414,6 +419,27 @@ pub fn push_until_landed(
         };
         return Err(naming_what_was_sent(failure, remote, &sent));
     }
+}
+
+/// Adds back to `notes_ref` every line the notes commit `theirs` holds that ours lacks;
+/// whether any came back.
+fn restore_dropped_lines(repo: &Repository, notes_ref: &str, theirs: Oid) -> Result<bool> {
+    let tree = repo.find_commit(theirs)?.tree()?;
+    let mut added = false;
+    for (target, text) in super::notes::all_in(repo, &tree)? {
+        let ours = super::notes::read(repo, notes_ref, target)?.unwrap_or_default();
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let present = ours
+                .split(|b| *b == b'\n')
+                .any(|l| l == line || l.strip_suffix(b"\r") == Some(line));
+            if !present {
+                super::notes::append_line(repo, notes_ref, target, line)?;
+                added = true;
+            }
+        }
+    }
+    Ok(added)
 }
 
 /// The verdict word a run commit's subject carries (`factory <run_id> <VERDICT> …`).

@@ -543,3 +543,35 @@ fn prune_removes_old_runs_beyond_the_newest_per_work_order_with_their_note_lines
         "{log}"
     );
 }
+
+/// `prune` is this clone's housekeeping: pushing afterwards never takes another clone's note
+/// line off the shared remote (SPEC §4.1: every line of every clone ends on the remote).
+#[test]
+fn a_push_after_prune_takes_no_line_off_the_remote() {
+    let r = TestRepo::simple();
+    let bare = origin_with_main(&r);
+    let a1 = a_run_of(&r, "wo-a", "1");
+    let a2 = a_run_of(&r, "wo-a", "2");
+    let pushed = r.factory().arg("push").output().expect("push");
+    assert!(pushed.status.success(), "{}", stderr_of(&pushed));
+    let remote_lines = || {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(["notes", "--ref=factory", "show", "main"])
+            .output()
+            .expect("git");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let before = remote_lines();
+    assert!(before.contains(&a1) && before.contains(&a2), "{before}");
+    let out = prune(&r, 30, &["--older-than", "1d", "--keep", "1"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let again = r.factory().arg("push").output().expect("push");
+    assert!(again.status.success(), "{}", stderr_of(&again));
+    let after = remote_lines();
+    assert!(
+        after.contains(&a1) && after.contains(&a2),
+        "before:\n{before}\nafter:\n{after}"
+    );
+}
