@@ -279,10 +279,13 @@ pub fn stage_outcomes(repo: &Repository, outcomes: &[FileOutcome]) -> Result<()>
         list.push(0);
     }
     let mut cmd = git_at(&root);
+    // `--force`: the paths are exactly the change's, which its scope allowed; a tracked file
+    // under a folder the user's excludes ignore (`vendor/`, `gen/`) is still the change's.
     cmd.args([
         "--literal-pathspecs",
         "add",
         "-A",
+        "--force",
         "--pathspec-from-file=-",
         "--pathspec-file-nul",
     ]);

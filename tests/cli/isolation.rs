@@ -852,3 +852,30 @@ fn a_record_pushed_mid_run_is_replaced_by_the_finished_one_everywhere() {
         subject(&other.join(".git"))
     );
 }
+
+/// A tracked file under a folder the user's excludes ignore (`src/` in `info/exclude`, as for
+/// vendored code) is delivered like any change, in-situ with `--commit` and with `--worktree`.
+#[test]
+fn a_change_to_a_tracked_file_under_an_ignored_folder_is_delivered() {
+    let r = TestRepo::with_files(&[("src/app.txt", "one\ntwo\nthree\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    std::fs::write(r.root.join(".git/info/exclude"), "src/\n").expect("write");
+    let mut order = basic_order(&["grep -qx TWO src/app.txt"]);
+    order["allowed_files"] = serde_json::json!(["src/app.txt"]);
+    order["context_files"] = serde_json::json!(["src/app.txt"]);
+    let wo = r.work_order(order);
+    let change = diff_replace("src/app.txt", &APP, "two", "TWO");
+    let replay = r.replay("rp", &[("1.json", proposal(&change, "try"))]);
+    for flags in [
+        &["--worktree", "--json"][..],
+        &["--commit", "--force", "--json"][..],
+    ] {
+        let out = r.run_replay(&wo, &replay, flags);
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{flags:?}: {stderr}");
+        let s = summary_of(&out.stdout);
+        let commit = s["result_commit"].as_str().expect("a commit");
+        let shown = r.git(&["show", &format!("{commit}:src/app.txt")]);
+        assert!(shown.contains("TWO"), "{flags:?}: {shown}");
+    }
+}
