@@ -273,6 +273,12 @@ pub fn stage_outcomes(repo: &Repository, outcomes: &[FileOutcome]) -> Result<()>
         return Ok(());
     }
     let root = crate::git::workdir(repo)?;
+    if !crate::git::pool::vouched_for(&root) {
+        return Err(Error::new(
+            "staging the change: a command changed this worktree's own git files (its .git file, gitdir, commondir or config.worktree — e.g. git config --worktree or git sparse-checkout in a check): the change is not committed through git files the harness cannot vouch for",
+        )
+        .hint("run again (the pool replaces that worktree), and keep the checks from configuring the worktree they run in"));
+    }
     let mut list = Vec::new();
     for o in outcomes {
         list.extend_from_slice(o.path.as_bytes());

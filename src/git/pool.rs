@@ -183,6 +183,15 @@ pub(crate) fn in_tree(path: &Path) -> Command {
 /// The pooled worktrees this process holds: (path, common dir, git files as made).
 static HELD: std::sync::Mutex<Vec<(PathBuf, PathBuf, Admin)>> = std::sync::Mutex::new(Vec::new());
 
+/// Whether the harness's git may run in the tree at `path`: anything but a pooled worktree,
+/// or a pooled one whose git files are still as the pool made them.
+pub(crate) fn vouched_for(path: &Path) -> bool {
+    match held(path) {
+        Some((git_dir, admin)) => Admin::read(&git_dir, path).is_some_and(|now| now == admin),
+        None => true,
+    }
+}
+
 /// The held pooled worktree at `path`, however the caller spells it (libgit2 may name a
 /// worktree by its real path, the pool by the one under the common dir it was given).
 fn held(path: &Path) -> Option<(PathBuf, Admin)> {

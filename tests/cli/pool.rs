@@ -596,3 +596,25 @@ fn a_stale_index_lock_left_by_a_check_means_a_new_worktree_not_a_poisoned_one() 
         .collect();
     assert!(locks.is_empty(), "{locks:?}");
 }
+
+/// A check that configures its own worktree's git (`git config --worktree`) leaves git files
+/// the pool cannot vouch for: the delivery is refused naming that cause, never "not a git
+/// repository", and the next run gets a fresh worktree and delivers.
+#[test]
+fn a_check_that_configures_its_worktree_is_named_and_the_next_run_delivers() {
+    let r = TestRepo::simple();
+    let (code, s) = worktree_run(
+        &r,
+        "configurer",
+        "sh -c 'git config extensions.worktreeConfig true && git config --worktree core.abbrev 12; grep -qx TWO app.txt'",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(code, Some(2), "{s}");
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(error.contains("own git files"), "{s}");
+    assert!(!error.contains("not a git repository"), "{s}");
+    r.git(&["config", "--unset", "extensions.worktreeConfig"]);
+    let (code, s) = worktree_run(&r, "after", "grep -qx TWO app.txt", &[]);
+    assert_eq!(code, Some(0), "{s}");
+    assert!(s["result_commit"].as_str().is_some(), "{s}");
+}
