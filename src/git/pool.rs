@@ -441,17 +441,31 @@ impl Pooled {
     /// Whether the worktree's git files are as the pool made them.
     fn proven(&self) -> bool {
         Admin::read(&self.git_dir, &self.path).is_some_and(|now| now == self.admin)
-            && !self.has_stale_lock()
+            && !self.has_leftover_state()
     }
 
-    /// A `*.lock` in the worktree's admin folder (`index.lock`, `HEAD.lock`): no git of this
-    /// process runs there now, so a command left it (killed mid-write, or planted), and every
-    /// later git there would refuse — such a worktree is replaced, never reused.
-    fn has_stale_lock(&self) -> bool {
+    /// What a command left in the worktree's admin folder that would change what the next
+    /// holder's git does: a `*.lock` (`index.lock` of a git killed mid-write, or planted —
+    /// every later git there would refuse), or an operation in progress (a bisect, merge,
+    /// rebase, cherry-pick, revert, sequencer). Such a worktree is replaced, never reused.
+    fn has_leftover_state(&self) -> bool {
+        const IN_PROGRESS: [&[u8]; 9] = [
+            b"BISECT_",
+            b"MERGE_",
+            b"AUTO_MERGE",
+            b"CHERRY_PICK_HEAD",
+            b"REVERT_HEAD",
+            b"REBASE_HEAD",
+            b"rebase-merge",
+            b"rebase-apply",
+            b"sequencer",
+        ];
         std::fs::read_dir(&self.admin.dir).is_ok_and(|entries| {
-            entries
-                .flatten()
-                .any(|e| e.file_name().as_bytes().ends_with(b".lock"))
+            entries.flatten().any(|e| {
+                let name = e.file_name();
+                let name = name.as_bytes();
+                name.ends_with(b".lock") || IN_PROGRESS.iter().any(|p| name.starts_with(p))
+            })
         })
     }
 

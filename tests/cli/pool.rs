@@ -618,3 +618,26 @@ fn a_check_that_configures_its_worktree_is_named_and_the_next_run_delivers() {
     assert_eq!(code, Some(0), "{s}");
     assert!(s["result_commit"].as_str().is_some(), "{s}");
 }
+
+/// A check that starts a bisect in its worktree (git's state files in the admin folder)
+/// leaves no operation in progress to the next holder: that worktree is replaced.
+#[test]
+fn a_bisect_a_check_started_is_not_handed_to_the_next_run() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "1"]);
+    let (code, s) = worktree_run(
+        &r,
+        "bisector",
+        "sh -c 'git bisect start >/dev/null 2>&1; exit 1'",
+        &["--max-attempts", "1"],
+    );
+    assert_eq!(code, Some(1), "{s}");
+    let (code, s) = worktree_run(
+        &r,
+        "after",
+        "sh -c 'test ! -e \"$(git rev-parse --git-dir)/BISECT_START\" && grep -qx TWO app.txt'",
+        &[],
+    );
+    assert_eq!(code, Some(0), "{s}");
+    assert_idle_and_clean(&r);
+}
