@@ -136,7 +136,9 @@ fn idle_names(git_dir: &Path) -> Vec<String> {
 }
 
 /// How many idle worktrees the repo keeps: `factory.poolSize`, else the number of CPUs.
-fn pool_size(repo: &Repository) -> Result<usize> {
+/// `factory.poolSize` (default: the number of CPUs); a value that is not a number is refused
+/// naming the key — checked up front by runs that use the pool.
+pub fn pool_size(repo: &Repository) -> Result<usize> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     crate::config::Config::of(repo).value(None, crate::config::POOL_SIZE, cpus)
 }

@@ -131,6 +131,9 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     if opts.worktree && opts.branch.is_none() {
         crate::delivery::check_branch(repo, &format!("factory/{run_id}"), opts.force)?;
     }
+    // Every run may take pooled worktrees (its own, candidates', an agent's scratch): a
+    // pool size that does not parse is a refusal before anything is written.
+    crate::git::pool::pool_size(repo)?;
     let context = read_context(repo, &opts, &baseline, &user_root)?;
     if opts.dry_run {
         return Ok(Resolved::DryRun(first_prompt(

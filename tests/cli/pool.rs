@@ -641,3 +641,31 @@ fn a_bisect_a_check_started_is_not_handed_to_the_next_run() {
     assert_eq!(code, Some(0), "{s}");
     assert_idle_and_clean(&r);
 }
+
+/// A `factory.poolSize` that is not a number is refused up front, naming the key, with
+/// nothing written — once for a whole batch, not once per order.
+#[test]
+fn a_bad_pool_size_is_refused_up_front_naming_the_key() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "lots"]);
+    let before = r.snapshot();
+    let a = r.work_order(order("a", &["grep -qx TWO app.txt"]));
+    let b = r.work_order(order("b", &["grep -qx TWO app.txt"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r
+        .factory()
+        .args(["run", "--worktree", "-w"])
+        .arg(&a)
+        .arg(&b)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("factory.poolSize"), "{stderr}");
+    assert!(stderr.contains("the batch was refused"), "{stderr}");
+    assert_eq!(stderr.matches("invalid value").count(), 1, "{stderr}");
+    assert!(r.run_ids().is_empty(), "{:?}", r.run_ids());
+    assert_eq!(r.snapshot(), before);
+}
