@@ -42,14 +42,19 @@ pub fn command_line(
             "/dev",
             "--proc",
             "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--setenv",
-            "TMPDIR",
-            "/tmp",
         ]
         .map(OsString::from),
     );
+    // bwrap covers some of the kernel's switches under the fresh `/proc` but not `/proc/sys`
+    // (a folder no one may write, so its test passes it by): run by root in the host's user
+    // namespace, a command could otherwise set `kernel.core_pattern`, a program the kernel
+    // runs as root on the host.
+    for p in KERNEL_SWITCHES {
+        if std::fs::symlink_metadata(p).is_ok() {
+            out.extend(["--ro-bind", p, p].map(OsString::from));
+        }
+    }
+    out.extend(["--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"].map(OsString::from));
     if !policy.network {
         // A check reaches no service's socket: `/run` (Docker's, D-Bus, the user's runtime
         // folder with its agents) is an empty folder of its own; so is `/var/run` where it is
@@ -107,6 +112,17 @@ pub fn command_line(
     out.extend(argv.iter().map(OsString::from));
     out
 }
+
+/// What in `/proc` acts on the host's kernel rather than shows the command's own processes:
+/// read-only in the sandbox (those this machine has; `/proc/sys` with what is mounted below
+/// it, `binfmt_misc`).
+const KERNEL_SWITCHES: [&str; 5] = [
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
 
 /// The folders between a writable folder and each read-only entry inside it: each is bound
 /// writable onto itself, so it is a mount point the command can neither rename nor remove
@@ -184,5 +200,12 @@ mod tests {
         assert!(line
             .windows(2)
             .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
+        // The kernel's settings are read-only over the fresh `/proc`, never under it.
+        let at = |args: &[&str]| {
+            (line.windows(args.len())).position(|w| w.iter().zip(args).all(|(a, b)| a == b))
+        };
+        let proc = at(&["--proc", "/proc"]).expect("a fresh /proc");
+        let sys = at(&["--ro-bind", "/proc/sys", "/proc/sys"]).expect("/proc/sys read-only");
+        assert!(sys > proc);
     }
 }

@@ -420,3 +420,27 @@ fn a_sandboxed_agent_command_cannot_write_the_repo() {
         assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     }
 }
+
+/// Kernel settings of the host (`/proc/sys`) and its other switches in `/proc` cannot be opened
+/// for writing by a check, even by one run as root: `kernel.core_pattern` names a program the
+/// kernel runs as root on the host. Opening for appending writes nothing, so the test changes
+/// no setting whatever the outcome.
+#[test]
+fn a_check_cannot_open_the_hosts_kernel_settings_for_writing() {
+    let targets = [
+        "/proc/sys/kernel/core_pattern",
+        "/proc/sys/kernel/modprobe",
+        "/proc/sys/vm/drop_caches",
+        "/proc/sysrq-trigger",
+        "/proc/irq/default_smp_affinity",
+    ];
+    assert!(std::path::Path::new(targets[0]).exists());
+    let check = format!(
+        "sh -c 'for f in {}; do [ -e \"$f\" ] || continue; if (exec 3>>\"$f\") 2>/dev/null; then echo \"opened $f\"; exit 9; fi; done'",
+        targets.join(" ")
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+    }
+}
