@@ -26,6 +26,9 @@ pub fn command_line(
     if !policy.network {
         out.push("--unshare-net".into());
     }
+    // Its own System V IPC: a check cannot attach the host's shared memory or write to its
+    // message queues, and what it makes goes with it.
+    out.push("--unshare-ipc".into());
     if let Some(fd) = seccomp_fd {
         out.extend(["--seccomp".into(), fd.to_string().into()]);
     }
@@ -207,5 +210,6 @@ mod tests {
         let proc = at(&["--proc", "/proc"]).expect("a fresh /proc");
         let sys = at(&["--ro-bind", "/proc/sys", "/proc/sys"]).expect("/proc/sys read-only");
         assert!(sys > proc);
+        assert!(line.iter().any(|a| a == "--unshare-ipc"));
     }
 }

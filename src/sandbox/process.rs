@@ -5,10 +5,13 @@
 //!
 //! The socket rule is a seccomp filter on `socket(2)`: a check cannot make a unix socket, so
 //! it cannot connect to one by path (Docker's, D-Bus, the user's ssh or gpg agent), which no
-//! Landlock ABI up to 7 can deny and bubblewrap cannot hide wherever it lies (`$HOME`).
+//! Landlock ABI up to 7 can deny and bubblewrap cannot hide wherever it lies (`$HOME`), nor a
+//! vsock one, which reaches the hypervisor and no network namespace covers.
 //! `socketpair(2)` and pipes stay allowed (subprocesses, Python's `multiprocessing` with the
 //! fork start method). Under Landlock, which denies TCP but not UDP, the IP families are
-//! refused too; bubblewrap's network namespace already leaves a check only its own loopback.
+//! refused too, and the host's System V IPC (shared memory, message queues, semaphores), which
+//! bubblewrap's IPC namespace takes away; bubblewrap's network namespace already leaves a
+//! check only its own loopback.
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -19,31 +22,35 @@ use std::collections::BTreeMap;
 /// `socket(2)`'s number on the architectures the filter is built for.
 #[cfg(target_arch = "x86_64")]
 const SYS_SOCKET: i64 = 41;
-#[cfg(target_arch = "aarch64")]
+#[cfg(any(target_arch = "aarch64", target_arch = "riscv64"))]
 const SYS_SOCKET: i64 = 198;
-#[cfg(target_arch = "riscv64")]
-const SYS_SOCKET: i64 = 198;
+/// shmget shmat shmctl semget semop semctl semtimedop msgget msgsnd msgrcv msgctl.
+#[cfg(target_arch = "x86_64")]
+const SYSV_IPC: &[i64] = &[29, 30, 31, 64, 65, 66, 220, 68, 69, 70, 71];
+#[cfg(any(target_arch = "aarch64", target_arch = "riscv64"))]
+const SYSV_IPC: &[i64] = &[194, 196, 195, 190, 193, 191, 192, 186, 189, 188, 187];
 
 const AF_UNIX: u64 = 1;
 const AF_INET: u64 = 2;
 const AF_INET6: u64 = 10;
+const AF_VSOCK: u64 = 40;
 /// What `socket(2)` then says: "Permission denied".
 const EACCES: u32 = 13;
 
 /// Which address families a confined check may not make sockets of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Denied {
-    /// Unix sockets (bubblewrap: its network namespace takes care of IP).
+    /// Unix and vsock sockets (bubblewrap: its namespaces take care of IP and IPC).
     Unix,
-    /// Unix and IP sockets (Landlock).
+    /// Unix, vsock and IP sockets, and System V IPC (Landlock).
     UnixAndIp,
 }
 
-/// The seccomp program of the socket rule.
+/// The seccomp program of the socket rule (and, under Landlock, of System V IPC).
 pub fn socket_filter(denied: Denied) -> Result<BpfProgram, String> {
     let families: &[u64] = match denied {
-        Denied::Unix => &[AF_UNIX],
-        Denied::UnixAndIp => &[AF_UNIX, AF_INET, AF_INET6],
+        Denied::Unix => &[AF_UNIX, AF_VSOCK],
+        Denied::UnixAndIp => &[AF_UNIX, AF_VSOCK, AF_INET, AF_INET6],
     };
     let rules = families
         .iter()
@@ -53,9 +60,14 @@ pub fn socket_filter(denied: Denied) -> Result<BpfProgram, String> {
             SeccompRule::new(vec![cond]).map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let mut map = BTreeMap::from([(SYS_SOCKET, rules)]);
+    if denied == Denied::UnixAndIp {
+        // An empty list: refused whatever the arguments.
+        map.extend(SYSV_IPC.iter().map(|&n| (n, Vec::new())));
+    }
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let filter = SeccompFilter::new(
-        BTreeMap::from([(SYS_SOCKET, rules)]),
+        map,
         SeccompAction::Allow,
         SeccompAction::Errno(EACCES),
         arch,

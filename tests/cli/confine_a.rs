@@ -444,3 +444,84 @@ fn a_check_cannot_open_the_hosts_kernel_settings_for_writing() {
         passed(&check_run(&r, way, &check, &[]), way);
     }
 }
+
+/// A System V IPC object of the host, made by `ipcmk`, removed when the test ends.
+struct HostIpc {
+    flag: &'static str,
+    id: String,
+}
+
+impl HostIpc {
+    fn make(flag: &'static str, extra: &[&str]) -> HostIpc {
+        let out = std::process::Command::new("ipcmk")
+            .arg(flag)
+            .args(extra)
+            .output()
+            .expect("ipcmk");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        let id = said
+            .split_whitespace()
+            .last()
+            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            .unwrap_or_else(|| panic!("ipcmk {flag}: {said}"))
+            .to_string();
+        HostIpc { flag, id }
+    }
+}
+
+impl Drop for HostIpc {
+    fn drop(&mut self) {
+        let flag = self.flag.to_lowercase();
+        let _ = std::process::Command::new("ipcrm")
+            .args([flag.as_str(), self.id.as_str()])
+            .output();
+    }
+}
+
+/// The host's shared-memory segments and message queues are out of a check's reach, and a
+/// segment it makes does not outlive it on the host.
+#[test]
+fn a_check_cannot_reach_the_hosts_system_v_ipc() {
+    let shm = HostIpc::make("-M", &["4096"]);
+    let queue = HostIpc::make("-Q", &[]);
+    // Exits 9 when it attached the host's segment, 8 when it sent to the host's queue; tries
+    // to make a segment of key 0x67660001 (IPC_CREAT|0600).
+    let check = format!(
+        "python3 -c \"import ctypes,sys\nlibc=ctypes.CDLL(None,use_errno=True)\nlibc.shmat.restype=ctypes.c_void_p\np=libc.shmat({shm},None,0)\nif p not in (None, ctypes.c_void_p(-1).value): sys.exit(9)\nm=ctypes.create_string_buffer(b'\\\\x01\\\\0\\\\0\\\\0\\\\0\\\\0\\\\0\\\\0leak', 12)\nif libc.msgsnd({queue},m,4,0o4000)==0: sys.exit(8)\nlibc.shmget(0x67660001,4096,0o1600)\"",
+        shm = shm.id,
+        queue = queue.id,
+    );
+    let made_on_host = || {
+        let out = std::process::Command::new("ipcs")
+            .arg("-m")
+            .output()
+            .expect("ipcs");
+        String::from_utf8_lossy(&out.stdout).contains("0x67660001")
+    };
+    assert!(
+        !made_on_host(),
+        "a segment of the test's key is left from before"
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+        let left = made_on_host();
+        if left {
+            let _ = std::process::Command::new("ipcrm")
+                .args(["-M", "0x67660001"])
+                .output();
+        }
+        assert!(!left, "{way:?}: the check's segment is on the host");
+    }
+}
+
+/// No vsock either: it reaches the hypervisor and the host's other machines, and no network
+/// namespace covers it.
+#[test]
+fn a_check_cannot_make_a_vsock_socket() {
+    let check = "python3 -c \"import socket,sys\ntry:\n    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\nexcept OSError:\n    sys.exit(0)\nsys.exit(9)\"";
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, check, &[]), way);
+    }
+}
