@@ -10,7 +10,7 @@ use std::path::Path;
 /// The bwrap command line for `argv` run in `cwd` under `policy`. `status_fd`: where bwrap
 /// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
 /// folder whose name is not UTF-8 is bound where it is.
-/// `seccomp_fd`: where bwrap reads the socket rule's program of a check (see `process.rs`).
+/// `seccomp_fd`: where bwrap reads the seccomp program of the command (see `process.rs`).
 pub fn command_line(
     policy: &Policy,
     cwd: &Path,

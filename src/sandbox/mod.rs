@@ -127,10 +127,7 @@ impl Confinement {
                 )?;
                 // Only bwrap's end is passed on (inherited by the child it starts).
                 rustix::io::fcntl_setfd(&write, rustix::io::FdFlags::empty())?;
-                let seccomp = match self.policy.network {
-                    true => None,
-                    false => Some(seccomp_pipe()?),
-                };
+                let seccomp = Some(seccomp_pipe(self.policy.network)?);
                 prepared.argv = bwrap::command_line(
                     &self.policy,
                     cwd,
@@ -157,10 +154,14 @@ impl Confinement {
     }
 }
 
-/// A pipe holding the socket rule's program of a check, its reading end to pass on to bwrap
-/// (which reads it to its end).
-fn seccomp_pipe() -> std::io::Result<OwnedFd> {
-    let program = process::socket_filter(process::Denied::Unix).map_err(std::io::Error::other)?;
+/// A pipe holding the seccomp program of an agent (`network` on) or a check (see
+/// `process.rs`), its reading end to pass on to bwrap (which reads it to its end).
+fn seccomp_pipe(network: bool) -> std::io::Result<OwnedFd> {
+    let who = match network {
+        true => process::Confined::Agent,
+        false => process::Confined::CheckInNamespaces,
+    };
+    let program = process::filter(who).map_err(std::io::Error::other)?;
     let bytes = process::program_bytes(&program);
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // A few hundred bytes: far below a pipe's buffer, so this never blocks.
@@ -183,7 +184,7 @@ pub struct Prepared {
     status_file: Option<tempfile::NamedTempFile>,
     tmp: Option<tempfile::TempDir>,
     kept: Option<keep::Store>,
-    /// The reading end bwrap takes a check's socket rule from (closed once it started).
+    /// The reading end bwrap takes the seccomp program from (closed once it started).
     seccomp: Option<OwnedFd>,
     /// Where the private folder and status file go back to after the command.
     spares: Option<leftovers::Spares>,

@@ -525,3 +525,106 @@ fn a_check_cannot_make_a_vsock_socket() {
         passed(&check_run(&r, way, check, &[]), way);
     }
 }
+
+/// Exits 11..=17 when a change of metadata that must be refused worked on `target` (setuid,
+/// setgid, world-writable, an extended attribute, a setuid file made in one go), 20 when
+/// what tools do every day (`chmod +x`, `touch`, `cp -p`, `cp -a`) failed.
+fn metadata_script(target: &str) -> String {
+    format!(
+        "t='{target}'; s=\"${{TMPDIR:-/tmp}}/meta\"; \
+         chmod u+s \"$t\" 2>/dev/null && exit 11; \
+         chmod g+s \"$t\" 2>/dev/null && exit 12; \
+         chmod o+w \"$t\" 2>/dev/null && exit 13; \
+         chmod 4777 .git/config 2>/dev/null && exit 14; \
+         python3 -c 'import os,sys; os.setxattr(sys.argv[1], \"user.planted\", b\"1\")' \"$t\" 2>/dev/null && exit 15; \
+         python3 -c 'import os,sys; os.removexattr(sys.argv[1], \"user.kept\")' \"$t\" 2>/dev/null && exit 16; \
+         python3 -c 'import os,sys; os.close(os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o4755))' \"$s-suid\" 2>/dev/null && exit 17; \
+         mkdir -p \"$s\" && echo x > \"$s/f\" && chmod +x \"$s/f\" && touch -d 2001-01-01 \"$s/f\" \
+           && cp -p \"$s/f\" \"$s/g\" && cp -a \"$s/f\" \"$s/h\" && touch app.txt || exit 20\n"
+    )
+}
+
+/// The mode bits and extended attributes of the file the test gave the script.
+fn metadata_of(path: &std::path::Path) -> (u32, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).expect("stat").permissions().mode();
+    let attrs = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; print(sorted(os.listxattr(sys.argv[1])))",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3");
+    (mode, String::from_utf8_lossy(&attrs.stdout).into_owned())
+}
+
+/// `path`, mode 0600, with an extended attribute `user.kept`.
+fn victim(path: std::path::PathBuf) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(&path, "v").expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let set = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; os.setxattr(sys.argv[1], 'user.kept', b'1')",
+        ])
+        .arg(&path)
+        .status()
+        .expect("python3");
+    assert!(set.success(), "this file system keeps user xattrs");
+    path
+}
+
+/// A check cannot make a file setuid, setgid or world-writable, nor set or remove extended
+/// attributes (`security.capability` would give a binary capabilities) — on a file outside
+/// the tree or in it, under any backend — while `chmod +x`, `touch` and `cp -p` keep working.
+#[test]
+fn a_check_cannot_make_files_setuid_or_world_writable_nor_set_xattrs() {
+    for way in ways() {
+        for inside in [false, true] {
+            let r = TestRepo::simple();
+            // other.txt is tracked and no proposal touches it.
+            let v = match inside {
+                true => {
+                    let v = victim(r.root.join("other.txt"));
+                    r.git(&["commit", "-qam", "other.txt 0600"]);
+                    v
+                }
+                false => victim(r.outside.join("victim")),
+            };
+            let before = metadata_of(&v);
+            let check = format!(
+                "sh -c {}",
+                shlex::try_quote(&metadata_script(&v.to_string_lossy())).expect("quotable")
+            );
+            passed(&check_run(&r, way, &check, &[]), way);
+            let after = metadata_of(&v);
+            assert_eq!(after.0 & 0o7777, before.0 & 0o7777, "{way:?} {v:?}");
+            assert_eq!(after.1, before.1, "{way:?} {v:?}");
+        }
+    }
+}
+
+/// The same holds for a sandboxed agent, which can still edit and commit.
+#[test]
+fn a_sandboxed_agent_cannot_make_files_setuid_or_world_writable_nor_set_xattrs() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let v = victim(r.outside.join("victim"));
+        let before = metadata_of(&v);
+        let script = format!(
+            "{} sed -i s/^two$/TWO/ app.txt",
+            metadata_script(&v.to_string_lossy()).replace("|| exit 20\n", "|| exit 20;")
+        );
+        let (out, s) = agent_run(&r, way, &script);
+        assert_eq!(
+            s["verdict"],
+            "PASS",
+            "{way:?}: {}\n{}",
+            stderr_of(&out),
+            stdout_of(&out)
+        );
+        assert_eq!(metadata_of(&v), before, "{way:?}");
+    }
+}
