@@ -48,15 +48,7 @@ pub fn command_line(
         ]
         .map(OsString::from),
     );
-    // bwrap covers some of the kernel's switches under the fresh `/proc` but not `/proc/sys`
-    // (a folder no one may write, so its test passes it by): run by root in the host's user
-    // namespace, a command could otherwise set `kernel.core_pattern`, a program the kernel
-    // runs as root on the host.
-    for p in KERNEL_SWITCHES {
-        if std::fs::symlink_metadata(p).is_ok() {
-            out.extend(["--ro-bind", p, p].map(OsString::from));
-        }
-    }
+    out.extend(kernel_switches_read_only());
     out.extend(["--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"].map(OsString::from));
     if !policy.network {
         // A check reaches no service's socket: `/run` (Docker's, D-Bus, the user's runtime
@@ -126,6 +118,17 @@ const KERNEL_SWITCHES: [&str; 5] = [
     "/proc/bus",
     "/proc/fs",
 ];
+
+/// The binds that make [`KERNEL_SWITCHES`] read-only over the fresh `/proc`. bwrap covers
+/// some of them itself but not `/proc/sys` (a folder no one may write, so its test passes it
+/// by): run by root in the host's user namespace, a command could otherwise set
+/// `kernel.core_pattern`, a program the kernel runs as root on the host.
+fn kernel_switches_read_only() -> Vec<OsString> {
+    (KERNEL_SWITCHES.iter())
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .flat_map(|p| ["--ro-bind", p, p].map(OsString::from))
+        .collect()
+}
 
 /// The folders between a writable folder and each read-only entry inside it: each is bound
 /// writable onto itself, so it is a mount point the command can neither rename nor remove

@@ -14,6 +14,7 @@ mod bwrap;
 pub mod keep;
 pub mod landlock;
 mod leftovers;
+mod modes;
 mod policy;
 mod probe;
 mod process;
@@ -110,6 +111,7 @@ impl Confinement {
             status_file: None,
             tmp: None,
             kept: None,
+            modes: None,
             seccomp: None,
             spares: None,
         };
@@ -120,6 +122,7 @@ impl Confinement {
         };
         kept.save(&keep::wanted(&self.policy))?;
         prepared.kept = Some(kept);
+        prepared.modes = Some(modes::Noted::of(&self.policy));
         match self.backend {
             Backend::Bwrap => {
                 let (read, write) = rustix::pipe::pipe_with(
@@ -184,6 +187,8 @@ pub struct Prepared {
     status_file: Option<tempfile::NamedTempFile>,
     tmp: Option<tempfile::TempDir>,
     kept: Option<keep::Store>,
+    /// The modes put back after the command (see `modes.rs`).
+    modes: Option<modes::Noted>,
     /// The reading end bwrap takes the seccomp program from (closed once it started).
     seccomp: Option<OwnedFd>,
     /// Where the private folder and status file go back to after the command.
@@ -195,8 +200,8 @@ pub struct Prepared {
 pub struct Finished {
     /// The sandbox never started the command: why, naming the sandbox.
     pub not_started: Option<String>,
-    /// Read-only files the command changed, put back (listed in `side_effects`), as paths
-    /// relative to the tree.
+    /// Read-only files the command changed, and entries whose mode it changed, put back
+    /// (listed in `side_effects`), as paths relative to the tree.
     pub put_back: Vec<PathBuf>,
     /// Read-only files the command changed that could not be put back, with why.
     pub not_put_back: Vec<String>,
@@ -250,6 +255,11 @@ impl Prepared {
             let done = kept.put_back();
             out.put_back = done.restored;
             out.not_put_back = done.failed;
+        }
+        if let Some(modes) = self.modes.take() {
+            let done = modes.put_back();
+            out.put_back.extend(done.restored);
+            out.not_put_back.extend(done.failed);
         }
         if let (Some(spares), Some(tmp), Some(status)) =
             (self.spares.take(), self.tmp.take(), self.status_file.take())

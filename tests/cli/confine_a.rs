@@ -628,3 +628,38 @@ fn a_sandboxed_agent_cannot_make_files_setuid_or_world_writable_nor_set_xattrs()
         assert_eq!(metadata_of(&v), before, "{way:?}");
     }
 }
+
+/// What a check may `chmod` without writing it — the tree's root, `.git/config`, the hooks
+/// folder and a hook, the verify key — gets its mode back after the command, under every
+/// backend, and is listed among the side effects.
+#[test]
+fn modes_a_check_changed_on_the_trees_root_and_in_git_are_put_back() {
+    use std::os::unix::fs::PermissionsExt;
+    for way in ways() {
+        let r = TestRepo::simple();
+        let entries = [
+            r.root.clone(),
+            r.root.join(".git/config"),
+            r.root.join(".git/hooks"),
+            r.root.join(".git/hooks/pre-commit.sample"),
+            r.root.join(".git/factory/verify-key"),
+        ];
+        let modes = || -> Vec<u32> {
+            (entries.iter())
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.permissions().mode() & 0o7777))
+                .collect()
+        };
+        let check = "sh -c 'chmod 700 . .git/hooks 2>/dev/null; chmod 640 .git/config .git/factory/verify-key 2>/dev/null; chmod 700 .git/hooks/pre-commit.sample 2>/dev/null; true'";
+        // The verify key is made before the first check: this first run makes it.
+        passed(&check_run(&r, way, "true", &[]), way);
+        r.git(&["checkout", "--", "app.txt"]);
+        let before = modes();
+        let s = check_run(&r, way, check, &[]);
+        passed(&s, way);
+        assert_eq!(modes(), before, "{way:?}");
+        assert!(
+            (s["side_effects"].as_array().into_iter().flatten()).any(|e| e == "."),
+            "{way:?}: {s}"
+        );
+    }
+}
