@@ -10,7 +10,7 @@ use std::path::Path;
 /// The bwrap command line for `argv` run in `cwd` under `policy`. `status_fd`: where bwrap
 /// tells that it started the command (`--json-status-fd`). Paths go in as their bytes: a
 /// folder whose name is not UTF-8 is bound where it is.
-/// `seccomp_fd`: where bwrap reads the socket rule's program of a check (see `process.rs`).
+/// `seccomp_fd`: where bwrap reads the seccomp program of the command (see `process.rs`).
 pub fn command_line(
     policy: &Policy,
     cwd: &Path,
@@ -26,6 +26,9 @@ pub fn command_line(
     if !policy.network {
         out.push("--unshare-net".into());
     }
+    // Its own System V IPC: a check cannot attach the host's shared memory or write to its
+    // message queues, and what it makes goes with it.
+    out.push("--unshare-ipc".into());
     if let Some(fd) = seccomp_fd {
         out.extend(["--seccomp".into(), fd.to_string().into()]);
     }
@@ -42,14 +45,11 @@ pub fn command_line(
             "/dev",
             "--proc",
             "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--setenv",
-            "TMPDIR",
-            "/tmp",
         ]
         .map(OsString::from),
     );
+    out.extend(kernel_switches_read_only());
+    out.extend(["--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"].map(OsString::from));
     if !policy.network {
         // A check reaches no service's socket: `/run` (Docker's, D-Bus, the user's runtime
         // folder with its agents) is an empty folder of its own; so is `/var/run` where it is
@@ -106,6 +106,28 @@ pub fn command_line(
     out.extend(["--chdir".into(), cwd.into(), "--".into()]);
     out.extend(argv.iter().map(OsString::from));
     out
+}
+
+/// What in `/proc` acts on the host's kernel rather than shows the command's own processes:
+/// read-only in the sandbox (those this machine has; `/proc/sys` with what is mounted below
+/// it, `binfmt_misc`).
+const KERNEL_SWITCHES: [&str; 5] = [
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
+
+/// The binds that make [`KERNEL_SWITCHES`] read-only over the fresh `/proc`. bwrap covers
+/// some of them itself but not `/proc/sys` (a folder no one may write, so its test passes it
+/// by): run by root in the host's user namespace, a command could otherwise set
+/// `kernel.core_pattern`, a program the kernel runs as root on the host.
+fn kernel_switches_read_only() -> Vec<OsString> {
+    (KERNEL_SWITCHES.iter())
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .flat_map(|p| ["--ro-bind", p, p].map(OsString::from))
+        .collect()
 }
 
 /// The folders between a writable folder and each read-only entry inside it: each is bound
@@ -184,5 +206,13 @@ mod tests {
         assert!(line
             .windows(2)
             .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
+        // The kernel's settings are read-only over the fresh `/proc`, never under it.
+        let at = |args: &[&str]| {
+            (line.windows(args.len())).position(|w| w.iter().zip(args).all(|(a, b)| a == b))
+        };
+        let proc = at(&["--proc", "/proc"]).expect("a fresh /proc");
+        let sys = at(&["--ro-bind", "/proc/sys", "/proc/sys"]).expect("/proc/sys read-only");
+        assert!(sys > proc);
+        assert!(line.iter().any(|a| a == "--unshare-ipc"));
     }
 }

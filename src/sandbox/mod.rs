@@ -14,6 +14,7 @@ mod bwrap;
 pub mod keep;
 pub mod landlock;
 mod leftovers;
+mod modes;
 mod policy;
 mod probe;
 mod process;
@@ -110,6 +111,7 @@ impl Confinement {
             status_file: None,
             tmp: None,
             kept: None,
+            modes: None,
             seccomp: None,
             spares: None,
         };
@@ -120,6 +122,7 @@ impl Confinement {
         };
         kept.save(&keep::wanted(&self.policy))?;
         prepared.kept = Some(kept);
+        prepared.modes = Some(modes::Noted::of(&self.policy));
         match self.backend {
             Backend::Bwrap => {
                 let (read, write) = rustix::pipe::pipe_with(
@@ -127,10 +130,7 @@ impl Confinement {
                 )?;
                 // Only bwrap's end is passed on (inherited by the child it starts).
                 rustix::io::fcntl_setfd(&write, rustix::io::FdFlags::empty())?;
-                let seccomp = match self.policy.network {
-                    true => None,
-                    false => Some(seccomp_pipe()?),
-                };
+                let seccomp = Some(seccomp_pipe(self.policy.network)?);
                 prepared.argv = bwrap::command_line(
                     &self.policy,
                     cwd,
@@ -157,10 +157,14 @@ impl Confinement {
     }
 }
 
-/// A pipe holding the socket rule's program of a check, its reading end to pass on to bwrap
-/// (which reads it to its end).
-fn seccomp_pipe() -> std::io::Result<OwnedFd> {
-    let program = process::socket_filter(process::Denied::Unix).map_err(std::io::Error::other)?;
+/// A pipe holding the seccomp program of an agent (`network` on) or a check (see
+/// `process.rs`), its reading end to pass on to bwrap (which reads it to its end).
+fn seccomp_pipe(network: bool) -> std::io::Result<OwnedFd> {
+    let who = match network {
+        true => process::Confined::Agent,
+        false => process::Confined::CheckInNamespaces,
+    };
+    let program = process::filter(who).map_err(std::io::Error::other)?;
     let bytes = process::program_bytes(&program);
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // A few hundred bytes: far below a pipe's buffer, so this never blocks.
@@ -183,7 +187,9 @@ pub struct Prepared {
     status_file: Option<tempfile::NamedTempFile>,
     tmp: Option<tempfile::TempDir>,
     kept: Option<keep::Store>,
-    /// The reading end bwrap takes a check's socket rule from (closed once it started).
+    /// The modes put back after the command (see `modes.rs`).
+    modes: Option<modes::Noted>,
+    /// The reading end bwrap takes the seccomp program from (closed once it started).
     seccomp: Option<OwnedFd>,
     /// Where the private folder and status file go back to after the command.
     spares: Option<leftovers::Spares>,
@@ -194,8 +200,8 @@ pub struct Prepared {
 pub struct Finished {
     /// The sandbox never started the command: why, naming the sandbox.
     pub not_started: Option<String>,
-    /// Read-only files the command changed, put back (listed in `side_effects`), as paths
-    /// relative to the tree.
+    /// Read-only files the command changed, and entries whose mode it changed, put back
+    /// (listed in `side_effects`), as paths relative to the tree.
     pub put_back: Vec<PathBuf>,
     /// Read-only files the command changed that could not be put back, with why.
     pub not_put_back: Vec<String>,
@@ -249,6 +255,11 @@ impl Prepared {
             let done = kept.put_back();
             out.put_back = done.restored;
             out.not_put_back = done.failed;
+        }
+        if let Some(modes) = self.modes.take() {
+            let done = modes.put_back();
+            out.put_back.extend(done.restored);
+            out.not_put_back.extend(done.failed);
         }
         if let (Some(spares), Some(tmp), Some(status)) =
             (self.spares.take(), self.tmp.take(), self.status_file.take())

@@ -443,3 +443,246 @@ fn a_sandboxed_agent_command_cannot_write_the_repo() {
         assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
     }
 }
+
+/// Kernel settings of the host (`/proc/sys`) and its other switches in `/proc` cannot be opened
+/// for writing by a check, even by one run as root: `kernel.core_pattern` names a program the
+/// kernel runs as root on the host. Opening for appending writes nothing, so the test changes
+/// no setting whatever the outcome.
+#[test]
+fn a_check_cannot_open_the_hosts_kernel_settings_for_writing() {
+    let targets = [
+        "/proc/sys/kernel/core_pattern",
+        "/proc/sys/kernel/modprobe",
+        "/proc/sys/vm/drop_caches",
+        "/proc/sysrq-trigger",
+        "/proc/irq/default_smp_affinity",
+    ];
+    assert!(std::path::Path::new(targets[0]).exists());
+    let check = format!(
+        "sh -c 'for f in {}; do [ -e \"$f\" ] || continue; if (exec 3>>\"$f\") 2>/dev/null; then echo \"opened $f\"; exit 9; fi; done'",
+        targets.join(" ")
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+    }
+}
+
+/// A System V IPC object of the host, made by `ipcmk`, removed when the test ends.
+struct HostIpc {
+    flag: &'static str,
+    id: String,
+}
+
+impl HostIpc {
+    fn make(flag: &'static str, extra: &[&str]) -> HostIpc {
+        let out = std::process::Command::new("ipcmk")
+            .arg(flag)
+            .args(extra)
+            .output()
+            .expect("ipcmk");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        let id = said
+            .split_whitespace()
+            .last()
+            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            .unwrap_or_else(|| panic!("ipcmk {flag}: {said}"))
+            .to_string();
+        HostIpc { flag, id }
+    }
+}
+
+impl Drop for HostIpc {
+    fn drop(&mut self) {
+        let flag = self.flag.to_lowercase();
+        let _ = std::process::Command::new("ipcrm")
+            .args([flag.as_str(), self.id.as_str()])
+            .output();
+    }
+}
+
+/// The host's shared-memory segments and message queues are out of a check's reach, and a
+/// segment it makes does not outlive it on the host.
+#[test]
+fn a_check_cannot_reach_the_hosts_system_v_ipc() {
+    let shm = HostIpc::make("-M", &["4096"]);
+    let queue = HostIpc::make("-Q", &[]);
+    // Exits 9 when it attached the host's segment, 8 when it sent to the host's queue; tries
+    // to make a segment of key 0x67660001 (IPC_CREAT|0600).
+    let check = format!(
+        "python3 -c \"import ctypes,sys\nlibc=ctypes.CDLL(None,use_errno=True)\nlibc.shmat.restype=ctypes.c_void_p\np=libc.shmat({shm},None,0)\nif p not in (None, ctypes.c_void_p(-1).value): sys.exit(9)\nm=ctypes.create_string_buffer(b'\\\\x01\\\\0\\\\0\\\\0\\\\0\\\\0\\\\0\\\\0leak', 12)\nif libc.msgsnd({queue},m,4,0o4000)==0: sys.exit(8)\nlibc.shmget(0x67660001,4096,0o1600)\"",
+        shm = shm.id,
+        queue = queue.id,
+    );
+    let made_on_host = || {
+        let out = std::process::Command::new("ipcs")
+            .arg("-m")
+            .output()
+            .expect("ipcs");
+        String::from_utf8_lossy(&out.stdout).contains("0x67660001")
+    };
+    assert!(
+        !made_on_host(),
+        "a segment of the test's key is left from before"
+    );
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, &check, &[]), way);
+        let left = made_on_host();
+        if left {
+            let _ = std::process::Command::new("ipcrm")
+                .args(["-M", "0x67660001"])
+                .output();
+        }
+        assert!(!left, "{way:?}: the check's segment is on the host");
+    }
+}
+
+/// No vsock either: it reaches the hypervisor and the host's other machines, and no network
+/// namespace covers it.
+#[test]
+fn a_check_cannot_make_a_vsock_socket() {
+    let check = "python3 -c \"import socket,sys\ntry:\n    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\nexcept OSError:\n    sys.exit(0)\nsys.exit(9)\"";
+    for way in ways() {
+        let r = TestRepo::simple();
+        passed(&check_run(&r, way, check, &[]), way);
+    }
+}
+
+/// Exits 11..=17 when a change of metadata that must be refused worked on `target` (setuid,
+/// setgid, world-writable, an extended attribute, a setuid file made in one go), 20 when
+/// what tools do every day (`chmod +x`, `touch`, `cp -p`, `cp -a`) failed.
+fn metadata_script(target: &str) -> String {
+    format!(
+        "t='{target}'; s=\"${{TMPDIR:-/tmp}}/meta\"; \
+         chmod u+s \"$t\" 2>/dev/null && exit 11; \
+         chmod g+s \"$t\" 2>/dev/null && exit 12; \
+         chmod o+w \"$t\" 2>/dev/null && exit 13; \
+         chmod 4777 .git/config 2>/dev/null && exit 14; \
+         python3 -c 'import os,sys; os.setxattr(sys.argv[1], \"user.planted\", b\"1\")' \"$t\" 2>/dev/null && exit 15; \
+         python3 -c 'import os,sys; os.removexattr(sys.argv[1], \"user.kept\")' \"$t\" 2>/dev/null && exit 16; \
+         python3 -c 'import os,sys; os.close(os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o4755))' \"$s-suid\" 2>/dev/null && exit 17; \
+         mkdir -p \"$s\" && echo x > \"$s/f\" && chmod +x \"$s/f\" && touch -d 2001-01-01 \"$s/f\" \
+           && cp -p \"$s/f\" \"$s/g\" && cp -a \"$s/f\" \"$s/h\" && touch app.txt || exit 20\n"
+    )
+}
+
+/// The mode bits and extended attributes of the file the test gave the script.
+fn metadata_of(path: &std::path::Path) -> (u32, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).expect("stat").permissions().mode();
+    let attrs = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; print(sorted(os.listxattr(sys.argv[1])))",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3");
+    (mode, String::from_utf8_lossy(&attrs.stdout).into_owned())
+}
+
+/// `path`, mode 0600, with an extended attribute `user.kept`.
+fn victim(path: std::path::PathBuf) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(&path, "v").expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let set = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; os.setxattr(sys.argv[1], 'user.kept', b'1')",
+        ])
+        .arg(&path)
+        .status()
+        .expect("python3");
+    assert!(set.success(), "this file system keeps user xattrs");
+    path
+}
+
+/// A check cannot make a file setuid, setgid or world-writable, nor set or remove extended
+/// attributes (`security.capability` would give a binary capabilities) — on a file outside
+/// the tree or in it, under any backend — while `chmod +x`, `touch` and `cp -p` keep working.
+#[test]
+fn a_check_cannot_make_files_setuid_or_world_writable_nor_set_xattrs() {
+    for way in ways() {
+        for inside in [false, true] {
+            let r = TestRepo::simple();
+            // other.txt is tracked and no proposal touches it.
+            let v = match inside {
+                true => {
+                    let v = victim(r.root.join("other.txt"));
+                    r.git(&["commit", "-qam", "other.txt 0600"]);
+                    v
+                }
+                false => victim(r.outside.join("victim")),
+            };
+            let before = metadata_of(&v);
+            let check = format!(
+                "sh -c {}",
+                shlex::try_quote(&metadata_script(&v.to_string_lossy())).expect("quotable")
+            );
+            passed(&check_run(&r, way, &check, &[]), way);
+            let after = metadata_of(&v);
+            assert_eq!(after.0 & 0o7777, before.0 & 0o7777, "{way:?} {v:?}");
+            assert_eq!(after.1, before.1, "{way:?} {v:?}");
+        }
+    }
+}
+
+/// The same holds for a sandboxed agent, which can still edit and commit.
+#[test]
+fn a_sandboxed_agent_cannot_make_files_setuid_or_world_writable_nor_set_xattrs() {
+    for way in ways() {
+        let r = TestRepo::simple();
+        let v = victim(r.outside.join("victim"));
+        let before = metadata_of(&v);
+        let script = format!(
+            "{} sed -i s/^two$/TWO/ app.txt",
+            metadata_script(&v.to_string_lossy()).replace("|| exit 20\n", "|| exit 20;")
+        );
+        let (out, s) = agent_run(&r, way, &script);
+        assert_eq!(
+            s["verdict"],
+            "PASS",
+            "{way:?}: {}\n{}",
+            stderr_of(&out),
+            stdout_of(&out)
+        );
+        assert_eq!(metadata_of(&v), before, "{way:?}");
+    }
+}
+
+/// What a check may `chmod` without writing it — the tree's root, `.git/config`, the hooks
+/// folder and a hook, the verify key — gets its mode back after the command, under every
+/// backend, and is listed among the side effects.
+#[test]
+fn modes_a_check_changed_on_the_trees_root_and_in_git_are_put_back() {
+    use std::os::unix::fs::PermissionsExt;
+    for way in ways() {
+        let r = TestRepo::simple();
+        let entries = [
+            r.root.clone(),
+            r.root.join(".git/config"),
+            r.root.join(".git/hooks"),
+            r.root.join(".git/hooks/pre-commit.sample"),
+            r.root.join(".git/factory/verify-key"),
+        ];
+        let modes = || -> Vec<u32> {
+            (entries.iter())
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.permissions().mode() & 0o7777))
+                .collect()
+        };
+        let check = "sh -c 'chmod 700 . .git/hooks 2>/dev/null; chmod 640 .git/config .git/factory/verify-key 2>/dev/null; chmod 700 .git/hooks/pre-commit.sample 2>/dev/null; true'";
+        // The verify key is made before the first check: this first run makes it.
+        passed(&check_run(&r, way, "true", &[]), way);
+        r.git(&["checkout", "--", "app.txt"]);
+        let before = modes();
+        let s = check_run(&r, way, check, &[]);
+        passed(&s, way);
+        assert_eq!(modes(), before, "{way:?}");
+        assert!(
+            (s["side_effects"].as_array().into_iter().flatten()).any(|e| e == "."),
+            "{way:?}: {s}"
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! Modes put back (SPEC §7.1: what a backend's rules cannot single out is saved and put
+//! back). Landlock's rights up to ABI 7 do not cover a file's mode, and under bubblewrap the
+//! tree's root is writable: a confined command may still `chmod` what it cannot write — the
+//! tree's root folder, a git dir's `config`, `hooks/` and what is in it, the verify key —
+//! within what the seccomp filter allows (never setuid, setgid or world-writable, see
+//! `process.rs`). Their modes are noted before each command and put back after it.
+//!
+//! Only modes: a file replaced under the same name is `keep.rs`'s business, and timestamps
+//! git does not read.
+
+use super::Policy;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The entries of a git dir whose mode is noted, besides the folder itself.
+const GIT_DIR_ENTRIES: [&str; 8] = [
+    "config",
+    "hooks",
+    "HEAD",
+    "objects",
+    "refs",
+    "info",
+    "factory",
+    "commondir",
+];
+
+/// The modes of the entries a command may `chmod` but not write, as they were before it.
+#[derive(Debug, Default)]
+pub struct Noted {
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    path: PathBuf,
+    /// How it is listed: relative to the writable folder it is in (`.` for that folder).
+    shown: PathBuf,
+    dev: u64,
+    ino: u64,
+    mode: u32,
+}
+
+/// What [`Noted::put_back`] did.
+#[derive(Debug, Default)]
+pub struct PutBack {
+    /// Entries whose mode was put back (relative to the writable folder they are in).
+    pub restored: Vec<PathBuf>,
+    /// Entries whose mode could not be put back, with why.
+    pub failed: Vec<String>,
+}
+
+impl Noted {
+    /// Notes the modes of the policy's writable roots, its read-only and hidden entries, and
+    /// of what is in each read-only git dir ([`GIT_DIR_ENTRIES`], each hook).
+    pub fn of(policy: &Policy) -> Noted {
+        let mut paths: Vec<PathBuf> = (policy.writable.iter())
+            .chain(&policy.read_only)
+            .chain(&policy.hidden)
+            .cloned()
+            .collect();
+        for dir in policy.read_only.iter().filter(|d| is_git_dir(d)) {
+            paths.extend(GIT_DIR_ENTRIES.iter().map(|e| dir.join(e)));
+            if let Ok(hooks) = std::fs::read_dir(dir.join("hooks")) {
+                paths.extend(hooks.flatten().map(|h| h.path()));
+            }
+            paths.push(dir.join("factory").join(super::VERIFY_KEY));
+        }
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| seen.insert(p.clone()));
+        let entries = paths.into_iter().filter_map(|path| {
+            let m = std::fs::symlink_metadata(&path).ok()?;
+            // A link's own mode means nothing, and a chmod through it reaches its target.
+            let within = policy.writable.iter().find(|w| path.starts_with(w));
+            let shown = match within.and_then(|w| path.strip_prefix(w).ok()) {
+                Some(rest) if rest.as_os_str().is_empty() => PathBuf::from("."),
+                Some(rest) => rest.to_path_buf(),
+                None => path.clone(),
+            };
+            (!m.file_type().is_symlink()).then(|| Entry {
+                shown,
+                dev: m.dev(),
+                ino: m.ino(),
+                mode: m.mode() & 0o7777,
+                path,
+            })
+        });
+        Noted {
+            entries: entries.collect(),
+        }
+    }
+
+    /// Puts back each noted mode that changed, on the entry noted (never on another file or a
+    /// link now found under its name).
+    pub fn put_back(&self) -> PutBack {
+        let mut out = PutBack::default();
+        for e in &self.entries {
+            let Ok(m) = std::fs::symlink_metadata(&e.path) else {
+                continue;
+            };
+            let same = m.dev() == e.dev && m.ino() == e.ino && !m.file_type().is_symlink();
+            if !same || m.mode() & 0o7777 == e.mode {
+                continue;
+            }
+            match std::fs::set_permissions(&e.path, std::fs::Permissions::from_mode(e.mode)) {
+                Ok(()) => out.restored.push(e.shown.clone()),
+                Err(err) => out
+                    .failed
+                    .push(format!("the mode of {}: {err}", e.path.display())),
+            }
+        }
+        out
+    }
+}
+
+/// Whether `dir` is a git dir (a folder with a `HEAD`), not a `.git` file or a tree.
+fn is_git_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) && dir.join("HEAD").is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_mode_is_put_back_and_an_unchanged_one_left() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let tree = tmp.path().join("tree");
+        let git = tree.join(".git");
+        std::fs::create_dir_all(git.join("hooks")).expect("mkdir");
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").expect("write");
+        std::fs::write(git.join("config"), "").expect("write");
+        std::fs::write(git.join("hooks/pre-commit.sample"), "").expect("write");
+        let policy = Policy {
+            writable: vec![tree.clone()],
+            read_only: vec![git.clone()],
+            ..Policy::default()
+        };
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").mode() & 0o7777;
+        let before: Vec<u32> = [&tree, &git.join("config"), &git.join("hooks")]
+            .iter()
+            .map(|p| mode(p))
+            .collect();
+        let noted = Noted::of(&policy);
+        let set = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+        };
+        set(&tree, 0o700);
+        set(&git.join("config"), 0o640);
+        set(&git.join("hooks/pre-commit.sample"), 0o755);
+        let done = noted.put_back();
+        assert_eq!(
+            done.restored,
+            [".", ".git/config", ".git/hooks/pre-commit.sample"].map(PathBuf::from),
+        );
+        assert!(done.failed.is_empty());
+        let after: Vec<u32> = [&tree, &git.join("config"), &git.join("hooks")]
+            .iter()
+            .map(|p| mode(p))
+            .collect();
+        assert_eq!(before, after);
+        assert!(
+            noted.put_back().restored.is_empty(),
+            "nothing changed since"
+        );
+    }
+}
