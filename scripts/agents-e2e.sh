@@ -128,7 +128,9 @@ for agent in $agents; do
     codex)
         scenario codex "" "" "codex exec --sandbox workspace-write"
         scenario codex-commits " Then commit it." "" "codex exec --sandbox workspace-write"
-        scenario codex-sandbox "" "--sandbox" "codex exec --sandbox workspace-write" \
+        # Under git factory's --sandbox, Codex's own sandbox is left off: it cannot set itself
+        # up inside ours, and ours already confines it.
+        scenario codex-sandbox "" "--sandbox" "codex exec --sandbox danger-full-access" \
             "factory.agentWritable=$CODEX_HOME"
         ;;
     claude)
