@@ -159,6 +159,11 @@ pub fn remove(
             })?,
             _ => {}
         }
+        // The record's seal goes with it (a run id is hex: no path can be spelt through it).
+        if run.run_id.bytes().all(|b| b.is_ascii_hexdigit()) && !run.run_id.is_empty() {
+            let seal = repo.commondir().join("factory/made").join(&run.run_id);
+            let _ = std::fs::remove_file(seal);
+        }
     }
     if let Some(age) = policy.older_than {
         pruned.worktrees = crate::git::pool::prune_idle(repo, age, forget)?;

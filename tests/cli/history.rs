@@ -565,8 +565,12 @@ fn a_push_after_prune_takes_no_line_off_the_remote() {
     };
     let before = remote_lines();
     assert!(before.contains(&a1) && before.contains(&a2), "{before}");
+    assert!(r.root.join(".git/factory/made").join(&a1).is_file());
     let out = prune(&r, 30, &["--older-than", "1d", "--keep", "1"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
+    // The pruned run's seal went with its record; the kept one's stays.
+    let sealed = |id: &str| r.root.join(".git/factory/made").join(id).is_file();
+    assert!(sealed(&a1) != sealed(&a2), "one of the two runs is pruned");
     let again = r.factory().arg("push").output().expect("push");
     assert!(again.status.success(), "{}", stderr_of(&again));
     let after = remote_lines();
