@@ -25,7 +25,8 @@ pub struct Place<'r> {
     pub root: PathBuf,
     /// The staging folder of the run's artifacts, under `.git/factory/runs/`.
     pub run_dir: PathBuf,
-    /// In-situ only: the preflight status walk, which later checks of the tree build on.
+    /// The first status walk of the tree the run changes (in-situ the preflight's, else its
+    /// own worktree's), which later checks of the tree build on.
     pub preflight: Option<Snapshot>,
     factory_dir: PathBuf,
     /// A worktree run keeps no journal on disk (see [`discard_journal`]).
@@ -80,6 +81,12 @@ impl<'r> Place<'r> {
         let own = match &worktree {
             Some(wt) => Some(Repository::open(&wt.path)?),
             None => None,
+        };
+        // The run's own worktree gets the first status walk an in-situ run's preflight makes
+        // of the user's tree: the capture and every later check of the tree build on it.
+        let preflight = match &own {
+            Some(repo) => Some(Snapshot::take(repo)?),
+            None => preflight,
         };
         let root = (worktree.as_ref())
             .map(|w| w.path.clone())

@@ -9,6 +9,7 @@ use super::refs::{list_records, list_refs};
 use super::sweep::SKIP_WORKTREE;
 use crate::error::Result;
 use crate::git::files::checkout_modes;
+use crate::git::status::Folders;
 use git2::Repository;
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -44,7 +45,10 @@ impl Restore {
         };
         let files = GitFiles::save(repo, &root, &saved)?;
         crate::trace::mark("  restore capture: refs, index, config, hooks");
-        let tree = TreeFacts::walk(repo, &root, known_modes)?;
+        let tree = match (walk.and_then(|w| w.folders()), known_modes) {
+            (Some(folders), Some(modes)) => TreeFacts::from_walk(repo, &root, folders, modes),
+            _ => TreeFacts::walk(repo, &root, known_modes)?,
+        };
         crate::trace::mark("  restore capture: folders");
         let root_mtime = std::fs::symlink_metadata(&root)
             .map(|m| mtime_of(&m))
@@ -125,6 +129,71 @@ struct TreeFacts {
 }
 
 impl TreeFacts {
+    /// The facts the preflight walk of a clean tree already holds: its folders, the entries
+    /// the ignore rules hide (each given its identity here: they are few) and the odd modes.
+    /// Only the untracked folders it left unwalked (empty ones, ones holding ignored files
+    /// only) are walked here, as [`TreeFacts::walk`] would.
+    fn from_walk(
+        repo: &Repository,
+        root: &Path,
+        folders: Folders,
+        modes: &[(Vec<u8>, u32)],
+    ) -> Self {
+        let mut dirs: Vec<DirFact> = folders
+            .dirs
+            .into_iter()
+            .map(|d| DirFact {
+                path: RelPath::from_bytes(&d.path),
+                mode: d.mode,
+                empty: false,
+                mtime: d.mtime,
+            })
+            .collect();
+        let keep = |rel: &[u8], ino: u64| {
+            let id = kept_identity(root, rel);
+            KeptEntry {
+                path: RelPath::from_bytes(rel),
+                ino: id.map_or(ino, |i| i.ino),
+                id,
+            }
+        };
+        let mut kept: Vec<KeptEntry> = folders
+            .hidden
+            .iter()
+            .map(|(rel, ino)| keep(rel, *ino))
+            .collect();
+        for start in &folders.untracked_dirs {
+            walk_dirs(
+                repo,
+                root,
+                start,
+                false,
+                None,
+                &mut |rel, meta, empty| {
+                    dirs.push(DirFact {
+                        path: RelPath::from_bytes(rel),
+                        mode: meta.permissions().mode() & 0o7777,
+                        empty,
+                        mtime: mtime_of(meta),
+                    })
+                },
+                Some(&mut |rel, entry| {
+                    use std::os::unix::fs::DirEntryExt;
+                    // Nothing under an untracked folder is in the index.
+                    kept.push(keep(rel, entry.ino()));
+                }),
+            );
+        }
+        dirs.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        kept.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut modes: Vec<(RelPath, u32)> = modes
+            .iter()
+            .map(|(p, m)| (RelPath::from_bytes(p), *m))
+            .collect();
+        modes.sort();
+        TreeFacts { dirs, kept, modes }
+    }
+
     /// One walk of the folders: each folder's mode and time, the untracked entries that are
     /// kept, and (unless the preflight walk knows them) the odd modes of tracked files.
     fn walk(
@@ -207,4 +276,95 @@ fn tracked_folders(index: &git2::Index) -> HashSet<Vec<u8>> {
         }
     }
     tracked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TreeFacts;
+    use crate::git::status::Snapshot;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(root: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(path, text).expect("write");
+    }
+
+    /// The capture built from the preflight walk records what its own walk of the folders
+    /// records: folders, kept entries (ignored files and folders, ones inside untracked
+    /// folders that hold nothing else) and odd modes.
+    #[test]
+    fn the_capture_from_a_preflight_walk_matches_its_own_walk() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        git(root, &["init", "-q"]);
+        write(root, ".gitignore", "*.log\nbuild/\n");
+        write(root, "a/b/c.txt", "c\n");
+        write(root, "a/d.txt", "d\n");
+        write(root, "top.txt", "t\n");
+        write(root, "secret.txt", "s\n");
+        std::fs::set_permissions(
+            root.join("secret.txt"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod");
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-q", "-m", "one"]);
+        write(root, "a/b/run.log", "ignored\n");
+        write(root, "build/out/x.o", "ignored folder\n");
+        write(
+            root,
+            "only-ignored/deep/y.log",
+            "under an untracked folder\n",
+        );
+        std::fs::create_dir_all(root.join("empty/inner")).expect("mkdir");
+        std::fs::set_permissions(root.join("a/b"), std::fs::Permissions::from_mode(0o750))
+            .expect("chmod");
+        let repo = git2::Repository::open(root).expect("open");
+        let snapshot = Snapshot::take(&repo).expect("walk");
+        assert!(snapshot.changes().is_empty());
+        let root = crate::git::workdir(&repo).expect("workdir");
+        let walked = TreeFacts::walk(&repo, &root, None).expect("walk");
+        let folders = snapshot.folders().expect("a clean fast walk");
+        let modes = snapshot.odd_modes().expect("modes");
+        let reused = TreeFacts::from_walk(&repo, &root, folders, modes);
+        let dirs = |t: &TreeFacts| {
+            let mut v: Vec<_> = t
+                .dirs
+                .iter()
+                .map(|d| (d.path.clone(), d.mode, d.empty, d.mtime))
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        };
+        assert_eq!(dirs(&reused), dirs(&walked));
+        assert!(dirs(&walked).iter().any(|d| d.1 == 0o750));
+        assert!(
+            dirs(&walked).iter().any(|d| d.2),
+            "an empty folder is recorded"
+        );
+        assert_eq!(reused.kept, walked.kept);
+        assert_eq!(walked.kept.len(), 3, "{:?}", walked.kept);
+        assert_eq!(reused.modes, walked.modes);
+        assert_eq!(walked.modes.len(), 1);
+    }
 }

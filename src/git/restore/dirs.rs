@@ -111,21 +111,35 @@ impl Restore {
     /// their time moved, or it has no nanoseconds (a file system keeping whole seconds,
     /// where a same-second change would not show).
     pub(super) fn moved_dirs(&self) -> Vec<Vec<u8>> {
-        let moved = |full: &Path, was: (i64, i64)| -> bool {
-            std::fs::symlink_metadata(full)
-                .map(|m| m.is_dir() && (mtime_of(&m) != was || was.1 == 0))
-                .unwrap_or(false)
+        self.dir_states().0
+    }
+
+    /// One stat per recorded folder (by path; anything odd is looked at again through real
+    /// folders only): the folders whose list of entries may have changed, as
+    /// [`Restore::moved_dirs`], and the recorded ones no longer there with their mode.
+    fn dir_states(&self) -> (Vec<Vec<u8>>, Vec<&DirFact>) {
+        let moved = |m: &std::fs::Metadata, was: (i64, i64)| -> bool {
+            m.is_dir() && (mtime_of(m) != was || was.1 == 0)
         };
         let mut out = Vec::new();
-        if moved(&self.root, self.root_mtime) {
+        let mut off = Vec::new();
+        if std::fs::symlink_metadata(&self.root).is_ok_and(|m| moved(&m, self.root_mtime)) {
             out.push(Vec::new());
         }
         for d in &self.dirs {
-            if moved(&self.root.join(d.path.path()), d.mtime) {
-                out.push(d.path.as_bytes().to_vec());
+            match std::fs::symlink_metadata(self.root.join(d.path.path())) {
+                Ok(m) => {
+                    if moved(&m, d.mtime) {
+                        out.push(d.path.as_bytes().to_vec());
+                    }
+                    if !(m.is_dir() && m.permissions().mode() & 0o7777 == d.mode) {
+                        off.push(d);
+                    }
+                }
+                Err(_) => off.push(d),
             }
         }
-        out
+        (out, off)
     }
 
     /// The cheap common case: a recorded folder still there with its mode (one stat by path;
@@ -153,9 +167,9 @@ impl Restore {
     /// whose modification time moved are read. A time with no nanoseconds may come from a
     /// file system that keeps whole seconds, where a same-second change would not show: such
     /// folders are always read.
-    fn new_dirs(&self, repo: &Repository, known: &Known<'_>) -> Vec<Vec<u8>> {
+    fn new_dirs(&self, repo: &Repository, known: &Known<'_>, moved: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         let mut found = Vec::new();
-        for rel in self.moved_dirs() {
+        for rel in moved {
             let rel = rel.as_slice();
             let full = if rel.is_empty() {
                 self.root.clone()
@@ -196,8 +210,11 @@ impl Restore {
     /// Folders as they were: created ones that are empty now removed (deepest first), empty
     /// ones that existed put back, modes as recorded.
     pub(super) fn restore_dirs(&self, repo: &Repository, known: &Known<'_>, report: &mut Report) {
+        // Removing folders a command created changes no recorded folder's mode: one stat of
+        // each serves both steps.
+        let (moved, off) = self.dir_states();
         let mut now: Vec<Vec<u8>> = Vec::new();
-        for rel in self.new_dirs(repo, known) {
+        for rel in self.new_dirs(repo, known, moved) {
             walk_dirs(
                 repo,
                 &self.root,
@@ -217,7 +234,7 @@ impl Restore {
                     .push(format!("{}/", RelPath::from_bytes(rel).display()));
             }
         }
-        for d in self.dirs.iter().filter(|d| !self.dir_as_recorded(d)) {
+        for d in off {
             let rel = d.path.as_bytes();
             match dir_mode_at(&self.root, rel) {
                 Some(mode) if mode != d.mode => {

@@ -22,6 +22,7 @@ pub(super) enum DirState {
 pub(super) struct Unknown {
     pub(super) name: Vec<u8>,
     pub(super) kind: Kind,
+    pub(super) ino: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -118,6 +119,7 @@ impl Ctx<'_> {
                     ino: st.ino,
                     mtime: st.mtime,
                     ctime: st.ctime,
+                    mode: st.mode & 0o7777,
                 }
             }
             Ok(_) | Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {
@@ -246,6 +248,7 @@ impl Ctx<'_> {
             unknown.push(Unknown {
                 name: name.to_vec(),
                 kind,
+                ino: entry.ino(),
             });
         }
         Some(unknown)

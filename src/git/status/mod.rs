@@ -42,6 +42,27 @@ pub struct Snapshot {
     /// From the fast walk's own stat of every tracked file (`None` when libgit2 walked):
     /// what a restore needs to put back modes like 0600, at no extra cost.
     odd_modes: Option<Vec<(Vec<u8>, u32)>>,
+    /// Whether the index has skip-worktree or assume-unchanged entries.
+    skips: bool,
+}
+
+/// The folders of a clean work tree and the entries its ignore rules hide, as a walk saw them
+/// (see [`Snapshot::folders`]).
+pub struct Folders {
+    /// Every folder holding tracked files but the root, parents first.
+    pub dirs: Vec<FolderFact>,
+    /// The untracked entries the ignore rules hide, with their inodes.
+    pub hidden: Vec<(Vec<u8>, u64)>,
+    /// Untracked folders the ignore rules do not hide: empty, or holding only ignored
+    /// entries (the tree is clean). Not walked: what is inside is for the caller to read.
+    pub untracked_dirs: Vec<Vec<u8>>,
+}
+
+/// One folder: its path, permission bits and modification time (seconds, nanoseconds).
+pub struct FolderFact {
+    pub path: Vec<u8>,
+    pub mode: u32,
+    pub mtime: (i64, i64),
 }
 
 impl Snapshot {
@@ -51,10 +72,12 @@ impl Snapshot {
         let mut changes = staged_paths(repo)?;
         crate::trace::mark("    status: staged (index vs HEAD)");
         let mut odd_modes = None;
+        let mut skips = true;
         let seen = match fast_walk(repo, None, Untracked::Folders)? {
             Some(walk) => {
                 changes.extend(walk.dirty);
                 odd_modes = Some(walk.odd_modes);
+                skips = walk.skips;
                 Some(Seen {
                     index: walk.index,
                     tick,
@@ -70,6 +93,51 @@ impl Snapshot {
             changes: sorted(changes),
             seen,
             odd_modes,
+            skips,
+        })
+    }
+
+    /// What a restore's capture records of the folders, with no walk of its own: `None` unless
+    /// the fast walk took this snapshot of a clean tree whose index has no skip-worktree or
+    /// assume-unchanged entry — then every folder it listed holds tracked files (none is
+    /// empty), and every untracked entry is either hidden by the ignore rules or a folder
+    /// holding nothing else, which the caller walks itself.
+    pub fn folders(&self) -> Option<Folders> {
+        let seen = self.seen.as_ref()?;
+        if !self.changes.is_empty() || self.skips {
+            return None;
+        }
+        let mut dirs = Vec::with_capacity(seen.dirs.len());
+        let mut hidden = Vec::new();
+        let mut untracked_dirs = Vec::new();
+        for (rel, record) in &seen.dirs {
+            for (name, ino) in &record.ignored {
+                hidden.push((model::join(rel, name), *ino));
+            }
+            for (name, is_dir) in &record.untracked {
+                if !is_dir {
+                    // An untracked file in a clean tree: the snapshot is not what it says.
+                    return None;
+                }
+                untracked_dirs.push(model::join(rel, name));
+            }
+            if !rel.is_empty() {
+                let m = record.stamp.mtime;
+                dirs.push(FolderFact {
+                    path: rel.clone(),
+                    mode: record.stamp.mode,
+                    mtime: (m.sec, i64::from(m.nsec)),
+                });
+            }
+        }
+        // Byte order puts every folder after its parent.
+        dirs.sort_by(|a, b| a.path.cmp(&b.path));
+        hidden.sort();
+        untracked_dirs.sort();
+        Some(Folders {
+            dirs,
+            hidden,
+            untracked_dirs,
         })
     }
 

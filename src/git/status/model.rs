@@ -39,12 +39,16 @@ pub(super) struct DirStamp {
     pub(super) ino: u64,
     pub(super) mtime: Time,
     pub(super) ctime: Time,
+    /// Its permission bits (a chmod changes ctime too, so the stamp tells it anyway).
+    pub(super) mode: u32,
 }
 
 pub(super) struct DirRecord {
     pub(super) stamp: DirStamp,
     /// Untracked, not ignored entries the listing found (name, is a folder).
     pub(super) untracked: Vec<(Vec<u8>, bool)>,
+    /// Untracked entries the ignore rules hide (name, inode): what a restore keeps.
+    pub(super) ignored: Vec<(Vec<u8>, u64)>,
 }
 
 /// The index file as read: its trailing checksum and its mtime (the racy-entry threshold).

@@ -130,6 +130,7 @@ fn a_folder_listing_holds_only_for_the_same_stamp_outside_the_walk_tick() {
         ino: 9,
         mtime: t(100, 500),
         ctime: t(100, 500),
+        mode: 0o755,
     };
     assert!(listing_holds(&then, &then, t(100, 501)));
     // The folder changed within the walk's own tick: its stamp cannot tell.

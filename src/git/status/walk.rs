@@ -22,6 +22,8 @@ pub(super) struct Walk {
     pub(super) odd_modes: Vec<(Vec<u8>, u32)>,
     pub(super) index: IndexStamp,
     pub(super) dirs: HashMap<Vec<u8>, DirRecord>,
+    /// Whether an index entry is skip-worktree or assume-unchanged (git does not look at it).
+    pub(super) skips: bool,
 }
 
 /// The fast walk, or `None` where it stands aside for libgit2's.
@@ -57,6 +59,7 @@ pub(super) fn fast_walk(
     crate::trace::mark("    status: untracked entries");
     found.odd_modes.sort();
     Ok(Some(Walk {
+        skips: tracked.entries.iter().any(|e| e.skip),
         odd_modes: found.odd_modes,
         dirty: found.dirty,
         index: prep.stamp,
@@ -299,20 +302,23 @@ impl Found {
             let Some(DirState::Dir(stamp)) = self.state[n] else {
                 continue;
             };
-            let found: Vec<(Vec<u8>, bool)> = match self.listing[n].take() {
+            let (found, hidden) = match self.listing[n].take() {
                 Some(unknown) => {
                     let mut found = Vec::new();
+                    let mut hidden = Vec::new();
                     for u in unknown {
                         let path = join(&node.rel, &u.name);
-                        if !ignored.is(&path, u.kind)? {
+                        if ignored.is(&path, u.kind)? {
+                            hidden.push((u.name, u.ino));
+                        } else {
                             found.push((u.name, u.kind == Kind::Dir));
                         }
                     }
-                    found
+                    (found, hidden)
                 }
                 None => match seen.and_then(|s| s.dirs.get(&node.rel)) {
-                    Some(record) => record.untracked.clone(),
-                    None => Vec::new(),
+                    Some(record) => (record.untracked.clone(), record.ignored.clone()),
+                    None => (Vec::new(), Vec::new()),
                 },
             };
             for (name, is_dir) in &found {
@@ -333,6 +339,7 @@ impl Found {
                 DirRecord {
                     stamp,
                     untracked: found,
+                    ignored: hidden,
                 },
             );
         }

@@ -61,7 +61,8 @@ pub(crate) struct Session<'a> {
     pub(crate) persist_journal: bool,
     /// The last restore left paths it could not put back (named in the record).
     pub(crate) unrestored: bool,
-    /// In-situ only: the preflight status walk, which later checks of the tree build on.
+    /// The first status walk of the tree the session changes (in-situ the preflight's, a
+    /// candidate its worktree's; none for a `--worktree` run), which later checks build on.
     pub(crate) preflight: Option<&'a git::status::Snapshot>,
     pub(crate) sandbox: Option<Sandbox>,
     pub(crate) delivery: Delivery,

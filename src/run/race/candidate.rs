@@ -122,12 +122,14 @@ fn candidate_session(
     let dir = shared.run_dir.join(format!("candidate_{index}"));
     std::fs::create_dir_all(&dir)?;
     // The candidate's own worktree gets its HEAD and index back between attempts; the refs it
-    // shares with the user's repo are not its to put back.
+    // shares with the user's repo are not its to put back. One status walk serves the capture
+    // and every later check of the tree, as an in-situ run's preflight walk does.
+    let walk = git::status::Snapshot::take(&wt_repo)?;
     let restore = git::restore::Restore::capture(
         &wt_repo,
         crate::journal::saved_dir(&plan.factory_dir, &format!("{}.{index}", plan.run_id)),
         false,
-        None,
+        Some(&walk),
     )?
     .confined_if(plan.sandbox);
     let saved = restore.saved.clone();
@@ -161,7 +163,7 @@ fn candidate_session(
             journal,
             persist_journal: false,
             unrestored: false,
-            preflight: None,
+            preflight: Some(&walk),
             sandbox,
             delivery: Delivery::Uncommitted,
             repo: &wt_repo,
