@@ -159,6 +159,26 @@ impl TestRepo {
         cmd
     }
 
+    /// `git factory run FLAGS -w WORK_ORDER --replay REPLAY` started in the background (like
+    /// `spawn`), its output piped, for runs a test waits on, interrupts or races.
+    pub fn spawn_replay(
+        &self,
+        work_order: &Path,
+        replay: &Path,
+        flags: &[&str],
+    ) -> std::process::Child {
+        self.spawn(&["run"])
+            .args(flags)
+            .arg("-w")
+            .arg(work_order)
+            .arg("--replay")
+            .arg(replay)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("git factory starts")
+    }
+
     /// Writes a replay folder outside the repo: proposal N from `items[N-1]` (name, content).
     pub fn replay(&self, name: &str, items: &[(&str, String)]) -> PathBuf {
         let dir = self.outside.join(name);
