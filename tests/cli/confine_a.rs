@@ -4,7 +4,7 @@
 //! and under `auto` with a bubblewrap first on `PATH` that fails as Ubuntu 24.04's does.
 
 use crate::common::*;
-use crate::sandbox::{broken_bwrap, ways, with_path_first, Way};
+use crate::sandbox::{upper_two_order, ways, Way};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
@@ -12,18 +12,7 @@ use std::path::Path;
 /// `git factory` confined the given way (`GIT_CONFIG_PARAMETERS` names the backend).
 fn factory_in(r: &TestRepo, way: Way) -> Command {
     let mut cmd = r.factory();
-    let backend = match way {
-        Way::Bwrap => "bwrap",
-        Way::Landlock => "landlock",
-        Way::AutoBrokenBwrap => {
-            cmd.env("PATH", with_path_first(&broken_bwrap(r)));
-            "auto"
-        }
-    };
-    cmd.env(
-        "GIT_CONFIG_PARAMETERS",
-        format!("'factory.sandboxBackend'='{backend}'"),
-    );
+    cmd.envs(way.env(r));
     cmd
 }
 
@@ -108,14 +97,7 @@ const APP: [&str; 3] = ["one", "two", "three"];
 /// A confined run whose one proposal makes app.txt's `two` `TWO`, with `check` as its first
 /// acceptance command; the harness gets `env` on top of the test's own.
 fn check_run(r: &TestRepo, way: Way, check: &str, env: &[(&str, &str)]) -> Value {
-    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
+    let (wo, replay) = upper_two_order(r, check);
     let mut cmd = factory_in(r, way);
     for (k, v) in env {
         cmd.env(k, v);

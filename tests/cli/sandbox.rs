@@ -26,6 +26,25 @@ impl Way {
             Way::Landlock | Way::AutoBrokenBwrap => "landlock",
         }
     }
+
+    /// The environment confining a command this way: the backend setting, and for
+    /// `AutoBrokenBwrap` a failing bwrap first on `PATH`.
+    pub(crate) fn env(self, r: &TestRepo) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut out = Vec::new();
+        let setting = match self {
+            Way::Bwrap => "bwrap",
+            Way::Landlock => "landlock",
+            Way::AutoBrokenBwrap => {
+                out.push(("PATH", with_path_first(&broken_bwrap(r))));
+                "auto"
+            }
+        };
+        out.push((
+            "GIT_CONFIG_PARAMETERS",
+            format!("'factory.sandboxBackend'='{setting}'").into(),
+        ));
+        out
+    }
 }
 
 /// Every way this machine offers (bubblewrap is installed by `.ci/run`).
@@ -75,32 +94,21 @@ fn run_in(
     flags: &[&str],
 ) -> std::process::Output {
     let mut cmd = r.factory();
-    cmd.current_dir(cwd);
-    let backend = match way {
-        Way::Bwrap => "bwrap",
-        Way::Landlock => "landlock",
-        Way::AutoBrokenBwrap => {
-            cmd.env("PATH", with_path_first(&broken_bwrap(r)));
-            "auto"
-        }
-    };
-    cmd.env(
-        "GIT_CONFIG_PARAMETERS",
-        format!("'factory.sandboxBackend'='{backend}'"),
-    )
-    .args(["run", "--sandbox", "--json", "--force"])
-    .args(flags)
-    .arg("-w")
-    .arg(wo)
-    .arg("--replay")
-    .arg(replay)
-    .output()
-    .expect("git factory runs")
+    cmd.current_dir(cwd)
+        .envs(way.env(r))
+        .args(["run", "--sandbox", "--json", "--force"])
+        .args(flags)
+        .arg("-w")
+        .arg(wo)
+        .arg("--replay")
+        .arg(replay)
+        .output()
+        .expect("git factory runs")
 }
 
-/// A run whose one proposal makes app.txt's `two` `TWO`, with `check` as its acceptance
-/// command before the real one.
-fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Value {
+/// The work order and replay of a run whose one proposal makes app.txt's `two` `TWO`, with
+/// `check` as its acceptance command before the real one.
+pub(crate) fn upper_two_order(r: &TestRepo, check: &str) -> (PathBuf, PathBuf) {
     let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
     let replay = r.replay(
         "rp",
@@ -109,17 +117,20 @@ fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Va
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
         )],
     );
-    let mut all = vec!["--max-attempts", "1"];
-    all.extend(flags);
-    let out = run_in(r, way, cwd, &wo, &replay, &all);
-    let s: Value = serde_json::from_str(&stdout_of(&out))
-        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)));
+    (wo, replay)
+}
+
+/// The summary of a run confined `way`, which must PASS with its first check confined by the
+/// way's backend.
+pub(crate) fn passed_under(way: Way, out: &std::process::Output) -> Value {
+    let s: Value = serde_json::from_str(&stdout_of(out))
+        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(out), stdout_of(out)));
     assert_eq!(
         s["verdict"],
         "PASS",
         "{way:?}: {}\n{}",
-        stderr_of(&out),
-        stdout_of(&out)
+        stderr_of(out),
+        stdout_of(out)
     );
     assert_eq!(
         s["attempts"][0]["acceptance"][0]["sandbox"],
@@ -127,6 +138,15 @@ fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Va
         "{way:?}"
     );
     s
+}
+
+/// A run whose one proposal makes app.txt's `two` `TWO`, with `check` as its acceptance
+/// command before the real one; it must PASS under the way's backend.
+fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Value {
+    let (wo, replay) = upper_two_order(r, check);
+    let mut all = vec!["--max-attempts", "1"];
+    all.extend(flags);
+    passed_under(way, &run_in(r, way, cwd, &wo, &replay, &all))
 }
 
 #[test]
