@@ -4,7 +4,7 @@
 //! and under `auto` with a bubblewrap first on `PATH` that fails as Ubuntu 24.04's does.
 
 use crate::common::*;
-use crate::sandbox::{upper_two_order, ways, Way};
+use crate::sandbox::{confined_run, run_asking_for_broken_bwrap, ways, Way};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
@@ -16,8 +16,9 @@ fn factory_in(r: &TestRepo, way: Way) -> Command {
     cmd
 }
 
-/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'`, confined the given way.
-fn agent_run(r: &TestRepo, way: Way, script: &str) -> (std::process::Output, Value) {
+/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'`, confined the given way; it must
+/// PASS. The summary.
+fn agent_passes(r: &TestRepo, way: Way, script: &str) -> Value {
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
     let out = factory_in(r, way)
         .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
@@ -30,7 +31,14 @@ fn agent_run(r: &TestRepo, way: Way, script: &str) -> (std::process::Output, Val
         .output()
         .expect("runs");
     let s = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
-    (out, s)
+    assert_eq!(
+        s["verdict"],
+        "PASS",
+        "{way:?}: {}\n{}",
+        stderr_of(&out),
+        stdout_of(&out)
+    );
+    s
 }
 
 /// The files of every linked worktree's admin folder that name where its git looks.
@@ -62,14 +70,7 @@ const REPOINT: &str = "admin=$(sed -n 's/^gitdir: //p' \"$(git rev-parse --show-
 fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
     for way in ways() {
         let r = TestRepo::simple();
-        let (out, s) = agent_run(&r, way, REPOINT);
-        assert_eq!(
-            s["verdict"],
-            "PASS",
-            "{way:?}: {}\n{}",
-            stderr_of(&out),
-            stdout_of(&out)
-        );
+        let s = agent_passes(&r, way, REPOINT);
         assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
         // The attempt records the backend that confined its agent.
         let id = s["run_id"].as_str().expect("run id");
@@ -97,18 +98,7 @@ const APP: [&str; 3] = ["one", "two", "three"];
 /// A confined run whose one proposal makes app.txt's `two` `TWO`, with `check` as its first
 /// acceptance command; the harness gets `env` on top of the test's own.
 fn check_run(r: &TestRepo, way: Way, check: &str, env: &[(&str, &str)]) -> Value {
-    let (wo, replay) = upper_two_order(r, check);
-    let mut cmd = factory_in(r, way);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = confined_run(r, way, check, env);
     serde_json::from_str(&stdout_of(&out))
         .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)))
 }
@@ -232,16 +222,7 @@ fn a_check_gets_no_udp_either() {
 #[test]
 fn a_broken_bwrap_asked_for_by_name_is_refused_saying_it_fails_and_that_landlock_would_work() {
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["true"]));
-    let replay = r.replay("rp", &[]);
-    let out = factory_in(&r, Way::AutoBrokenBwrap)
-        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
-        .args(["run", "--sandbox", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = run_asking_for_broken_bwrap(&r);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     let said = stderr_of(&out);
     assert!(!said.contains("no sandbox confines"), "{said}");
@@ -622,14 +603,7 @@ fn a_sandboxed_agent_cannot_make_files_setuid_or_world_writable_nor_set_xattrs()
             "{} sed -i s/^two$/TWO/ app.txt",
             metadata_script(&v.to_string_lossy()).replace("|| exit 20\n", "|| exit 20;")
         );
-        let (out, s) = agent_run(&r, way, &script);
-        assert_eq!(
-            s["verdict"],
-            "PASS",
-            "{way:?}: {}\n{}",
-            stderr_of(&out),
-            stdout_of(&out)
-        );
+        agent_passes(&r, way, &script);
         assert_eq!(metadata_of(&v), before, "{way:?}");
     }
 }

@@ -6,7 +6,7 @@
 //! that fails as Ubuntu 24.04's does; the real binary, real git, the kernel's real sandboxes.
 
 use crate::common::*;
-use crate::sandbox::{passed_under, upper_two_order, ways, Way};
+use crate::sandbox::{confined_run, passed_under, upper_two_order, ways, Way};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -28,17 +28,7 @@ fn repo(ignore: &str) -> TestRepo {
 /// `git factory run --sandbox` of `check` in the repo's root, confined `way`; it must PASS
 /// under the backend the way names. The summary.
 fn passes(r: &TestRepo, way: Way, check: &str) -> Value {
-    let (wo, replay) = upper_two_order(r, check);
-    let mut cmd = r.factory();
-    cmd.envs(way.env(r));
-    let out = cmd
-        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
-    passed_under(way, &out)
+    passed_under(way, &confined_run(r, way, check, &[]))
 }
 
 fn side_effects(s: &Value) -> Vec<String> {

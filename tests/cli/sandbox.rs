@@ -110,14 +110,56 @@ fn run_in(
 /// `check` as its acceptance command before the real one.
 pub(crate) fn upper_two_order(r: &TestRepo, check: &str) -> (PathBuf, PathBuf) {
     let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-    let replay = r.replay(
+    (wo, upper_two_replay(r))
+}
+
+/// A replay whose one proposal makes app.txt's `two` `TWO`.
+fn upper_two_replay(r: &TestRepo) -> PathBuf {
+    r.replay(
         "rp",
         &[(
             "1.json",
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
         )],
-    );
-    (wo, replay)
+    )
+}
+
+/// `git factory run --sandbox --json --max-attempts 1` of `upper_two_order(check)` in the
+/// repo's root, confined `way`, with `env` on top of the test's own.
+pub(crate) fn confined_run(
+    r: &TestRepo,
+    way: Way,
+    check: &str,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let (wo, replay) = upper_two_order(r, check);
+    let mut cmd = r.factory();
+    cmd.envs(way.env(r));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs")
+}
+
+/// A `--sandbox` run that asks for bwrap by name while the bwrap first on `PATH` fails as
+/// Ubuntu 24.04's does; its output (the callers assert the refusal).
+pub(crate) fn run_asking_for_broken_bwrap(r: &TestRepo) -> std::process::Output {
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay("rp", &[]);
+    r.factory()
+        .env("PATH", with_path_first(&broken_bwrap(r)))
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
+        .args(["run", "--sandbox", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs")
 }
 
 /// The summary of a run confined `way`, which must PASS with its first check confined by the
@@ -261,19 +303,8 @@ fn a_check_gets_no_network_not_even_loopback() {
 #[test]
 fn a_bwrap_that_cannot_start_falls_back_or_is_refused_up_front() {
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["true"]));
-    let replay = r.replay("rp", &[]);
     // Asked for by name, a bwrap that cannot confine is refused before anything runs.
-    let out = r
-        .factory()
-        .env("PATH", with_path_first(&broken_bwrap(&r)))
-        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
-        .args(["run", "--sandbox", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = run_asking_for_broken_bwrap(&r);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(
         stderr_of(&out).contains("setting up uid map: Permission denied"),
@@ -467,16 +498,7 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     for env in forms {
         let r = TestRepo::simple();
         let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-        let replay = r.replay(
-            "rp",
-            &[(
-                "1.json",
-                proposal(
-                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                    "s",
-                ),
-            )],
-        );
+        let replay = upper_two_replay(&r);
         let mut cmd = r.factory();
         for (k, v) in env {
             cmd.env(k, v);
@@ -499,16 +521,7 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     // And `git -c factory.sandbox=false` leaves it off.
     let r = TestRepo::simple();
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(
-                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                "s",
-            ),
-        )],
-    );
+    let replay = upper_two_replay(&r);
     r.git(&["config", "factory.sandbox", "true"]);
     let out = r
         .factory()
