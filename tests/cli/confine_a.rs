@@ -4,7 +4,7 @@
 //! and under `auto` with a bubblewrap first on `PATH` that fails as Ubuntu 24.04's does.
 
 use crate::common::*;
-use crate::sandbox::{confined_run, run_asking_for_broken_bwrap, ways, Way};
+use crate::sandbox::{confined_run, run_asking_for_broken_bwrap, upper_two_replay, ways, Way};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
@@ -92,8 +92,6 @@ fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
         assert_eq!(code, 0);
     }
 }
-
-const APP: [&str; 3] = ["one", "two", "three"];
 
 /// A confined run whose one proposal makes app.txt's `two` `TWO`, with `check` as its first
 /// acceptance command; the harness gets `env` on top of the test's own.
@@ -247,13 +245,7 @@ fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
     let systmp = r.outside.join("systmp");
     std::fs::create_dir_all(&systmp).expect("mkdir");
     let wo = r.work_order(basic_order(&["sleep 60"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
+    let replay = upper_two_replay(&r);
     let mut harness = r
         .spawn(&["run", "--sandbox", "--max-attempts", "1", "-w"])
         .env("TMPDIR", &systmp)

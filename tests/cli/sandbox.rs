@@ -114,7 +114,7 @@ pub(crate) fn upper_two_order(r: &TestRepo, check: &str) -> (PathBuf, PathBuf) {
 }
 
 /// A replay whose one proposal makes app.txt's `two` `TWO`.
-fn upper_two_replay(r: &TestRepo) -> PathBuf {
+pub(crate) fn upper_two_replay(r: &TestRepo) -> PathBuf {
     r.replay(
         "rp",
         &[(
@@ -483,6 +483,26 @@ fn a_check_runs_beside_the_users_signing_keys_and_cannot_read_them() {
 /// `git -c factory.sandbox=…` turns the sandbox on as the repo's config does, in every form
 /// git passes it on (`-c key=value`, a bare `-c key`, `GIT_CONFIG_COUNT`): an ignored key
 /// would run model-written code unconfined while the user believes it confined.
+/// `git factory run --json` (no `--sandbox`) of an order accepting `two` made `TWO`, with
+/// `env` on top of the test's own; its output and summary.
+fn plain_run_with(r: &TestRepo, env: &[(&str, &str)]) -> (std::process::Output, Value) {
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let replay = upper_two_replay(r);
+    let mut cmd = r.factory();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args(["run", "--json", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out, s)
+}
+
 #[test]
 fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     let forms: [&[(&str, &str)]; 4] = [
@@ -497,20 +517,7 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     ];
     for env in forms {
         let r = TestRepo::simple();
-        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-        let replay = upper_two_replay(&r);
-        let mut cmd = r.factory();
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let out = cmd
-            .args(["run", "--json", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
-            .output()
-            .expect("runs");
-        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let (out, s) = plain_run_with(&r, env);
         assert_eq!(s["verdict"], "PASS", "{env:?}: {}", stderr_of(&out));
         let backend = &s["attempts"][0]["acceptance"][0]["sandbox"];
         assert!(
@@ -520,19 +527,11 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     }
     // And `git -c factory.sandbox=false` leaves it off.
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let replay = upper_two_replay(&r);
     r.git(&["config", "factory.sandbox", "true"]);
-    let out = r
-        .factory()
-        .env("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='false'")
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let (out, s) = plain_run_with(
+        &r,
+        &[("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='false'")],
+    );
     assert_eq!(s["verdict"], "PASS", "{}", stderr_of(&out));
     assert!(
         s["attempts"][0]["acceptance"][0]["sandbox"].is_null(),
