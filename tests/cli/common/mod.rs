@@ -508,7 +508,21 @@ pub fn clone_of(r: &TestRepo, bare: &Path, name: &str) -> PathBuf {
 /// A FAIL run (check `false`) of work order `wo-<name>` in the clone at `dir`, whose
 /// replayed proposal turns `two` into `TWO` in the simple repo's `app.txt`; returns its run id.
 pub fn a_failing_run_in(r: &TestRepo, dir: &Path, name: &str) -> String {
-    let mut order = basic_order(&["false"]);
+    a_replayed_run_in(r, dir, name, "false", &["--max-attempts", "1"], 1)
+}
+
+/// `git factory run FLAGS --json` in `dir` of work order `wo-<name>` accepted by `check`, whose
+/// replayed proposal turns `two` into `TWO` in the simple repo's `app.txt`; it must exit
+/// `code`. Returns its run id.
+pub fn a_replayed_run_in(
+    r: &TestRepo,
+    dir: &Path,
+    name: &str,
+    check: &str,
+    flags: &[&str],
+    code: i32,
+) -> String {
+    let mut order = basic_order(&[check]);
     order["id"] = format!("wo-{name}").into();
     let wo = r.work_order(order);
     let replay = r.replay(
@@ -521,22 +535,17 @@ pub fn a_failing_run_in(r: &TestRepo, dir: &Path, name: &str) -> String {
             ),
         )],
     );
-    let out = in_dir(
-        r,
-        dir,
-        "factory",
-        &[
-            "run",
-            "--max-attempts",
-            "1",
-            "--json",
-            "-w",
-            wo.to_str().expect("utf8"),
-            "--replay",
-            replay.to_str().expect("utf8"),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let mut args = vec!["run"];
+    args.extend(flags);
+    args.extend([
+        "--json",
+        "-w",
+        wo.to_str().expect("utf8"),
+        "--replay",
+        replay.to_str().expect("utf8"),
+    ]);
+    let out = in_dir(r, dir, "factory", &args);
+    assert_eq!(out.status.code(), Some(code), "{}", stderr_of(&out));
     let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     s["run_id"].as_str().expect("id").to_string()
 }
