@@ -93,15 +93,11 @@ fn run_in(
     replay: &Path,
     flags: &[&str],
 ) -> std::process::Output {
-    let mut cmd = r.factory();
-    cmd.current_dir(cwd)
+    let mut all = vec!["--sandbox", "--json", "--force"];
+    all.extend(flags);
+    r.replay_command(wo, replay, &all)
+        .current_dir(cwd)
         .envs(way.env(r))
-        .args(["run", "--sandbox", "--json", "--force"])
-        .args(flags)
-        .arg("-w")
-        .arg(wo)
-        .arg("--replay")
-        .arg(replay)
         .output()
         .expect("git factory runs")
 }
@@ -133,17 +129,15 @@ pub(crate) fn confined_run(
     env: &[(&str, &str)],
 ) -> std::process::Output {
     let (wo, replay) = upper_two_order(r, check);
-    let mut cmd = r.factory();
-    cmd.envs(way.env(r));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs")
+    r.replay_command(
+        &wo,
+        &replay,
+        &["--sandbox", "--json", "--max-attempts", "1"],
+    )
+    .envs(way.env(r))
+    .envs(env.iter().copied())
+    .output()
+    .expect("runs")
 }
 
 /// A `--sandbox` run that asks for bwrap by name while the bwrap first on `PATH` fails as
@@ -151,13 +145,9 @@ pub(crate) fn confined_run(
 pub(crate) fn run_asking_for_broken_bwrap(r: &TestRepo) -> std::process::Output {
     let wo = r.work_order(basic_order(&["true"]));
     let replay = r.replay("rp", &[]);
-    r.factory()
+    r.replay_command(&wo, &replay, &["--sandbox"])
         .env("PATH", with_path_first(&broken_bwrap(r)))
         .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
-        .args(["run", "--sandbox", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
         .output()
         .expect("runs")
 }
@@ -488,15 +478,9 @@ fn a_check_runs_beside_the_users_signing_keys_and_cannot_read_them() {
 fn plain_run_with(r: &TestRepo, env: &[(&str, &str)]) -> (std::process::Output, Value) {
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
     let replay = upper_two_replay(r);
-    let mut cmd = r.factory();
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
+    let out = r
+        .replay_command(&wo, &replay, &["--json"])
+        .envs(env.iter().copied())
         .output()
         .expect("runs");
     let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();

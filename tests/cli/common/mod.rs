@@ -133,15 +133,22 @@ impl TestRepo {
         replay: &Path,
         flags: &[&str],
     ) -> std::process::Output {
-        self.factory()
-            .arg("run")
+        self.replay_command(work_order, replay, flags)
+            .output()
+            .expect("git factory runs")
+    }
+
+    /// `git factory run FLAGS -w WORK_ORDER --replay REPLAY`, not yet run: for callers that
+    /// set its environment or folder first.
+    pub fn replay_command(&self, work_order: &Path, replay: &Path, flags: &[&str]) -> Command {
+        let mut cmd = self.factory();
+        cmd.arg("run")
             .args(flags)
             .arg("-w")
             .arg(work_order)
             .arg("--replay")
-            .arg(replay)
-            .output()
-            .expect("git factory runs")
+            .arg(replay);
+        cmd
     }
 
     /// The binary as a plain background process (hermetic like `factory()`), for runs that a
