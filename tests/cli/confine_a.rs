@@ -325,21 +325,10 @@ fn a_sandboxed_worktree_check_writes_at_the_trees_root_and_its_git_file_is_put_b
         let wo = r.work_order(basic_order(&[
             "sh -c 'echo made > made-at-root.txt || exit 1; printf \"gitdir: /nowhere\\n\" > .git; grep -qx TWO app.txt'",
         ]));
-        let replay = r.replay(
-            "rp",
-            &[(
-                "1.json",
-                proposal(
-                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                    "try",
-                ),
-            )],
-        );
-        let out = factory_in(&r, way)
-            .args(["run", "--sandbox", "--worktree", "--json", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
+        let replay = upper_two_replay(&r);
+        let out = r
+            .replay_command(&wo, &replay, &["--sandbox", "--worktree", "--json"])
+            .envs(way.env(&r))
             .output()
             .expect("runs");
         let stderr = stderr_of(&out);

@@ -241,14 +241,7 @@ fn a_check_has_a_private_temporary_folder_whatever_tmpdir_said() {
             .tempdir_in("/tmp")
             .expect("tempdir");
         let check = "sh -c 'f=$(mktemp) && echo x > \"$f\" && test -s \"$f\"'";
-        let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-        let replay = r.replay(
-            "rp",
-            &[(
-                "1.json",
-                proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-            )],
-        );
+        let (wo, replay) = upper_two_order(&r, check);
         let mut cmd = r.factory();
         if way == Way::AutoBrokenBwrap {
             cmd.env("PATH", with_path_first(&broken_bwrap(&r)));
@@ -333,13 +326,7 @@ fn a_bwrap_that_fails_after_its_probe_is_a_spawn_error_not_exit_1() {
     .expect("write");
     make_executable(&dir.join("bwrap"));
     let wo = r.work_order(basic_order(&["true"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
+    let replay = upper_two_replay(&r);
     let out = r
         .factory()
         .env("PATH", with_path_first(&dir))
