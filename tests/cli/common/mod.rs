@@ -365,6 +365,22 @@ pub fn wait_for(path: &Path) {
 
 /// Live processes whose command line contains `marker`, other than this test process.
 pub fn processes_with(marker: &str) -> Vec<String> {
+    live_processes(|_, cmd| cmd.contains(marker))
+}
+
+/// Live processes working inside `dir` (their current directory is there), or, when
+/// `or_naming` is given, naming it in their arguments; other than this test process.
+pub fn processes_in(dir: &Path, or_naming: bool) -> Vec<String> {
+    let marker = dir.to_string_lossy().into_owned();
+    live_processes(|pid, cmd| {
+        std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
+            || (or_naming && cmd.contains(&marker))
+    })
+}
+
+/// Live (neither gone nor zombie) processes other than this test process that `keep(pid,
+/// command line)` accepts, each as `pid: command line`.
+pub fn live_processes(keep: impl Fn(u32, &str) -> bool) -> Vec<String> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
         let Some(pid) = entry
@@ -377,10 +393,13 @@ pub fn processes_with(marker: &str) -> Vec<String> {
         if pid == std::process::id() {
             continue;
         }
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.is_empty() || state.contains(") Z ") {
+            continue;
+        }
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if cmd.contains(marker) && !state.contains(") Z ") {
+        if keep(pid, &cmd) {
             out.push(format!("{pid}: {cmd}"));
         }
     }
