@@ -279,16 +279,12 @@ fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     let wo = r.work_order(basic_order(&["true"]));
     let out = r
-        .factory()
+        .replay_command(&wo, &replay, &["--sandbox", "--max-attempts", "1"])
         .env("TMPDIR", &systmp)
         .env(
             "GIT_CONFIG_PARAMETERS",
             "'factory.sandboxBackend'='landlock'",
         )
-        .args(["run", "--sandbox", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
