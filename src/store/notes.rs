@@ -288,10 +288,12 @@ pub fn append_line(repo: &Repository, notes_ref: &str, target: Oid, line: &[u8])
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn repo() -> (tempfile::TempDir, Repository) {
+    /// A fresh repository in a temporary folder, with a committer set (for the notes tests
+    /// here and of the rooms that write notes).
+    pub(crate) fn repo() -> (tempfile::TempDir, Repository) {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = Repository::init(dir.path()).expect("init");
         {

@@ -325,15 +325,7 @@ fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
     let in_situ_order = r.work_order(in_situ_order);
     let diff = diff_replace("app.txt", &APP, "two", "TWO");
     let replay = r.replay("proposals", &[("1.diff", diff)]);
-    let in_situ = r
-        .spawn(&["run", "--json", "--max-attempts", "1", "-w"])
-        .arg(&in_situ_order)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let in_situ = r.spawn_replay(&in_situ_order, &replay, &["--json", "--max-attempts", "1"]);
     wait_for(&started);
     let beside = r
         .factory()

@@ -369,6 +369,23 @@ fn logged(log: &Path) -> String {
     )
 }
 
+/// A batch of `count` orders `{prefix}-{i}` whose check logs its start and end to `log`, run
+/// with `flags`; it must exit 0.
+fn logged_batch_passes(r: &TestRepo, prefix: &str, count: usize, log: &Path, flags: &[&str]) {
+    let orders: Vec<PathBuf> = (1..=count)
+        .map(|i| order(r, &format!("{prefix}-{i}"), &logged(log)))
+        .collect();
+    let refs: Vec<&Path> = orders.iter().map(PathBuf::as_path).collect();
+    let out = batch(r, &refs, flags);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stderr_of(&out),
+        every_run_shown(r)
+    );
+}
+
 fn most_at_once(log: &Path) -> usize {
     let text = std::fs::read_to_string(log).expect("log");
     let (mut now, mut most) = (0usize, 0usize);
@@ -388,12 +405,7 @@ fn most_at_once(log: &Path) -> usize {
 fn at_most_jobs_checks_run_at_once() {
     let r = TestRepo::simple();
     let log = r.outside.join("checks.log");
-    let orders: Vec<PathBuf> = (1..=4)
-        .map(|i| order(&r, &format!("wo-{i}"), &logged(&log)))
-        .collect();
-    let refs: Vec<&Path> = orders.iter().map(PathBuf::as_path).collect();
-    let out = batch(&r, &refs, &["--jobs", "2"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    logged_batch_passes(&r, "wo", 4, &log, &["--jobs", "2"]);
     assert_eq!(
         std::fs::read_to_string(&log).expect("log").lines().count(),
         8
@@ -407,35 +419,13 @@ fn candidates_share_the_jobs_limit() {
     let r = TestRepo::simple();
     // 3 orders racing 2 candidates each under --jobs 3: one run (two candidates) at a time.
     let log = r.outside.join("checks.log");
-    let orders: Vec<PathBuf> = (1..=3)
-        .map(|i| order(&r, &format!("wo-{i}"), &logged(&log)))
-        .collect();
-    let refs: Vec<&Path> = orders.iter().map(PathBuf::as_path).collect();
-    let out = batch(&r, &refs, &["--jobs", "3", "--candidates", "2"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stderr_of(&out),
-        every_run_shown(&r)
-    );
+    logged_batch_passes(&r, "wo", 3, &log, &["--jobs", "3", "--candidates", "2"]);
     let checks = std::fs::read_to_string(&log).expect("log").lines().count() / 2;
     assert!(checks >= 6, "every candidate checked: {checks}");
     assert!(most_at_once(&log) <= 3);
     // Under --jobs 4 two runs race at once: four candidates' checks, never more.
     let log4 = r.outside.join("checks4.log");
-    let orders: Vec<PathBuf> = (1..=4)
-        .map(|i| order(&r, &format!("wo4-{i}"), &logged(&log4)))
-        .collect();
-    let refs: Vec<&Path> = orders.iter().map(PathBuf::as_path).collect();
-    let out = batch(&r, &refs, &["--jobs", "4", "--candidates", "2"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stderr_of(&out),
-        every_run_shown(&r)
-    );
+    logged_batch_passes(&r, "wo4", 4, &log4, &["--jobs", "4", "--candidates", "2"]);
     assert!(most_at_once(&log4) <= 4);
     for id in r.run_ids() {
         let s = summary_of(&r, &id);

@@ -4,7 +4,7 @@
 //! and under `auto` with a bubblewrap first on `PATH` that fails as Ubuntu 24.04's does.
 
 use crate::common::*;
-use crate::sandbox::{broken_bwrap, ways, with_path_first, Way};
+use crate::sandbox::{confined_run, run_asking_for_broken_bwrap, upper_two_replay, ways, Way};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
@@ -12,23 +12,13 @@ use std::path::Path;
 /// `git factory` confined the given way (`GIT_CONFIG_PARAMETERS` names the backend).
 fn factory_in(r: &TestRepo, way: Way) -> Command {
     let mut cmd = r.factory();
-    let backend = match way {
-        Way::Bwrap => "bwrap",
-        Way::Landlock => "landlock",
-        Way::AutoBrokenBwrap => {
-            cmd.env("PATH", with_path_first(&broken_bwrap(r)));
-            "auto"
-        }
-    };
-    cmd.env(
-        "GIT_CONFIG_PARAMETERS",
-        format!("'factory.sandboxBackend'='{backend}'"),
-    );
+    cmd.envs(way.env(r));
     cmd
 }
 
-/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'`, confined the given way.
-fn agent_run(r: &TestRepo, way: Way, script: &str) -> (std::process::Output, Value) {
+/// `git factory run --sandbox --agent-edits 'sh -c SCRIPT'`, confined the given way; it must
+/// PASS. The summary.
+fn agent_passes(r: &TestRepo, way: Way, script: &str) -> Value {
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
     let out = factory_in(r, way)
         .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
@@ -41,7 +31,14 @@ fn agent_run(r: &TestRepo, way: Way, script: &str) -> (std::process::Output, Val
         .output()
         .expect("runs");
     let s = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
-    (out, s)
+    assert_eq!(
+        s["verdict"],
+        "PASS",
+        "{way:?}: {}\n{}",
+        stderr_of(&out),
+        stdout_of(&out)
+    );
+    s
 }
 
 /// The files of every linked worktree's admin folder that name where its git looks.
@@ -73,14 +70,7 @@ const REPOINT: &str = "admin=$(sed -n 's/^gitdir: //p' \"$(git rev-parse --show-
 fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
     for way in ways() {
         let r = TestRepo::simple();
-        let (out, s) = agent_run(&r, way, REPOINT);
-        assert_eq!(
-            s["verdict"],
-            "PASS",
-            "{way:?}: {}\n{}",
-            stderr_of(&out),
-            stdout_of(&out)
-        );
+        let s = agent_passes(&r, way, REPOINT);
         assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
         // The attempt records the backend that confined its agent.
         let id = s["run_id"].as_str().expect("run id");
@@ -103,30 +93,10 @@ fn a_sandboxed_agent_commits_but_cannot_repoint_its_worktrees_admin_folder() {
     }
 }
 
-const APP: [&str; 3] = ["one", "two", "three"];
-
 /// A confined run whose one proposal makes app.txt's `two` `TWO`, with `check` as its first
 /// acceptance command; the harness gets `env` on top of the test's own.
 fn check_run(r: &TestRepo, way: Way, check: &str, env: &[(&str, &str)]) -> Value {
-    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
-    let mut cmd = factory_in(r, way);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = confined_run(r, way, check, env);
     serde_json::from_str(&stdout_of(&out))
         .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)))
 }
@@ -250,16 +220,7 @@ fn a_check_gets_no_udp_either() {
 #[test]
 fn a_broken_bwrap_asked_for_by_name_is_refused_saying_it_fails_and_that_landlock_would_work() {
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["true"]));
-    let replay = r.replay("rp", &[]);
-    let out = factory_in(&r, Way::AutoBrokenBwrap)
-        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
-        .args(["run", "--sandbox", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = run_asking_for_broken_bwrap(&r);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     let said = stderr_of(&out);
     assert!(!said.contains("no sandbox confines"), "{said}");
@@ -284,13 +245,7 @@ fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
     let systmp = r.outside.join("systmp");
     std::fs::create_dir_all(&systmp).expect("mkdir");
     let wo = r.work_order(basic_order(&["sleep 60"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
+    let replay = upper_two_replay(&r);
     let mut harness = r
         .spawn(&["run", "--sandbox", "--max-attempts", "1", "-w"])
         .env("TMPDIR", &systmp)
@@ -324,16 +279,12 @@ fn a_killed_harness_leaves_no_private_tmpdir_after_the_next_run() {
     assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     let wo = r.work_order(basic_order(&["true"]));
     let out = r
-        .factory()
+        .replay_command(&wo, &replay, &["--sandbox", "--max-attempts", "1"])
         .env("TMPDIR", &systmp)
         .env(
             "GIT_CONFIG_PARAMETERS",
             "'factory.sandboxBackend'='landlock'",
         )
-        .args(["run", "--sandbox", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -370,21 +321,10 @@ fn a_sandboxed_worktree_check_writes_at_the_trees_root_and_its_git_file_is_put_b
         let wo = r.work_order(basic_order(&[
             "sh -c 'echo made > made-at-root.txt || exit 1; printf \"gitdir: /nowhere\\n\" > .git; grep -qx TWO app.txt'",
         ]));
-        let replay = r.replay(
-            "rp",
-            &[(
-                "1.json",
-                proposal(
-                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                    "try",
-                ),
-            )],
-        );
-        let out = factory_in(&r, way)
-            .args(["run", "--sandbox", "--worktree", "--json", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
+        let replay = upper_two_replay(&r);
+        let out = r
+            .replay_command(&wo, &replay, &["--sandbox", "--worktree", "--json"])
+            .envs(way.env(&r))
             .output()
             .expect("runs");
         let stderr = stderr_of(&out);
@@ -640,14 +580,7 @@ fn a_sandboxed_agent_cannot_make_files_setuid_or_world_writable_nor_set_xattrs()
             "{} sed -i s/^two$/TWO/ app.txt",
             metadata_script(&v.to_string_lossy()).replace("|| exit 20\n", "|| exit 20;")
         );
-        let (out, s) = agent_run(&r, way, &script);
-        assert_eq!(
-            s["verdict"],
-            "PASS",
-            "{way:?}: {}\n{}",
-            stderr_of(&out),
-            stdout_of(&out)
-        );
+        agent_passes(&r, way, &script);
         assert_eq!(metadata_of(&v), before, "{way:?}");
     }
 }

@@ -153,15 +153,11 @@ fn a_sandboxed_check_cannot_wait_for_the_sealing_key_to_appear() {
     ]);
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
     let replay = r.replay("rp", &[("1.json", good())]);
-    let child = r
-        .spawn(&["run", "--json", "--sandbox", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starts");
+    let child = r.spawn_replay(
+        &wo,
+        &replay,
+        &["--json", "--sandbox", "--max-attempts", "1"],
+    );
     wait_for(&r.root.join("waiting.txt"));
     if !key.exists() {
         // Another git-factory process making the key now, as one making its first seal would.

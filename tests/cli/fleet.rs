@@ -138,36 +138,6 @@ fn zizmor_passes_the_example_workflow_and_fails_insecure_ones() {
     }
 }
 
-/// Live processes this test started: working inside `dir`, or naming it in their arguments.
-fn processes_of(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let marker = dir.to_string_lossy().into_owned();
-    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if state.is_empty() || state.contains(") Z ") {
-            continue;
-        }
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let inside =
-            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir));
-        if inside || cmd.contains(&marker) {
-            out.push(format!("{pid}: {cmd}"));
-        }
-    }
-    out
-}
-
 /// Every run ref and every line of the notes on `rev` in the bare remote.
 fn remote_state(r: &TestRepo, bare: &Path, rev: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let runs = git_ok(
@@ -280,5 +250,5 @@ fn shallow_clones_running_and_pushing_at_once_land_every_run_and_note_line() {
             "round {round}: every note line arrived"
         );
     }
-    assert_eq!(processes_of(r.tmp.path()), Vec::<String>::new());
+    assert_eq!(processes_in(r.tmp.path(), true), Vec::<String>::new());
 }

@@ -96,32 +96,6 @@ fn spawn_factory(r: &TestRepo, dir: &Path, args: &[&str]) -> std::process::Child
     cmd.spawn().expect("spawn git-factory")
 }
 
-/// Live processes working inside `dir` (their current directory is there).
-fn processes_in(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else {
-            continue;
-        };
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if cwd.starts_with(dir) && !state.contains(") Z ") {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            out.push(format!(
-                "{pid}: {}",
-                String::from_utf8_lossy(&cmd).replace('\0', " ")
-            ));
-        }
-    }
-    out
-}
-
 /// Every run ref and every line of the `refs/notes/factory` note on `main` in the bare remote.
 fn remote_state(r: &TestRepo, bare: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
     let runs = String::from_utf8(git_ok(
@@ -190,7 +164,7 @@ fn eight_clones_pushing_at_once_to_one_remote_all_land_every_run_and_line() {
             "round {round}: every note line arrived"
         );
     }
-    assert_eq!(processes_in(r.tmp.path()), Vec::<String>::new());
+    assert_eq!(processes_in(r.tmp.path(), false), Vec::<String>::new());
 }
 
 #[test]

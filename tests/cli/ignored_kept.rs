@@ -6,74 +6,11 @@
 //! that fails as Ubuntu 24.04's does; the real binary, real git, the kernel's real sandboxes.
 
 use crate::common::*;
+use crate::sandbox::{confined_run, passed_under, upper_two_order, ways, Way};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-
-const APP: [&str; 3] = ["one", "two", "three"];
-
-/// How a case is confined: the backend asked for, and a folder to put first on `PATH`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Way {
-    Bwrap,
-    Landlock,
-    /// `auto`, with a bwrap on `PATH` that cannot make its user namespace.
-    AutoBrokenBwrap,
-}
-
-fn ways() -> Vec<Way> {
-    let mut out = Vec::new();
-    if bwrap_or_skip() {
-        out.push(Way::Bwrap);
-    }
-    out.extend([Way::Landlock, Way::AutoBrokenBwrap]);
-    out
-}
-
-impl Way {
-    /// The backend each way must end up recording.
-    fn backend(self) -> &'static str {
-        match self {
-            Way::Bwrap => "bwrap",
-            Way::Landlock | Way::AutoBrokenBwrap => "landlock",
-        }
-    }
-
-    /// The environment confining a command this way (the setting, and a failing bwrap first
-    /// on `PATH`).
-    fn env(self, r: &TestRepo) -> Vec<(&'static str, std::ffi::OsString)> {
-        let mut out = Vec::new();
-        let setting = match self {
-            Way::Bwrap => "bwrap",
-            Way::Landlock => "landlock",
-            Way::AutoBrokenBwrap => {
-                let dir = r.outside.join("broken-bwrap");
-                std::fs::create_dir_all(&dir).expect("mkdir");
-                let bin = dir.join("bwrap");
-                std::fs::write(
-                    &bin,
-                    "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
-                )
-                .expect("write");
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))
-                    .expect("chmod");
-                let mut paths = vec![dir];
-                paths.extend(std::env::split_paths(
-                    &std::env::var_os("PATH").unwrap_or_default(),
-                ));
-                out.push(("PATH", std::env::join_paths(paths).expect("PATH")));
-                "auto"
-            }
-        };
-        out.push((
-            "GIT_CONFIG_PARAMETERS",
-            format!("'factory.sandboxBackend'='{setting}'").into(),
-        ));
-        out
-    }
-}
 
 /// A repo with `app.txt`, a tracked folder `conf/` and the given `.gitignore`, whose global
 /// verification is `true`.
@@ -88,48 +25,10 @@ fn repo(ignore: &str) -> TestRepo {
     r
 }
 
-/// The run's work order and replay: one proposal making `two` `TWO`, `check` as the first
-/// acceptance command.
-fn order(r: &TestRepo, check: &str) -> (PathBuf, PathBuf) {
-    let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
-    (wo, replay)
-}
-
 /// `git factory run --sandbox` of `check` in the repo's root, confined `way`; it must PASS
 /// under the backend the way names. The summary.
 fn passes(r: &TestRepo, way: Way, check: &str) -> Value {
-    let (wo, replay) = order(r, check);
-    let mut cmd = r.factory();
-    cmd.envs(way.env(r));
-    let out = cmd
-        .args(["run", "--sandbox", "--json", "--max-attempts", "1", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
-    let s: Value = serde_json::from_str(&stdout_of(&out))
-        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)));
-    assert_eq!(
-        s["verdict"],
-        "PASS",
-        "{way:?}: {}\n{}",
-        stderr_of(&out),
-        stdout_of(&out)
-    );
-    assert_eq!(
-        s["attempts"][0]["acceptance"][0]["sandbox"],
-        way.backend(),
-        "{way:?}"
-    );
-    s
+    passed_under(way, &confined_run(r, way, check, &[]))
 }
 
 fn side_effects(s: &Value) -> Vec<String> {
@@ -282,7 +181,7 @@ fn an_ignored_file_with_a_name_that_is_not_utf8_is_put_back_byte_for_byte() {
 /// Starts a sandboxed run whose check writes what it can and then waits; kills the harness
 /// with SIGKILL once the check has started, then runs `recover` in `at`. Recover's output.
 fn killed_mid_check(r: &TestRepo, way: Way, at: &Path, check: &str, started: &Path) -> String {
-    let (wo, replay) = order(r, check);
+    let (wo, replay) = upper_two_order(r, check);
     let mut cmd = r.spawn(&["run", "--json", "--sandbox", "--max-attempts", "1", "-w"]);
     cmd.envs(way.env(r));
     let mut child = cmd

@@ -98,15 +98,7 @@ fn race_while_the_user_works(round: usize) {
     );
     let wo = r.work_order(basic_order(&[&check]));
     let dir = per_candidate(&r, "replays", &[good(), good()]);
-    let child = r
-        .spawn(&["run", "--json", "--candidates", "2", "--jobs", "2", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = r.spawn_replay(&wo, &dir, &["--json", "--candidates", "2", "--jobs", "2"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_dir(&gate).map(|d| d.count()).unwrap_or(0) < 2 {
         assert!(Instant::now() < deadline, "the checks never started");
@@ -453,15 +445,7 @@ fn one_kill_beside_a_live_worktree_run(round: usize) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn a");
-    let b = r
-        .spawn(&["run", "--worktree", "--json", "-w"])
-        .arg(&wo_b)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn b");
+    let b = r.spawn_replay(&wo_b, &replay, &["--worktree", "--json"]);
     wait_file(&gate.join("a.started"));
     wait_file(&gate.join("b.started"));
     // Each run's state is its own, named by the run and its process (a group file is
@@ -646,15 +630,7 @@ fn a_worktree_run_does_not_report_another_runs_branch() {
     fast["id"] = "wo-other".into();
     let fast = r.work_order(fast);
     let replay = r.replay("rp", &[("1.json", proposal(&good(), "try"))]);
-    let first = r
-        .spawn(&["run", "--worktree", "--json", "-w"])
-        .arg(&slow)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let first = r.spawn_replay(&slow, &replay, &["--worktree", "--json"]);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !gate.join("slow.started").exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -805,15 +781,11 @@ fn a_record_pushed_mid_run_is_replaced_by_the_finished_one_everywhere() {
     );
     let wo = r.work_order(basic_order(&[&check]));
     let replay = r.replay("rp", &[("1.json", proposal(&good(), "try"))]);
-    let run = r
-        .spawn(&["run", "--worktree", "--json", "--no-baseline-check", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let run = r.spawn_replay(
+        &wo,
+        &replay,
+        &["--worktree", "--json", "--no-baseline-check"],
+    );
     wait_for(&gate.join("started"));
     let mid = r.factory().arg("push").output().expect("push");
     assert!(mid.status.success(), "{}", stderr_of(&mid));

@@ -33,6 +33,14 @@ fn worktree_run(r: &TestRepo, id: &str, accept: &str, extra: &[&str]) -> (Option
     (out.status.code(), s)
 }
 
+/// A `--json --worktree` run of a fresh order whose acceptance is `accept`, started in the
+/// background with its output piped.
+fn spawn_worktree_run(r: &TestRepo, id: &str, accept: &str) -> std::process::Child {
+    let wo = r.work_order(order(id, &[accept]));
+    let replay = r.replay(&format!("rp-{id}"), &[("1.json", good())]);
+    r.spawn_replay(&wo, &replay, &["--json", "--worktree"])
+}
+
 /// The pooled worktrees git knows of: (path, lock reason) from `git worktree list --porcelain`.
 fn pooled(r: &TestRepo) -> Vec<(String, String)> {
     let list = r.git(&["worktree", "list", "--porcelain"]);
@@ -183,17 +191,7 @@ fn a_holder_killed_mid_run_leaves_a_worktree_the_next_run_does_not_trust() {
         started.display(),
         go.display()
     );
-    let wo = r.work_order(order("wo-killed", &[&accept]));
-    let replay = r.replay("rp-killed", &[("1.json", good())]);
-    let mut child = r
-        .spawn(&["run", "--worktree", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("starts");
+    let mut child = spawn_worktree_run(&r, "wo-killed", &accept);
     wait_for(&started);
     child.kill().expect("kill -9");
     let _ = child.wait();
@@ -218,18 +216,7 @@ fn two_processes_never_hold_one_pooled_worktree() {
             seen.display(),
             go.display()
         );
-        let wo = r.work_order(order(id, &[&accept]));
-        let replay = r.replay(&format!("rp-{id}"), &[("1.json", good())]);
-        let child = r
-            .spawn(&["run", "--json", "--worktree", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("starts");
-        (child, seen)
+        (spawn_worktree_run(&r, id, &accept), seen)
     };
     // A pool with one idle worktree first, so both runs want it.
     let (code, s) = worktree_run(&r, "wo-warm", "true", &[]);
@@ -460,17 +447,7 @@ fn prune_removes_idle_pooled_worktrees_but_never_one_a_run_holds() {
         started.display(),
         go.display()
     );
-    let wo = r.work_order(order("wo-held", &[&accept]));
-    let replay = r.replay("rp-held", &[("1.json", good())]);
-    let child = r
-        .spawn(&["run", "--json", "--worktree", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starts");
+    let child = spawn_worktree_run(&r, "wo-held", &accept);
     wait_for(&started);
     let held = std::fs::read_to_string(&started).expect("pwd");
     let held = PathBuf::from(held.trim());

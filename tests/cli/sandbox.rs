@@ -26,6 +26,25 @@ impl Way {
             Way::Landlock | Way::AutoBrokenBwrap => "landlock",
         }
     }
+
+    /// The environment confining a command this way: the backend setting, and for
+    /// `AutoBrokenBwrap` a failing bwrap first on `PATH`.
+    pub(crate) fn env(self, r: &TestRepo) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut out = Vec::new();
+        let setting = match self {
+            Way::Bwrap => "bwrap",
+            Way::Landlock => "landlock",
+            Way::AutoBrokenBwrap => {
+                out.push(("PATH", with_path_first(&broken_bwrap(r))));
+                "auto"
+            }
+        };
+        out.push((
+            "GIT_CONFIG_PARAMETERS",
+            format!("'factory.sandboxBackend'='{setting}'").into(),
+        ));
+        out
+    }
 }
 
 /// Every way this machine offers (bubblewrap is installed by `.ci/run`).
@@ -74,52 +93,76 @@ fn run_in(
     replay: &Path,
     flags: &[&str],
 ) -> std::process::Output {
-    let mut cmd = r.factory();
-    cmd.current_dir(cwd);
-    let backend = match way {
-        Way::Bwrap => "bwrap",
-        Way::Landlock => "landlock",
-        Way::AutoBrokenBwrap => {
-            cmd.env("PATH", with_path_first(&broken_bwrap(r)));
-            "auto"
-        }
-    };
-    cmd.env(
-        "GIT_CONFIG_PARAMETERS",
-        format!("'factory.sandboxBackend'='{backend}'"),
-    )
-    .args(["run", "--sandbox", "--json", "--force"])
-    .args(flags)
-    .arg("-w")
-    .arg(wo)
-    .arg("--replay")
-    .arg(replay)
-    .output()
-    .expect("git factory runs")
+    let mut all = vec!["--sandbox", "--json", "--force"];
+    all.extend(flags);
+    r.replay_command(wo, replay, &all)
+        .current_dir(cwd)
+        .envs(way.env(r))
+        .output()
+        .expect("git factory runs")
 }
 
-/// A run whose one proposal makes app.txt's `two` `TWO`, with `check` as its acceptance
-/// command before the real one.
-fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Value {
+/// The work order and replay of a run whose one proposal makes app.txt's `two` `TWO`, with
+/// `check` as its acceptance command before the real one.
+pub(crate) fn upper_two_order(r: &TestRepo, check: &str) -> (PathBuf, PathBuf) {
     let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-    let replay = r.replay(
+    (wo, upper_two_replay(r))
+}
+
+/// A replay whose one proposal makes app.txt's `two` `TWO`.
+pub(crate) fn upper_two_replay(r: &TestRepo) -> PathBuf {
+    r.replay(
         "rp",
         &[(
             "1.json",
             proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
         )],
-    );
-    let mut all = vec!["--max-attempts", "1"];
-    all.extend(flags);
-    let out = run_in(r, way, cwd, &wo, &replay, &all);
-    let s: Value = serde_json::from_str(&stdout_of(&out))
-        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(&out), stdout_of(&out)));
+    )
+}
+
+/// `git factory run --sandbox --json --max-attempts 1` of `upper_two_order(check)` in the
+/// repo's root, confined `way`, with `env` on top of the test's own.
+pub(crate) fn confined_run(
+    r: &TestRepo,
+    way: Way,
+    check: &str,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let (wo, replay) = upper_two_order(r, check);
+    r.replay_command(
+        &wo,
+        &replay,
+        &["--sandbox", "--json", "--max-attempts", "1"],
+    )
+    .envs(way.env(r))
+    .envs(env.iter().copied())
+    .output()
+    .expect("runs")
+}
+
+/// A `--sandbox` run that asks for bwrap by name while the bwrap first on `PATH` fails as
+/// Ubuntu 24.04's does; its output (the callers assert the refusal).
+pub(crate) fn run_asking_for_broken_bwrap(r: &TestRepo) -> std::process::Output {
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay("rp", &[]);
+    r.replay_command(&wo, &replay, &["--sandbox"])
+        .env("PATH", with_path_first(&broken_bwrap(r)))
+        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
+        .output()
+        .expect("runs")
+}
+
+/// The summary of a run confined `way`, which must PASS with its first check confined by the
+/// way's backend.
+pub(crate) fn passed_under(way: Way, out: &std::process::Output) -> Value {
+    let s: Value = serde_json::from_str(&stdout_of(out))
+        .unwrap_or_else(|_| panic!("{way:?}: {}\n{}", stderr_of(out), stdout_of(out)));
     assert_eq!(
         s["verdict"],
         "PASS",
         "{way:?}: {}\n{}",
-        stderr_of(&out),
-        stdout_of(&out)
+        stderr_of(out),
+        stdout_of(out)
     );
     assert_eq!(
         s["attempts"][0]["acceptance"][0]["sandbox"],
@@ -127,6 +170,15 @@ fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Va
         "{way:?}"
     );
     s
+}
+
+/// A run whose one proposal makes app.txt's `two` `TWO`, with `check` as its acceptance
+/// command before the real one; it must PASS under the way's backend.
+fn attack(r: &TestRepo, way: Way, cwd: &Path, check: &str, flags: &[&str]) -> Value {
+    let (wo, replay) = upper_two_order(r, check);
+    let mut all = vec!["--max-attempts", "1"];
+    all.extend(flags);
+    passed_under(way, &run_in(r, way, cwd, &wo, &replay, &all))
 }
 
 #[test]
@@ -189,14 +241,7 @@ fn a_check_has_a_private_temporary_folder_whatever_tmpdir_said() {
             .tempdir_in("/tmp")
             .expect("tempdir");
         let check = "sh -c 'f=$(mktemp) && echo x > \"$f\" && test -s \"$f\"'";
-        let wo = r.work_order(basic_order(&[check, "grep -qx TWO app.txt"]));
-        let replay = r.replay(
-            "rp",
-            &[(
-                "1.json",
-                proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-            )],
-        );
+        let (wo, replay) = upper_two_order(&r, check);
         let mut cmd = r.factory();
         if way == Way::AutoBrokenBwrap {
             cmd.env("PATH", with_path_first(&broken_bwrap(&r)));
@@ -241,19 +286,8 @@ fn a_check_gets_no_network_not_even_loopback() {
 #[test]
 fn a_bwrap_that_cannot_start_falls_back_or_is_refused_up_front() {
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["true"]));
-    let replay = r.replay("rp", &[]);
     // Asked for by name, a bwrap that cannot confine is refused before anything runs.
-    let out = r
-        .factory()
-        .env("PATH", with_path_first(&broken_bwrap(&r)))
-        .env("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")
-        .args(["run", "--sandbox", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
+    let out = run_asking_for_broken_bwrap(&r);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(
         stderr_of(&out).contains("setting up uid map: Permission denied"),
@@ -292,13 +326,7 @@ fn a_bwrap_that_fails_after_its_probe_is_a_spawn_error_not_exit_1() {
     .expect("write");
     make_executable(&dir.join("bwrap"));
     let wo = r.work_order(basic_order(&["true"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), "s"),
-        )],
-    );
+    let replay = upper_two_replay(&r);
     let out = r
         .factory()
         .env("PATH", with_path_first(&dir))
@@ -432,6 +460,20 @@ fn a_check_runs_beside_the_users_signing_keys_and_cannot_read_them() {
 /// `git -c factory.sandbox=…` turns the sandbox on as the repo's config does, in every form
 /// git passes it on (`-c key=value`, a bare `-c key`, `GIT_CONFIG_COUNT`): an ignored key
 /// would run model-written code unconfined while the user believes it confined.
+/// `git factory run --json` (no `--sandbox`) of an order accepting `two` made `TWO`, with
+/// `env` on top of the test's own; its output and summary.
+fn plain_run_with(r: &TestRepo, env: &[(&str, &str)]) -> (std::process::Output, Value) {
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let replay = upper_two_replay(r);
+    let out = r
+        .replay_command(&wo, &replay, &["--json"])
+        .envs(env.iter().copied())
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out, s)
+}
+
 #[test]
 fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     let forms: [&[(&str, &str)]; 4] = [
@@ -446,29 +488,7 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     ];
     for env in forms {
         let r = TestRepo::simple();
-        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-        let replay = r.replay(
-            "rp",
-            &[(
-                "1.json",
-                proposal(
-                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                    "s",
-                ),
-            )],
-        );
-        let mut cmd = r.factory();
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let out = cmd
-            .args(["run", "--json", "-w"])
-            .arg(&wo)
-            .arg("--replay")
-            .arg(&replay)
-            .output()
-            .expect("runs");
-        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let (out, s) = plain_run_with(&r, env);
         assert_eq!(s["verdict"], "PASS", "{env:?}: {}", stderr_of(&out));
         let backend = &s["attempts"][0]["acceptance"][0]["sandbox"];
         assert!(
@@ -478,28 +498,11 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
     }
     // And `git -c factory.sandbox=false` leaves it off.
     let r = TestRepo::simple();
-    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
-    let replay = r.replay(
-        "rp",
-        &[(
-            "1.json",
-            proposal(
-                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
-                "s",
-            ),
-        )],
-    );
     r.git(&["config", "factory.sandbox", "true"]);
-    let out = r
-        .factory()
-        .env("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='false'")
-        .args(["run", "--json", "-w"])
-        .arg(&wo)
-        .arg("--replay")
-        .arg(&replay)
-        .output()
-        .expect("runs");
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let (out, s) = plain_run_with(
+        &r,
+        &[("GIT_CONFIG_PARAMETERS", "'factory.sandbox'='false'")],
+    );
     assert_eq!(s["verdict"], "PASS", "{}", stderr_of(&out));
     assert!(
         s["attempts"][0]["acceptance"][0]["sandbox"].is_null(),

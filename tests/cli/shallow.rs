@@ -50,33 +50,9 @@ fn advance_main(r: &TestRepo, file: &str) {
 /// A passing in-situ run (two → TWO, accepted by grep) of `wo-<name>` in `dir`; the change is
 /// taken back out of the tree after. Returns the run id.
 fn a_passing_run_in(r: &TestRepo, dir: &Path, name: &str) -> String {
-    let mut order = basic_order(&["grep -qx TWO app.txt"]);
-    order["id"] = format!("wo-{name}").into();
-    let wo = r.work_order(order);
-    let replay = r.replay(
-        &format!("rp-{name}"),
-        &[(
-            "1.json",
-            proposal(&diff_replace("app.txt", &APP, "two", "TWO"), name),
-        )],
-    );
-    let out = in_dir(
-        r,
-        dir,
-        "factory",
-        &[
-            "run",
-            "--json",
-            "-w",
-            wo.to_str().expect("utf8"),
-            "--replay",
-            replay.to_str().expect("utf8"),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = a_replayed_run_in(r, dir, name, "grep -qx TWO app.txt", &[], 0);
     git_ok(r, dir, &["checkout", "--", "."]);
-    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-    s["run_id"].as_str().expect("id").to_string()
+    id
 }
 
 fn factory_ok(r: &TestRepo, dir: &Path, args: &[&str]) -> std::process::Output {

@@ -654,18 +654,7 @@ fn set_back(repo: &Repository, name: &str, before: Option<Oid>) -> Result<String
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn repo() -> (tempfile::TempDir, Repository) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let repo = Repository::init(dir.path()).expect("init");
-        {
-            let mut cfg = repo.config().expect("config");
-            cfg.set_str("user.name", "T").expect("name");
-            cfg.set_str("user.email", "t@example.invalid")
-                .expect("email");
-        }
-        (dir, repo)
-    }
+    use crate::store::notes::tests::repo;
 
     /// Sets the note on `target` to `text` as a command's own `git notes add -f` would.
     fn overwrite(repo: &Repository, name: &str, target: Oid, text: &[u8]) {

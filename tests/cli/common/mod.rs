@@ -133,15 +133,22 @@ impl TestRepo {
         replay: &Path,
         flags: &[&str],
     ) -> std::process::Output {
-        self.factory()
-            .arg("run")
+        self.replay_command(work_order, replay, flags)
+            .output()
+            .expect("git factory runs")
+    }
+
+    /// `git factory run FLAGS -w WORK_ORDER --replay REPLAY`, not yet run: for callers that
+    /// set its environment or folder first.
+    pub fn replay_command(&self, work_order: &Path, replay: &Path, flags: &[&str]) -> Command {
+        let mut cmd = self.factory();
+        cmd.arg("run")
             .args(flags)
             .arg("-w")
             .arg(work_order)
             .arg("--replay")
-            .arg(replay)
-            .output()
-            .expect("git factory runs")
+            .arg(replay);
+        cmd
     }
 
     /// The binary as a plain background process (hermetic like `factory()`), for runs that a
@@ -157,6 +164,26 @@ impl TestRepo {
             .env_remove("ANTHROPIC_API_KEY")
             .args(args);
         cmd
+    }
+
+    /// `git factory run FLAGS -w WORK_ORDER --replay REPLAY` started in the background (like
+    /// `spawn`), its output piped, for runs a test waits on, interrupts or races.
+    pub fn spawn_replay(
+        &self,
+        work_order: &Path,
+        replay: &Path,
+        flags: &[&str],
+    ) -> std::process::Child {
+        self.spawn(&["run"])
+            .args(flags)
+            .arg("-w")
+            .arg(work_order)
+            .arg("--replay")
+            .arg(replay)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("git factory starts")
     }
 
     /// Writes a replay folder outside the repo: proposal N from `items[N-1]` (name, content).
@@ -338,6 +365,22 @@ pub fn wait_for(path: &Path) {
 
 /// Live processes whose command line contains `marker`, other than this test process.
 pub fn processes_with(marker: &str) -> Vec<String> {
+    live_processes(|_, cmd| cmd.contains(marker))
+}
+
+/// Live processes working inside `dir` (their current directory is there), or, when
+/// `or_naming` is given, naming it in their arguments; other than this test process.
+pub fn processes_in(dir: &Path, or_naming: bool) -> Vec<String> {
+    let marker = dir.to_string_lossy().into_owned();
+    live_processes(|pid, cmd| {
+        std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir))
+            || (or_naming && cmd.contains(&marker))
+    })
+}
+
+/// Live (neither gone nor zombie) processes other than this test process that `keep(pid,
+/// command line)` accepts, each as `pid: command line`.
+pub fn live_processes(keep: impl Fn(u32, &str) -> bool) -> Vec<String> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("proc").flatten() {
         let Some(pid) = entry
@@ -350,10 +393,13 @@ pub fn processes_with(marker: &str) -> Vec<String> {
         if pid == std::process::id() {
             continue;
         }
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.is_empty() || state.contains(") Z ") {
+            continue;
+        }
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if cmd.contains(marker) && !state.contains(") Z ") {
+        if keep(pid, &cmd) {
             out.push(format!("{pid}: {cmd}"));
         }
     }
@@ -488,7 +534,21 @@ pub fn clone_of(r: &TestRepo, bare: &Path, name: &str) -> PathBuf {
 /// A FAIL run (check `false`) of work order `wo-<name>` in the clone at `dir`, whose
 /// replayed proposal turns `two` into `TWO` in the simple repo's `app.txt`; returns its run id.
 pub fn a_failing_run_in(r: &TestRepo, dir: &Path, name: &str) -> String {
-    let mut order = basic_order(&["false"]);
+    a_replayed_run_in(r, dir, name, "false", &["--max-attempts", "1"], 1)
+}
+
+/// `git factory run FLAGS --json` in `dir` of work order `wo-<name>` accepted by `check`, whose
+/// replayed proposal turns `two` into `TWO` in the simple repo's `app.txt`; it must exit
+/// `code`. Returns its run id.
+pub fn a_replayed_run_in(
+    r: &TestRepo,
+    dir: &Path,
+    name: &str,
+    check: &str,
+    flags: &[&str],
+    code: i32,
+) -> String {
+    let mut order = basic_order(&[check]);
     order["id"] = format!("wo-{name}").into();
     let wo = r.work_order(order);
     let replay = r.replay(
@@ -501,22 +561,17 @@ pub fn a_failing_run_in(r: &TestRepo, dir: &Path, name: &str) -> String {
             ),
         )],
     );
-    let out = in_dir(
-        r,
-        dir,
-        "factory",
-        &[
-            "run",
-            "--max-attempts",
-            "1",
-            "--json",
-            "-w",
-            wo.to_str().expect("utf8"),
-            "--replay",
-            replay.to_str().expect("utf8"),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let mut args = vec!["run"];
+    args.extend(flags);
+    args.extend([
+        "--json",
+        "-w",
+        wo.to_str().expect("utf8"),
+        "--replay",
+        replay.to_str().expect("utf8"),
+    ]);
+    let out = in_dir(r, dir, "factory", &args);
+    assert_eq!(out.status.code(), Some(code), "{}", stderr_of(&out));
     let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     s["run_id"].as_str().expect("id").to_string()
 }
