@@ -37,7 +37,22 @@ pub(crate) fn run_git(mut cmd: Command, what: &str) -> Result<()> {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    Err(Error::new(format!("{what}: {}", stderr.trim())))
+    Err(Error::new(format!(
+        "{what}: {}",
+        failure_text(&out.status, stderr.trim())
+    )))
+}
+
+/// What git said when it failed, or, when it said nothing (stopped by a signal, as on
+/// Ctrl-C), how it ended — never an empty cause.
+fn failure_text(status: &std::process::ExitStatus, said: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (said.is_empty(), status.code(), status.signal()) {
+        (false, _, _) => said.to_string(),
+        (true, _, Some(signal)) => format!("git was stopped by signal {signal}"),
+        (true, Some(code), _) => format!("git exited with {code} and said nothing"),
+        (true, None, None) => "git ended and said nothing".to_string(),
+    }
 }
 
 /// Held while git adds or removes a worktree: git's own `worktree remove` and `prune` tidy
@@ -175,4 +190,27 @@ pub(crate) fn remove_worktree(git_dir: &Path, path: &Path, forget: Forget) -> Re
         let _ = prune.output();
     }
     result
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_git_that_said_nothing_is_named_by_how_it_ended() {
+        let killed = Command::new("sh")
+            .args(["-c", "kill -INT $$"])
+            .status()
+            .expect("sh");
+        assert_eq!(failure_text(&killed, ""), "git was stopped by signal 2");
+        let failed = Command::new("sh")
+            .args(["-c", "exit 128"])
+            .status()
+            .expect("sh");
+        assert_eq!(
+            failure_text(&failed, ""),
+            "git exited with 128 and said nothing"
+        );
+        assert_eq!(failure_text(&failed, "fatal: x"), "fatal: x");
+    }
 }
