@@ -8,6 +8,7 @@
 //! git itself does the transport (its remotes, credentials and protocols are the point).
 
 use super::backoff::Backoff;
+use super::records::Verdict;
 use super::{run_ids, NOTES_REF, RUN_REF_PREFIX};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
@@ -424,39 +425,30 @@ pub fn push_until_landed(
 /// Adds back to `notes_ref` every line the notes commit `theirs` holds that ours lacks;
 /// whether any came back.
 fn restore_dropped_lines(repo: &Repository, notes_ref: &str, theirs: Oid) -> Result<bool> {
+    let before = repo.refname_to_id(notes_ref).ok();
     let tree = repo.find_commit(theirs)?.tree()?;
-    let mut added = false;
     for (target, text) in super::notes::all_in(repo, &tree)? {
-        let ours = super::notes::read(repo, notes_ref, target)?.unwrap_or_default();
         for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            // Appending leaves a line that is there already as it is.
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let present = ours
-                .split(|b| *b == b'\n')
-                .any(|l| l == line || l.strip_suffix(b"\r") == Some(line));
-            if !present {
-                super::notes::append_line(repo, notes_ref, target, line)?;
-                added = true;
-            }
+            super::notes::append_line(repo, notes_ref, target, line)?;
         }
     }
-    Ok(added)
+    Ok(repo.refname_to_id(notes_ref).ok() != before)
 }
 
-/// The verdict word a run commit's subject carries (`factory <run_id> <VERDICT> …`).
-fn record_verdict(repo: &Repository, oid: Oid) -> Option<String> {
-    let commit = repo.find_commit(oid).ok()?;
-    let subject = commit.summary_bytes()?;
-    let mut words = subject.split(|b| *b == b' ');
-    (words.next()? == b"factory").then_some(())?;
-    words.next()?;
-    Some(String::from_utf8_lossy(words.next()?).into_owned())
-}
-
-/// Whether record `new` is a finished record of a run that `old` holds as still RUNNING.
+/// Whether record `new` is a finished record of the run that `old` holds as still RUNNING
+/// (what each record's own summary says).
 fn supersedes(repo: &Repository, new: Oid, old: Oid) -> bool {
-    let finished = |v: &str| matches!(v, "PASS" | "FAIL" | "ERROR" | "INTERRUPTED");
-    record_verdict(repo, old).as_deref() == Some("RUNNING")
-        && record_verdict(repo, new).is_some_and(|v| finished(&v))
+    let summary = |oid| super::read_summary(repo, oid).ok().flatten();
+    match (summary(new), summary(old)) {
+        (Some(new), Some(old)) => {
+            old.verdict == Verdict::Running
+                && new.verdict != Verdict::Running
+                && new.run_id == old.run_id
+        }
+        _ => false,
+    }
 }
 
 fn push_round(
