@@ -27,6 +27,13 @@ pub fn run_ref(run_id: &str) -> String {
     format!("{RUN_REF_PREFIX}{run_id}")
 }
 
+/// Where the seal of run `run_id`'s record lives, relative to `.git/factory/` (`made/<run_id>`:
+/// local, never pushed); `None` for an id that is not hex, so no path is spelt through it.
+pub fn record_seal(run_id: &str) -> Option<String> {
+    let hex = !run_id.is_empty() && run_id.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| format!("made/{run_id}"))
+}
+
 /// Puts `refs/factory/<run_id>` back as it was before a refused run: at the earlier record,
 /// or away when there was none.
 pub fn withdraw_run(repo: &Repository, run_id: &str, previous: Option<git2::Oid>) -> Result<()> {

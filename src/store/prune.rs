@@ -159,10 +159,10 @@ pub fn remove(
             })?,
             _ => {}
         }
-        // The record's seal goes with it (a run id is hex: no path can be spelt through it).
-        if run.run_id.bytes().all(|b| b.is_ascii_hexdigit()) && !run.run_id.is_empty() {
-            let seal = repo.commondir().join("factory/made").join(&run.run_id);
-            let _ = std::fs::remove_file(seal);
+        // The record's seal goes with it.
+        if let Some(seal) = super::record_seal(&run.run_id) {
+            let factory = repo.commondir().join("factory");
+            let _ = crate::git::nofollow::remove_file(&factory, seal.as_bytes());
         }
     }
     if let Some(age) = policy.older_than {

@@ -137,12 +137,6 @@ pub fn record_pass(repo: &Repository, tree: Oid, commands: &[Vec<String>]) -> Re
     crate::store::append_note_in(repo, NOTES_REF, tree, &line)
 }
 
-/// Where the seals of the run records this clone made are kept: local files, never pushed.
-fn made_here_path(repo: &Repository, run_id: &str) -> Option<std::path::PathBuf> {
-    let safe = !run_id.is_empty() && run_id.bytes().all(|b| b.is_ascii_hexdigit());
-    safe.then(|| repo.commondir().join("factory").join("made").join(run_id))
-}
-
 /// Seals `record` (the final commit of run `run_id`) as made by a run of this clone, so a
 /// cached PASS is delivered (`run --commit`/`--branch` over the cache) only when its checks
 /// ran here: a record fetched from elsewhere is someone's claim, and a forged one under the
@@ -150,22 +144,27 @@ fn made_here_path(repo: &Repository, run_id: &str) -> Option<std::path::PathBuf>
 /// change committed that no check of this clone ran.
 pub fn seal_record(repo: &Repository, run_id: &str, record: Oid) -> Result<()> {
     let secret = secret(repo, true).ok_or_else(no_secret)?;
-    let path = made_here_path(repo, run_id)
+    let rel = crate::store::record_seal(run_id)
         .ok_or_else(|| Error::new(format!("{run_id:?} is not a run id")))?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
     let line = seal(&secret, record, "RECORD", run_id, "");
-    std::fs::write(&path, format!("{record} {line}\n"))?;
+    let factory = repo.commondir().join("factory");
+    // Never through a link a command planted in `.git/factory/`.
+    crate::git::nofollow::replace_file(
+        &factory,
+        rel.as_bytes(),
+        format!("{record} {line}\n").as_bytes(),
+        0o600,
+    )?;
     Ok(())
 }
 
 /// Whether `record` is the final record of run `run_id` as a run of this clone sealed it.
 pub fn record_made_here(repo: &Repository, run_id: &str, record: Oid) -> bool {
-    let (Some(secret), Some(path)) = (secret(repo, false), made_here_path(repo, run_id)) else {
+    let (Some(secret), Some(rel)) = (secret(repo, false), crate::store::record_seal(run_id)) else {
         return false;
     };
     let want = format!("{record} {}", seal(&secret, record, "RECORD", run_id, ""));
+    let path = repo.commondir().join("factory").join(rel);
     std::fs::read_to_string(path).is_ok_and(|text| text.trim_end() == want)
 }
 
