@@ -248,7 +248,9 @@ fn run_git(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<std::pr
             .hint("install git and make sure it is on PATH")
     })?;
     if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(bytes)?;
+        // A git that refused early closes its input: what it said is the error, not the
+        // broken pipe (`git_ok` names it from its status and stderr).
+        let _ = stdin.write_all(bytes);
     }
     Ok(child.wait_with_output()?)
 }
@@ -256,9 +258,10 @@ fn run_git(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<std::pr
 fn git_ok(cmd: Command, input: Option<&[u8]>, what: &str) -> Result<Vec<u8>> {
     let out = run_git(cmd, input, what)?;
     if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
         return Err(Error::new(format!(
             "{what}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            crate::git::worktree::failure_text(&out.status, said.trim())
         )));
     }
     Ok(out.stdout)

@@ -45,7 +45,7 @@ pub(crate) fn run_git(mut cmd: Command, what: &str) -> Result<()> {
 
 /// What git said when it failed, or, when it said nothing (stopped by a signal, as on
 /// Ctrl-C), how it ended — never an empty cause.
-fn failure_text(status: &std::process::ExitStatus, said: &str) -> String {
+pub(crate) fn failure_text(status: &std::process::ExitStatus, said: &str) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (said.is_empty(), status.code(), status.signal()) {
         (false, _, _) => said.to_string(),
