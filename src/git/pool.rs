@@ -167,7 +167,7 @@ pub(crate) fn in_tree(path: &Path) -> Command {
         cmd.env_remove(var);
     }
     if let Some((git_dir, admin)) = held(path) {
-        let proven = Admin::read(&git_dir, path).is_some_and(|now| now == admin);
+        let proven = admin.still_at(&git_dir, path);
         let dir = match proven {
             true => admin.dir.clone(),
             false => admin.dir.with_extension("admin-files-changed-by-a-command"),
@@ -189,7 +189,7 @@ static HELD: std::sync::Mutex<Vec<(PathBuf, PathBuf, Admin)>> = std::sync::Mutex
 /// or a pooled one whose git files are still as the pool made them.
 pub(crate) fn vouched_for(path: &Path) -> bool {
     match held(path) {
-        Some((git_dir, admin)) => Admin::read(&git_dir, path).is_some_and(|now| now == admin),
+        Some((git_dir, admin)) => admin.still_at(&git_dir, path),
         None => true,
     }
 }
@@ -242,6 +242,11 @@ struct Admin {
 }
 
 impl Admin {
+    /// Whether the worktree at `path` still has exactly these git files.
+    fn still_at(&self, git_dir: &Path, path: &Path) -> bool {
+        Admin::read(git_dir, path).is_some_and(|now| now == *self)
+    }
+
     /// The worktree's git files as they are now; `None` when they do not lead back to
     /// `git_dir` and `path` (or are not plain files in a plain folder).
     fn read(git_dir: &Path, path: &Path) -> Option<Admin> {
@@ -442,8 +447,7 @@ impl Pooled {
 
     /// Whether the worktree's git files are as the pool made them.
     fn proven(&self) -> bool {
-        Admin::read(&self.git_dir, &self.path).is_some_and(|now| now == self.admin)
-            && !self.has_leftover_state()
+        self.admin.still_at(&self.git_dir, &self.path) && !self.has_leftover_state()
     }
 
     /// What a command left in the worktree's admin folder that would change what the next
