@@ -186,6 +186,7 @@ pub fn main() -> std::process::ExitCode {
         crate::sandbox::landlock::enter(&args[2..]);
     }
     install_panic_hook();
+    crate::trace::mark("started");
     let cli = match Cli::try_parse_from(with_log_counts(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
