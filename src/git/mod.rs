@@ -138,9 +138,15 @@ pub fn dirty_paths(repo: &Repository, recurse: bool) -> Result<Vec<Dirty>> {
 /// Paths whose index entry differs from HEAD. Answered from the index's cached tree when it
 /// matches HEAD's tree (the usual case), so HEAD's trees are read only when something is staged.
 pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
-    let head_tree = match repo.head().ok().and_then(|h| h.peel_to_tree().ok()) {
-        Some(t) => t,
-        None => return Ok(Vec::new()),
+    // An unborn HEAD stages every entry; a HEAD whose tree cannot be read (a command deleted
+    // objects) is an error, never "nothing staged".
+    let head_tree = match repo.head() {
+        Ok(head) => Some(
+            head.peel_to_tree()
+                .map_err(|e| Error::new(format!("reading HEAD's tree: {}", e.message())))?,
+        ),
+        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => None,
+        Err(e) => return Err(Error::new(format!("reading HEAD: {}", e.message()))),
     };
     let mut index = repo.index()?;
     if index.has_conflicts() {
@@ -156,10 +162,13 @@ pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
             })
             .collect());
     }
-    if index.write_tree().ok() == Some(head_tree.id()) {
+    if head_tree
+        .as_ref()
+        .is_some_and(|t| index.write_tree().ok() == Some(t.id()))
+    {
         return Ok(Vec::new());
     }
-    let diff = repo.diff_tree_to_index(Some(&head_tree), Some(&index), None)?;
+    let diff = repo.diff_tree_to_index(head_tree.as_ref(), Some(&index), None)?;
     Ok(diff
         .deltas()
         .filter_map(|d| {
@@ -239,4 +248,61 @@ pub fn diff_trees(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<u8>> {
 /// Short (7-hex) form of an object id, for people.
 pub fn short(oid: &str) -> &str {
     &oid[..oid.len().min(7)]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    fn git(root: &std::path::Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A staged change in a tree whose HEAD tree a command deleted is never "nothing
+    /// staged": a pooled worktree in that state was once given back as clean.
+    #[test]
+    fn a_head_whose_tree_cannot_be_read_is_an_error_not_a_clean_index() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "one\n").expect("write");
+        git(root, &["add", "a.txt"]);
+        git(root, &["commit", "-qm", "one"]);
+        std::fs::write(root.join("a.txt"), "two\n").expect("write");
+        git(root, &["add", "a.txt"]);
+        let repo = git2::Repository::open(root).expect("open");
+        assert_eq!(super::staged_paths(&repo).expect("staged").len(), 1);
+        let tree = git(root, &["rev-parse", "HEAD^{tree}"]);
+        let loose = root.join(".git/objects").join(&tree[..2]).join(&tree[2..]);
+        std::fs::remove_file(loose).expect("the tree is a loose object");
+        let repo = git2::Repository::open(root).expect("open");
+        let err = super::staged_paths(&repo).expect_err("HEAD's tree is gone");
+        assert!(err.message.contains("HEAD's tree"), "{}", err.message);
+    }
+
+    /// On an unborn HEAD every index entry is staged.
+    #[test]
+    fn an_unborn_head_stages_every_entry() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("a.txt"), "one\n").expect("write");
+        git(root, &["add", "a.txt"]);
+        let repo = git2::Repository::open(root).expect("open");
+        let staged = super::staged_paths(&repo).expect("staged");
+        assert_eq!(staged.len(), 1);
+        assert_eq!(staged[0].raw, b"a.txt");
+    }
 }
