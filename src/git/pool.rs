@@ -419,6 +419,70 @@ pub fn take(repo: &Repository, commit: &str, bytecode: Bytecode) -> Result<Poole
     .hint("wait for the other git factory commands on this repo to finish"))
 }
 
+/// Pooled worktrees taken in the background for a race, so the candidates' worktrees are made
+/// side by side with the run's own (and with each other) instead of after it: on a new repo
+/// each is a full checkout. Each is taken on a thread of its own and handed to the first
+/// candidate that asks; those nobody asks for are given back when the reserve is dropped.
+pub struct Reserve {
+    pending: std::sync::Mutex<Vec<std::thread::JoinHandle<Result<Pooled>>>>,
+}
+
+impl Reserve {
+    /// No worktree taken ahead.
+    pub fn none() -> Self {
+        Reserve {
+            pending: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts taking `count` pooled worktrees of the repository at `commondir`, detached at
+    /// `commit`; with `sandboxed`, what confined commands leave there goes at give-back too.
+    pub fn start(
+        commondir: &Path,
+        commit: &str,
+        bytecode: Bytecode,
+        count: usize,
+        sandboxed: bool,
+    ) -> Self {
+        let pending = (0..count)
+            .map(|_| {
+                let (commondir, commit) = (commondir.to_path_buf(), commit.to_string());
+                std::thread::spawn(move || {
+                    let repo = Repository::open(&commondir)?;
+                    let mut wt = take(&repo, &commit, bytecode)?;
+                    if sandboxed {
+                        wt.sweep_ignored();
+                    }
+                    Ok(wt)
+                })
+            })
+            .collect();
+        Reserve {
+            pending: std::sync::Mutex::new(pending),
+        }
+    }
+
+    /// One of the worktrees taken ahead, once it is ready (or why it could not be taken);
+    /// `None` when none is left.
+    pub fn next(&self) -> Option<Result<Pooled>> {
+        let handle = self.pending.lock().ok()?.pop()?;
+        Some(handle.join().unwrap_or_else(|_| {
+            Err(Error::new(
+                "taking a pooled worktree ahead of a race failed",
+            ))
+        }))
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        // Those no candidate asked for are given back (a `Pooled` dropped gives itself back).
+        while let Some(taken) = self.next() {
+            drop(taken);
+        }
+    }
+}
+
 impl Pooled {
     /// Sandboxed commands or a coding agent ran here: when it is given back, what they left
     /// that the tree's rules ignore is removed too, so nothing they made outlives the run

@@ -3,7 +3,8 @@
 //! locks, the run's staging folder, what putting the tree back needs, and its cleanup.
 
 use crate::error::{Error, Result};
-use crate::git::{lock::RepoLock, pool::Pooled, restore::Restore, status::Snapshot};
+use crate::git::pool::{Pooled, Reserve};
+use crate::git::{lock::RepoLock, restore::Restore, status::Snapshot};
 use crate::journal::Journal;
 use crate::roles::po::exec::Sandbox;
 use crate::run::artifacts::copy_dir;
@@ -19,6 +20,8 @@ pub struct Place<'r> {
     /// A worktree run's tree: the repo opened there (dropped before the worktree goes).
     own: Option<Repository>,
     worktree: Option<Pooled>,
+    /// A race's candidates' worktrees, taken side by side with the run's own.
+    pub reserve: Reserve,
     /// A worktree run's owner file: `recover` finishes the run if its process is killed.
     owner: Option<Owner>,
     /// The tree the run changes.
@@ -56,6 +59,20 @@ impl<'r> Place<'r> {
             std::fs::remove_dir_all(&run_dir)?;
         }
         std::fs::create_dir_all(&run_dir)?;
+        // A race's worktrees are taken now, beside the run's own: a candidate finds its
+        // worktree ready instead of making it after the run's (SPEC §5.1). The run's own
+        // worktree serves the first candidate of a --worktree race.
+        let reserve = match &plan.race {
+            Some(race) => Reserve::start(
+                user.commondir(),
+                &plan.baseline.to_string(),
+                crate::roles::po::pycache::PyCache::POOLED,
+                (race.jobs.min(race.candidates) as usize)
+                    .saturating_sub(usize::from(plan.worktree)),
+                plan.sandbox,
+            ),
+            None => Reserve::none(),
+        };
         let worktree = if plan.worktree {
             let mut wt = crate::git::pool::take(
                 user,
@@ -95,6 +112,7 @@ impl<'r> Place<'r> {
             user,
             own,
             worktree,
+            reserve,
             owner,
             root,
             run_dir,

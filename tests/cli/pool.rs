@@ -646,3 +646,35 @@ fn a_bad_pool_size_is_refused_up_front_naming_the_key() {
     assert!(r.run_ids().is_empty(), "{:?}", r.run_ids());
     assert_eq!(r.snapshot(), before);
 }
+
+/// A race takes its candidates' worktrees beside the run's own, before the baseline check:
+/// when that check refuses the run, the worktrees taken ahead are given back idle and clean
+/// (none is left held, none half made), and the user's tree is untouched.
+#[test]
+fn worktrees_taken_ahead_for_a_refused_race_are_given_back_clean() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.poolSize", "4"]);
+    // A contract whose pass_to_pass command fails at the baseline: the baseline check
+    // refuses the run after the worktrees were taken.
+    let mut refused = order("wo-refused-race", &["true"]);
+    refused["pass_to_pass"] = json!(["false"]);
+    let wo = r.work_order(refused);
+    let replay = r.replay("rp-refused", &[("1.json", good())]);
+    let out = r.run_replay(&wo, &replay, &["--candidates", "3", "--jobs", "3"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("the baseline is broken"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(pooled(&r).len(), 3, "{:?}", pooled(&r));
+    assert_idle_and_clean(&r);
+    let idle = std::fs::read_dir(r.root.join(".git/factory/pool"))
+        .expect("pool folder")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".idle"))
+        .count();
+    assert_eq!(idle, 3, "every worktree taken ahead is idle again");
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+    assert!(r.git(&["status", "--porcelain"]).is_empty());
+}

@@ -46,6 +46,7 @@ impl<'a> Session<'a> {
             pyview: None,
             journal,
             preflight: place.preflight.as_ref(),
+            reserve: Some(&place.reserve),
             persist_journal: !plan.worktree,
             unrestored: false,
             sandbox,

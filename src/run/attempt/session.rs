@@ -64,6 +64,8 @@ pub(crate) struct Session<'a> {
     /// The first status walk of the tree the session changes (in-situ the preflight's, a
     /// candidate its worktree's; none for a `--worktree` run), which later checks build on.
     pub(crate) preflight: Option<&'a git::status::Snapshot>,
+    /// A race's worktrees taken ahead (SPEC §5.1); `None` in a candidate's own session.
+    pub(crate) reserve: Option<&'a git::pool::Reserve>,
     pub(crate) sandbox: Option<Sandbox>,
     pub(crate) delivery: Delivery,
     pub(crate) repo: &'a Repository,

@@ -38,6 +38,8 @@ pub(crate) struct RaceShared<'a> {
     /// first candidate to start runs in it rather than in one more pooled worktree, and the
     /// race puts it back at the baseline afterwards (the run's own rollback).
     pub lent: std::sync::Mutex<Option<PathBuf>>,
+    /// Worktrees taken ahead for the candidates, side by side with the run's own.
+    pub reserve: Option<&'a git::pool::Reserve>,
 }
 
 /// How one candidate ended.
@@ -105,8 +107,13 @@ fn candidate_session(
     let (worktree, path) = match lent {
         Some(path) => (None, path),
         None => {
-            let repo = Repository::open(&shared.commondir)?;
-            let mut wt = git::pool::take(&repo, &plan.baseline.to_string(), PyCache::POOLED)?;
+            let mut wt = match shared.reserve.and_then(git::pool::Reserve::next) {
+                Some(ready) => ready?,
+                None => {
+                    let repo = Repository::open(&shared.commondir)?;
+                    git::pool::take(&repo, &plan.baseline.to_string(), PyCache::POOLED)?
+                }
+            };
             if plan.sandbox {
                 wt.sweep_ignored();
             }
@@ -164,6 +171,7 @@ fn candidate_session(
             persist_journal: false,
             unrestored: false,
             preflight: Some(&walk),
+            reserve: None,
             sandbox,
             delivery: Delivery::Uncommitted,
             repo: &wt_repo,

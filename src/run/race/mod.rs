@@ -174,6 +174,7 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         summary: &session.summary,
         ui: session.ui,
         lent: std::sync::Mutex::new(plan.worktree.then(|| session.root.clone())),
+        reserve: session.reserve,
     };
     // A killed race is found by its place's journal (in-situ) or owner file (--worktree).
     let mut runs = run_all(&shared, race, session.ui);
