@@ -45,6 +45,9 @@ pub struct Report {
     /// [`is_bytecode`](super::python::is_bytecode)): a cache, not a change, so kept apart from
     /// `paths`.
     pub bytecode: Vec<String>,
+    /// Work-tree paths this restore removed that `files` does not list (the bytecode above),
+    /// as bytes: with `files`, what tells the folder pass which folders may have changed.
+    pub(super) unlisted: Vec<Vec<u8>>,
 }
 
 impl Report {

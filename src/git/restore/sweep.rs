@@ -2,7 +2,7 @@
 //! wrote, files where a sparse checkout left a path out, kept entries a command renamed, new
 //! bytecode. Runs before the walk, so the walk judges by the baseline's rules.
 
-use super::dirs::Known;
+use super::dirs::{FirstLook, Known};
 use super::facts::{Image, KeptEntry, RelPath, Restore};
 use super::images::write_image;
 use super::paths::{identity_at, identity_in, move_back, open_dir_at, present, remove_at};
@@ -43,20 +43,21 @@ impl Restore {
     /// with `.git/config`). Files written where a sparse checkout left a path out go too (the
     /// walk does not look at skip-worktree paths). A recorded entry a command renamed (same
     /// inode and birth time — or, where the file system keeps no birth time, size and
-    /// modification time — old name gone) is moved back, so the user's ignored data is not deleted under
-    /// its new name; one it deleted is named. Only folders whose stamp moved, and new ones,
-    /// are read.
+    /// modification time — old name gone) is moved back, so the user's ignored data is not
+    /// deleted under its new name; one it deleted is named. Only folders whose stamp moved
+    /// (as `first` found them), and new ones, are read.
     pub(super) fn sweep(
         &self,
         repo: &Repository,
         images: &[Image],
         known: &Known<'_>,
+        first: &FirstLook,
         new_ignored: bool,
         report: &mut Report,
     ) -> Result<()> {
         let index = repo.index()?;
         self.rewrite_gitignores(repo, &index, report);
-        let queue = self.moved_dirs();
+        let queue = first.moved(&self.dirs);
         if queue.is_empty() {
             return Ok(());
         }
@@ -249,7 +250,10 @@ impl Sweep<'_, '_> {
         }
         if in_index == Tracked::No && is_bytecode(name) {
             match remove_at(dir, name) {
-                Ok(()) => report.bytecode.push(shown),
+                Ok(()) => {
+                    report.bytecode.push(shown);
+                    report.unlisted.push(c.to_vec());
+                }
                 Err(e) => report.failed.push(format!("{shown}: {e}")),
             }
             return false;

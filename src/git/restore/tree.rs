@@ -1,10 +1,11 @@
 //! The work tree, put back last: the sweep, then what the status walk finds removed or
 //! checked out from the baseline, images written, folders and modes as they were.
 
-use super::dirs::{walk_dirs, Known};
+use super::dirs::{walk_dirs, Known, Touched};
 use super::facts::{Image, RelPath, Restore};
 use super::images::{image_matches, write_image};
-use super::paths::{real_parents, remove_path};
+use super::paths::{real_parents, remove_path, split};
+use super::python::is_bytecode;
 use super::report::Report;
 use super::submodule::clean_submodule;
 use super::walk::{tree_walk, Dirty};
@@ -27,10 +28,11 @@ impl Restore {
         report: &mut Report,
     ) -> Result<()> {
         let root = &self.root;
-        // Folders first: an unreadable one (chmod 000) would hide what is under it.
+        // Folders first, one stat each: an unreadable one (chmod 000) would hide what is
+        // under it.
         let known: Known<'_> = self.dirs.iter().map(|d| (d.path.as_bytes(), d)).collect();
-        self.make_readable();
-        self.sweep(repo, images, &known, new_ignored, report)?;
+        let mut first = self.first_look();
+        self.sweep(repo, images, &known, &first, new_ignored, report)?;
         crate::trace::mark("  restore: ignore rules and hidden entries");
         self.drop_kept_bytecode(report);
         crate::trace::mark("  restore: bytecode beside the sources");
@@ -43,18 +45,32 @@ impl Restore {
         let mut pending = match tree_walk(repo, walk) {
             Ok(found) => others(found),
             Err(_) => {
-                // A folder a command made unreadable hides what is under it: open them all up.
+                // A folder a command made unreadable hides what is under it: open them all up
+                // (which may change any folder's mode: the first look no longer holds).
+                first.distrust();
                 walk_dirs(repo, root, b"", true, Some(&known), &mut |_, _, _| {}, None);
                 others(tree_walk(repo, walk)?)
             }
         };
         crate::trace::mark("  restore: status walk");
+        // What the restore itself changes from here on (and what the bytecode pass may have
+        // removed): the folders on the way are stat'ed again, the others are not.
+        let mut touched = Touched::default();
+        let kept_bytecode =
+            (self.kept.iter().map(|k| k.path.as_bytes())).filter(|path| is_bytecode(split(path).1));
+        for path in image_paths.iter().copied().chain(kept_bytecode) {
+            touched.add(path);
+        }
         for round in 0..3 {
             let checkout = clear_pending(root, &pending, report);
             write_images(repo, root, images, round == 2, report);
             checkout_paths(repo, root, tree, &checkout, report);
             crate::trace::mark("  restore: paths put back");
-            self.restore_dirs(repo, &known, report);
+            for d in &pending {
+                touched.add(&d.path);
+            }
+            touched.note(report);
+            self.restore_dirs(repo, &known, &first, &touched, report);
             crate::trace::mark("  restore: folders put back");
             let images_done = images.iter().all(|i| image_matches(root, i));
             if pending.is_empty() && images_done {
