@@ -406,3 +406,141 @@ fn untracked_files_seen_by_the_snapshot_are_still_reported_from_unchanged_folder
         r.write("pre/dir/g.txt", "inside an untracked folder\n");
     });
 }
+
+/// Every folder of the work tree (not `.git`) dated an hour back, so a walk trusts its stamp.
+fn age_folders(r: &TestRepo) {
+    sh(
+        r,
+        "find . -path ./.git -prune -o -type d -exec touch -d '1 hour ago' {} +",
+    );
+}
+
+/// A failing one-attempt run (nothing delivered), whose preflight keeps the walk's stamps.
+fn failing_run(r: &TestRepo, id: &str) -> std::process::Output {
+    let wo = r.work_order(serde_json::json!({
+        "id": id, "title": "t", "intent": "i",
+        "allowed_files": ["app.txt"],
+        "acceptance_commands": ["false"],
+    }));
+    let patch = diff_replace("app.txt", &["one", "two", "three"], "two", "TWO");
+    let replay = r.replay(&format!("rp-{id}"), &[("1.json", proposal(&patch, "s"))]);
+    r.run_replay(&wo, &replay, &["--max-attempts", "1"])
+}
+
+/// The stamps a run's preflight keeps for the next (`.git/factory/status-cache`) never hide a
+/// change no folder stamp shows: an ignore rule outside the tree rewritten (`info/exclude`,
+/// the global excludes file) or an ignored `.gitignore` edited in place makes files
+/// untracked in folders whose entries did not change — the next run still refuses, naming
+/// them, as git does.
+#[test]
+fn the_walk_kept_between_runs_never_hides_a_file_a_changed_rule_uncovers() {
+    type Uncover = fn(&TestRepo, &std::path::Path);
+    let cases: Vec<(&str, &str, Uncover)> = vec![
+        ("info/exclude", "a/keep.excl", |r, _| {
+            std::fs::write(r.root.join(".git/info/exclude"), "b/.gitignore\n").expect("write")
+        }),
+        ("global excludes", "a/keep.glob", |_, global| {
+            std::fs::write(global, "").expect("write")
+        }),
+        (
+            "an ignored .gitignore edited in place",
+            "b/keep.o",
+            |r, _| {
+                // Same file (O_TRUNC): the folder's entries, and so its stamp, do not change.
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(r.root.join("b/.gitignore"))
+                    .expect("open");
+                std::io::Write::write_all(&mut f, b"# nothing\n").expect("write");
+            },
+        ),
+    ];
+    for (name, uncovered, uncover) in cases {
+        let r = TestRepo::with_files(&[
+            ("app.txt", "one\ntwo\nthree\n"),
+            ("a/tracked.txt", "a\n"),
+            ("b/tracked.txt", "b\n"),
+        ]);
+        r.git(&["config", "factory.verify", "true"]);
+        std::fs::write(r.root.join(".git/info/exclude"), "*.excl\nb/.gitignore\n").expect("write");
+        let global = r.outside.join("global-ignore");
+        std::fs::write(&global, "*.glob\n").expect("write");
+        r.git(&[
+            "config",
+            "core.excludesFile",
+            global.to_str().expect("utf-8"),
+        ]);
+        r.write("b/.gitignore", "*.o\n");
+        for path in ["a/keep.excl", "a/keep.glob", "b/keep.o"] {
+            r.write(path, "kept\n");
+        }
+        age_folders(&r);
+        let first = failing_run(&r, "first");
+        assert_eq!(
+            first.status.code(),
+            Some(1),
+            "{name}: {}",
+            stderr_of(&first)
+        );
+        assert!(
+            r.root.join(".git/factory/status-cache").is_file(),
+            "{name}: the preflight kept its walk"
+        );
+        // The first run's own writes are an hour in the past too, so only the rule can tell.
+        age_folders(&r);
+        let again = failing_run(&r, "again");
+        assert_eq!(
+            again.status.code(),
+            Some(1),
+            "{name}: {}",
+            stderr_of(&again)
+        );
+        uncover(&r, &global);
+        let refused = failing_run(&r, "refused");
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{name}: {}",
+            stderr_of(&refused)
+        );
+        assert!(
+            stderr_of(&refused).contains(uncovered),
+            "{name}: {}",
+            stderr_of(&refused)
+        );
+        assert_eq!(r.read(uncovered).as_deref(), Some("kept\n"), "{name}");
+    }
+}
+
+/// A file made in a folder after a run, and a cache file torn or forged, change nothing of
+/// what the next preflight finds.
+#[test]
+fn the_walk_kept_between_runs_sees_new_files_and_survives_a_torn_cache() {
+    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\nthree\n"), ("a/t.txt", "a\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    age_folders(&r);
+    assert_eq!(failing_run(&r, "one").status.code(), Some(1));
+    r.write("a/new.txt", "new\n");
+    let refused = failing_run(&r, "two");
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    assert!(
+        stderr_of(&refused).contains("a/new.txt"),
+        "{}",
+        stderr_of(&refused)
+    );
+    std::fs::remove_file(r.root.join("a/new.txt")).expect("rm");
+    let cache = r.root.join(".git/factory/status-cache");
+    let bytes = std::fs::read(&cache).expect("a kept walk");
+    std::fs::write(&cache, &bytes[..bytes.len() / 2]).expect("tear");
+    age_folders(&r);
+    r.write("a/other.txt", "other\n");
+    sh(&r, "touch -d '1 hour ago' a");
+    let refused = failing_run(&r, "three");
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    assert!(
+        stderr_of(&refused).contains("a/other.txt"),
+        "{}",
+        stderr_of(&refused)
+    );
+}

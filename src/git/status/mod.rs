@@ -16,6 +16,7 @@
 //! taking it would double the build for nothing here. Within a run the snapshot does the
 //! untracked cache's job; an index that carries them is walked like any other.
 
+mod cache;
 mod ignored;
 mod index;
 mod jobs;
@@ -73,16 +74,20 @@ impl Snapshot {
         crate::trace::mark("    status: staged (index vs HEAD)");
         let mut odd_modes = None;
         let mut skips = true;
-        let seen = match fast_walk(repo, None, Untracked::Folders)? {
+        // The last run's stamps of this work tree: only folders changed since are listed.
+        let kept = cache::load(repo);
+        let seen = match fast_walk(repo, kept.as_ref(), Untracked::Folders)? {
             Some(walk) => {
                 changes.extend(walk.dirty);
                 odd_modes = Some(walk.odd_modes);
                 skips = walk.skips;
-                Some(Seen {
+                let seen = Seen {
                     index: walk.index,
                     tick,
                     dirs: walk.dirs,
-                })
+                };
+                cache::save(repo, &seen, skips);
+                Some(seen)
             }
             None => {
                 changes.extend(libgit2_workdir(repo, Untracked::Folders, true)?);
