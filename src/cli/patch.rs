@@ -57,6 +57,7 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
         allowed: None,
         strip: args.strip.map_or(Strip::Auto, Strip::Components),
         strict_only: args.strict,
+        repo: None,
     };
     let plan = match tr::plan(&change, &root, &rules) {
         Ok(plan) => plan,

@@ -94,6 +94,17 @@ impl PyCache {
     /// source's mirror is, and the whole mirror of a path that is a folder. Best effort: a
     /// missing entry is already forgotten.
     pub fn forget<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p [u8]>) {
+        self.forget_with(root, None, paths);
+    }
+
+    /// [`PyCache::forget`], with the repository of `root` already open (the folder links are
+    /// read from its index instead of opening it again).
+    pub fn forget_with<'p>(
+        &self,
+        root: &Path,
+        repo: Option<&git2::Repository>,
+        paths: impl IntoIterator<Item = &'p [u8]>,
+    ) {
         let paths: Vec<&[u8]> = paths.into_iter().collect();
         if paths.is_empty() {
             return;
@@ -105,7 +116,7 @@ impl PyCache {
             let mut known = self.aliases.lock().unwrap_or_else(|e| e.into_inner());
             known
                 .entry(root.to_path_buf())
-                .or_insert_with(|| folder_links(root))
+                .or_insert_with(|| folder_links(root, repo))
                 .clone()
         };
         for path in paths {
@@ -810,13 +821,24 @@ fn memory_dir() -> Option<PathBuf> {
 /// The tracked symlinks of the tree at `root` that lead to a folder inside it, as (link,
 /// target) repo-relative paths. A link added by a change itself is not listed: the alias set
 /// is the baseline's (the change's own links are in its change set, not its checks' way in).
-fn folder_links(root: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let Ok(repo) = git2::Repository::open(root) else {
+fn folder_links(root: &Path, repo: Option<&git2::Repository>) -> Vec<(PathBuf, PathBuf)> {
+    let opened;
+    let repo = match repo {
+        Some(repo) => repo,
+        None => match git2::Repository::open(root) {
+            Ok(r) => {
+                opened = r;
+                &opened
+            }
+            Err(_) => return Vec::new(),
+        },
+    };
+    let Ok(mut index) = repo.index() else {
         return Vec::new();
     };
-    let Ok(index) = repo.index() else {
+    if index.read(false).is_err() {
         return Vec::new();
-    };
+    }
     let Ok(real_root) = root.canonicalize() else {
         return Vec::new();
     };

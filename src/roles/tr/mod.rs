@@ -70,6 +70,9 @@ pub struct Rules<'a> {
     pub protected: Option<&'a protect::Protected>,
     pub strip: diff::Strip,
     pub strict_only: bool,
+    /// The repository of `root`, already open (its index read once per run, not per
+    /// proposal); `None` opens it.
+    pub repo: Option<&'a git2::Repository>,
 }
 
 /// Validates and plans a change against the work tree at `root`, writing nothing.
@@ -155,14 +158,20 @@ fn plan_diff(
     // Listed before the check, which normalises (and so takes) the paths it reads: a refused
     // record names every path the proposal touched, not only those checked before the refusal.
     let listed = sorted_unique(patches.iter().flat_map(|p| p.touched_paths()));
-    let touched = scope::check_patches(&mut patches, rules.allowed, rules.protected, root)
-        .map_err(|v| {
-            refusal(
-                Stage::PatchScopeViolation,
-                format!("scope violation: {v}"),
-                listed,
-            )
-        })?;
+    let touched = scope::check_patches(
+        &mut patches,
+        rules.allowed,
+        rules.protected,
+        root,
+        rules.repo,
+    )
+    .map_err(|v| {
+        refusal(
+            Stage::PatchScopeViolation,
+            format!("scope violation: {v}"),
+            listed,
+        )
+    })?;
     // Each file gets the strictest pass that places all its hunks; the change set records the
     // weakest one used. Nothing is written until every file has its result.
     let mut outcomes = Vec::new();
@@ -238,7 +247,9 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
     let listed = sorted_unique(writes.iter().map(|w| w.path.as_str()));
     for w in writes {
         let path = scope::check_path(&w.path, rules.allowed, rules.protected, root)
-            .and_then(|p| scope::check_repo_rules(std::slice::from_ref(&p), root).map(|()| p))
+            .and_then(|p| {
+                scope::check_repo_rules(std::slice::from_ref(&p), root, rules.repo).map(|()| p)
+            })
             .map_err(|v| {
                 refusal(
                     Stage::PatchScopeViolation,

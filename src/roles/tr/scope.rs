@@ -82,6 +82,7 @@ pub fn check_patches(
     allowed: Option<&[String]>,
     protected: Option<&Protected>,
     root: &Path,
+    repo: Option<&git2::Repository>,
 ) -> Result<Vec<String>, Violation> {
     let mut touched: Vec<String> = Vec::new();
     let mut targets: Vec<String> = Vec::new();
@@ -131,7 +132,7 @@ pub fn check_patches(
         }
     }
     touched.sort();
-    check_repo_rules(&touched, root)?;
+    check_repo_rules(&touched, root, repo)?;
     Ok(touched)
 }
 
@@ -139,16 +140,32 @@ pub fn check_patches(
 /// repository), and an untracked git-ignored path (SPEC §3.5) — neither the run record nor a
 /// `--commit` could carry such a change faithfully. Without a repository there is nothing to
 /// check.
-pub fn check_repo_rules(paths: &[String], root: &Path) -> Result<(), Violation> {
-    let Ok(repo) = git2::Repository::open(root) else {
+pub fn check_repo_rules(
+    paths: &[String],
+    root: &Path,
+    repo: Option<&git2::Repository>,
+) -> Result<(), Violation> {
+    let opened;
+    let repo = match repo {
+        Some(repo) => repo,
+        None => match git2::Repository::open(root) {
+            Ok(r) => {
+                opened = r;
+                &opened
+            }
+            Err(_) => return Ok(()),
+        },
+    };
+    let Ok(mut index) = repo.index() else {
         return Ok(());
     };
-    let Ok(index) = repo.index() else {
+    // The open repository's index as it is on disk now (read again only if it changed).
+    if index.read(false).is_err() {
         return Ok(());
-    };
+    }
     for path in paths {
         inside_submodule(path, root, &index)?;
-        untracked_ignored(path, &repo, &index)?;
+        untracked_ignored(path, repo, &index)?;
     }
     Ok(())
 }
@@ -205,7 +222,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
         let mut p = parse(diff.as_bytes(), Strip::Auto).expect("parses");
-        check_patches(&mut p, Some(&allowed), None, dir.path())
+        check_patches(&mut p, Some(&allowed), None, dir.path(), None)
     }
 
     #[test]
@@ -246,7 +263,7 @@ mod tests {
         let allowed = vec!["tests/t.py".to_string(), "a.py".to_string()];
         let d = "diff --git a/a.py b/tests/t.py\nrename from a.py\nrename to tests/t.py\n";
         let mut p = parse(d.as_bytes(), Strip::Auto).expect("parses");
-        let e = check_patches(&mut p, Some(&allowed), Some(&protected), dir.path())
+        let e = check_patches(&mut p, Some(&allowed), Some(&protected), dir.path(), None)
             .expect_err("refused");
         assert_eq!(e.path, "tests/t.py");
         assert!(

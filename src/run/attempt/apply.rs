@@ -43,6 +43,7 @@ impl Session<'_> {
         if let Some(outcome) = self.store_proposal(&proposal, &dir, &rel) {
             return outcome;
         }
+        crate::trace::mark("    TR: proposal stored");
         let plan = match self.scope(&proposal, &dir) {
             Ok(plan) => plan,
             Err(outcome) => return outcome,
@@ -52,6 +53,7 @@ impl Session<'_> {
             return outcome;
         }
         self.seen.push((fingerprint, attempt));
+        crate::trace::mark("    TR: scoped and planned");
         let dialect = matches!(proposal.change, Change::Dialect(..));
         self.write_change(attempt, plan, dialect, &dir)
     }
@@ -88,6 +90,7 @@ impl Session<'_> {
             protected: Some(&self.plan.protected),
             strip: Strip::Auto,
             strict_only: self.plan.strict_apply,
+            repo: Some(self.repo),
         };
         match tr::plan(&proposal.change, &self.root, &rules) {
             Ok(plan) => Ok(plan),
@@ -136,6 +139,7 @@ impl Session<'_> {
             self.fatal = Some(e.message);
             return Outcome::Fatal(Stage::Exception);
         }
+        crate::trace::mark("    TR: journaled");
         if let Err(e) = apply::write_outcomes(&self.root, &plan.outcomes) {
             return self.fail(
                 Stage::PatchApplyFailed,
@@ -155,6 +159,7 @@ impl Session<'_> {
                     .attempt_commit(self.repo, &self.baseline, t, attempt)?;
                 Ok((t, commit))
             });
+        crate::trace::mark("    TR: written, tree and attempt commit");
         let files: Vec<FileAction<'_>> = plan
             .outcomes
             .iter()

@@ -10,8 +10,11 @@ impl Session<'_> {
     /// first: the shared cache itself, or under `--sandbox` a per-attempt view of it (dropped
     /// with the attempt) whose shared entries are read-only.
     pub(crate) fn check_cache(&mut self, changed: &[&str]) -> std::io::Result<PathBuf> {
-        self.pycache
-            .forget(&self.root, changed.iter().map(|p| p.as_bytes()));
+        self.pycache.forget_with(
+            &self.root,
+            Some(self.repo),
+            changed.iter().map(|p| p.as_bytes()),
+        );
         let _ = self.pycache.create();
         if self.sandbox.is_none() {
             return Ok(self.pycache.dir().to_path_buf());
