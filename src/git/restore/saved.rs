@@ -208,8 +208,16 @@ impl SavedState {
     /// kernel's clock at capture, which no process can set.
     pub fn write(&self, saved: &Path) -> Result<Option<(i64, i64)>> {
         let dir = crate::git::nofollow::open_root(saved)?;
-        let _ = rustix::fs::unlinkat(&dir, FILE, AtFlags::empty());
-        crate::git::nofollow::create_file_at(&dir, FILE.as_bytes(), &self.encode(), 0o600)?;
+        let bytes = self.encode();
+        let create = || crate::git::nofollow::create_file_at(&dir, FILE.as_bytes(), &bytes, 0o600);
+        match create() {
+            // Whatever stands there (a link too) goes, and the file is made anew.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                rustix::fs::unlinkat(&dir, FILE, AtFlags::empty()).map_err(std::io::Error::from)?;
+                create()?;
+            }
+            done => done?,
+        }
         let st = rustix::fs::statat(&dir, FILE, AtFlags::SYMLINK_NOFOLLOW).ok();
         Ok(st.map(|st| (st.st_ctime, st.st_ctime_nsec as i64)))
     }
