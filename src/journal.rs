@@ -58,7 +58,8 @@ fn journal_files(factory_dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The folder holding a run's saved index and config bytes.
+/// The folder of a run's saved state: one file holding the bytes of its index, config,
+/// excludes and hooks, and under `--sandbox` the kept copies of read-only files.
 pub fn saved_dir(factory_dir: &Path, run_id: &str) -> PathBuf {
     factory_dir.join(format!("saved-{run_id}"))
 }

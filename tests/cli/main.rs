@@ -29,6 +29,8 @@ mod restore;
 mod run;
 mod safety;
 mod sandbox;
+#[cfg(feature = "test-hooks")]
+mod saved_state;
 mod shallow;
 mod sharing;
 mod status;

@@ -4,8 +4,8 @@ use super::dirs::{walk_dirs, Known, NO_FACT};
 use super::facts::{mtime_of, DirFact, HooksFact, KeptEntry, RelPath, Restore};
 use super::gitfiles::exclude_path;
 use super::hooks::hooks_dir;
-use super::python::change_time_now;
 use super::refs::{list_records, list_refs};
+use super::saved::SavedState;
 use super::sweep::SKIP_WORKTREE;
 use crate::error::Result;
 use crate::git::files::checkout_modes;
@@ -53,7 +53,6 @@ impl Restore {
         let root_mtime = std::fs::symlink_metadata(&root)
             .map(|m| mtime_of(&m))
             .unwrap_or_default();
-        let since = change_time_now(&saved.join("since"));
         Ok(Restore {
             root,
             git_dir: repo.path().to_path_buf(),
@@ -71,52 +70,51 @@ impl Restore {
             modes: tree.modes,
             exclude_absent: files.exclude_absent,
             hooks: files.hooks,
-            since,
+            since: files.since,
             confined: false,
         })
     }
 }
 
-/// The repository's own files as they were, their bytes copied into `saved`.
+/// The repository's own files as they were, their bytes in the saved state.
 struct GitFiles {
     had_index: bool,
     exclude_absent: bool,
     hooks: Option<HooksFact>,
+    /// The saved state's change time (see [`Restore::since`]).
+    since: Option<(i64, i64)>,
 }
 
 impl GitFiles {
-    /// Copies the index, `.git/config`, `info/exclude` and the hooks into a fresh `saved`.
+    /// Saves the index, `.git/config`, `info/exclude` and the hooks in a fresh `saved`
+    /// folder, as one file (see [`SavedState`]).
     fn save(repo: &Repository, root: &Path, saved: &Path) -> Result<Self> {
+        let read = |path: &Path| match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        };
+        let (hooks, saved_hooks) = match hooks_dir(repo, root) {
+            Some(dir) => {
+                let (fact, saved) = HooksFact::capture(dir);
+                (Some(fact), saved)
+            }
+            None => (None, Vec::new()),
+        };
+        let state = SavedState {
+            index: read(&repo.path().join("index"))?,
+            config: std::fs::read(repo.commondir().join("config")).ok(),
+            exclude: read(&exclude_path(repo))?,
+            hooks: saved_hooks,
+        };
         let _ = std::fs::remove_dir_all(saved);
         std::fs::create_dir_all(saved)?;
-        let index = repo.path().join("index");
-        let had_index = match std::fs::read(&index) {
-            Ok(bytes) => {
-                std::fs::write(saved.join("index"), bytes)?;
-                true
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => return Err(e.into()),
-        };
-        if let Ok(bytes) = std::fs::read(repo.commondir().join("config")) {
-            std::fs::write(saved.join("config"), bytes)?;
-        }
-        let exclude_absent = match std::fs::read(exclude_path(repo)) {
-            Ok(bytes) => {
-                std::fs::write(saved.join("exclude"), bytes)?;
-                false
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => return Err(e.into()),
-        };
-        let hooks = match hooks_dir(repo, root) {
-            Some(dir) => Some(HooksFact::capture(dir, saved)?),
-            None => None,
-        };
+        let since = state.write(saved)?;
         Ok(GitFiles {
-            had_index,
-            exclude_absent,
+            had_index: state.index.is_some(),
+            exclude_absent: state.exclude.is_none(),
             hooks,
+            since,
         })
     }
 }

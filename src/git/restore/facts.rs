@@ -109,8 +109,10 @@ pub struct Restore {
     /// `--worktree` runs create and advance their own records while this run is under way).
     #[serde(default)]
     pub records: Vec<RefFact>,
-    /// The folder holding the saved bytes of the index (`index`) and of `.git/config`
-    /// (`config`): real copies, written before any change.
+    /// The run's saved folder: its `state` file holds the bytes of the index, `.git/config`,
+    /// `info/exclude` and the hooks, written once before any change (see
+    /// [`saved`](super::saved)); a run from before it kept them as files here. The sandbox's
+    /// kept copies live here too.
     pub saved: PathBuf,
     pub had_index: bool,
     pub dirs: Vec<DirFact>,
@@ -138,8 +140,8 @@ pub struct Restore {
     /// user's next commit, so hooks are put back like `.git/config`.
     #[serde(default)]
     pub hooks: Option<HooksFact>,
-    /// The change time (seconds, nanoseconds) of a file made at capture: Python bytecode in
-    /// the work tree that changed since is a command's, and goes (see
+    /// The change time (seconds, nanoseconds) of the saved state, written at capture: Python
+    /// bytecode in the work tree that changed since is a command's, and goes (see
     /// [`is_bytecode`](super::python::is_bytecode)).
     #[serde(default)]
     pub since: Option<(i64, i64)>,
@@ -192,7 +194,7 @@ impl Identity {
 }
 
 /// The hooks folder (`core.hooksPath` honoured) as it was: each entry's name and mode; its
-/// bytes (a link's target) are saved under `saved/hooks/`.
+/// bytes (a link's target) are in the saved state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HooksFact {
     pub dir: PathBuf,

@@ -1,10 +1,12 @@
 //! The repository's own files a restore puts back after the refs and before the work tree:
 //! the index and `.git/config` (through a lock file and a rename, as git writes them),
-//! `info/exclude`, and the lock files a killed command left.
+//! `info/exclude`, and the lock files a killed command left — all from the capture's one
+//! saved-state file, read once per restore.
 
 use super::facts::Restore;
 use super::report::{Purpose, Report};
-use crate::error::Result;
+use super::saved::{state_path, SavedState};
+use crate::error::{Error, Result};
 use git2::Repository;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -50,6 +52,23 @@ pub fn replace_locked(target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
 }
 
 impl Restore {
+    /// The index as the capture found it, parsed from its saved bytes; `None` when there was
+    /// none. git reads an index from a file only, so the bytes are copied to a temporary one
+    /// beside the saved state for the read (a rare path: a race's final check).
+    pub fn saved_index(&self) -> Result<Option<git2::Index>> {
+        if !self.had_index {
+            return Ok(None);
+        }
+        let state = SavedState::load(&self.saved, self.hooks.as_ref())?;
+        let Some(bytes) = state.index else {
+            return Ok(None);
+        };
+        let mut copy = tempfile::NamedTempFile::new_in(&self.saved)?;
+        copy.write_all(&bytes)?;
+        copy.flush()?;
+        Ok(Some(git2::Index::open(copy.path())?))
+    }
+
     /// The repository's own files, after the refs and before the work tree: the index (its
     /// saved bytes), `.git/config` (in-situ only; a `--worktree` run names it), the hooks (in
     /// every mode) and `info/exclude`.
@@ -62,21 +81,28 @@ impl Restore {
         if purpose == Purpose::Recover {
             self.clear_stale_locks(repo, report);
         }
+        let state = SavedState::load(&self.saved, self.hooks.as_ref())?;
         if self.had_index {
-            let saved = std::fs::read(self.saved.join("index"))?;
-            match replace_locked(&repo.path().join("index"), &saved) {
+            let Some(saved) = &state.index else {
+                return Err(Error::new(format!(
+                    "the saved state in {} holds no index, though the run's capture found one",
+                    self.saved.display()
+                ))
+                .hint("put .git/index back by hand if it changed (git reset resets it to HEAD), then remove the journal (journal.*.json)"));
+            };
+            match replace_locked(&repo.path().join("index"), saved) {
                 Ok(true) => report.git.push(".git/index".to_string()),
                 Ok(false) => {}
                 Err(e) => report.failed.push(format!(".git/index: {e}")),
             }
         }
-        if let Ok(saved) = std::fs::read(self.saved.join("config")) {
+        if let Some(saved) = &state.config {
             let config = repo.commondir().join("config");
             if std::fs::read(&config).ok().as_deref() != Some(saved.as_slice()) {
                 // The user's own config edits during a --worktree run are theirs: only
                 // reported there; an in-situ run holds the repo and puts it back.
                 if self.refs.is_some() {
-                    if let Err(e) = replace_locked(&config, &saved) {
+                    if let Err(e) = replace_locked(&config, saved) {
                         report.failed.push(format!(".git/config: {e}"));
                     }
                     report.git.push(".git/config".to_string());
@@ -88,34 +114,33 @@ impl Restore {
         if let Some(hooks) = &self.hooks {
             // In every mode, also where the repo is shared with the user's ongoing work: a
             // planted hook would run the checks' code on the user's next commit.
-            let differed = hooks.restore(&self.saved, true, &mut report.failed);
+            let differed = hooks.restore(&state, true, &mut report.failed);
             report.git.extend(differed);
         }
-        self.put_back_exclude(repo, report);
+        self.put_back_exclude(repo, state.exclude.as_deref(), report);
         Ok(())
     }
 
     /// Ignore rules first: what follows must not trust the ones a command wrote.
-    fn put_back_exclude(&self, repo: &Repository, report: &mut Report) {
+    fn put_back_exclude(&self, repo: &Repository, saved: Option<&[u8]>, report: &mut Report) {
         let exclude = exclude_path(repo);
         let now = std::fs::read(&exclude).ok();
-        match std::fs::read(self.saved.join("exclude")) {
-            Ok(saved) if now.as_deref() != Some(saved.as_slice()) && self.refs.is_none() => {
+        match saved {
+            Some(saved) if now.as_deref() != Some(saved) && self.refs.is_none() => {
                 // Shared with the user's ongoing work (as `.git/config` is): named, not undone.
-                let _ = saved;
                 report
                     .git
                     .push(".git/info/exclude (changed, left as is)".to_string());
             }
-            Ok(saved) if now.as_deref() != Some(saved.as_slice()) => {
+            Some(saved) if now.as_deref() != Some(saved) => {
                 let written = std::fs::create_dir_all(exclude.parent().unwrap_or(repo.path()))
-                    .and_then(|_| replace_locked(&exclude, &saved));
+                    .and_then(|_| replace_locked(&exclude, saved));
                 match written {
                     Ok(_) => report.git.push(".git/info/exclude".to_string()),
                     Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
                 }
             }
-            Err(_) if self.exclude_absent && now.is_some() && self.refs.is_some() => {
+            None if self.exclude_absent && now.is_some() && self.refs.is_some() => {
                 match std::fs::remove_file(&exclude) {
                     Ok(()) => report.git.push(".git/info/exclude".to_string()),
                     Err(e) => report.failed.push(format!(".git/info/exclude: {e}")),
@@ -127,12 +152,16 @@ impl Restore {
 
     /// `recover` only: lock files (`index.lock`, `HEAD.lock`) that a command of the killed run
     /// left when `recover` stopped it mid-write (a `git commit` in a check). One is removed
-    /// only when it was made after the capture (newer than the saved index) and no live
+    /// only when it was made after the capture (newer than the saved state) and no live
     /// process has it open — `recover` holds the repo lock and has just stopped the run's
     /// command group, so such a lock has no owner left. Anything else stays and is named by
     /// the index write as before.
     fn clear_stale_locks(&self, repo: &Repository, report: &mut Report) {
-        let Ok(captured) = std::fs::metadata(&self.saved).and_then(|m| m.modified()) else {
+        // The saved state's time; a run from before it saved its files in the folder.
+        let captured = std::fs::symlink_metadata(state_path(&self.saved))
+            .or_else(|_| std::fs::metadata(&self.saved))
+            .and_then(|m| m.modified());
+        let Ok(captured) = captured else {
             return;
         };
         for name in ["index.lock", "HEAD.lock"] {

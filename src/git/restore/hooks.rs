@@ -2,7 +2,7 @@
 //! hook a command planted would run on the user's next commit.
 
 use super::facts::{HookFile, HooksFact, RelPath};
-use crate::error::Result;
+use super::saved::{SavedHook, SavedState};
 use git2::Repository;
 use std::ffi::OsStr;
 use std::io::Write;
@@ -43,32 +43,31 @@ fn hook_names(dir: &Path) -> Vec<Vec<u8>> {
 }
 
 impl HooksFact {
-    pub(super) fn capture(dir: PathBuf, saved: &Path) -> Result<Self> {
-        let store = saved.join("hooks");
-        std::fs::create_dir_all(&store)?;
+    /// The hooks folder `dir` as it is: each hook's name and mode here, its bytes (a link's
+    /// target) for the saved state.
+    pub(super) fn capture(dir: PathBuf) -> (Self, Vec<SavedHook>) {
         let mut files = Vec::new();
+        let mut saved = Vec::new();
         for name in hook_names(&dir) {
-            let os = OsStr::from_bytes(&name);
-            if let Some((mode, bytes)) = hook_state(&dir.join(os)) {
-                std::fs::write(store.join(os), bytes)?;
+            if let Some((mode, bytes)) = hook_state(&dir.join(OsStr::from_bytes(&name))) {
                 files.push(HookFile {
                     name: RelPath::from_bytes(&name),
                     mode,
                 });
+                saved.push(SavedHook { name, mode, bytes });
             }
         }
-        Ok(HooksFact { dir, files })
+        (HooksFact { dir, files }, saved)
     }
 
     /// Compares the folder with what was recorded; with `put_back`, rewrites each hook that
     /// changed and removes each that was added. Returns the hooks that differed.
     pub(super) fn restore(
         &self,
-        saved: &Path,
+        saved: &SavedState,
         put_back: bool,
         failed: &mut Vec<String>,
     ) -> Vec<String> {
-        let store = saved.join("hooks");
         let mut differed = Vec::new();
         let shown = |name: &[u8]| self.dir.join(OsStr::from_bytes(name)).display().to_string();
         // A folder a link now stands in for is not written through: the link goes first.
@@ -87,16 +86,18 @@ impl HooksFact {
         for hook in &self.files {
             let name = hook.name.as_bytes();
             let path = self.dir.join(OsStr::from_bytes(name));
-            let Ok(bytes) = std::fs::read(store.join(OsStr::from_bytes(name))) else {
+            let Some(copy) = saved.hook(name) else {
                 failed.push(format!("{}: its saved copy is gone", shown(name)));
                 continue;
             };
-            if hook_state(&path) == Some((hook.mode, bytes.clone())) {
+            if hook_state(&path)
+                .is_some_and(|(mode, bytes)| mode == hook.mode && bytes == copy.bytes)
+            {
                 continue;
             }
             differed.push(shown(name));
             if put_back {
-                if let Err(e) = write_hook(&path, hook.mode, &bytes) {
+                if let Err(e) = write_hook(&path, hook.mode, &copy.bytes) {
                     failed.push(format!("{}: {e}", shown(name)));
                 }
             }

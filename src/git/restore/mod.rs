@@ -31,7 +31,8 @@
 //! compared, what the sweep removes) is read without the others. `capture` records `facts`;
 //! `apply` runs `refs`, then `gitfiles` (index, config, hooks, excludes), then `tree` (the
 //! `sweep`, `python`'s bytecode pass, the status `walk`, `images`, `dirs`, `submodule`s), all
-//! writing into one `report`. `paths` reaches a path through real folders only.
+//! writing into one `report`. `paths` reaches a path through real folders only. The bytes the
+//! capture keeps (index, config, exclude, hooks) are one file, `saved`'s state.
 
 mod capture;
 mod dirs;
@@ -43,6 +44,7 @@ mod paths;
 mod python;
 mod refs;
 mod report;
+mod saved;
 mod submodule;
 mod sweep;
 mod tree;

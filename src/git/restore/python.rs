@@ -121,11 +121,28 @@ impl Restore {
     }
 }
 
-/// The change time the kernel gives a file made now at `mark` (a new one, never written
-/// through a link planted in its place): the clock files get theirs from, which no process
-/// can set, and which may move only every few milliseconds (so the wall clock would not do).
+/// The change time the kernel gives a file at `mark` now: the clock files get theirs from,
+/// which no process can set, and which may move only every few milliseconds (so the wall
+/// clock would not do). The mark of an earlier call that is still git-factory's own plain
+/// file (one name, not a link) has its change time moved to now by a chmod — no file is made
+/// per mark; anything else there is replaced by a new file, never written through.
 pub(crate) fn change_time_now(mark: &Path) -> Option<(i64, i64)> {
+    use rustix::fs::FileType;
     use std::os::unix::fs::MetadataExt;
+    let ctime = |st: &rustix::fs::Stat| (st.st_ctime, st.st_ctime_nsec as i64);
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::open(mark, flags, Mode::empty()) {
+        let own = rustix::fs::fstat(&fd).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && st.st_nlink == 1
+                && st.st_uid == rustix::process::geteuid().as_raw()
+        });
+        if own && rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600)).is_ok() {
+            if let Ok(st) = rustix::fs::fstat(&fd) {
+                return Some(ctime(&st));
+            }
+        }
+    }
     let _ = std::fs::remove_file(mark);
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -134,4 +151,50 @@ pub(crate) fn change_time_now(mark: &Path) -> Option<(i64, i64)> {
         .ok()?;
     let meta = file.metadata().ok()?;
     Some((meta.ctime(), meta.ctime_nsec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::change_time_now;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn a_mark_is_made_once_and_moved_never_through_a_link() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mark = tmp.path().join(".mark");
+        let first = change_time_now(&mark).expect("made");
+        let ino = std::fs::metadata(&mark).expect("meta").ino();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = change_time_now(&mark).expect("moved");
+        assert!(second > first, "{first:?} {second:?}");
+        assert_eq!(
+            std::fs::metadata(&mark).expect("meta").ino(),
+            ino,
+            "the same file"
+        );
+        // A second name for the mark (a hard link to a file of the user's) is not chmod'ed:
+        // the mark is replaced.
+        let theirs = tmp.path().join("theirs");
+        std::fs::write(&theirs, "x").expect("write");
+        std::fs::set_permissions(&theirs, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .expect("chmod");
+        std::fs::remove_file(&mark).expect("rm");
+        std::fs::hard_link(&theirs, &mark).expect("link");
+        assert!(change_time_now(&mark).is_some());
+        let meta = std::fs::metadata(&theirs).expect("meta");
+        assert_eq!(meta.mode() & 0o7777, 0o644);
+        assert_eq!(meta.nlink(), 1, "the mark is a file of its own again");
+        // A symbolic link is replaced, not followed.
+        std::fs::remove_file(&mark).expect("rm");
+        std::os::unix::fs::symlink(&theirs, &mark).expect("symlink");
+        assert!(change_time_now(&mark).is_some());
+        assert!(!std::fs::symlink_metadata(&mark)
+            .expect("meta")
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            std::fs::metadata(&theirs).expect("meta").mode() & 0o7777,
+            0o644
+        );
+    }
 }

@@ -159,7 +159,7 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     // A kill here leaves a running command no file names: recover finds it by its marker.
     crate::crash::point(&format!("spawned_{}", spec.label));
     if let Some(file) = &spec.pgid_file {
-        let _ = std::fs::write(file, group.as_raw_nonzero().get().to_string());
+        note_group(file, Some(group));
     }
     crate::crash::point(&format!("during_{}", spec.label));
     let (status, ending) = wait_with_timeout(child, group, spec.timeout);
@@ -168,7 +168,7 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     let leftovers = kill_process_group(group, Signal::KILL).is_ok();
     sweep_orphans(leftovers);
     if let Some(file) = &spec.pgid_file {
-        let _ = std::fs::remove_file(file);
+        note_group(file, None);
     }
     let drain_deadline = Instant::now() + DRAIN_GRACE;
     let mut finished = 0;
@@ -367,6 +367,25 @@ fn wait_with_timeout(
     }
     let _ = kill_process_group(group, Signal::KILL);
     (rx.recv().ok().flatten(), ending)
+}
+
+/// Notes the running command's process group in `file`, or (`None`, once the group is
+/// stopped) that none runs: an empty file. The file is the run's, rewritten in place for each
+/// of its commands — made once, not made and removed per command — and removed with the
+/// run's session; [`stop_noted_group`] reads an empty one as nothing to stop.
+fn note_group(file: &Path, group: Option<Pid>) {
+    let text = group.map_or(String::new(), |g| g.as_raw_nonzero().get().to_string());
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(group.is_some())
+        .truncate(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if written.is_err() && group.is_none() {
+        // A file that cannot be emptied must not name a stopped group whose number the
+        // kernel may hand out again.
+        let _ = std::fs::remove_file(file);
+    }
 }
 
 /// Stops a command group noted in `file` by a harness that was killed, if it still runs.

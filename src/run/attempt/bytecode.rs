@@ -4,6 +4,25 @@
 use crate::roles::po::pycache;
 use crate::run::attempt::session::Session;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A compile's log folder (see [`Session::compile_logs`]): removed, with what the compile
+/// wrote in it, when dropped; nothing to remove when nothing was compiled.
+struct CompileLogs(PathBuf);
+
+impl Drop for CompileLogs {
+    fn drop(&mut self) {
+        match std::fs::symlink_metadata(&self.0) {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(&self.0);
+            }
+            Err(_) => {}
+        }
+    }
+}
 
 impl Session<'_> {
     /// The bytecode cache as the next checks see it, with the entries of `changed` forgotten
@@ -46,17 +65,20 @@ impl Session<'_> {
         if dropped.is_empty() {
             return;
         }
-        let scratch = self.plan.factory_dir.join("tmp");
         let interpreter = self.interpreter();
-        if let (Ok(()), Ok(logs)) = (
-            std::fs::create_dir_all(&scratch),
-            tempfile::Builder::new()
-                .prefix("pycache-logs-")
-                .tempdir_in(&scratch),
-        ) {
-            let how = self.compiler(&interpreter, logs.path());
-            let _ = self.pycache.relearn(dropped, &how);
-        }
+        let logs = self.compile_logs();
+        let how = self.compiler(&interpreter, &logs.0);
+        let _ = self.pycache.relearn(dropped, &how);
+    }
+
+    /// Where a compile of the harness writes its logs: a folder named by this harness
+    /// process, made by the compile itself only when something is compiled (usually nothing
+    /// is), and removed when the returned value is dropped.
+    fn compile_logs(&self) -> CompileLogs {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = format!("pycache-logs-{}.{n}", crate::harness::marker());
+        CompileLogs(self.plan.factory_dir.join("tmp").join(name))
     }
 
     /// The interpreter the checks use: the harness compiles with it, so the tags match.
@@ -98,18 +120,12 @@ impl Session<'_> {
     /// an attempt's checks compiles the interpreter's modules they needed but the cache
     /// lacked (`after: Some(view)`).
     pub(crate) fn warm_pycache(&self, after: Option<&pycache::View>) {
-        let scratch = self.plan.factory_dir.join("tmp");
-        let (Ok(tree), Ok(()), Ok(logs)) = (
-            self.baseline.tree(),
-            std::fs::create_dir_all(&scratch),
-            tempfile::Builder::new()
-                .prefix("pycache-logs-")
-                .tempdir_in(&scratch),
-        ) else {
+        let Ok(tree) = self.baseline.tree() else {
             return;
         };
         let interpreter = self.interpreter();
-        let how = self.compiler(&interpreter, logs.path());
+        let logs = self.compile_logs();
+        let how = self.compiler(&interpreter, &logs.0);
         let Some(view) = after else {
             // Incremental (SPEC §3.7): only what differs from the tree the cache holds.
             let runs_python = pycache::runs_python(&[

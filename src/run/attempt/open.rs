@@ -148,8 +148,10 @@ impl<'a> Session<'a> {
     }
 
     /// Gives the session up, handing back what its place still needs: the journal, and
-    /// whether the last restore left paths it could not put back.
+    /// whether the last restore left paths it could not put back. No command of it runs any
+    /// more, so the file its commands noted their process groups in goes.
     pub(crate) fn close(self) -> (crate::journal::Journal, bool) {
+        let _ = std::fs::remove_file(self.pgid_file());
         (self.journal, self.unrestored)
     }
 }

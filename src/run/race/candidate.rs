@@ -198,6 +198,8 @@ fn candidate_session(
             started: Instant::now(),
         };
         drive(&mut session, run);
+        // Its commands are done: the file they noted their process groups in goes.
+        let _ = std::fs::remove_file(session.pgid_file());
     }
     drop(wt_repo);
     let _ = std::fs::remove_dir_all(&saved);

@@ -71,20 +71,18 @@ type Entry = (Vec<u8>, u16, u32, git2::Oid);
 /// refresh of stat data by `git status` is not a change, a `git add` is.
 fn index_changed(repo: &Repository, restore: &Restore) -> Result<bool> {
     let now_path = repo.path().join("index");
-    let saved_path = restore.saved.join("index");
-    match (now_path.exists(), restore.had_index && saved_path.exists()) {
-        (false, false) => return Ok(false),
-        (true, true) => {}
+    let saved = match (now_path.exists(), restore.saved_index()?) {
+        (false, None) => return Ok(false),
+        (true, Some(saved)) => saved,
         _ => return Ok(true),
-    }
-    let entries = |path: &std::path::Path| -> Result<Vec<Entry>> {
-        let index = git2::Index::open(path)?;
-        Ok(index
+    };
+    let entries = |index: &git2::Index| -> Vec<Entry> {
+        index
             .iter()
             .map(|e| (e.path, e.flags & 0x3000, e.mode, e.id))
-            .collect())
+            .collect()
     };
-    Ok(entries(&now_path)? != entries(&saved_path)?)
+    Ok(entries(&git2::Index::open(&now_path)?) != entries(&saved))
 }
 
 /// The run ends with the winner kept but not delivered: PASS, `delivered: false`, the winner's
