@@ -140,6 +140,41 @@ pub fn create_file_at(dir: impl AsFd, name: &[u8], bytes: &[u8], mode: u32) -> i
     Ok(())
 }
 
+/// Writes `bytes` over the harness's own file at `path` in place (no new file per write):
+/// only a regular file with one name, owned by this user, is written into; anything else at
+/// that name (a link, a second name of another file, a folder) is removed and a new file
+/// made — never written through. Returns the file, written.
+pub fn rewrite_own(path: &Path, bytes: &[u8]) -> io::Result<std::fs::File> {
+    use rustix::fs::FileType;
+    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) {
+        let own = rustix::fs::fstat(&fd).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && st.st_nlink == 1
+                && st.st_uid == rustix::process::geteuid().as_raw()
+        });
+        if own {
+            let mut file = std::fs::File::from(fd);
+            file.set_len(0)?;
+            file.write_all(bytes)?;
+            return Ok(file);
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path)?,
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    let fd = rustix::fs::open(
+        path,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    Ok(file)
+}
+
 /// Creates the symbolic link `name` in `dir` pointing at `target` (never replacing anything).
 pub fn symlink_at(dir: impl AsFd, name: &[u8], target: &[u8]) -> io::Result<()> {
     refuse_special(name, name)?;
@@ -187,6 +222,36 @@ pub fn remove_file(root: &Path, rel: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The harness's own file is written in place; a link or a second name planted at its
+    /// path is replaced, and what it led to is left as it was.
+    #[test]
+    fn an_own_file_is_rewritten_in_place_and_never_through_a_link() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let own = tmp.path().join("own");
+        rewrite_own(&own, b"one").expect("made");
+        let ino = std::fs::metadata(&own).expect("meta").ino();
+        rewrite_own(&own, b"two").expect("rewritten");
+        assert_eq!(std::fs::read(&own).expect("read"), b"two");
+        assert_eq!(
+            std::fs::metadata(&own).expect("meta").ino(),
+            ino,
+            "in place"
+        );
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, b"precious").expect("write");
+        std::fs::remove_file(&own).expect("rm");
+        std::os::unix::fs::symlink(&victim, &own).expect("link");
+        rewrite_own(&own, b"three").expect("replaced");
+        assert_eq!(std::fs::read(&victim).expect("read"), b"precious");
+        assert!(!std::fs::symlink_metadata(&own).expect("meta").is_symlink());
+        std::fs::remove_file(&own).expect("rm");
+        std::fs::hard_link(&victim, &own).expect("hard link");
+        rewrite_own(&own, b"four").expect("replaced");
+        assert_eq!(std::fs::read(&victim).expect("read"), b"precious");
+        assert_eq!(std::fs::read(&own).expect("read"), b"four");
+    }
 
     #[test]
     fn never_writes_through_a_link() {

@@ -151,8 +151,9 @@ pub(super) fn save(repo: &Repository, seen: &Seen, skips: bool) {
     };
     let rules = untracked_rules(workdir, &seen.dirs);
     let bytes = encode(&key, seen, &rules);
-    // Written in place (no new file per run); a torn write fails its checksum when read.
-    let _ = std::fs::write(path, bytes);
+    // Written in place (no new file per run), never through a link a command planted; a
+    // torn write fails its checksum when read.
+    let _ = crate::git::nofollow::rewrite_own(&path, &bytes);
 }
 
 /// Length-prefixed fields after [`MAGIC`].

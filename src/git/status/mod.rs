@@ -221,9 +221,10 @@ fn walk_tick(repo: &Repository) -> Time {
     };
     let dir = super::factory_dir(repo);
     let marker = dir.join("status-tick");
+    // Its own file, rewritten in place (its mtime moves), never through a planted link.
     let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(&marker, b""))
-        .and_then(|()| std::fs::metadata(&marker));
+        .and_then(|()| super::nofollow::rewrite_own(&marker, b""))
+        .and_then(|file| file.metadata());
     match written {
         Ok(meta) => wall.min(Time {
             sec: meta.mtime(),
