@@ -425,6 +425,8 @@ pub fn take(repo: &Repository, commit: &str, bytecode: Bytecode) -> Result<Poole
 /// candidate that asks; those nobody asks for are given back when the reserve is dropped.
 pub struct Reserve {
     pending: std::sync::Mutex<Vec<std::thread::JoinHandle<Result<Pooled>>>>,
+    /// Worktrees being given back while the run goes on (see [`Reserve::give_back_later`]).
+    returning: std::sync::Mutex<Vec<std::thread::JoinHandle<Result<()>>>>,
 }
 
 impl Reserve {
@@ -432,6 +434,7 @@ impl Reserve {
     pub fn none() -> Self {
         Reserve {
             pending: std::sync::Mutex::new(Vec::new()),
+            returning: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -459,6 +462,22 @@ impl Reserve {
             .collect();
         Reserve {
             pending: std::sync::Mutex::new(pending),
+            returning: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Gives a candidate's worktree back on a thread of its own, so the race goes on (the
+    /// winner's delivery, the checks where it lands) while it is swept; the reserve waits for
+    /// it when dropped, so after the run every worktree is idle and clean, or removed. One
+    /// that cannot be swept is removed, as a give-back always does; one that cannot even be
+    /// removed is not trusted by the next taker.
+    pub fn give_back_later(&self, wt: Pooled) {
+        let handle = std::thread::spawn(move || wt.give_back());
+        match self.returning.lock() {
+            Ok(mut returning) => returning.push(handle),
+            Err(_) => {
+                let _ = handle.join();
+            }
         }
     }
 
@@ -479,6 +498,13 @@ impl Drop for Reserve {
         // Those no candidate asked for are given back (a `Pooled` dropped gives itself back).
         while let Some(taken) = self.next() {
             drop(taken);
+        }
+        let returning = match self.returning.get_mut() {
+            Ok(returning) => std::mem::take(returning),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for handle in returning {
+            let _ = handle.join();
         }
     }
 }

@@ -203,9 +203,14 @@ fn candidate_session(
     }
     drop(wt_repo);
     let _ = std::fs::remove_dir_all(&saved);
-    match worktree {
-        Some(wt) => wt.give_back(),
-        None => Ok(()),
+    match (worktree, shared.reserve) {
+        // Swept while the race goes on; the run waits for it before it ends.
+        (Some(wt), Some(reserve)) => {
+            reserve.give_back_later(wt);
+            Ok(())
+        }
+        (Some(wt), None) => wt.give_back(),
+        (None, _) => Ok(()),
     }
 }
 
