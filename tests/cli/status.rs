@@ -434,25 +434,40 @@ fn failing_run(r: &TestRepo, id: &str) -> std::process::Output {
 /// them, as git does.
 #[test]
 fn the_walk_kept_between_runs_never_hides_a_file_a_changed_rule_uncovers() {
-    type Uncover = fn(&TestRepo, &std::path::Path);
+    type Uncover = fn(&TestRepo);
     let cases: Vec<(&str, &str, Uncover)> = vec![
-        ("info/exclude", "a/keep.excl", |r, _| {
+        ("info/exclude", "a/keep.excl", |r| {
             std::fs::write(r.root.join(".git/info/exclude"), "b/.gitignore\n").expect("write")
         }),
-        ("global excludes", "a/keep.glob", |_, global| {
-            std::fs::write(global, "").expect("write")
+        ("global excludes", "a/keep.glob", |r| {
+            // The global file is a link, as dotfile managers make it: only its target changes.
+            std::fs::write(r.outside.join("dotfiles-ignore"), "").expect("write")
+        }),
+        ("an ignored .gitignore edited in place", "b/keep.o", |r| {
+            // Same file (O_TRUNC): the folder's entries, and so its stamp, do not change.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(r.root.join("b/.gitignore"))
+                .expect("open");
+            std::io::Write::write_all(&mut f, b"# nothing\n").expect("write");
         }),
         (
-            "an ignored .gitignore edited in place",
-            "b/keep.o",
-            |r, _| {
-                // Same file (O_TRUNC): the folder's entries, and so its stamp, do not change.
-                let mut f = std::fs::OpenOptions::new()
+            "a tracked .gitignore rewritten at its size and mtime",
+            "c/keep.tmp",
+            |r| {
+                // With core.trustctime off the stat check cannot see it; its change time moved.
+                let path = r.root.join("c/.gitignore");
+                let mtime = std::fs::metadata(&path)
+                    .expect("meta")
+                    .modified()
+                    .expect("mtime");
+                std::fs::write(&path, "*.tmx\n").expect("same size");
+                let file = std::fs::File::options()
                     .write(true)
-                    .truncate(true)
-                    .open(r.root.join("b/.gitignore"))
+                    .open(&path)
                     .expect("open");
-                std::io::Write::write_all(&mut f, b"# nothing\n").expect("write");
+                file.set_modified(mtime).expect("mtime put back");
             },
         ),
     ];
@@ -461,18 +476,22 @@ fn the_walk_kept_between_runs_never_hides_a_file_a_changed_rule_uncovers() {
             ("app.txt", "one\ntwo\nthree\n"),
             ("a/tracked.txt", "a\n"),
             ("b/tracked.txt", "b\n"),
+            ("c/.gitignore", "*.tmp\n"),
         ]);
         r.git(&["config", "factory.verify", "true"]);
+        r.git(&["config", "core.trustctime", "false"]);
         std::fs::write(r.root.join(".git/info/exclude"), "*.excl\nb/.gitignore\n").expect("write");
+        let target = r.outside.join("dotfiles-ignore");
+        std::fs::write(&target, "*.glob\n").expect("write");
         let global = r.outside.join("global-ignore");
-        std::fs::write(&global, "*.glob\n").expect("write");
+        std::os::unix::fs::symlink(&target, &global).expect("link");
         r.git(&[
             "config",
             "core.excludesFile",
             global.to_str().expect("utf-8"),
         ]);
         r.write("b/.gitignore", "*.o\n");
-        for path in ["a/keep.excl", "a/keep.glob", "b/keep.o"] {
+        for path in ["a/keep.excl", "a/keep.glob", "b/keep.o", "c/keep.tmp"] {
             r.write(path, "kept\n");
         }
         age_folders(&r);
@@ -496,7 +515,7 @@ fn the_walk_kept_between_runs_never_hides_a_file_a_changed_rule_uncovers() {
             "{name}: {}",
             stderr_of(&again)
         );
-        uncover(&r, &global);
+        uncover(&r);
         let refused = failing_run(&r, "refused");
         assert_eq!(
             refused.status.code(),
@@ -542,5 +561,45 @@ fn the_walk_kept_between_runs_sees_new_files_and_survives_a_torn_cache() {
         stderr_of(&refused).contains("a/other.txt"),
         "{}",
         stderr_of(&refused)
+    );
+}
+
+/// With `feature.manyFiles` git writes the index without its checksum (`index.skipHash`):
+/// a file committed, then un-committed by `git reset HEAD~` and edited, is untracked in a
+/// folder whose entries did not change; the next run still refuses it (the kept walk is tied
+/// to the index's bytes, not to its zeroed trailer), and the file is kept.
+#[test]
+fn the_walk_kept_between_runs_knows_an_index_written_without_its_checksum() {
+    let r = TestRepo::with_files(&[("app.txt", "one\n"), ("z/f.txt", "one\ntwo\nthree\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    r.git(&["config", "feature.manyFiles", "true"]);
+    r.write("draft.md", "draft v1\n");
+    r.git(&["add", "draft.md"]);
+    r.git(&["commit", "-qm", "add draft"]);
+    // Runs whose change is in z/, so the root folder's entries never change.
+    let run = |id: &str| {
+        let wo = r.work_order(serde_json::json!({
+            "id": id, "title": "t", "intent": "i",
+            "allowed_files": ["z/f.txt"],
+            "acceptance_commands": ["false"],
+        }));
+        let patch = diff_replace("z/f.txt", &["one", "two", "three"], "two", "TWO");
+        let replay = r.replay(&format!("rp-{id}"), &[("1.json", proposal(&patch, "s"))]);
+        r.run_replay(&wo, &replay, &["--max-attempts", "1"])
+    };
+    age_folders(&r);
+    assert_eq!(run("one").status.code(), Some(1));
+    r.git(&["reset", "-q", "HEAD~"]);
+    std::fs::write(r.root.join("draft.md"), "draft v1\nv2, nowhere in git\n").expect("write");
+    let refused = run("two");
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    assert!(
+        stderr_of(&refused).contains("draft.md"),
+        "{}",
+        stderr_of(&refused)
+    );
+    assert_eq!(
+        r.read("draft.md").as_deref(),
+        Some("draft v1\nv2, nowhere in git\n")
     );
 }

@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8] = b"git-factory status cache 1\n";
+const MAGIC: &[u8] = b"git-factory status cache 2\n";
 
 /// Where the cache of the repository's main work tree lives; `None` for a linked worktree
 /// (pooled ones are swept between runs: their folders change every time).
@@ -32,7 +32,7 @@ fn cache_path(repo: &Repository) -> Option<PathBuf> {
 }
 
 /// Ignore-rule files by path, with their stamps (`None`: absent).
-type Rules = Vec<(Vec<u8>, Option<FileStamp>)>;
+type Rules = Vec<(Vec<u8>, [Option<FileStamp>; 2])>;
 
 /// A file's identity and times: what says it was not rewritten.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -44,9 +44,8 @@ struct FileStamp {
     ctime: Time,
 }
 
-fn file_stamp(path: &Path) -> Option<FileStamp> {
-    let m = std::fs::symlink_metadata(path).ok()?;
-    Some(FileStamp {
+fn stamp_of(m: &std::fs::Metadata) -> FileStamp {
+    FileStamp {
         dev: m.dev(),
         ino: m.ino(),
         size: m.size(),
@@ -58,7 +57,18 @@ fn file_stamp(path: &Path) -> Option<FileStamp> {
             sec: m.ctime(),
             nsec: m.ctime_nsec() as u32,
         },
-    })
+    }
+}
+
+/// A rule file's stamps: the name itself, and, when it is a link (a dotfile manager's), the
+/// file it leads to — editing the target moves only the target's times.
+fn file_stamps(path: &Path) -> [Option<FileStamp>; 2] {
+    let own = std::fs::symlink_metadata(path).ok();
+    let target = own
+        .as_ref()
+        .filter(|m| m.file_type().is_symlink())
+        .and_then(|_| std::fs::metadata(path).ok());
+    [own.as_ref().map(stamp_of), target.as_ref().map(stamp_of)]
 }
 
 /// The ignore rules that live outside the tree, as libgit2 finds them: `info/exclude` and
@@ -85,27 +95,44 @@ fn outside_rules(repo: &Repository) -> Rules {
     paths
         .into_iter()
         .map(|p| {
-            let stamp = file_stamp(&p);
-            (p.as_os_str().as_bytes().to_vec(), stamp)
+            let stamps = file_stamps(&p);
+            (p.as_os_str().as_bytes().to_vec(), stamps)
         })
         .collect()
 }
 
-/// The untracked `.gitignore` files among `dirs`' entries (ignored ones included), with
-/// their stamps: rules no folder stamp covers when they are edited in place.
-fn untracked_rules(workdir: &Path, dirs: &HashMap<Vec<u8>, DirRecord>) -> Rules {
-    let mut found = Vec::new();
+/// The `.gitignore` files of the tree, with their stamps: the tracked ones (a rewrite the
+/// stat check cannot see — `core.trustctime=false`, the same size and mtime — still moves its
+/// change time) and the untracked ones among `dirs`' entries, ignored ones included (rules no
+/// folder stamp covers when they are edited in place).
+fn tree_rules(workdir: &Path, dirs: &HashMap<Vec<u8>, DirRecord>, tracked: &[Vec<u8>]) -> Rules {
+    let mut paths: Vec<Vec<u8>> = tracked.to_vec();
     for (rel, record) in dirs {
         let names =
             (record.untracked.iter().map(|(n, _)| n)).chain(record.ignored.iter().map(|(n, _)| n));
         for name in names.filter(|n| n.as_slice() == b".gitignore") {
-            let path = super::model::join(rel, name);
-            let stamp = file_stamp(&workdir.join(super::model::os(&path)));
-            found.push((path, stamp));
+            paths.push(super::model::join(rel, name));
         }
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    found
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .map(|path| {
+            let stamps = file_stamps(&workdir.join(super::model::os(&path)));
+            (path, stamps)
+        })
+        .collect()
+}
+
+/// The recorded rule files' stamps as they are now.
+fn restamped(workdir: &Path, rules: &Rules) -> Rules {
+    (rules.iter())
+        .map(|(path, _)| {
+            let stamps = file_stamps(&workdir.join(super::model::os(path)));
+            (path.clone(), stamps)
+        })
+        .collect()
 }
 
 /// What the cache was taken against, besides the folders.
@@ -130,7 +157,15 @@ pub(super) fn load(repo: &Repository) -> Option<Seen> {
     let workdir = repo.workdir()?;
     let bytes = std::fs::read(path).ok()?;
     let (key, seen, rules) = decode(&bytes)?;
-    if key != key_of(repo, workdir)? || rules != untracked_rules(workdir, &seen.dirs) {
+    if key != key_of(repo, workdir)? || rules != restamped(workdir, &rules) {
+        return None;
+    }
+    // Every untracked `.gitignore` the records name was recorded with its stamps.
+    let untracked = tree_rules(workdir, &seen.dirs, &[]);
+    if !untracked
+        .iter()
+        .all(|(p, _)| rules.iter().any(|(q, _)| q == p))
+    {
         return None;
     }
     Some(seen)
@@ -138,7 +173,7 @@ pub(super) fn load(repo: &Repository) -> Option<Seen> {
 
 /// Keeps what a full or partial walk of the main work tree saw, for the next run. Nothing is
 /// kept for a sparse index (a skip-worktree `.gitignore` is a rule no stamp covers).
-pub(super) fn save(repo: &Repository, seen: &Seen, skips: bool) {
+pub(super) fn save(repo: &Repository, seen: &Seen, skips: bool, gitignores: &[Vec<u8>]) {
     let (Some(path), Some(workdir)) = (cache_path(repo), repo.workdir()) else {
         return;
     };
@@ -149,7 +184,7 @@ pub(super) fn save(repo: &Repository, seen: &Seen, skips: bool) {
     let Some(key) = key_of(repo, workdir) else {
         return;
     };
-    let rules = untracked_rules(workdir, &seen.dirs);
+    let rules = tree_rules(workdir, &seen.dirs, gitignores);
     let bytes = encode(&key, seen, &rules);
     // Written in place (no new file per run), never through a link a command planted; a
     // torn write fails its checksum when read.
@@ -187,16 +222,17 @@ impl Writer {
             }
         }
     }
-    fn rules(&mut self, rules: &[(Vec<u8>, Option<FileStamp>)]) {
+    fn rules(&mut self, rules: &[(Vec<u8>, [Option<FileStamp>; 2])]) {
         self.u64(rules.len() as u64);
-        for (path, stamp) in rules {
+        for (path, [own, target]) in rules {
             self.bytes(path);
-            self.file(*stamp);
+            self.file(*own);
+            self.file(*target);
         }
     }
 }
 
-fn encode(key: &Key, seen: &Seen, rules: &[(Vec<u8>, Option<FileStamp>)]) -> Vec<u8> {
+fn encode(key: &Key, seen: &Seen, rules: &[(Vec<u8>, [Option<FileStamp>; 2])]) -> Vec<u8> {
     let mut w = Writer(MAGIC.to_vec());
     w.u64(key.root.0);
     w.u64(key.root.1);
@@ -277,9 +313,9 @@ impl<'a> Reader<'a> {
         }
     }
     fn rules(&mut self) -> Option<Rules> {
-        let n = self.count(16)?;
+        let n = self.count(24)?;
         (0..n)
-            .map(|_| Some((self.bytes()?, self.file()?)))
+            .map(|_| Some((self.bytes()?, [self.file()?, self.file()?])))
             .collect()
     }
 }
@@ -350,8 +386,8 @@ mod tests {
         let key = Key {
             root: (9, 10),
             rules: vec![
-                (b"/x/info/exclude".to_vec(), Some(stamp)),
-                (b"/g".to_vec(), None),
+                (b"/x/info/exclude".to_vec(), [Some(stamp), None]),
+                (b"/g".to_vec(), [None, None]),
             ],
         };
         let mut dirs = HashMap::new();
@@ -380,7 +416,7 @@ mod tests {
         (
             key,
             seen,
-            vec![(b"a/\xff/.gitignore".to_vec(), Some(stamp))],
+            vec![(b"a/\xff/.gitignore".to_vec(), [Some(stamp), Some(stamp)])],
         )
     }
 

@@ -159,7 +159,11 @@ pub(super) fn node_for(
 }
 
 /// The index file's stamp, or `None` when it cannot be read (the fast walk then stands aside).
+/// Its identity is git's own checksum trailer; an index written with `index.skipHash`
+/// (`feature.manyFiles`) has zeros there, and then a hash of its bytes stands in: the
+/// trailer's last bytes would be the same for many different indexes.
 pub(super) fn index_stamp(index: &git2::Index) -> Option<IndexStamp> {
+    use sha2::{Digest, Sha256};
     use std::io::{Read, Seek, SeekFrom};
     let path = index.path()?;
     let mut file = std::fs::File::open(path).ok()?;
@@ -169,6 +173,14 @@ pub(super) fn index_stamp(index: &git2::Index) -> Option<IndexStamp> {
     file.seek(SeekFrom::End(-(len as i64))).ok()?;
     checksum.truncate(len as usize);
     file.read_exact(&mut checksum).ok()?;
+    // A SHA-1 trailer is the last 20 bytes; all zeros there means no hash was written.
+    let trailer = &checksum[checksum.len().saturating_sub(20)..];
+    if trailer.iter().all(|b| *b == 0) {
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.seek(SeekFrom::Start(0)).ok()?;
+        file.read_to_end(&mut bytes).ok()?;
+        checksum = Sha256::digest(&bytes).to_vec();
+    }
     Some(IndexStamp {
         checksum,
         mtime: Time {

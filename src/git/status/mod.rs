@@ -81,12 +81,13 @@ impl Snapshot {
                 changes.extend(walk.dirty);
                 odd_modes = Some(walk.odd_modes);
                 skips = walk.skips;
+                let gitignores = walk.gitignores;
                 let seen = Seen {
                     index: walk.index,
                     tick,
                     dirs: walk.dirs,
                 };
-                cache::save(repo, &seen, skips);
+                cache::save(repo, &seen, skips, &gitignores);
                 Some(seen)
             }
             None => {

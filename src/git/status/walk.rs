@@ -24,6 +24,8 @@ pub(super) struct Walk {
     pub(super) dirs: HashMap<Vec<u8>, DirRecord>,
     /// Whether an index entry is skip-worktree or assume-unchanged (git does not look at it).
     pub(super) skips: bool,
+    /// The tracked `.gitignore` files (rules the status cache must see rewritten).
+    pub(super) gitignores: Vec<Vec<u8>>,
 }
 
 /// The fast walk, or `None` where it stands aside for libgit2's.
@@ -60,6 +62,10 @@ pub(super) fn fast_walk(
     found.odd_modes.sort();
     Ok(Some(Walk {
         skips: tracked.entries.iter().any(|e| e.skip),
+        gitignores: (tracked.entries.iter())
+            .filter(|e| e.name() == b".gitignore")
+            .map(|e| e.path.clone())
+            .collect(),
         odd_modes: found.odd_modes,
         dirty: found.dirty,
         index: prep.stamp,
