@@ -25,7 +25,8 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let _lock = RepoLock::acquire(&factory_dir)?;
     // Runs outside the user's tree (`--worktree`, races too) whose process is gone: their
     // commands stopped, worktrees removed, records finished. Live ones are left alone.
-    for r in orphans::recover_worktree_runs(&here) {
+    let recovered = orphans::recover_worktree_runs(&here);
+    for r in &recovered {
         let what = if r.race { "race" } else { "run" };
         ui.info(format!(
             "recovered run {}, a --worktree {what} that was killed: its commands are stopped, its worktrees removed, and the run is recorded as INTERRUPTED",
@@ -37,7 +38,9 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     let Some(j) = Journal::read(&factory_dir)? else {
         // Recover always starts Python's bytecode cache afresh (SPEC §3.7).
         crate::roles::po::pycache::PyCache::in_factory_dir(&factory_dir).clear();
-        ui.info("nothing to recover: no run was interrupted in this repo");
+        if recovered.is_empty() {
+            ui.info("nothing to recover: no run was interrupted in this repo");
+        }
         return Ok(Exit::Success);
     };
     // The killed run's commands are stopped before anything is put back: by the files its

@@ -584,6 +584,8 @@ fn killed_worktree_run_is_recovered(flags: &[&str], round: usize) {
     let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("that was killed"), "{stderr}");
+    // What it did is not followed by a claim that there was nothing to do.
+    assert!(!stderr.contains("nothing to recover"), "{stderr}");
     none_left(&mark);
     assert!(worktrees_left(&r).is_empty(), "{:?}", worktrees_left(&r));
     assert_eq!(r.snapshot(), before);
