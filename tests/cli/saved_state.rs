@@ -144,3 +144,45 @@ fn recover_refuses_a_torn_saved_state_by_name() {
 fn display(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// A saved state that a command rewrote is not the one the capture wrote: `recover` refuses
+/// it by name (its digest is in the journal) rather than "restoring" what the command put
+/// there — here a valid state file from another run, whose config differs.
+#[test]
+fn recover_refuses_a_saved_state_rewritten_after_the_capture() {
+    let r = repo_with_hook();
+    killed_run(&r);
+    let other = repo_with_hook();
+    other.git(&["config", "user.other", "theirs"]);
+    killed_run(&other);
+    let forged = std::fs::read(saved_folder(&other).join("state")).expect("read");
+    let state = saved_folder(&r).join("state");
+    std::fs::write(&state, forged).expect("write");
+    for _ in 0..2 {
+        let rec = r.factory().arg("recover").output().expect("recover");
+        assert_eq!(rec.status.code(), Some(2), "{}", stderr_of(&rec));
+        let err = stderr_of(&rec);
+        assert!(err.contains("was changed after the run's capture"), "{err}");
+        assert!(err.contains(&display(&state)), "{err}");
+    }
+}
+
+/// A check that damages the run's saved state and changes `.git/config` is still rolled back
+/// whole: the run keeps what it captured in memory, so the index, config, tree and refs come
+/// back and the attempt fails as its check did.
+#[test]
+fn a_check_that_damages_the_saved_state_is_still_rolled_back() {
+    let r = repo_with_hook();
+    let (before, config, hooks_before) = (r.snapshot(), git_file(&r, "config"), hooks(&r));
+    let check = "sh -c 'for s in .git/factory/saved-*/state; do truncate -s 10 \"$s\"; done; git config user.planted yes; echo evil >> .git/hooks/pre-commit.sample; echo junk > junk.txt; exit 1'";
+    let wo = r.work_order(basic_order(&[check]));
+    let patch = diff_replace("app.txt", &["one", "two", "three"], "two", "TWO");
+    let replay = r.replay("rp", &[("1.json", proposal(&patch, "fix"))]);
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["verdict"], "FAIL", "{s}");
+    assert_eq!(r.snapshot(), before);
+    assert_eq!(git_file(&r, "config"), config);
+    assert_eq!(hooks(&r), hooks_before);
+}

@@ -71,6 +71,8 @@ impl Restore {
             exclude_absent: files.exclude_absent,
             hooks: files.hooks,
             since: files.since,
+            state_digest: Some(files.digest),
+            state: Some(files.state),
             confined: false,
         })
     }
@@ -83,6 +85,8 @@ struct GitFiles {
     hooks: Option<HooksFact>,
     /// The saved state's change time (see [`Restore::since`]).
     since: Option<(i64, i64)>,
+    digest: String,
+    state: std::sync::Arc<SavedState>,
 }
 
 impl GitFiles {
@@ -109,12 +113,14 @@ impl GitFiles {
         };
         let _ = std::fs::remove_dir_all(saved);
         std::fs::create_dir_all(saved)?;
-        let since = state.write(saved)?;
+        let (since, digest) = state.write(saved)?;
         Ok(GitFiles {
             had_index: state.index.is_some(),
             exclude_absent: state.exclude.is_none(),
             hooks,
             since,
+            digest,
+            state: std::sync::Arc::new(state),
         })
     }
 }

@@ -145,6 +145,14 @@ pub struct Restore {
     /// [`is_bytecode`](super::python::is_bytecode)).
     #[serde(default)]
     pub since: Option<(i64, i64)>,
+    /// SHA-256 (hex) of the saved state file as the capture wrote it: `recover` reads the
+    /// file back only when it is still that (a command may have rewritten it since).
+    #[serde(default)]
+    pub state_digest: Option<String>,
+    /// The saved state as captured, kept in memory: a restore within the run never reads it
+    /// back from disk, where a command could have damaged or rewritten it.
+    #[serde(skip)]
+    pub(super) state: Option<std::sync::Arc<super::saved::SavedState>>,
     /// The commands run in this worktree are confined (`--sandbox`, SPEC §7.1): what they
     /// made is removed when the attempt ends — new files the baseline's rules ignore too (a
     /// native module or a `.pth` the user's next `python` would import) — and listed. Without

@@ -52,6 +52,17 @@ pub fn replace_locked(target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
 }
 
 impl Restore {
+    /// What the capture saved: the copy it kept in memory (a restore within the run), else
+    /// the file, read back only when it is the one the capture wrote (`recover`).
+    fn saved_state(&self) -> Result<std::sync::Arc<SavedState>> {
+        if let Some(state) = &self.state {
+            return Ok(state.clone());
+        }
+        let digest = self.state_digest.as_deref();
+        let state = SavedState::load_checked(&self.saved, self.hooks.as_ref(), digest)?;
+        Ok(std::sync::Arc::new(state))
+    }
+
     /// The index as the capture found it, parsed from its saved bytes; `None` when there was
     /// none. git reads an index from a file only, so the bytes are copied to a temporary one
     /// beside the saved state for the read (a rare path: a race's final check).
@@ -59,12 +70,12 @@ impl Restore {
         if !self.had_index {
             return Ok(None);
         }
-        let state = SavedState::load(&self.saved, self.hooks.as_ref())?;
-        let Some(bytes) = state.index else {
+        let state = self.saved_state()?;
+        let Some(bytes) = &state.index else {
             return Ok(None);
         };
         let mut copy = tempfile::NamedTempFile::new_in(&self.saved)?;
-        copy.write_all(&bytes)?;
+        copy.write_all(bytes)?;
         copy.flush()?;
         Ok(Some(git2::Index::open(copy.path())?))
     }
@@ -81,7 +92,7 @@ impl Restore {
         if purpose == Purpose::Recover {
             self.clear_stale_locks(repo, report);
         }
-        let state = SavedState::load(&self.saved, self.hooks.as_ref())?;
+        let state = self.saved_state()?;
         if self.had_index {
             let Some(saved) = &state.index else {
                 return Err(Error::new(format!(

@@ -21,7 +21,9 @@
 //!
 //! A file that stops before its end section (a capture killed mid-write), whose check does
 //! not match, that holds an unknown section or a second index, or that is not this layout at
-//! all is refused with an error naming it — never read in part.
+//! all is refused with an error naming it — never read in part. The check finds damage, not
+//! intent: a restore within the run uses the copy the capture kept in memory, and `recover`
+//! reads the file only when its SHA-256 is the one the journal recorded at capture.
 //!
 //! A run from before this file kept the same bytes as separate files in the saved folder
 //! (`index`, `config`, `exclude`, `hooks/<name>`); [`SavedState::load`] reads that layout too,
@@ -206,9 +208,11 @@ impl SavedState {
     /// Writes the state as `<saved>/state`, a file made anew (never through a link in its
     /// place; `saved` is a folder the caller just made), and returns its change time: the
     /// kernel's clock at capture, which no process can set.
-    pub fn write(&self, saved: &Path) -> Result<Option<(i64, i64)>> {
+    pub fn write(&self, saved: &Path) -> Result<(Option<(i64, i64)>, String)> {
+        use sha2::{Digest, Sha256};
         let dir = crate::git::nofollow::open_root(saved)?;
         let bytes = self.encode();
+        let digest = hex_of(&Sha256::digest(&bytes));
         let create = || crate::git::nofollow::create_file_at(&dir, FILE.as_bytes(), &bytes, 0o600);
         match create() {
             // Whatever stands there (a link too) goes, and the file is made anew.
@@ -219,7 +223,29 @@ impl SavedState {
             done => done?,
         }
         let st = rustix::fs::statat(&dir, FILE, AtFlags::SYMLINK_NOFOLLOW).ok();
-        Ok(st.map(|st| (st.st_ctime, st.st_ctime_nsec as i64)))
+        Ok((st.map(|st| (st.st_ctime, st.st_ctime_nsec as i64)), digest))
+    }
+
+    /// [`SavedState::load`], refusing a `state` file that is not the one the capture wrote
+    /// (`digest`, from the journal; `None` for a run from before it was kept).
+    pub fn load_checked(
+        saved: &Path,
+        hooks: Option<&HooksFact>,
+        digest: Option<&str>,
+    ) -> Result<Self> {
+        use sha2::{Digest, Sha256};
+        let path = state_path(saved);
+        if let (Some(want), Ok(bytes)) = (digest, read_nofollow(&path)) {
+            if hex_of(&Sha256::digest(&bytes)) != want {
+                return Err(Error::new(format!(
+                    "the saved state {} was changed after the run's capture (it is not the file the run wrote), so the repository's own files (index, config, hooks) are not put back from it",
+                    path.display()
+                ))
+                .hint("put the index, .git/config and the hooks back by hand if they changed, then remove the journal (journal.*.json) and this file"));
+            }
+            return Self::decode(&bytes, &path);
+        }
+        Self::load(saved, hooks)
     }
 
     /// The state saved in the folder `saved`: its `state` file, or the separate files a run
@@ -277,6 +303,10 @@ impl SavedState {
 }
 
 /// A file's bytes, opened without following a link at its last component.
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     let fd = rustix::fs::open(
         path,
@@ -403,9 +433,13 @@ mod tests {
         let saved = tmp.path().join("saved-x");
         std::fs::create_dir(&saved).expect("mkdir");
         let state = sample();
-        let since = state.write(&saved).expect("written");
+        let (since, digest) = state.write(&saved).expect("written");
         assert!(since.is_some());
         assert_eq!(SavedState::load(&saved, None).expect("loads"), state);
+        let checked = SavedState::load_checked(&saved, None, Some(&digest)).expect("same file");
+        assert_eq!(checked, state);
+        let err = SavedState::load_checked(&saved, None, Some("00")).expect_err("not the file");
+        assert!(err.message.contains("was changed after"), "{}", err.message);
         // A link planted in its place is replaced, not written through.
         let outside = tmp.path().join("outside");
         std::fs::write(&outside, "mine").expect("write");
