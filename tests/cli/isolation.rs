@@ -587,6 +587,14 @@ fn killed_worktree_run_is_recovered(flags: &[&str], round: usize) {
     // What it did is not followed by a claim that there was nothing to do.
     assert!(!stderr.contains("nothing to recover"), "{stderr}");
     none_left(&mark);
+    // Nor is any saved state of the run or of its candidates left behind.
+    let saved: Vec<String> = std::fs::read_dir(r.root.join(".git/factory"))
+        .expect("factory dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("saved-"))
+        .collect();
+    assert!(saved.is_empty(), "{saved:?}");
     assert!(worktrees_left(&r).is_empty(), "{:?}", worktrees_left(&r));
     assert_eq!(r.snapshot(), before);
     let ids = r.run_ids();

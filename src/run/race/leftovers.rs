@@ -17,6 +17,9 @@ pub fn remove_leftovers(repo: &git2::Repository, run_id: &str) {
             crate::roles::po::exec::stop_noted_group(&entry.path());
         } else if name.starts_with(&format!("index.{run_id}.")) {
             let _ = std::fs::remove_file(entry.path());
+        } else if name.starts_with(&format!("saved-{run_id}.")) {
+            // A candidate's saved state (`saved-<run>.<index>`): its worktree goes below.
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
     for entry in std::fs::read_dir(factory_dir.join("worktrees"))
