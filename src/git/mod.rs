@@ -102,6 +102,15 @@ pub struct Dirty {
     pub tracked: bool,
 }
 
+/// A path for people: as it is when it is UTF-8, else with the other bytes as `\xNN` (never
+/// a replacement character two different names would share).
+pub fn shown_path(raw: &[u8]) -> String {
+    match std::str::from_utf8(raw) {
+        Ok(s) => s.to_string(),
+        Err(_) => raw.escape_ascii().to_string(),
+    }
+}
+
 fn label(s: Status) -> (&'static str, bool) {
     if s.contains(Status::WT_NEW) && !s.intersects(Status::INDEX_NEW | Status::INDEX_MODIFIED) {
         return ("untracked", false);
@@ -155,7 +164,7 @@ pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
             .flatten()
             .filter_map(|c| c.our.or(c.their).or(c.ancestor))
             .map(|e| Dirty {
-                path: String::from_utf8_lossy(&e.path).into_owned(),
+                path: shown_path(&e.path),
                 raw: e.path,
                 label: "conflicted",
                 tracked: true,
@@ -178,7 +187,7 @@ pub fn staged_paths(repo: &Repository) -> Result<Vec<Dirty>> {
                 .map(<[u8]>::to_vec)
         })
         .map(|raw| Dirty {
-            path: String::from_utf8_lossy(&raw).into_owned(),
+            path: shown_path(&raw),
             raw,
             label: "staged",
             tracked: true,

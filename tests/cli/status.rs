@@ -603,3 +603,19 @@ fn the_walk_kept_between_runs_knows_an_index_written_without_its_checksum() {
         Some("draft v1\nv2, nowhere in git\n")
     );
 }
+
+/// A name that is not UTF-8 is named in the refusal with its bytes shown (`\xff`), never
+/// with a replacement character that two different names would share.
+#[test]
+fn the_preflight_refusal_shows_a_name_that_is_not_utf8_byte_for_byte() {
+    let r = TestRepo::simple();
+    let dir = r.root.join(OsStr::from_bytes(b"d\xffir"));
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("mine"), "mine\n").expect("write");
+    let out = failing_run(&r, "nonutf8");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("untracked: d\\xffir/"), "{err}");
+    assert!(!err.contains('\u{fffd}'), "{err}");
+    assert!(dir.join("mine").is_file());
+}

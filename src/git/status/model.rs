@@ -67,7 +67,7 @@ pub(super) enum Kind {
 
 pub(super) fn dirty(raw: Vec<u8>, label: &'static str, tracked: bool) -> Dirty {
     Dirty {
-        path: String::from_utf8_lossy(&raw).into_owned(),
+        path: crate::git::shown_path(&raw),
         raw,
         label,
         tracked,
