@@ -2500,6 +2500,20 @@ fn bench_flask(work: &Path, flask: Option<&str>, runs: usize) {
     let files = format!("{tracked} py");
     row("flask: one passing run", &files, &wall, None);
     row("flask: run's own time (no checks)", &files, &own, None);
+    // A run makes a few dozen files (loose objects, its record, its saved state); what one
+    // costs on this disk, in this clone's .git, says how much of the figure is the disk's.
+    let probe = root.join(".git").join("create-probe");
+    let _ = std::fs::create_dir_all(&probe);
+    let t = Instant::now();
+    for i in 0..50 {
+        let _ = std::fs::write(probe.join(format!("f{i}")), b"x");
+    }
+    let per_file = t.elapsed() / 50;
+    let _ = std::fs::remove_dir_all(&probe);
+    println!(
+        "# one file made in the clone's .git: {:.0} µs (a run makes about 60)",
+        per_file.as_secs_f64() * 1e6
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
