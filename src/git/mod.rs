@@ -7,6 +7,8 @@ pub mod nofollow;
 pub mod pool;
 pub mod restore;
 pub mod status;
+#[cfg(test)]
+pub(crate) mod test_repo;
 pub mod worktree;
 
 use crate::error::{Error, Result};
@@ -100,6 +102,38 @@ pub struct Dirty {
     pub raw: Vec<u8>,
     pub label: &'static str,
     pub tracked: bool,
+}
+
+/// A repository a caller handed over, or one opened for the call.
+pub enum RepoAt<'a> {
+    Given(&'a Repository),
+    Opened(Repository),
+}
+
+impl std::ops::Deref for RepoAt<'_> {
+    type Target = Repository;
+    fn deref(&self) -> &Repository {
+        match self {
+            RepoAt::Given(repo) => repo,
+            RepoAt::Opened(repo) => repo,
+        }
+    }
+}
+
+/// `repo` when given (its index is parsed already: on a big tree that is most of opening
+/// it), else the repository at `root` opened now; `None` when there is none there.
+pub fn given_or_opened<'a>(repo: Option<&'a Repository>, root: &Path) -> Option<RepoAt<'a>> {
+    match repo {
+        Some(repo) => Some(RepoAt::Given(repo)),
+        None => Repository::open(root).ok().map(RepoAt::Opened),
+    }
+}
+
+/// The repository's index as it is on disk now (read again only if it changed since).
+pub fn current_index(repo: &Repository) -> Option<git2::Index> {
+    let mut index = repo.index().ok()?;
+    index.read(false).ok()?;
+    Some(index)
 }
 
 /// A path for people: as it is when it is UTF-8, else with the other bytes as `\xNN` (never
@@ -261,23 +295,7 @@ pub fn short(oid: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
-    fn git(root: &std::path::Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
+    use super::test_repo::git;
 
     /// A staged change in a tree whose HEAD tree a command deleted is never "nothing
     /// staged": a pooled worktree in that state was once given back as clean.

@@ -469,30 +469,12 @@ mod tests {
     use crate::git::restore::Report;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
-    use std::process::Command;
 
     fn git(root: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "git {args:?}");
+        crate::git::test_repo::git(root, args);
     }
 
-    fn write(root: &Path, rel: &str, text: &str) {
-        let path = root.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(path, text).expect("write");
-    }
+    use crate::git::test_repo::write;
 
     fn mode(root: &Path, rel: &str) -> Option<u32> {
         std::fs::symlink_metadata(root.join(rel))

@@ -822,23 +822,11 @@ fn memory_dir() -> Option<PathBuf> {
 /// target) repo-relative paths. A link added by a change itself is not listed: the alias set
 /// is the baseline's (the change's own links are in its change set, not its checks' way in).
 fn folder_links(root: &Path, repo: Option<&git2::Repository>) -> Vec<(PathBuf, PathBuf)> {
-    let opened;
-    let repo = match repo {
-        Some(repo) => repo,
-        None => match git2::Repository::open(root) {
-            Ok(r) => {
-                opened = r;
-                &opened
-            }
-            Err(_) => return Vec::new(),
-        },
-    };
-    let Ok(mut index) = repo.index() else {
+    let Some(index) =
+        crate::git::given_or_opened(repo, root).and_then(|r| crate::git::current_index(&r))
+    else {
         return Vec::new();
     };
-    if index.read(false).is_err() {
-        return Vec::new();
-    }
     let Ok(real_root) = root.canonicalize() else {
         return Vec::new();
     };

@@ -145,27 +145,15 @@ pub fn check_repo_rules(
     root: &Path,
     repo: Option<&git2::Repository>,
 ) -> Result<(), Violation> {
-    let opened;
-    let repo = match repo {
-        Some(repo) => repo,
-        None => match git2::Repository::open(root) {
-            Ok(r) => {
-                opened = r;
-                &opened
-            }
-            Err(_) => return Ok(()),
-        },
-    };
-    let Ok(mut index) = repo.index() else {
+    let Some(repo) = crate::git::given_or_opened(repo, root) else {
         return Ok(());
     };
-    // The open repository's index as it is on disk now (read again only if it changed).
-    if index.read(false).is_err() {
+    let Some(index) = crate::git::current_index(&repo) else {
         return Ok(());
-    }
+    };
     for path in paths {
         inside_submodule(path, root, &index)?;
-        untracked_ignored(path, repo, &index)?;
+        untracked_ignored(path, &repo, &index)?;
     }
     Ok(())
 }
