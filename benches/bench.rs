@@ -95,7 +95,14 @@ fn generate(root: &Path, files: usize) -> String {
         std::fs::write(&path, "object\n").expect("write");
     }
     git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "generated"]);
+    // No automatic gc after the commit: a detached one would repack and prune thousands of
+    // loose objects in the background while the measures run (and a clone copying them fail).
+    git(
+        root,
+        &["-c", "gc.auto=0", "commit", "-q", "-m", "generated"],
+    );
+    // Packed, as a real repository's history is.
+    git(root, &["gc", "-q"]);
     git(root, &["config", "factory.verify", "true"]);
     // A user's index was written well after their files: wait out git's racy-timestamp window,
     // then let git refresh the stat cache, as any later git command would have.
