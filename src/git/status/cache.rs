@@ -4,14 +4,14 @@
 //!
 //! Never stale, by the same rule a snapshot follows within a run: a folder is reused only
 //! when its stamp (device, inode, mtime, ctime, mode) is the one recorded and its mtime lies
-//! before the recorded walk began; the whole cache is dropped when the index is not the one
-//! it was taken against (its checksum), when an ignore rule outside the tree changed
-//! (`info/exclude`, the global excludes file: path and stamp), or when an untracked
-//! `.gitignore` the walk met is not as recorded (tracked ones are checked by the walk
-//! itself: a changed one is a change). A sparse index, a work tree elsewhere, a torn or
-//! foreign file: no cache, a full walk.
+//! before the recorded walk began. The whole cache is dropped when the index is not the one
+//! it was taken against (its checksum, or a hash of its bytes when git wrote none), when an
+//! ignore rule outside the tree changed (`info/exclude`, the global excludes file: path and
+//! stamps), or when any `.gitignore` of the tree, tracked or not, is not as recorded. A rule
+//! file that is a link is stamped twice, the link and what it leads to. A sparse index, a
+//! work tree elsewhere, a torn or foreign file: no cache, a full walk.
 //!
-//! Layout (all integers little-endian): `git-factory status cache 1\n`, then the key and
+//! Layout (all integers little-endian): `git-factory status cache 2\n`, then the key and
 //! the folders as length-prefixed fields (see [`Writer`]), then the SHA-256 of everything
 //! before it.
 
@@ -161,14 +161,14 @@ pub(super) fn load(repo: &Repository) -> Option<Seen> {
         return None;
     }
     // Every untracked `.gitignore` the records name was recorded with its stamps.
-    let untracked = tree_rules(workdir, &seen.dirs, &[]);
-    if !untracked
-        .iter()
-        .all(|(p, _)| rules.iter().any(|(q, _)| q == p))
-    {
-        return None;
-    }
-    Some(seen)
+    let recorded = |path: &[u8]| rules.iter().any(|(p, _)| p == path);
+    let all_recorded = seen.dirs.iter().all(|(rel, record)| {
+        (record.untracked.iter().map(|(n, _)| n))
+            .chain(record.ignored.iter().map(|(n, _)| n))
+            .filter(|n| n.as_slice() == b".gitignore")
+            .all(|n| recorded(&super::model::join(rel, n)))
+    });
+    all_recorded.then_some(seen)
 }
 
 /// Keeps what a full or partial walk of the main work tree saw, for the next run. Nothing is
