@@ -619,3 +619,67 @@ fn the_preflight_refusal_shows_a_name_that_is_not_utf8_byte_for_byte() {
     assert!(!err.contains('\u{fffd}'), "{err}");
     assert!(dir.join("mine").is_file());
 }
+
+/// A `.gitignore` made after the last run, that ignores itself (so the tree still looks
+/// clean) and un-ignores files in the folders below it whose listings the kept walk would
+/// reuse: the next run lists every folder again, refuses the tree naming the file, and keeps
+/// it.
+#[test]
+fn a_new_self_ignoring_gitignore_never_hides_a_file_it_uncovers_below() {
+    let r = TestRepo::with_files(&[
+        ("app.txt", "one\ntwo\nthree\n"),
+        ("src/a.txt", "a\n"),
+        ("src/sub/s.txt", "s\n"),
+        (".gitignore", "*.log\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    r.write("src/sub/keep.log", "precious\n");
+    age_folders(&r);
+    assert_eq!(failing_run(&r, "one").status.code(), Some(1));
+    // src/sub is left as the first run saw it (a stamp older than its walk); src is listed
+    // again, as the new file in it moves its time.
+    r.write("src/.gitignore", ".gitignore\n!*.log\n");
+    sh(&r, "touch -d '1 hour ago' src/.gitignore");
+    let refused = failing_run(&r, "two");
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    assert!(
+        stderr_of(&refused).contains("src/sub/keep.log"),
+        "{}",
+        stderr_of(&refused)
+    );
+    assert_eq!(r.read("src/sub/keep.log").as_deref(), Some("precious\n"));
+}
+
+/// With `XDG_CONFIG_HOME` set but empty, git and libgit2 disagree on which global excludes
+/// file applies: no kept walk is trusted then, and a file the other reading would ignore is
+/// never removed by the rollback.
+#[test]
+fn an_empty_xdg_config_home_means_a_full_walk_and_nothing_removed() {
+    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\nthree\n"), ("src/sub/s.txt", "s\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    let global = r.home.join(".config/git/ignore");
+    std::fs::create_dir_all(global.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&global, "*.dat\n").expect("write");
+    r.write("src/sub/keep.dat", "precious\n");
+    age_folders(&r);
+    assert_eq!(failing_run(&r, "one").status.code(), Some(1));
+    let wo = r.work_order(serde_json::json!({
+        "id": "two", "title": "t", "intent": "i",
+        "allowed_files": ["app.txt"],
+        "acceptance_commands": ["sh -c 'echo junk > src/sub/junk.txt; exit 1'"],
+    }));
+    let patch = diff_replace("app.txt", &["one", "two", "three"], "two", "TWO");
+    let replay = r.replay("rp-xdg", &[("1.json", proposal(&patch, "s"))]);
+    let out = r
+        .replay_command(&wo, &replay, &["--max-attempts", "1"])
+        .env("XDG_CONFIG_HOME", "")
+        .output()
+        .expect("runs");
+    assert!(
+        matches!(out.status.code(), Some(1 | 2)),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.read("src/sub/keep.dat").as_deref(), Some("precious\n"));
+    assert!(!r.root.join("src/sub/junk.txt").exists());
+}

@@ -37,9 +37,11 @@ impl Restore {
         self.drop_kept_bytecode(report);
         crate::trace::mark("  restore: bytecode beside the sources");
         let image_paths: Vec<&[u8]> = images.iter().map(|i| i.path.as_bytes()).collect();
+        // Images are written below; an entry that existed before the run is the user's.
         let others = |walk: Vec<Dirty>| -> Vec<Dirty> {
             walk.into_iter()
                 .filter(|d| !image_paths.contains(&d.path.as_slice()))
+                .filter(|d| !(d.untracked && self.existed_before(&d.path)))
                 .collect()
         };
         let mut pending = match tree_walk(repo, walk) {
@@ -84,6 +86,28 @@ impl Restore {
         self.restore_modes(images, report);
         name_leftovers(root, &pending, images, report);
         Ok(())
+    }
+}
+
+impl Restore {
+    /// Whether `path`, or a folder it lies in, is an entry recorded at capture that is still
+    /// the same one (not tracked: an ignored file, say). What existed before the run is the
+    /// user's and is never removed, whatever the rules now say of it (SPEC §5).
+    fn existed_before(&self, path: &[u8]) -> bool {
+        let mut at = path.strip_suffix(b"/").unwrap_or(path);
+        loop {
+            if let Some(k) = self.kept.iter().find(|k| k.path.as_bytes() == at) {
+                let now = super::paths::identity_at(&self.root, at);
+                return k
+                    .id
+                    .zip(now)
+                    .is_some_and(|(then, now)| then.same_entry(&now));
+            }
+            match at.iter().rposition(|b| *b == b'/') {
+                Some(cut) => at = &at[..cut],
+                None => return false,
+            }
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8] = b"git-factory status cache 2\n";
+const MAGIC: &[u8] = b"git-factory status cache 3\n";
 
 /// Where the cache of the repository's main work tree lives; `None` for a linked worktree
 /// (pooled ones are swept between runs: their folders change every time).
@@ -107,13 +107,7 @@ fn outside_rules(repo: &Repository) -> Rules {
 /// folder stamp covers when they are edited in place).
 fn tree_rules(workdir: &Path, dirs: &HashMap<Vec<u8>, DirRecord>, tracked: &[Vec<u8>]) -> Rules {
     let mut paths: Vec<Vec<u8>> = tracked.to_vec();
-    for (rel, record) in dirs {
-        let names =
-            (record.untracked.iter().map(|(n, _)| n)).chain(record.ignored.iter().map(|(n, _)| n));
-        for name in names.filter(|n| n.as_slice() == b".gitignore") {
-            paths.push(super::model::join(rel, name));
-        }
-    }
+    paths.extend(gitignores_in(dirs));
     paths.sort();
     paths.dedup();
     paths
@@ -139,20 +133,63 @@ fn restamped(workdir: &Path, rules: &Rules) -> Rules {
 #[derive(PartialEq, Eq, Debug)]
 struct Key {
     root: (u64, u64),
+    /// `HOME` and `XDG_CONFIG_HOME` as they were: they choose the global excludes file.
+    env: Vec<u8>,
     rules: Rules,
 }
 
+/// `None` where the global excludes file cannot be named for sure: `HOME` unset (libgit2
+/// then asks the password database) or `XDG_CONFIG_HOME` set but empty (libgit2 and git
+/// disagree on what that means). No cache then: a full walk.
 fn key_of(repo: &Repository, workdir: &Path) -> Option<Key> {
+    let home = std::env::var_os("HOME")?;
+    let xdg = std::env::var_os("XDG_CONFIG_HOME");
+    if xdg.as_ref().is_some_and(|x| x.is_empty()) {
+        return None;
+    }
+    let mut env = home.as_bytes().to_vec();
+    env.push(0);
+    if let Some(x) = &xdg {
+        env.extend_from_slice(x.as_bytes());
+        env.push(0);
+    }
     let root = std::fs::metadata(workdir).ok()?;
     Some(Key {
         root: (root.dev(), root.ino()),
+        env,
         rules: outside_rules(repo),
     })
 }
 
+/// What the last walk of this work tree left: its snapshot and the `.gitignore` files it
+/// knew of.
+pub(super) struct Kept {
+    pub(super) seen: Seen,
+    rules: Rules,
+}
+
+impl Kept {
+    /// Whether every `.gitignore` a walk built on this cache met is one the cache knew of. A
+    /// new one (ignoring itself, so the tree looks clean) changes what is ignored in the
+    /// folders below it, whose listings were reused: that walk is not to be trusted.
+    pub(super) fn covers(&self, dirs: &HashMap<Vec<u8>, DirRecord>) -> bool {
+        gitignores_in(dirs).all(|path| self.rules.iter().any(|(p, _)| *p == path))
+    }
+}
+
+/// The untracked `.gitignore` files (ignored ones too) `dirs`' records name.
+fn gitignores_in(dirs: &HashMap<Vec<u8>, DirRecord>) -> impl Iterator<Item = Vec<u8>> + '_ {
+    dirs.iter().flat_map(|(rel, record)| {
+        (record.untracked.iter().map(|(n, _)| n))
+            .chain(record.ignored.iter().map(|(n, _)| n))
+            .filter(|n| n.as_slice() == b".gitignore")
+            .map(move |n| super::model::join(rel, n))
+    })
+}
+
 /// The snapshot the last walk of this work tree left, when it still describes it: its key
-/// matches and every untracked `.gitignore` it recorded is as it was.
-pub(super) fn load(repo: &Repository) -> Option<Seen> {
+/// matches and every `.gitignore` it recorded is as it was.
+pub(super) fn load(repo: &Repository) -> Option<Kept> {
     let path = cache_path(repo)?;
     let workdir = repo.workdir()?;
     let bytes = std::fs::read(path).ok()?;
@@ -160,15 +197,9 @@ pub(super) fn load(repo: &Repository) -> Option<Seen> {
     if key != key_of(repo, workdir)? || rules != restamped(workdir, &rules) {
         return None;
     }
+    let kept = Kept { seen, rules };
     // Every untracked `.gitignore` the records name was recorded with its stamps.
-    let recorded = |path: &[u8]| rules.iter().any(|(p, _)| p == path);
-    let all_recorded = seen.dirs.iter().all(|(rel, record)| {
-        (record.untracked.iter().map(|(n, _)| n))
-            .chain(record.ignored.iter().map(|(n, _)| n))
-            .filter(|n| n.as_slice() == b".gitignore")
-            .all(|n| recorded(&super::model::join(rel, n)))
-    });
-    all_recorded.then_some(seen)
+    kept.covers(&kept.seen.dirs).then_some(kept)
 }
 
 /// Keeps what a full or partial walk of the main work tree saw, for the next run. Nothing is
@@ -236,6 +267,7 @@ fn encode(key: &Key, seen: &Seen, rules: &[(Vec<u8>, [Option<FileStamp>; 2])]) -
     let mut w = Writer(MAGIC.to_vec());
     w.u64(key.root.0);
     w.u64(key.root.1);
+    w.bytes(&key.env);
     w.rules(&key.rules);
     w.rules(rules);
     w.bytes(&seen.index.checksum);
@@ -328,8 +360,10 @@ fn decode(bytes: &[u8]) -> Option<(Key, Seen, Rules)> {
     }
     let mut r = Reader(&body[MAGIC.len()..]);
     let root = (r.u64()?, r.u64()?);
+    let env = r.bytes()?;
     let key = Key {
         root,
+        env,
         rules: r.rules()?,
     };
     let rules = r.rules()?;
@@ -385,6 +419,7 @@ mod tests {
         };
         let key = Key {
             root: (9, 10),
+            env: b"/home/x\0".to_vec(),
             rules: vec![
                 (b"/x/info/exclude".to_vec(), [Some(stamp), None]),
                 (b"/g".to_vec(), [None, None]),

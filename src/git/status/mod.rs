@@ -76,7 +76,14 @@ impl Snapshot {
         let mut skips = true;
         // The last run's stamps of this work tree: only folders changed since are listed.
         let kept = cache::load(repo);
-        let seen = match fast_walk(repo, kept.as_ref(), Untracked::Folders)? {
+        let mut walked = fast_walk(repo, kept.as_ref().map(|k| &k.seen), Untracked::Folders)?;
+        if let (Some(kept), Some(walk)) = (&kept, &walked) {
+            if !kept.covers(&walk.dirs) {
+                // A `.gitignore` the last run did not see: every folder is listed again.
+                walked = fast_walk(repo, None, Untracked::Folders)?;
+            }
+        }
+        let seen = match walked {
             Some(walk) => {
                 changes.extend(walk.dirty);
                 odd_modes = Some(walk.odd_modes);
