@@ -683,3 +683,31 @@ fn an_empty_xdg_config_home_means_a_full_walk_and_nothing_removed() {
     assert_eq!(r.read("src/sub/keep.dat").as_deref(), Some("precious\n"));
     assert!(!r.root.join("src/sub/junk.txt").exists());
 }
+
+/// A check that changes an ignore rule the restore does not own (the user's global excludes
+/// file) un-ignores a file that was there before the run: the rollback keeps it, as it keeps
+/// everything that existed before the run.
+#[test]
+fn a_file_from_before_the_run_survives_a_check_that_un_ignores_it() {
+    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\nthree\n"), ("src/s.txt", "s\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    let global = r.home.join(".config/git/ignore");
+    std::fs::create_dir_all(global.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&global, "*.dat\n").expect("write");
+    r.write("src/keep.dat", "precious\n");
+    let wo = r.work_order(serde_json::json!({
+        "id": "unignore", "title": "t", "intent": "i",
+        "allowed_files": ["app.txt"],
+        "acceptance_commands": ["sh -c 'printf \"\" > \"$HOME/.config/git/ignore\"; echo junk > src/junk.txt; exit 1'"],
+    }));
+    let patch = diff_replace("app.txt", &["one", "two", "three"], "two", "TWO");
+    let replay = r.replay("rp-unignore", &[("1.json", proposal(&patch, "s"))]);
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(r.read("src/keep.dat").as_deref(), Some("precious\n"));
+    assert!(
+        !r.root.join("src/junk.txt").exists(),
+        "what the check made goes"
+    );
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
+}
