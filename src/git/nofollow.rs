@@ -145,26 +145,12 @@ pub fn create_file_at(dir: impl AsFd, name: &[u8], bytes: &[u8], mode: u32) -> i
 /// that name (a link, a second name of another file, a folder) is removed and a new file
 /// made — never written through. Returns the file, written.
 pub fn rewrite_own(path: &Path, bytes: &[u8]) -> io::Result<std::fs::File> {
-    use rustix::fs::FileType;
-    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    if let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) {
-        let own = rustix::fs::fstat(&fd).is_ok_and(|st| {
-            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                && st.st_nlink == 1
-                && st.st_uid == rustix::process::geteuid().as_raw()
-        });
-        if own {
-            let mut file = std::fs::File::from(fd);
-            file.set_len(0)?;
-            file.write_all(bytes)?;
-            return Ok(file);
-        }
+    if let Some(mut file) = open_own(path, OFlags::WRONLY) {
+        file.set_len(0)?;
+        file.write_all(bytes)?;
+        return Ok(file);
     }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path)?,
-        Ok(_) => std::fs::remove_file(path)?,
-        Err(_) => {}
-    }
+    replace_own(path)?;
     let fd = rustix::fs::open(
         path,
         OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -173,6 +159,31 @@ pub fn rewrite_own(path: &Path, bytes: &[u8]) -> io::Result<std::fs::File> {
     let mut file = std::fs::File::from(fd);
     file.write_all(bytes)?;
     Ok(file)
+}
+
+/// The harness's own file at `path`, opened with `access` (`RDONLY`, `WRONLY`…): only a
+/// regular file with one name, owned by this user, never through a link; `None` for
+/// anything else there (or nothing).
+pub fn open_own(path: &Path, access: OFlags) -> Option<std::fs::File> {
+    use rustix::fs::FileType;
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let own = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+        && st.st_nlink == 1
+        && st.st_uid == rustix::process::geteuid().as_raw();
+    own.then(|| std::fs::File::from(fd))
+}
+
+/// Removes whatever stands at `path` (a link, a folder, a second name of another file), so
+/// a file of the harness's own can be made there anew.
+pub fn replace_own(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path)?,
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    Ok(())
 }
 
 /// Creates the symbolic link `name` in `dir` pointing at `target` (never replacing anything).

@@ -173,14 +173,7 @@ impl TreeFacts {
                 start,
                 false,
                 None,
-                &mut |rel, meta, empty| {
-                    dirs.push(DirFact {
-                        path: RelPath::from_bytes(rel),
-                        mode: meta.permissions().mode() & 0o7777,
-                        empty,
-                        mtime: mtime_of(meta),
-                    })
-                },
+                &mut |rel, meta, empty| dirs.push(walked(rel, meta, empty)),
                 Some(&mut |rel, entry| {
                     use std::os::unix::fs::DirEntryExt;
                     // Nothing under an untracked folder is in the index.
@@ -218,14 +211,7 @@ impl TreeFacts {
             b"",
             false,
             Some(&tracked_dirs),
-            &mut |rel, meta, empty| {
-                dirs.push(DirFact {
-                    path: RelPath::from_bytes(rel),
-                    mode: meta.permissions().mode() & 0o7777,
-                    empty,
-                    mtime: mtime_of(meta),
-                })
-            },
+            &mut |rel, meta, empty| dirs.push(walked(rel, meta, empty)),
             Some(&mut |rel, entry| {
                 use std::os::unix::fs::DirEntryExt;
                 let in_index = index
@@ -258,6 +244,16 @@ impl TreeFacts {
         kept.sort_by(|a, b| a.path.cmp(&b.path));
         modes.sort();
         Ok(TreeFacts { dirs, kept, modes })
+    }
+}
+
+/// A folder as a capture's walk of the folders meets it.
+fn walked(rel: &[u8], meta: &std::fs::Metadata, empty: bool) -> DirFact {
+    DirFact {
+        path: RelPath::from_bytes(rel),
+        mode: meta.permissions().mode() & 0o7777,
+        empty,
+        mtime: mtime_of(meta),
     }
 }
 

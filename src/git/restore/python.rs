@@ -127,23 +127,21 @@ impl Restore {
 /// file (one name, not a link) has its change time moved to now by a chmod — no file is made
 /// per mark; anything else there is replaced by a new file, never written through.
 pub(crate) fn change_time_now(mark: &Path) -> Option<(i64, i64)> {
-    use rustix::fs::FileType;
     use std::os::unix::fs::MetadataExt;
-    let ctime = |st: &rustix::fs::Stat| (st.st_ctime, st.st_ctime_nsec as i64);
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    if let Ok(fd) = rustix::fs::open(mark, flags, Mode::empty()) {
-        let own = rustix::fs::fstat(&fd).is_ok_and(|st| {
-            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-                && st.st_nlink == 1
-                && st.st_uid == rustix::process::geteuid().as_raw()
-        });
-        if own && rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600)).is_ok() {
-            if let Ok(st) = rustix::fs::fstat(&fd) {
-                return Some(ctime(&st));
+    use std::os::unix::fs::PermissionsExt;
+    let own = crate::git::nofollow::open_own(mark, OFlags::RDONLY);
+    if let Some(file) = own {
+        // A chmod moves the change time to now; no new file is made.
+        if file
+            .set_permissions(std::fs::Permissions::from_mode(0o600))
+            .is_ok()
+        {
+            if let Ok(meta) = file.metadata() {
+                return Some((meta.ctime(), meta.ctime_nsec()));
             }
         }
     }
-    let _ = std::fs::remove_file(mark);
+    let _ = crate::git::nofollow::replace_own(mark);
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -209,10 +209,9 @@ impl SavedState {
     /// place; `saved` is a folder the caller just made), and returns its change time: the
     /// kernel's clock at capture, which no process can set.
     pub fn write(&self, saved: &Path) -> Result<(Option<(i64, i64)>, String)> {
-        use sha2::{Digest, Sha256};
         let dir = crate::git::nofollow::open_root(saved)?;
         let bytes = self.encode();
-        let digest = hex_of(&Sha256::digest(&bytes));
+        let digest = crate::identity::sha256_hex(&bytes);
         let create = || crate::git::nofollow::create_file_at(&dir, FILE.as_bytes(), &bytes, 0o600);
         match create() {
             // Whatever stands there (a link too) goes, and the file is made anew.
@@ -233,10 +232,9 @@ impl SavedState {
         hooks: Option<&HooksFact>,
         digest: Option<&str>,
     ) -> Result<Self> {
-        use sha2::{Digest, Sha256};
         let path = state_path(saved);
         if let (Some(want), Ok(bytes)) = (digest, read_nofollow(&path)) {
-            if hex_of(&Sha256::digest(&bytes)) != want {
+            if crate::identity::sha256_hex(&bytes) != want {
                 return Err(Error::new(format!(
                     "the saved state {} was changed after the run's capture (it is not the file the run wrote), so the repository's own files (index, config, hooks) are not put back from it",
                     path.display()
@@ -303,10 +301,6 @@ impl SavedState {
 }
 
 /// A file's bytes, opened without following a link at its last component.
-fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     let fd = rustix::fs::open(
         path,

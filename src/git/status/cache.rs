@@ -110,21 +110,15 @@ fn tree_rules(workdir: &Path, dirs: &HashMap<Vec<u8>, DirRecord>, tracked: &[Vec
     paths.extend(gitignores_in(dirs));
     paths.sort();
     paths.dedup();
-    paths
-        .into_iter()
+    stamped(workdir, paths)
+}
+
+/// Each rule file of the tree (by repo-relative path) with its stamps as they are now.
+fn stamped(workdir: &Path, paths: impl IntoIterator<Item = Vec<u8>>) -> Rules {
+    (paths.into_iter())
         .map(|path| {
             let stamps = file_stamps(&workdir.join(super::model::os(&path)));
             (path, stamps)
-        })
-        .collect()
-}
-
-/// The recorded rule files' stamps as they are now.
-fn restamped(workdir: &Path, rules: &Rules) -> Rules {
-    (rules.iter())
-        .map(|(path, _)| {
-            let stamps = file_stamps(&workdir.join(super::model::os(path)));
-            (path.clone(), stamps)
         })
         .collect()
 }
@@ -194,7 +188,8 @@ pub(super) fn load(repo: &Repository) -> Option<Kept> {
     let workdir = repo.workdir()?;
     let bytes = std::fs::read(path).ok()?;
     let (key, seen, rules) = decode(&bytes)?;
-    if key != key_of(repo, workdir)? || rules != restamped(workdir, &rules) {
+    let now = stamped(workdir, rules.iter().map(|(path, _)| path.clone()));
+    if key != key_of(repo, workdir)? || rules != now {
         return None;
     }
     let kept = Kept { seen, rules };
