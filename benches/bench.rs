@@ -594,6 +594,114 @@ fn bench_log(work: &Path, runs: usize) {
     row("show of one run", "5001", &show, None);
 }
 
+/// `show --html` of a race of 20 candidates of 5 attempts each (SPEC §8: under a second), and
+/// `report --html` over it and 10 single runs. The race's checks are `grep`, so making it is
+/// quick; only the rendering is measured.
+fn bench_page(work: &Path, runs: usize) {
+    let root = work.join("page");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    git(&root, &["init", "-q", "-b", "main"]);
+    let lines: Vec<String> = (0..200).map(|i| format!("line {i}")).collect();
+    std::fs::write(root.join("app.txt"), lines.join("\n") + "\n").expect("write");
+    git(&root, &["add", "."]);
+    git(
+        &root,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-qm",
+            "base",
+        ],
+    );
+    let replay = work.join("page-replay");
+    for c in 1..=20 {
+        let dir = replay.join(c.to_string());
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for n in 1..=5 {
+            let new = if c == 20 && n == 5 {
+                "line 100 DONE"
+            } else {
+                "line 100 nope"
+            };
+            let diff = format!(
+                "diff --git a/app.txt b/app.txt\n--- a/app.txt\n+++ b/app.txt\n@@ -100,3 +100,3 @@\n line 99\n-line 100\n+{new}\n line 101\n"
+            );
+            let json = serde_json::json!({"unified_diff": diff, "summary": format!("candidate {c} try {n}")});
+            std::fs::write(dir.join(format!("{n}.json")), json.to_string()).expect("write");
+        }
+    }
+    let replay_arg = replay.display().to_string();
+    let out = factory(
+        &root,
+        &[
+            "run",
+            "--id",
+            "page",
+            "--title",
+            "page bench",
+            "--intent",
+            "i",
+            "--allow",
+            "app.txt",
+            "--accept",
+            "grep -q DONE app.txt",
+            "--candidates",
+            "20",
+            "--max-attempts",
+            "5",
+            "--worktree",
+            "--replay",
+            &replay_arg,
+            "--json",
+        ],
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a race record");
+    let id = summary["run_id"].as_str().expect("run id").to_string();
+    for i in 0..10 {
+        let out = factory(
+            &root,
+            &[
+                "run",
+                "--id",
+                &format!("single-{i}"),
+                "--title",
+                "single",
+                "--intent",
+                "i",
+                "--allow",
+                "app.txt",
+                "--accept",
+                "false",
+                "--max-attempts",
+                "2",
+                "--worktree",
+                "--replay",
+                &format!("{replay_arg}/1"),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(1), "a failing single run");
+    }
+    let page = work.join("page.html");
+    let page_arg = page.display().to_string();
+    let s = measure(runs, || {
+        time(|| {
+            let out = factory(&root, &["show", &id, "--html", "-o", &page_arg]);
+            assert!(out.status.success(), "show --html");
+        })
+    });
+    row("show --html (20 candidates × 5)", "-", &s, None);
+    let s = measure(runs, || {
+        time(|| {
+            let out = factory(&root, &["report", "--html", "-o", &page_arg]);
+            assert!(out.status.success(), "report --html");
+        })
+    });
+    row("report --html (11 runs)", "-", &s, None);
+}
+
 fn bench_startup(work: &Path, runs: usize) {
     let s = measure(runs.max(20), || {
         time(|| {
@@ -2542,7 +2650,7 @@ fn main() {
         .unwrap_or(5)
         .max(1);
     let only = opt("--only")
-        .unwrap_or_else(|| "apply,attempt,log,startup,worktree,baseline,pycache".to_string());
+        .unwrap_or_else(|| "apply,attempt,log,startup,worktree,baseline,pycache,page".to_string());
     let work = tempfile::tempdir().expect("tempdir");
     println!(
         "{:<34} {:>8} {:>10} {:>18} ratio to git",
@@ -2578,6 +2686,9 @@ fn main() {
     // Opt-in: three runs of every size of check per round, under each backend.
     if only.contains("sandbox") {
         bench_sandbox(work.path(), runs);
+    }
+    if only.contains("page") {
+        bench_page(work.path(), runs);
     }
     // Opt-in: it runs for tens of seconds (1 s checks, on purpose).
     if only.contains("candidates") {

@@ -55,6 +55,9 @@ _git__factory() {
             git__factory,recover)
                 cmd="git__factory__subcmd__recover"
                 ;;
+            git__factory,report)
+                cmd="git__factory__subcmd__report"
+                ;;
             git__factory,reverify)
                 cmd="git__factory__subcmd__reverify"
                 ;;
@@ -118,6 +121,9 @@ _git__factory() {
             git__factory__subcmd__help,recover)
                 cmd="git__factory__subcmd__help__subcmd__recover"
                 ;;
+            git__factory__subcmd__help,report)
+                cmd="git__factory__subcmd__help__subcmd__report"
+                ;;
             git__factory__subcmd__help,reverify)
                 cmd="git__factory__subcmd__help__subcmd__reverify"
                 ;;
@@ -173,7 +179,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
+            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -379,7 +385,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help)
-            opts="run log show apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
+            opts="run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -617,6 +623,20 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__help__subcmd__recover)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        git__factory__subcmd__help__subcmd__report)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -958,6 +978,40 @@ _git__factory() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        git__factory__subcmd__report)
+            opts="-o -q -v -h -V --since --html --output --repo --color --quiet --verbose --no-pager --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         git__factory__subcmd__reverify)
             opts="-q -v -h -V --timeout-seconds --json --repo --sandbox --no-sandbox --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1111,7 +1165,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__show)
-            opts="-q -v -h -V --patch --attempt --log --json --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-o -q -v -h -V --patch --attempt --log --json --html --output --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1122,6 +1176,14 @@ _git__factory() {
                     return 0
                     ;;
                 --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

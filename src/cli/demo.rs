@@ -189,6 +189,8 @@ fn tour(ui: &Ui, dir: &Path, run_id: &str) -> Result<()> {
             attempt: None,
             log: None,
             json: false,
+            html: false,
+            output: None,
             repo: Some(dir.to_path_buf()),
         },
     )?;

@@ -15,6 +15,7 @@ pub mod patch;
 pub mod prune;
 pub mod push;
 pub mod recover;
+pub mod report;
 pub mod reverify;
 pub mod run;
 pub mod show;
@@ -62,6 +63,8 @@ pub enum Command {
     Log(log::LogArgs),
     /// Show one run: summary, attempts, failure briefs, patch, logs
     Show(show::ShowArgs),
+    /// Many runs side by side: verdicts, attempts, time per model; --html writes one page
+    Report(report::ReportArgs),
     /// Bring a PASSed run's change into the current work tree (3-way if HEAD moved on)
     Apply(apply::ApplyArgs),
     /// Run global verification on a revision in a temporary worktree (cached by tree)
@@ -211,6 +214,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Run(args) => run::cmd_run(&ui, *args),
         Command::Log(args) => log::cmd_log(&ui, args),
         Command::Show(args) => show::cmd_show(&ui, args),
+        Command::Report(args) => report::cmd_report(&ui, args),
         Command::Demo(args) => demo::cmd_demo(&ui, args),
         Command::Completions(args) => completions::cmd_completions(&ui, args),
         Command::Patch(args) => patch::cmd_patch(&ui, args),

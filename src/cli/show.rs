@@ -25,6 +25,12 @@ pub struct ShowArgs {
     /// Print the stored run_summary.json exactly
     #[arg(long)]
     pub json: bool,
+    /// Write the run as one self-contained HTML page (default file: factory-<run_id>.html)
+    #[arg(long)]
+    pub html: bool,
+    /// With --html: the file to write
+    #[arg(short = 'o', long = "output", value_name = "FILE", requires = "html")]
+    pub output: Option<std::path::PathBuf>,
     /// The repository (default: discovered from the current directory)
     #[arg(long, value_name = "DIR")]
     pub repo: Option<std::path::PathBuf>,
@@ -136,6 +142,16 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
 pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
+    if args.html {
+        let page = crate::ops::page::RunPage::load(&repo, &run)?;
+        let path = crate::ops::page::output_path(
+            args.output.as_deref(),
+            &format!("factory-{}.html", run.run_id),
+        );
+        crate::ops::page::write_page(&path, &crate::ops::page::render_run(&page))?;
+        ui.out(format!("{}\n", path.display()));
+        return Ok(Exit::Success);
+    }
     let view = RunView::of(&run)?;
     if args.json {
         // The stored bytes as they are to a pipe; escaped on a terminal (a fetched record

@@ -5,5 +5,6 @@
 pub mod apply;
 pub mod checkout;
 pub mod hook;
+pub mod page;
 pub mod reverify;
 pub mod verify;
