@@ -25,6 +25,7 @@ mod pool;
 mod providers;
 mod pycache;
 mod recovery;
+mod release;
 mod restore;
 mod run;
 mod safety;

@@ -9,7 +9,7 @@
 use super::sse::{SseEvent, SseParser, BOM};
 use serde_json::Value;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 /// No byte from the server for this long is a transient failure (SPEC §3.3).
 pub const SILENCE: Duration = Duration::from_secs(120);
@@ -735,6 +735,7 @@ pub fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn servers_errors_in_their_own_words() {

@@ -1,0 +1,240 @@
+//! Release archives (`scripts/release-archive.sh`, which `.github/workflows/release.yml` runs):
+//! one made from the test binary holds exactly the binary, its man pages, completions, README
+//! and licences; unpacked into a fresh HOME by the README's own commands, `git help factory`,
+//! completion and `git factory demo` work from there as after `cargo install`.
+
+use crate::common::*;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release-archive.sh")
+}
+
+/// The README's block after `marker`, as a user copies it.
+fn readme_block(marker: &str) -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let after = readme
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("the {marker} marker in README.md"))
+        .1;
+    let block = after.split_once("```sh\n").expect("a sh block").1;
+    block
+        .split_once("```")
+        .expect("the block's end")
+        .0
+        .to_string()
+}
+
+/// `release-archive.sh ARGS…` → its output, which must succeed.
+fn release_archive(args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new("bash")
+        .arg(script())
+        .args(args)
+        .env("GZIP_LEVEL", "1")
+        .env_remove("SOURCE_DATE_EPOCH")
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "release-archive.sh {args:?}: {}",
+        stderr_of(&out)
+    );
+    stdout_of(&out)
+}
+
+/// The archive of this machine's architecture, with its SHA256SUMS, made in `dist`.
+fn make_archive(dist: &Path) -> (PathBuf, String) {
+    let target = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+    let bin = assert_cmd::cargo::cargo_bin("git-factory");
+    let made = release_archive(&[
+        "archive".as_ref(),
+        bin.as_os_str(),
+        target.as_ref(),
+        dist.as_os_str(),
+    ]);
+    release_archive(&["sums".as_ref(), dist.as_os_str()]);
+    let version = release_archive(&["version".as_ref()]);
+    let name = format!("git-factory-v{}-{target}", version.trim());
+    let archive = dist.join(format!("{name}.tar.gz"));
+    assert_eq!(made.trim(), archive.display().to_string());
+    (archive, name)
+}
+
+/// What an archive must hold: every committed man page and completion, the docs, the binary.
+fn expected_files(name: &str) -> BTreeSet<String> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut want = BTreeSet::new();
+    for page in std::fs::read_dir(top.join("man/man1")).expect("man/man1") {
+        let page = page.expect("entry").file_name();
+        want.insert(format!(
+            "{name}/share/man/man1/{}",
+            page.to_str().expect("utf8")
+        ));
+    }
+    for path in [
+        "bin/git-factory",
+        "share/bash-completion/completions/git-factory",
+        "share/zsh/site-functions/_git-factory",
+        "share/fish/vendor_completions.d/git-factory.fish",
+        "share/doc/git-factory/README.md",
+        "share/doc/git-factory/LICENSE-MIT",
+        "share/doc/git-factory/LICENSE-APACHE",
+    ] {
+        want.insert(format!("{name}/{path}"));
+    }
+    want
+}
+
+#[test]
+fn a_release_archive_holds_the_binary_its_pages_completions_and_licences_and_nothing_else() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dist = tmp.path().join("dist");
+    let (archive, name) = make_archive(&dist);
+    let listing = std::process::Command::new("tar")
+        .arg("-tvzf")
+        .arg(&archive)
+        .output()
+        .expect("tar runs");
+    assert!(listing.status.success(), "{}", stderr_of(&listing));
+    let mut files = BTreeSet::new();
+    for line in stdout_of(&listing).lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (mode, owner, path) = (fields[0], fields[1], fields[fields.len() - 1]);
+        assert_eq!(owner, "0/0", "no builder's user or group: {line}");
+        if mode.starts_with('d') {
+            continue;
+        }
+        let want = if path.ends_with("/bin/git-factory") {
+            "-rwxr-xr-x"
+        } else {
+            "-rw-r--r--"
+        };
+        assert_eq!(mode, want, "{line}");
+        files.insert(path.to_string());
+    }
+    assert_eq!(files, expected_files(&name));
+
+    // The same inputs make the same bytes: a checksum can be reproduced.
+    let first = std::fs::read(&archive).expect("read");
+    make_archive(&dist);
+    assert!(
+        first == std::fs::read(&archive).expect("read"),
+        "not reproducible"
+    );
+    let sums = std::fs::read_to_string(dist.join("SHA256SUMS")).expect("SHA256SUMS");
+    assert_eq!(sums.lines().count(), 1, "{sums}");
+    assert!(sums.ends_with(&format!("  {name}.tar.gz\n")), "{sums}");
+
+    // A release is made only from a tag that is the package's version.
+    let version = release_archive(&["version".as_ref()]);
+    release_archive(&[
+        "check-tag".as_ref(),
+        format!("v{}", version.trim()).as_ref(),
+    ]);
+    let wrong = std::process::Command::new("bash")
+        .arg(script())
+        .args(["check-tag", "v0.0.0-not-this"])
+        .output()
+        .expect("bash runs");
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        stderr_of(&wrong).contains("the tag is 'v0.0.0-not-this' but Cargo.toml's version"),
+        "{}",
+        stderr_of(&wrong)
+    );
+}
+
+#[test]
+fn the_readmes_release_install_works_in_a_fresh_home_as_cargo_install_does() {
+    let have_man = std::process::Command::new("man")
+        .args(["-w", "man"])
+        .output()
+        .is_ok();
+    if !have_man {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install man-db (see .ci/run)"
+        );
+        eprintln!("skipped: man is not installed");
+        return;
+    }
+    let r = TestRepo::simple();
+    let home = r.home.clone();
+    let dist = r.outside.join("download");
+    make_archive(&dist);
+    let system_path = "/usr/local/bin:/usr/bin:/bin";
+
+    // The README's commands, in the folder the archive and SHA256SUMS were downloaded to.
+    let block = readme_block("<!-- install-release");
+    let out = std::process::Command::new("bash")
+        .args(["-e", "-c", &block])
+        .current_dir(&dist)
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", system_path)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "the README's release install fails in a fresh HOME:\n{block}\n{}",
+        stderr_of(&out)
+    );
+    let bin = home.join(".local/bin");
+    assert!(bin.join("git-factory").is_file());
+    let path = format!("{}:{system_path}", bin.display());
+    let in_home = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(r.outside.as_path())
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .env("MANPAGER", "cat")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("LC_ALL", "C")
+            .output()
+            .expect("git runs")
+    };
+
+    // man finds the pages in ~/.local/share/man, beside the PATH entry ~/.local/bin.
+    let page = in_home(&["help", "factory"]);
+    assert!(page.status.success(), "{}", stderr_of(&page));
+    let text = stdout_of(&page);
+    assert!(
+        text.contains("git-factory") && text.contains("EXIT STATUS"),
+        "{text}"
+    );
+    let run_page = in_home(&["factory", "run", "--help"]);
+    assert!(run_page.status.success(), "{}", stderr_of(&run_page));
+    assert!(stdout_of(&run_page).contains("factory.maxAttempts"));
+
+    // It says what it is.
+    let version = in_home(&["factory", "--version", "--json"]);
+    assert!(version.status.success(), "{}", stderr_of(&version));
+    let v: serde_json::Value = serde_json::from_str(&stdout_of(&version)).expect("json");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+
+    // The demo, with nothing but git and the unpacked binary.
+    let demo = in_home(&["factory", "demo", "factory-demo"]);
+    assert_eq!(demo.status.code(), Some(0), "{}", stderr_of(&demo));
+    assert!(
+        stdout_of(&demo).contains("attempt 2: passed"),
+        "{}",
+        stdout_of(&demo)
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.outside.join("factory-demo/greeting.txt")).expect("read"),
+        "Hello, world!\n"
+    );
+
+    // Completion from the unpacked bash file, through git's own completion.
+    let Some(pane) = tmux::Pane::start_installed(&r, 200, &bin) else {
+        return;
+    };
+    let s = pane.complete("git factory sh", "git factory show");
+    assert!(s.contains("$ git factory show"), "a subcommand:\n{s}");
+    let s = pane.complete("git factory run --", "--work-order");
+    assert!(s.contains("--max-attempts"), "run --<TAB>:\n{s}");
+}
