@@ -20,6 +20,7 @@ mod ignored_kept;
 mod isolation;
 mod log_show;
 mod newcomer;
+mod package;
 mod patch;
 mod pool;
 mod providers;

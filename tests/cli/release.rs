@@ -345,3 +345,61 @@ fn zizmor_passes_the_release_workflow_and_fails_insecure_ones() {
         assert!(said.contains(audit), "{name}: {said}");
     }
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from_and_the_sandbox_backends() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(top)
+        .output()
+        .ok()
+        .filter(|o| o.status.success() && top.join(".git").exists())
+        .map(|o| stdout_of(&o).trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string());
+    let r = TestRepo::simple();
+    let text = r.factory().arg("--version").output().expect("runs");
+    assert_eq!(text.status.code(), Some(0), "{}", stderr_of(&text));
+    let text = stdout_of(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        [lines[0], lines[1], lines[3]],
+        [
+            format!("git-factory {}", env!("CARGO_PKG_VERSION")).as_str(),
+            format!("commit: {head}").as_str(),
+            "sandbox backends: bwrap, landlock",
+        ],
+        "{text}"
+    );
+    let target = format!("target: {}-unknown-linux-", std::env::consts::ARCH);
+    assert!(lines[2].starts_with(&target), "{text}");
+    let json = r
+        .factory()
+        .args(["--version", "--json"])
+        .output()
+        .expect("runs");
+    assert_eq!(json.status.code(), Some(0), "{}", stderr_of(&json));
+    let v: serde_json::Value = serde_json::from_str(&stdout_of(&json)).expect("one JSON object");
+    assert_eq!(v["name"], "git-factory");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["commit"], head.as_str());
+    assert_eq!(
+        v["sandbox_backends"],
+        serde_json::json!(["bwrap", "landlock"])
+    );
+    let features = v["features"].as_array().expect("a list");
+    assert_eq!(
+        features.iter().any(|f| f == "test-hooks"),
+        cfg!(feature = "test-hooks")
+    );
+    // --json alone is a usage error, and no command at all is one too (exit 2).
+    for args in [&["--json"][..], &[][..]] {
+        let out = r.factory().args(args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr_of(&out).starts_with("error: "),
+            "{}",
+            stderr_of(&out)
+        );
+    }
+}
