@@ -403,3 +403,106 @@ fn version_names_the_commit_it_was_built_from_and_the_sandbox_backends() {
         );
     }
 }
+
+/// `factory-orders.sh install` with `env`, in a fresh HOME: (exit code, stdout, stderr).
+fn install_step(home: &Path, env: &[(&str, String)]) -> (Option<i32>, String, String) {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(crate::shallow::example("factory-orders.sh"))
+        .arg("install")
+        .current_dir(home)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("bash runs");
+    (out.status.code(), stdout_of(&out), stderr_of(&out))
+}
+
+/// The fleet example's pinned release: downloaded, checked against the SHA-256 it is given
+/// before anything of it is unpacked, installed, and named by `--version`; a download that
+/// is not the one pinned installs nothing.
+#[test]
+fn the_fleet_example_installs_a_pinned_release_only_when_its_checksum_matches() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let version = release_archive(&["version".as_ref()]).trim().to_string();
+    let releases = tmp.path().join("releases");
+    let dist = releases.join(format!("v{version}"));
+    let (archive, name) = make_archive(&dist);
+    let sums = std::fs::read_to_string(dist.join("SHA256SUMS")).expect("SHA256SUMS");
+    let sum = sums.split_whitespace().next().expect("a sum").to_string();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    let prefix = tmp.path().join("prefix");
+    let pinned = |sum: &str| {
+        vec![
+            ("GIT_FACTORY_VERSION", version.clone()),
+            ("GIT_FACTORY_SHA256", sum.to_string()),
+            (
+                "GIT_FACTORY_RELEASES",
+                format!("file://{}", releases.display()),
+            ),
+            ("FACTORY_PREFIX", prefix.display().to_string()),
+        ]
+    };
+    let installed = prefix.join("bin/git-factory");
+
+    // Another archive's checksum: refused, nothing unpacked.
+    let other = format!(
+        "{}{}",
+        &sum[..63],
+        if sum.ends_with('0') { "1" } else { "0" }
+    );
+    let (code, out, err) = install_step(&home, &pinned(&other));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{name}.tar.gz does not have the SHA-256")),
+        "{err}"
+    );
+    assert_eq!(out, "");
+    assert!(!prefix.exists(), "nothing unpacked");
+
+    // The pinned checksum, but the download was changed: refused alike.
+    let good = std::fs::read(&archive).expect("read");
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    std::fs::write(&archive, &bad).expect("write");
+    let (code, _, err) = install_step(&home, &pinned(&sum));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!prefix.exists(), "nothing unpacked");
+    std::fs::write(&archive, &good).expect("write");
+
+    // What is not a version or a SHA-256 is refused before any download.
+    let mut odd = pinned(&sum);
+    odd[0].1 = format!("v{version}");
+    let (code, _, err) = install_step(&home, &odd);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("GIT_FACTORY_VERSION must be a version like 1.2.3"),
+        "{err}"
+    );
+    let (code, _, err) = install_step(&home, &pinned(&sum[..40]));
+    assert_eq!(code, Some(2), "{err}");
+
+    // The right one: installed, its folder printed for $GITHUB_PATH, its version said.
+    let (code, out, err) = install_step(&home, &pinned(&sum));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, format!("{}\n", prefix.join("bin").display()));
+    assert!(installed.is_file());
+    assert!(
+        err.starts_with(&format!("git-factory {version}\n")),
+        "{err}"
+    );
+    assert!(prefix.join("share/man/man1/git-factory.1").is_file());
+
+    // Neither a release nor a source given: the workflow's own error names both ways.
+    let (code, _, err) = install_step(&home, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("::error::fill in GIT_FACTORY_GIT"), "{err}");
+    assert!(
+        err.contains("GIT_FACTORY_VERSION and GIT_FACTORY_SHA256"),
+        "{err}"
+    );
+}
