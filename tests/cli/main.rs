@@ -22,6 +22,7 @@ mod log_show;
 mod newcomer;
 mod package;
 mod patch;
+mod platform;
 mod pool;
 mod providers;
 mod pycache;
