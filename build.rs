@@ -10,10 +10,15 @@ use std::path::Path;
 use std::process::Command;
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    // A build started from a git hook has GIT_DIR and friends set for that hook's repository.
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
         .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_COMMON_DIR")
         .output()
         .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
