@@ -179,7 +179,7 @@ _git__factory() {
 
     case "${cmd}" in
         git__factory)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
+            opts="-q -v -V -h --color --quiet --verbose --no-pager --version --json --help run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -197,7 +197,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__apply)
-            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -219,7 +219,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__attest)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version verify help"
+            opts="-q -v -h --color --quiet --verbose --no-pager --help verify help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -279,7 +279,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__attest__subcmd__verify)
-            opts="-q -v -h -V --json --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --json --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -301,7 +301,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__checkout)
-            opts="-q -v -h -V --attempt --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --attempt --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -327,7 +327,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__completions)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version bash elvish fish powershell zsh"
+            opts="-q -v -h --color --quiet --verbose --no-pager --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -345,7 +345,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__demo)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -363,7 +363,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__fetch)
-            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -707,7 +707,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version install uninstall pre-push help"
+            opts="-q -v -h --color --quiet --verbose --no-pager --help install uninstall pre-push help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -795,7 +795,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook__subcmd__install)
-            opts="-q -v -h -V --force --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --force --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -813,7 +813,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook__subcmd__pre__subcmd__push)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -831,7 +831,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__hook__subcmd__uninstall)
-            opts="-q -v -h -V --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -849,7 +849,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__log)
-            opts="-n -q -v -h -V --max-count --verdict --oneline --json --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-n -q -v -h --max-count --verdict --oneline --json --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -883,7 +883,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__patch)
-            opts="-p -q -v -h -V --check --strict --color --quiet --verbose --no-pager --help --version"
+            opts="-p -q -v -h --check --strict --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -905,7 +905,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__prune)
-            opts="-q -v -h -V --older-than --keep --dry-run --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --older-than --keep --dry-run --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -935,7 +935,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__push)
-            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -957,7 +957,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__recover)
-            opts="-q -v -h -V --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -979,7 +979,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__report)
-            opts="-o -q -v -h -V --since --html --output --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-o -q -v -h --since --html --output --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1013,7 +1013,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__reverify)
-            opts="-q -v -h -V --timeout-seconds --json --repo --sandbox --no-sandbox --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --timeout-seconds --json --repo --sandbox --no-sandbox --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1039,7 +1039,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__run)
-            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
+            opts="-w -q -v -h --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1165,7 +1165,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__show)
-            opts="-o -q -v -h -V --patch --attempt --log --json --html --output --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-o -q -v -h --patch --attempt --log --json --html --output --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1203,7 +1203,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__verify)
-            opts="-q -v -h -V --no-cache --timeout-seconds --attest --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-q -v -h --no-cache --timeout-seconds --attest --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_git_factory_global_optspecs
-    string join \n color= q/quiet v/verbose no-pager h/help V/version
+    string join \n color= q/quiet v/verbose no-pager V/version json h/help
 end
 
 function __fish_git_factory_needs_command
@@ -30,8 +30,9 @@ never\t''"
 complete -c git-factory -n "__fish_git_factory_needs_command" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_needs_command" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_needs_command" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
+complete -c git-factory -n "__fish_git_factory_needs_command" -s V -l version -d 'Print the version, the commit it was built from and the sandbox backends built in'
+complete -c git-factory -n "__fish_git_factory_needs_command" -l json -d 'With --version: print it as one JSON object, for scripts'
 complete -c git-factory -n "__fish_git_factory_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c git-factory -n "__fish_git_factory_needs_command" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "run" -d 'Run one work order through the SE → TR → PO loop'
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "log" -d 'List past runs, newest first'
 complete -c git-factory -n "__fish_git_factory_needs_command" -f -a "show" -d 'Show one run: summary, attempts, failure briefs, patch, logs'
@@ -96,7 +97,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s q -l qui
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand run" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s n -l max-count -d 'Show at most N runs (also -N, as in git log -3)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l verdict -d 'Only runs with this verdict (any case: pass, PASS)' -r -f -a "pass\t''
 fail\t''
@@ -113,7 +113,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s q -l qui
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l attempt -d 'Show only attempt N (with --patch: that attempt\'s patch)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l log -d 'Print a command\'s full output, e.g. acceptance:0 or verify:1 (of --attempt N, default the last)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s o -l output -d 'With --html: the file to write' -r -F
@@ -128,7 +127,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s q -l qu
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand report" -l since -d 'Only runs started at or after DATE (as git log --since takes it: 2.weeks, yesterday, 2026-11-01)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand report" -s o -l output -d 'With --html: the file to write' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand report" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
@@ -140,7 +138,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand report" -s q -l 
 complete -c git-factory -n "__fish_git_factory_using_subcommand report" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand report" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand report" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand report" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
@@ -149,7 +146,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s q -l q
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand apply" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l timeout-seconds -d 'Time limit in seconds for each command [default: 600] [config: factory.timeoutSeconds]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -161,7 +157,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s q -l 
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand verify" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -169,7 +164,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "uninstall" -d 'Remove the pre-push hook git factory installed (restoring a saved one)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and not __fish_seen_subcommand_from install uninstall pre-push help" -f -a "pre-push" -d 'The hook itself, as git runs it: `git factory hook pre-push <remote> <url>`'
@@ -182,7 +176,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from install" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -190,7 +183,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from uninstall" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -198,7 +190,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from pre-push" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "install" -d 'Install the pre-push hook (honours core.hooksPath)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "uninstall" -d 'Remove the pre-push hook git factory installed (restoring a saved one)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand hook; and __fish_seen_subcommand_from help" -f -a "pre-push" -d 'The hook itself, as git runs it: `git factory hook pre-push <remote> <url>`'
@@ -212,7 +203,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s q -
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand checkout" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l timeout-seconds -d 'Time limit in seconds for each command [default: the run\'s own]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l color -d 'When to colour output' -r -f -a "auto\t''
@@ -225,7 +215,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s q -
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand reverify" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s p -d 'Remove N leading path components from unified-diff paths (default: git\'s a/ and b/)' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
@@ -236,7 +225,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s q -l q
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand patch" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand push" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand push" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
@@ -245,7 +233,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand push" -s q -l qu
 complete -c git-factory -n "__fish_git_factory_using_subcommand push" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand push" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand push" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand push" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
@@ -254,7 +241,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -s q -l q
 complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand fetch" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
@@ -263,7 +249,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s q -l
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand recover" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -271,7 +256,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not 
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -f -a "verify" -d 'Check the signed evidence on each revision\'s tree (exit 0: every one has an envelope that verifies; 1: not)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and not __fish_seen_subcommand_from verify help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from verify" -l repo -d 'The repository (default: discovered from the current directory)' -r -F
@@ -283,7 +267,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fi
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from verify" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from verify" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from verify" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from verify" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from help" -f -a "verify" -d 'Check the signed evidence on each revision\'s tree (exit 0: every one has an envelope that verifies; 1: not)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand attest; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand prune" -l older-than -d 'Remove runs that started longer ago than AGE: a number and s, m, h, d or w (90d), or never [default: git config factory.pruneOlderThan, else never]' -r
@@ -297,7 +280,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand prune" -s q -l q
 complete -c git-factory -n "__fish_git_factory_using_subcommand prune" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand prune" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand prune" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand prune" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -305,7 +287,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s 
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -l color -d 'When to colour output' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -313,7 +294,6 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s q -l qu
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s v -l verbose -d 'Print more detail about each stage'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -l no-pager -d 'Do not pipe long output into a pager (as git --no-pager)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s h -l help -d 'Print help'
-complete -c git-factory -n "__fish_git_factory_using_subcommand demo" -s V -l version -d 'Print version'
 complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help" -f -a "run" -d 'Run one work order through the SE → TR → PO loop'
 complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help" -f -a "log" -d 'List past runs, newest first'
 complete -c git-factory -n "__fish_git_factory_using_subcommand help; and not __fish_seen_subcommand_from run log show report apply verify hook checkout reverify patch push fetch recover attest prune completions demo help" -f -a "show" -d 'Show one run: summary, attempts, failure briefs, patch, logs'

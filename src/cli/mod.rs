@@ -20,6 +20,7 @@ pub mod reverify;
 pub mod run;
 pub mod show;
 pub mod verify;
+pub mod version;
 
 use crate::error::{Error, Exit};
 use crate::ui::{ColorChoice, Ui};
@@ -36,7 +37,7 @@ use clap::{Parser, Subcommand};
     name = "git-factory",
     bin_name = "git factory",
     version,
-    propagate_version = true
+    disable_version_flag = true
 )]
 pub struct Cli {
     /// When to colour output
@@ -51,8 +52,14 @@ pub struct Cli {
     /// Do not pipe long output into a pager (as git --no-pager)
     #[arg(long = "no-pager", global = true)]
     pub no_pager: bool,
+    /// Print the version, the commit it was built from and the sandbox backends built in
+    #[arg(short = 'V', long)]
+    pub version: bool,
+    /// With --version: print it as one JSON object, for scripts
+    #[arg(long, requires = "version")]
+    pub json: bool,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,7 +217,20 @@ pub fn main() -> std::process::ExitCode {
     };
     let mut ui = Ui::new(color, cli.quiet, cli.verbose);
     ui.no_pager = cli.no_pager;
-    let result: Result<Exit, Error> = match cli.command {
+    let command = match (cli.command, cli.version) {
+        (_, true) => return version::cmd_version(&ui, cli.json).into(),
+        (Some(command), false) => command,
+        (None, false) => {
+            let _ = <Cli as clap::CommandFactory>::command()
+                .error(
+                    clap::error::ErrorKind::MissingSubcommand,
+                    "a command is required (git factory --help lists them)",
+                )
+                .print();
+            return Exit::Refused.into();
+        }
+    };
+    let result: Result<Exit, Error> = match command {
         Command::Run(args) => run::cmd_run(&ui, *args),
         Command::Log(args) => log::cmd_log(&ui, args),
         Command::Show(args) => show::cmd_show(&ui, args),

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Whether `tool` is on PATH; off CI a test that needs it is skipped (`.ci/run` installs it).
-fn tool_or_skip(tool: &str) -> bool {
+pub(crate) fn tool_or_skip(tool: &str) -> bool {
     let found = std::process::Command::new(tool)
         .arg("--version")
         .stdout(std::process::Stdio::null())
@@ -27,7 +27,7 @@ fn tool_or_skip(tool: &str) -> bool {
 }
 
 /// `tool ARGS… FILE` → (exit code, stdout and stderr).
-fn check(tool: &str, args: &[&str], file: &Path) -> (Option<i32>, String) {
+pub(crate) fn check(tool: &str, args: &[&str], file: &Path) -> (Option<i32>, String) {
     let out = std::process::Command::new(tool)
         .args(args)
         .arg(file)

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::identity::sha256_hex;
 use git2::{Oid, Repository};
 use serde::{de::DeserializeOwned, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 
@@ -48,23 +48,17 @@ pub fn key(commands: &[Vec<String>]) -> String {
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `secret`, in hex.
 fn hmac_hex(secret: &[u8], message: &[u8]) -> String {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if secret.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(secret));
-    } else {
-        k[..secret.len()].copy_from_slice(secret);
-    }
-    let pad = |byte: u8| k.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    let outer = Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize();
-    outer.iter().map(|b| format!("{b:02x}")).collect()
+    use hmac::Mac;
+    // HMAC takes a key of any length (a longer one is hashed first), so this never fails.
+    let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(secret) else {
+        unreachable!("HMAC accepts keys of every length")
+    };
+    mac.update(message);
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Where the sealing secret of the repository whose common git dir is `common_dir` lives.
@@ -286,6 +280,18 @@ mod tests {
         assert_eq!(
             hmac_hex(b"Jefe", b"what do ya want for nothing?"),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        // Case 1, and case 6: a key longer than SHA-256's block is hashed first.
+        assert_eq!(
+            hmac_hex(&[0x0b; 20], b"Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        assert_eq!(
+            hmac_hex(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            ),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
         );
     }
 

@@ -395,111 +395,16 @@ fn named_file(arg: &str, roots: &[String], lookup: impl Fn(&str) -> Found) -> Ve
 }
 
 /// git's wildmatch with `WM_PATHNAME` (what pathspec glob magic uses): `*` and `?` never
-/// match `/`, `[...]` is a class (`!` or `^` negates), `\` escapes, and `**` between slashes
-/// (or at either end) matches any number of folders.
+/// match `/`, `[...]` is a class (`!` or `^` negates, `[:alpha:]` and the other POSIX names),
+/// `\` escapes, and `**` between slashes (or at either end) matches any number of folders.
+/// gitoxide's port of git's own `wildmatch.c`, which follows git's test cases, rather than a
+/// second one of ours.
 pub fn wildmatch(p: &[u8], t: &[u8]) -> bool {
-    let (mut pi, mut ti) = (0, 0);
-    while pi < p.len() {
-        match p[pi] {
-            b'\\' if pi + 1 < p.len() => {
-                if t.get(ti) != Some(&p[pi + 1]) {
-                    return false;
-                }
-                pi += 2;
-                ti += 1;
-            }
-            b'?' => {
-                if t.get(ti).is_none_or(|c| *c == b'/') {
-                    return false;
-                }
-                pi += 1;
-                ti += 1;
-            }
-            b'*' => {
-                let mut end = pi;
-                while end < p.len() && p[end] == b'*' {
-                    end += 1;
-                }
-                let double = end - pi >= 2;
-                let at_start = pi == 0 || p[pi - 1] == b'/';
-                let at_end = end == p.len() || p[end] == b'/';
-                if double && at_start && at_end {
-                    if end == p.len() {
-                        return true;
-                    }
-                    // `**/`: zero or more whole folders.
-                    let rest = &p[end + 1..];
-                    if wildmatch(rest, &t[ti..]) {
-                        return true;
-                    }
-                    return (ti..t.len()).any(|k| t[k] == b'/' && wildmatch(rest, &t[k + 1..]));
-                }
-                let rest = &p[end..];
-                let mut k = ti;
-                loop {
-                    if wildmatch(rest, &t[k..]) {
-                        return true;
-                    }
-                    if k >= t.len() || t[k] == b'/' {
-                        return false;
-                    }
-                    k += 1;
-                }
-            }
-            b'[' => {
-                let Some(&c) = t.get(ti) else {
-                    return false;
-                };
-                match class(&p[pi + 1..], c) {
-                    Some((matched, used)) if matched && c != b'/' => {
-                        pi += 1 + used;
-                        ti += 1;
-                    }
-                    _ => return false,
-                }
-            }
-            c => {
-                if t.get(ti) != Some(&c) {
-                    return false;
-                }
-                pi += 1;
-                ti += 1;
-            }
-        }
-    }
-    ti == t.len()
-}
-
-/// Matches `c` against the class whose body starts at `p` (after `[`): whether it matched and
-/// how many pattern bytes the class used (through `]`); `None` when it never closes.
-fn class(p: &[u8], c: u8) -> Option<(bool, usize)> {
-    let mut i = 0;
-    let negated = matches!(p.first(), Some(b'!' | b'^'));
-    if negated {
-        i += 1;
-    }
-    let mut matched = false;
-    let mut first = true;
-    while i < p.len() {
-        let mut lo = p[i];
-        if lo == b']' && !first {
-            return Some((matched != negated, i + 1));
-        }
-        first = false;
-        if lo == b'\\' && i + 1 < p.len() {
-            i += 1;
-            lo = p[i];
-        }
-        if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
-            let hi = p[i + 2];
-            matched |= lo <= c && c <= hi;
-            i += 3;
-        } else {
-            matched |= lo == c;
-            i += 1;
-        }
-    }
-    None
+    gix_glob::wildmatch(
+        p.into(),
+        t.into(),
+        gix_glob::wildmatch::Mode::NO_MATCH_SLASH_LITERAL,
+    )
 }
 
 #[cfg(test)]
@@ -534,6 +439,103 @@ mod tests {
         assert!(glob("**", "any/thing"));
         assert!(glob("x**y", "xaby"), "** not between slashes is a plain *");
         assert!(!glob("x**y", "xa/by"));
+    }
+
+    /// Cases of git's own t3070-wildmatch.sh, its first column (wildmatch with WM_PATHNAME).
+    #[test]
+    fn wildmatch_agrees_with_gits_own_cases() {
+        let cases: &[(bool, &str, &str)] = &[
+            (true, "foo", "foo"),
+            (false, "foo", "bar"),
+            (true, "", ""),
+            (true, "foo", "???"),
+            (false, "foo", "??"),
+            (true, "foo", "*"),
+            (true, "foo", "f*"),
+            (false, "foo", "*f"),
+            (true, "foo", "*foo*"),
+            (true, "foobar", "*ob*a*r*"),
+            (true, "aaaaaaabababab", "*ab"),
+            (true, "foo*", "foo\\*"),
+            (false, "foobar", "foo\\*bar"),
+            (true, "f\\oo", "f\\\\oo"),
+            (true, "ball", "*[al]?"),
+            (false, "ten", "[ten]"),
+            (true, "ten", "**[!te]"),
+            (false, "ten", "**[!ten]"),
+            (true, "ten", "t[a-g]n"),
+            (false, "ten", "t[!a-g]n"),
+            (true, "ton", "t[!a-g]n"),
+            (true, "ton", "t[^a-g]n"),
+            (true, "a]b", "a[]]b"),
+            (true, "a-b", "a[]-]b"),
+            (true, "a]b", "a[]-]b"),
+            (false, "aab", "a[]-]b"),
+            (true, "aab", "a[]a-]b"),
+            (true, "]", "]"),
+            (false, "foo/baz/bar", "foo*bar"),
+            (false, "foo/baz/bar", "foo**bar"),
+            (true, "foobazbar", "foo**bar"),
+            (true, "foo/baz/bar", "foo/**/bar"),
+            (true, "foo/baz/bar", "foo/**/**/bar"),
+            (true, "foo/b/a/z/bar", "foo/**/bar"),
+            (true, "foo/b/a/z/bar", "foo/**/**/bar"),
+            (true, "foo/bar", "foo/**/bar"),
+            (true, "foo/bar", "foo/**/**/bar"),
+            (false, "foo/bar", "foo?bar"),
+            (false, "foo/bar", "foo[/]bar"),
+            (false, "foo/bar", "foo[^a-z]bar"),
+            (false, "foo/bar", "f[^eiu][^eiu][^eiu][^eiu][^eiu]r"),
+            (true, "foo-bar", "f[^eiu][^eiu][^eiu][^eiu][^eiu]r"),
+            (true, "foo", "**/foo"),
+            (true, "XXX/foo", "**/foo"),
+            (true, "bar/baz/foo", "**/foo"),
+            (false, "bar/baz/foo", "*/foo"),
+            (false, "foo/bar/baz", "**/bar*"),
+            (true, "deep/foo/bar/baz", "**/bar/*"),
+            (false, "deep/foo/bar/baz/", "**/bar/*"),
+            (true, "deep/foo/bar/baz/", "**/bar/**"),
+            (false, "deep/foo/bar", "**/bar/*"),
+            (true, "deep/foo/bar/", "**/bar/**"),
+            (false, "foo/bar/baz", "**/bar**"),
+            (true, "foo/bar/baz/x", "*/bar/**"),
+            (false, "deep/foo/bar/baz/x", "*/bar/**"),
+            (true, "deep/foo/bar/baz/x", "**/bar/*/*"),
+            (true, "a1B", "[[:alpha:]][[:digit:]][[:upper:]]"),
+            (false, "a", "[[:digit:][:upper:][:space:]]"),
+            (true, "A", "[[:digit:][:upper:][:space:]]"),
+            (true, "5", "[[:xdigit:]]"),
+            (
+                true,
+                "-adobe-courier-bold-o-normal--12-120-75-75-m-70-iso8859-1",
+                "-*-*-*-*-*-*-12-*-*-*-m-*-*-*",
+            ),
+            (
+                false,
+                "-adobe-courier-bold-o-normal--12-120-75-75-X-70-iso8859-1",
+                "-*-*-*-*-*-*-12-*-*-*-m-*-*-*",
+            ),
+            (
+                true,
+                "XXX/adobe/courier/bold/o/normal//12/120/75/75/m/70/iso8859/1",
+                "XXX/*/*/*/*/*/*/12/*/*/*/m/*/*/*",
+            ),
+            (
+                true,
+                "abcd/abcdefg/abcdefghijk/abcdefghijklmnop.txt",
+                "**/*a*b*g*n*t",
+            ),
+            (
+                false,
+                "abcd/abcdefg/abcdefghijk/abcdefghijklmnop.txtz",
+                "**/*a*b*g*n*t",
+            ),
+        ];
+        let wrong: Vec<_> = cases
+            .iter()
+            .filter(|(want, text, pattern)| glob(pattern, text) != *want)
+            .collect();
+        assert!(wrong.is_empty(), "(expected, text, pattern): {wrong:?}");
     }
 
     #[test]

@@ -35,7 +35,28 @@ impl Pane {
         )
         .expect("install the completion file");
         let bin = assert_cmd::cargo::cargo_bin("git-factory");
-        let bin_dir = bin.parent().expect("the binary's folder");
+        Pane::launch(r, width, bin.parent().expect("the binary's folder"))
+    }
+
+    /// As [`Pane::start`], but with what is already installed in `r.home`: `git-factory` from
+    /// `bin_dir` and whatever completion file lies where bash-completion looks.
+    pub fn start_installed(r: &TestRepo, width: u16, bin_dir: &Path) -> Option<Pane> {
+        let have_tmux = std::process::Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !have_tmux || !Path::new(BASH_COMPLETION).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must install tmux and bash-completion (see .ci/run)"
+            );
+            eprintln!("skipped: tmux or bash-completion is not installed");
+            return None;
+        }
+        Pane::launch(r, width, bin_dir)
+    }
+
+    fn launch(r: &TestRepo, width: u16, bin_dir: &Path) -> Option<Pane> {
         let rc = r.home.join(".bashrc");
         std::fs::write(
             &rc,

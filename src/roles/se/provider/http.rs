@@ -9,7 +9,7 @@
 use super::sse::{SseEvent, SseParser, BOM};
 use serde_json::Value;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 /// No byte from the server for this long is a transient failure (SPEC §3.3).
 pub const SILENCE: Duration = Duration::from_secs(120);
@@ -492,49 +492,10 @@ pub fn retry_after(ms: Option<&str>, header: Option<&str>, now: SystemTime) -> O
 
 /// An HTTP date in the three forms RFC 9110 says a recipient accepts: IMF-fixdate
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and
-/// asctime (`Sun Nov  6 08:49:37 1994`).
+/// asctime (`Sun Nov  6 08:49:37 1994`); `httpdate` parses all three (a weekday that does
+/// not fit the date is no date).
 fn http_date(text: &str) -> Option<SystemTime> {
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    let (day, month, year, time) = match parts.as_slice() {
-        [_, day, month, year, time, "GMT"] => (*day, *month, year.to_string(), *time),
-        [_, date, time, "GMT"] => {
-            let mut dmy = date.split('-');
-            let (day, month, yy) = (dmy.next()?, dmy.next()?, dmy.next()?);
-            // A two-digit year: RFC 9110 reads one more than 50 years ahead as past; the
-            // nearest century does here.
-            let yy: i64 = yy.parse().ok().filter(|_| yy.len() == 2)?;
-            let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
-            (day, month, year.to_string(), *time)
-        }
-        [_, month, day, time, year] => (*day, *month, year.to_string(), *time),
-        _ => return None,
-    };
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
-    let day: i64 = day.parse().ok().filter(|d| (1..=31).contains(d))?;
-    let year: i64 = year.parse().ok().filter(|y| (1970..=9999).contains(y))?;
-    let hms: Vec<i64> = time
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let [h, m, sec] = hms.as_slice() else {
-        return None;
-    };
-    if !(0..24).contains(h) || !(0..60).contains(m) || !(0..61).contains(sec) {
-        return None;
-    }
-    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + m * 60 + sec;
-    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+    httpdate::parse_http_date(text.trim()).ok()
 }
 
 /// Reads a server's error body: its whole message in the server's words, and the one line
@@ -774,6 +735,7 @@ pub fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn servers_errors_in_their_own_words() {
@@ -853,6 +815,12 @@ mod tests {
         assert_eq!(http_date("Sun Nov  6 08:49:37 1994"), same);
         assert_eq!(http_date("Sun, 06 Nov 1994 08:49:37 GMT"), same);
         assert_eq!(http_date("Sunday, 06-Nov-1994 08:49:37 GMT"), None);
+        assert_eq!(
+            http_date("Mon, 06 Nov 1994 08:49:37 GMT"),
+            None,
+            "not a Monday"
+        );
+        assert_eq!(http_date("Sun, 06 Nov 1994 24:00:00 GMT"), None);
         assert_eq!(
             http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
             Some(UNIX_EPOCH + Duration::from_secs(1_835_481_599))
