@@ -289,7 +289,7 @@ impl PyCache {
         // Bounded: a clock set back leaves the harness's entries to be compiled once more.
         for _ in 0..100 {
             let mark = crate::git::restore::change_time_now(&path)?;
-            if until.map_or(true, |until| mark > until) {
+            if until.is_none_or(|until| mark > until) {
                 return Some(mark);
             }
             std::thread::sleep(Duration::from_millis(1));

@@ -118,7 +118,7 @@ pub(crate) fn denied_at_root(outputs: &[&str], root: &Path) -> bool {
         .iter()
         .flat_map(|text| text.lines())
         .filter(|line| line.contains("Permission denied") || line.contains("EACCES"))
-        .any(|line| named_paths(line).into_iter().any(|name| at_root(name)))
+        .any(|line| named_paths(line).into_iter().any(at_root))
 }
 
 /// The names a permission error line may be about (see [`denied_at_root`]).
