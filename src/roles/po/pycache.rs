@@ -1263,6 +1263,54 @@ mod tests {
     }
 
     #[test]
+    fn what_checks_did_to_entries_outside_the_tree_goes_however_they_did_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let stdlib = cache.dir().join("usr/lib/python3");
+        let names = ["kept", "rewritten", "chmodded", "linked", "replaced"];
+        for name in names {
+            touch(&stdlib.join(format!("{name}.cpython-311.pyc")));
+        }
+        touch(&cache.dir().join(".filled/record"));
+        // As after a compile of the harness: the mark comes once the clock has passed it.
+        // The replaced one lies in a folder of its own: the others' folder must not move.
+        std::fs::create_dir_all(stdlib.join("replaced")).expect("mkdir");
+        std::fs::rename(
+            stdlib.join("replaced.cpython-311.pyc"),
+            stdlib.join("replaced/replaced.cpython-311.pyc"),
+        )
+        .expect("mv");
+        cache.compiled();
+        let mark = cache.mark().expect("mark");
+        let entry = |name: &str| match name {
+            "replaced" => stdlib.join("replaced/replaced.cpython-311.pyc"),
+            _ => stdlib.join(format!("{name}.cpython-311.pyc")),
+        };
+        // In place: same file, same name, so the folder's change time stays.
+        std::fs::write(entry("rewritten"), b"forged").expect("write");
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o444);
+        std::fs::set_permissions(entry("chmodded"), mode).expect("chmod");
+        std::fs::hard_link(entry("linked"), tmp.path().join("elsewhere")).expect("link");
+        std::fs::write(tmp.path().join("new"), b"forged").expect("write");
+        std::fs::rename(tmp.path().join("new"), entry("replaced")).expect("rename");
+        std::fs::write(cache.dir().join(".filled/record"), b"held\n").expect("write");
+        let mut sources = cache.drop_outside_since(&root, mark);
+        sources.sort();
+        assert!(entry("kept").exists());
+        for name in &names[1..] {
+            assert!(!entry(name).exists(), "{name} dropped");
+        }
+        assert_eq!(sources.len(), 4, "{sources:?}");
+        assert!(
+            cache.dir().join(".filled/record").exists(),
+            "the fill's own"
+        );
+        assert!(cache.dir().join(".mark").exists());
+    }
+
+    #[test]
     fn the_interpreter_follows_the_commands() {
         let v = vec![vec!["bash".to_string(), "x.sh".to_string()]];
         let a = vec![vec!["/usr/bin/python3.12".to_string(), "-c".to_string()]];
