@@ -141,6 +141,26 @@ pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
     Rules { grants }
 }
 
+/// What a run says, once up front and in the brief of a check that failed for it, where
+/// [`root_closed`] holds (SPEC §7.1).
+pub const ROOT_CLOSED: &str = "under Landlock a check cannot create, rename or remove files \
+     directly at the root of this tree (its .git lies there, and Landlock's rules cover whole \
+     folders), only change existing ones in place; --worktree has no such limit, nor does the \
+     bubblewrap backend (git config factory.sandboxBackend bwrap)";
+
+/// Whether Landlock, enforcing `policy`, leaves the root of `tree` closed to new entries: a
+/// read-only entry below it (the `.git` folder of a main worktree, the `.git` file of the
+/// user's linked one) makes the root only listed, its entries granted one by one.
+pub fn root_closed(policy: &Policy, tree: &Path) -> bool {
+    let root = real(tree);
+    // A private folder that cannot hold the tree, so its grant is told apart.
+    let tmp = std::env::temp_dir().join(format!(".{}-never", INTERNAL));
+    let Rules { grants } = rules(policy, &tmp);
+    !grants
+        .iter()
+        .any(|(path, grant)| *grant == Grant::Write && *path != tmp && root.starts_with(path))
+}
+
 fn real(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }

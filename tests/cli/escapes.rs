@@ -369,6 +369,72 @@ fn forged_standard_library_bytecode_never_reaches_a_later_check() {
     }
 }
 
+/// A check that rewrites in place the kept bytecode of the standard library's `json` (the
+/// entry the harness compiled; same file, same name, header kept): writing into an existing
+/// file moves neither its folder's change time nor its name, only its own change time.
+const FORGE_JSON_IN_PLACE: &str = r#"
+import importlib._bootstrap_external as ext, importlib.util, json, os, sys
+src = json.__file__
+target = importlib.util.cache_from_source(src)
+if not os.path.isfile(target):
+    print("no kept entry to rewrite", target)
+    sys.exit(3)
+st = os.stat(src)
+code = compile("import os\nos._exit(0)\n", src, "exec")
+data = ext._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size)
+with open(target, "r+b") as f:
+    f.write(data)
+    f.truncate()
+print("rewrote in place", target)
+"#;
+
+#[test]
+fn standard_library_bytecode_rewritten_in_place_never_reaches_a_later_check() {
+    let r = keyed();
+    // The kept cache holds json's entry, compiled again by the harness after a check wrote it
+    // (explicitly: the environment may say not to write bytecode).
+    let compile_json = "python3 -c 'import json, py_compile; py_compile.compile(json.__file__)'";
+    r.git(&["config", "factory.verify", compile_json]);
+    let warm = r
+        .factory()
+        .args(["verify", "--no-cache", "HEAD"])
+        .output()
+        .expect("runs");
+    assert_eq!(warm.status.code(), Some(0), "{}", stderr_of(&warm));
+    r.git(&["config", "factory.verify", "true"]);
+    let forge = r.outside.join("forge_json_in_place.py");
+    std::fs::write(&forge, FORGE_JSON_IN_PLACE).expect("write");
+    let check = format!("python3 {}", forge.display());
+    let (out, s) = run_check(&r, &check, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    r.git(&["commit", "-qam", "TWO"]);
+    // A tree whose verification fails: it imports json, then exits 1.
+    let failing = "python3 -c 'import json, sys; sys.exit(1)'";
+    r.git(&["config", "factory.verify", failing]);
+    let verify = r
+        .factory()
+        .args(["verify", "--no-cache", "HEAD"])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        verify.status.code(),
+        Some(1),
+        "verify ran the forged json: {}{}",
+        stdout_of(&verify),
+        stderr_of(&verify)
+    );
+    // A later run's unsandboxed check fails as it should too.
+    r.git(&["config", "factory.verify", "true"]);
+    let wo = r.work_order(basic_order(&[failing]));
+    let back = diff_replace("app.txt", &["one", "TWO", "three"], "TWO", "two");
+    let replay = r.replay("rp2", &[("1.json", proposal(&back, "lower"))]);
+    let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
+    let s: Value = serde_json::from_str(&stdout_of(&out)).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "FAIL");
+}
+
 /// An agent that deletes every loose object of the repo, then makes its change and commits
 /// it (its commit must still make the proposal).
 const DESTROY: &str = "rm -rf \"$(git rev-parse --git-common-dir)\"/objects/?? ; \

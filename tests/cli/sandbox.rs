@@ -509,3 +509,97 @@ fn git_dash_c_factory_sandbox_turns_the_sandbox_on() {
         "{s}"
     );
 }
+
+/// The up-front note and the brief's sentence of an in-situ Landlock run (SPEC §7.1).
+const ROOT_CLOSED: &str = "cannot create, rename or remove files directly at the root of this tree";
+
+fn brief_of(s: &Value) -> String {
+    s["attempts"][0]["failure_brief"]["primary_error_excerpt"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Under Landlock a check in the user's own tree cannot make a file at its root (granting the
+/// root would grant `.git`): the run says so once, up front, and a check that fails on it gets
+/// the reason in its brief and in `show`, naming `--worktree`; a pooled worktree's root takes
+/// new files, and a failure for another reason gets no such sentence.
+#[test]
+fn landlock_says_why_a_check_cannot_make_a_file_at_the_users_tree_root() {
+    let r = TestRepo::simple();
+    let out = confined_run(&r, Way::Landlock, "touch report.xml", &[]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches(ROOT_CLOSED).count(), 1, "said once: {err}");
+    assert!(err.contains("--worktree"), "{err}");
+    let s: Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(s["verdict"], "FAIL");
+    let brief = brief_of(&s);
+    assert!(brief.contains(ROOT_CLOSED), "{brief}");
+    assert!(brief.contains("--worktree"), "{brief}");
+    let run_id = s["run_id"].as_str().expect("run id");
+    let shown = r.factory().args(["show", run_id]).output().expect("show");
+    assert!(
+        stdout_of(&shown).contains(ROOT_CLOSED),
+        "{}",
+        stdout_of(&shown)
+    );
+    assert_eq!(r.read("report.xml"), None);
+    // `sed -i` makes its temporary file beside the file it edits.
+    let out = confined_run(&r, Way::Landlock, "sed -i s/keep/KEEP/ other.txt", &[]);
+    let s: Value = serde_json::from_slice(&out.stdout).expect("summary");
+    assert_eq!(s["verdict"], "FAIL", "{}", stderr_of(&out));
+    assert!(brief_of(&s).contains(ROOT_CLOSED), "{}", brief_of(&s));
+    assert_eq!(r.read("other.txt").as_deref(), Some("keep me\n"));
+
+    // Other permission errors and other failures say nothing of the root.
+    for check in [
+        "sh -c 'echo nope >&2; exit 1'",
+        "sh -c 'echo x > .git/planted'",
+        "sh -c 'echo Permission denied >&2; exit 1'",
+    ] {
+        let out = confined_run(&r, Way::Landlock, check, &[]);
+        let s: Value = serde_json::from_slice(&out.stdout).expect("summary");
+        assert_eq!(s["verdict"], "FAIL", "{check}");
+        assert!(
+            !brief_of(&s).contains(ROOT_CLOSED),
+            "{check}: {}",
+            brief_of(&s)
+        );
+    }
+
+    // A pooled worktree's root takes new files, and nothing is said.
+    let (wo, replay) = upper_two_order(&r, "touch report.xml");
+    let out = r
+        .replay_command(
+            &wo,
+            &replay,
+            &[
+                "--sandbox",
+                "--json",
+                "--force",
+                "--worktree",
+                "--max-attempts",
+                "1",
+            ],
+        )
+        .envs(Way::Landlock.env(&r))
+        .output()
+        .expect("runs");
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains(ROOT_CLOSED), "{err}");
+}
+
+/// Under bubblewrap the root of the user's tree takes new files: nothing to say.
+#[test]
+fn bubblewrap_lets_a_check_make_a_file_at_the_users_tree_root() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    let out = confined_run(&r, Way::Bwrap, "touch report.xml", &[]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains(ROOT_CLOSED), "{err}");
+}

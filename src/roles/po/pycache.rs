@@ -36,6 +36,9 @@ pub struct PyCache {
     /// Whether an attempt's checks were learnt from already: later views link the folders
     /// outside the work tree whole (one symlink each, not one per entry).
     learnt: AtomicBool,
+    /// The change time just after this process's last compile into the folder ended: a mark
+    /// is taken only once the clock has passed it (see [`PyCache::mark`]).
+    compiled_until: Mutex<Option<(i64, i64)>>,
     /// Per work-tree root, its tracked symlinks to folders inside it (alias, target — both
     /// repo-relative): Python names a source by the path it imported it through (`lib/m.py`
     /// for a tracked `lib -> src`), so a changed `src/m.py` is forgotten under every alias
@@ -50,6 +53,7 @@ impl PyCache {
         PyCache {
             dir: factory_dir.join("pycache"),
             learnt: AtomicBool::new(false),
+            compiled_until: Mutex::new(None),
             aliases: Mutex::new(HashMap::new()),
         }
     }
@@ -268,10 +272,38 @@ impl PyCache {
     }
 
     /// A mark taken just before unsandboxed checks start, for [`PyCache::drop_compiled_since`]
-    /// (see [`crate::git::restore::change_time_now`]).
+    /// and [`PyCache::drop_outside_since`] (see [`crate::git::restore::change_time_now`]).
+    ///
+    /// Change times come from a clock that ticks every few milliseconds, and a check's first
+    /// write often lands in the mark's own tick (a `sh -c` does, one time in four): so what
+    /// changed *at or after* the mark is the checks'. For that to hold of the harness's own
+    /// compiles, a mark is taken only once the clock has passed the end of the last one —
+    /// a wait of at most a tick, and only right after a compile (never on a warm run).
     pub fn mark(&self) -> Option<(i64, i64)> {
         self.create().ok()?;
-        crate::git::restore::change_time_now(&self.dir.join(".mark"))
+        let path = self.dir.join(".mark");
+        let until = *self
+            .compiled_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Bounded: a clock set back leaves the harness's entries to be compiled once more.
+        for _ in 0..100 {
+            let mark = crate::git::restore::change_time_now(&path)?;
+            if until.is_none_or(|until| mark > until) {
+                return Some(mark);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        crate::git::restore::change_time_now(&path)
+    }
+
+    /// Notes that a compile of the harness ended (see [`PyCache::mark`]).
+    fn compiled(&self) {
+        let now = crate::git::restore::change_time_now(&self.dir.join(".mark"));
+        *self
+            .compiled_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = now;
     }
 
     /// Unsandboxed checks write the shared folder themselves, whatever version of a file they
@@ -279,8 +311,7 @@ impl PyCache {
     /// compiled in the work tree's mirror is dropped when they end, so every entry there is
     /// the harness's own compile of a file it knows (the prefill), which it forgets whenever it
     /// writes that file. Entries are judged by their change time, which no process can set,
-    /// against `mark` (see [`PyCache::mark`]): entries of the same clock tick are the fill's,
-    /// as no check starts and compiles within one.
+    /// against `mark` (see [`PyCache::mark`]): one changed at or after it is the checks'.
     ///
     /// What was dropped is noted for the next fill (see `fill`): checks that compiled the
     /// tree's files run Python, and those files are compiled again before the next checks.
@@ -308,24 +339,23 @@ impl PyCache {
     /// So what was written there since `mark` goes too, and the sources of what went are
     /// returned, for the harness to compile them again itself ([`PyCache::relearn`]).
     ///
-    /// Judged by change times, which no process can set: only the folders are read (a
-    /// folder's entries are listed, not stat'ed, unless its own change time moved past the
-    /// mark, as a new entry or a rename into it — how Python writes bytecode — moves it), so
-    /// when nothing was written no file is stat'ed. The work tree's mirror is left to
-    /// [`PyCache::drop_compiled_since`].
+    /// Judged by each entry's own change time, which no process can set and every way of
+    /// changing a file moves: a new entry or a rename into a folder (how Python writes
+    /// bytecode), but also a write into an existing entry, a chmod, a new hard link — the
+    /// last ones move neither the folder's change time nor the entry's name, so every entry
+    /// is stat'ed (a few microseconds for a thousand). The work tree's mirror is left to
+    /// [`PyCache::drop_compiled_since`]; the harness's own files (`.mark`, the fill's
+    /// records) are not bytecode and stay.
     pub fn drop_outside_since(&self, root: &Path, mark: (i64, i64)) -> Vec<PathBuf> {
         use std::os::unix::fs::MetadataExt;
         let trees = self.mirrors_of(root);
+        let own = [self.dir.join(".mark"), self.dir.join(".filled")];
         let mut sources = Vec::new();
         let mut stack = vec![self.dir.clone()];
         while let Some(dir) = stack.pop() {
             if trees.contains(&dir) {
                 continue;
             }
-            let Ok(meta) = std::fs::symlink_metadata(&dir) else {
-                continue;
-            };
-            let moved = (meta.ctime(), meta.ctime_nsec()) > mark;
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -333,18 +363,18 @@ impl PyCache {
                 let Ok(kind) = entry.file_type() else {
                     continue;
                 };
-                if kind.is_dir() {
-                    stack.push(entry.path());
+                if dir == self.dir && own.contains(&entry.path()) {
                     continue;
                 }
-                if !moved {
+                if kind.is_dir() {
+                    stack.push(entry.path());
                     continue;
                 }
                 let Ok(m) = entry.metadata() else {
                     continue;
                 };
-                let newer = (m.ctime(), m.ctime_nsec()) > mark;
-                if (kind.is_symlink() || newer) && std::fs::remove_file(entry.path()).is_ok() {
+                let changed = (m.ctime(), m.ctime_nsec()) >= mark;
+                if (kind.is_symlink() || changed) && std::fs::remove_file(entry.path()).is_ok() {
                     sources.extend(source_of(&self.dir, &entry.path()));
                 }
             }
@@ -433,7 +463,9 @@ impl PyCache {
         };
         std::fs::create_dir_all(log_dir).ok()?;
         let logs = LogFiles::in_dir(log_dir, "", label);
-        Some(exec::run(&spec, &logs))
+        let ran = exec::run(&spec, &logs);
+        self.compiled();
+        Some(ran)
     }
 
     /// A view of the cache for sandboxed checks: nothing they write in it outlives their
@@ -1008,8 +1040,8 @@ fn source_of(cache: &Path, entry: &Path) -> Option<PathBuf> {
 }
 
 /// Whether a tree has a `.py` file anywhere (a repo without one never pays for a prefill).
-/// Removes every file under `dir` (real folders only, never following a link) changed after
-/// `since`, and links, which Python never writes.
+/// Removes every file under `dir` (real folders only, never following a link) changed at or
+/// after `since`, and links, which Python never writes.
 fn drop_newer(dir: &Path, rel: &Path, since: (i64, i64), dropped: &mut Vec<Vec<u8>>) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -1022,7 +1054,7 @@ fn drop_newer(dir: &Path, rel: &Path, since: (i64, i64), dropped: &mut Vec<Vec<u
         };
         if meta.is_dir() {
             drop_newer(&entry.path(), &rel.join(entry.file_name()), since, dropped);
-        } else if (meta.file_type().is_symlink() || (meta.ctime(), meta.ctime_nsec()) > since)
+        } else if (meta.file_type().is_symlink() || (meta.ctime(), meta.ctime_nsec()) >= since)
             && std::fs::remove_file(entry.path()).is_ok()
         {
             dropped.extend(super::fill::source_of(rel, &entry.file_name()));
@@ -1228,6 +1260,54 @@ mod tests {
             );
         }
         assert!(!view.path().join("usr").exists());
+    }
+
+    #[test]
+    fn what_checks_did_to_entries_outside_the_tree_goes_however_they_did_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let cache = PyCache::in_factory_dir(&tmp.path().join("factory"));
+        let stdlib = cache.dir().join("usr/lib/python3");
+        let names = ["kept", "rewritten", "chmodded", "linked", "replaced"];
+        for name in names {
+            touch(&stdlib.join(format!("{name}.cpython-311.pyc")));
+        }
+        touch(&cache.dir().join(".filled/record"));
+        // As after a compile of the harness: the mark comes once the clock has passed it.
+        // The replaced one lies in a folder of its own: the others' folder must not move.
+        std::fs::create_dir_all(stdlib.join("replaced")).expect("mkdir");
+        std::fs::rename(
+            stdlib.join("replaced.cpython-311.pyc"),
+            stdlib.join("replaced/replaced.cpython-311.pyc"),
+        )
+        .expect("mv");
+        cache.compiled();
+        let mark = cache.mark().expect("mark");
+        let entry = |name: &str| match name {
+            "replaced" => stdlib.join("replaced/replaced.cpython-311.pyc"),
+            _ => stdlib.join(format!("{name}.cpython-311.pyc")),
+        };
+        // In place: same file, same name, so the folder's change time stays.
+        std::fs::write(entry("rewritten"), b"forged").expect("write");
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o444);
+        std::fs::set_permissions(entry("chmodded"), mode).expect("chmod");
+        std::fs::hard_link(entry("linked"), tmp.path().join("elsewhere")).expect("link");
+        std::fs::write(tmp.path().join("new"), b"forged").expect("write");
+        std::fs::rename(tmp.path().join("new"), entry("replaced")).expect("rename");
+        std::fs::write(cache.dir().join(".filled/record"), b"held\n").expect("write");
+        let mut sources = cache.drop_outside_since(&root, mark);
+        sources.sort();
+        assert!(entry("kept").exists());
+        for name in &names[1..] {
+            assert!(!entry(name).exists(), "{name} dropped");
+        }
+        assert_eq!(sources.len(), 4, "{sources:?}");
+        assert!(
+            cache.dir().join(".filled/record").exists(),
+            "the fill's own"
+        );
+        assert!(cache.dir().join(".mark").exists());
     }
 
     #[test]

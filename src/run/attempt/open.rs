@@ -35,6 +35,14 @@ impl<'a> Session<'a> {
         crate::trace::mark("staging folder");
         let journal = place.capture(plan)?;
         let sandbox = plan.sandbox.then(|| place.sandbox(&journal)).transpose()?;
+        if let Some(sandbox) = &sandbox {
+            use crate::sandbox::{landlock, Backend};
+            if sandbox.backend == Backend::Landlock
+                && landlock::root_closed(&sandbox.policy, &place.root)
+            {
+                ui.info(format!("note: {}", landlock::ROOT_CLOSED));
+            }
+        }
         let repo = place.repo();
         let session = Session {
             record: true,

@@ -6,9 +6,9 @@ use crate::roles::po::baseline;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
 use crate::run::artifacts::write_json;
-use crate::run::attempt::brief::command_excerpt;
+use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note};
 use crate::run::attempt::session::Session;
-use crate::store::records::{BaselineCheck, Stage};
+use crate::store::records::{BaselineCheck, CmdResult, Stage};
 
 impl Session<'_> {
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
@@ -138,10 +138,26 @@ impl Session<'_> {
         }
         match (outcome.failed, failing) {
             (Some(stage), Some(cmd)) => {
-                let text = command_excerpt(&cmd);
+                let mut text = command_excerpt(&cmd);
+                if self.failed_at_closed_root(&cmd) {
+                    text = with_note(&text, crate::sandbox::landlock::ROOT_CLOSED);
+                }
                 self.fail(stage, Some(&cmd), &text)
             }
             _ => Outcome::Ok,
         }
+    }
+
+    /// Whether `cmd` failed on a permission error at the root of a tree whose root Landlock
+    /// keeps closed to new entries (SPEC §7.1): its brief then says why, and what has no such
+    /// limit.
+    fn failed_at_closed_root(&self, cmd: &CmdResult) -> bool {
+        let Some(sandbox) = &self.sandbox else {
+            return false;
+        };
+        sandbox.backend == crate::sandbox::Backend::Landlock
+            && cmd.sandbox.as_deref() == Some(sandbox.backend.name())
+            && denied_at_root(&[&cmd.stderr_trunc, &cmd.stdout_trunc], &self.root)
+            && crate::sandbox::landlock::root_closed(&sandbox.policy, &self.root)
     }
 }
