@@ -221,7 +221,11 @@ fn plan_diff(
     })?;
     // After scope, before anything is placed: a weakened test fails the attempt whether or not
     // its hunks would apply.
-    let weakening = guard_tests(rules.tests, || weakened::in_patches(&patches, root), &touched)?;
+    let weakening = guard_tests(
+        rules.tests,
+        || weakened::in_patches(&patches, root),
+        &touched,
+    )?;
     // Each file gets the strictest pass that places all its hunks; the change set records the
     // weakest one used. Nothing is written until every file has its result.
     let mut outcomes = Vec::new();

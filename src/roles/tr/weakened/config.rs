@@ -24,9 +24,14 @@ pub(super) fn kind_of(path: &str) -> Option<ConfigKind> {
         "pyproject.toml" => ConfigKind::Pyproject,
         "setup.cfg" => ConfigKind::SetupCfg,
         "Cargo.toml" => ConfigKind::Cargo,
-        n if ["jest.config.", ".mocharc", "vitest.config.", "vitest.workspace."]
-            .iter()
-            .any(|p| n.starts_with(p)) =>
+        n if [
+            "jest.config.",
+            ".mocharc",
+            "vitest.config.",
+            "vitest.workspace.",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p)) =>
         {
             ConfigKind::Whole
         }

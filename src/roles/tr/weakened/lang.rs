@@ -53,10 +53,15 @@ pub(super) fn by_path(path: &str, lang: Lang) -> ByPath {
     let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
     let yes = match lang {
         Lang::Python => name.starts_with("test_") || stem.ends_with("_test"),
-        Lang::Go => return if stem.ends_with("_test") { ByPath::Yes } else { ByPath::No },
+        Lang::Go => {
+            return if stem.ends_with("_test") {
+                ByPath::Yes
+            } else {
+                ByPath::No
+            }
+        }
         Lang::Js => {
-            if name.contains(".test.") || name.contains(".spec.") || in_folder(path, "__tests__")
-            {
+            if name.contains(".test.") || name.contains(".spec.") || in_folder(path, "__tests__") {
                 return ByPath::Yes;
             }
             // Mocha's default spec folder.
@@ -144,7 +149,13 @@ pub(super) fn marker(lang: Lang, t: &[u8]) -> bool {
         Lang::Go => any(&[b".Skip(", b".Skipf(", b".SkipNow("]),
         Lang::Js => {
             any(&[
-                b".skip(", b".skip.", b".skipIf(", b".todo(", b".only(", b".only.", b".failing(",
+                b".skip(",
+                b".skip.",
+                b".skipIf(",
+                b".todo(",
+                b".only(",
+                b".only.",
+                b".failing(",
                 b".fixme(",
             ]) || [
                 &b"xit("[..],
@@ -304,10 +315,7 @@ pub(super) fn def_name(lang: Lang, t: &[u8]) -> Option<&[u8]> {
                 return None;
             }
             let end = head.trim_ascii_end();
-            let start = end
-                .iter()
-                .rposition(|b| !ident(*b))
-                .map_or(0, |p| p + 1);
+            let start = end.iter().rposition(|b| !ident(*b)).map_or(0, |p| p + 1);
             Some(&end[start..]).filter(|n| !n.is_empty())
         }),
     }
@@ -468,23 +476,50 @@ mod tests {
     #[test]
     fn definitions_and_tests() {
         let t = |lang, l: &str| test_def(lang, l.as_bytes()).map(|n| n.to_str_lossy().into_owned());
-        assert_eq!(t(Lang::Python, "def test_add(self):").as_deref(), Some("test_add"));
-        assert_eq!(t(Lang::Python, "async def test_io():").as_deref(), Some("test_io"));
-        assert_eq!(t(Lang::Python, "class TestCalc:").as_deref(), Some("TestCalc"));
+        assert_eq!(
+            t(Lang::Python, "def test_add(self):").as_deref(),
+            Some("test_add")
+        );
+        assert_eq!(
+            t(Lang::Python, "async def test_io():").as_deref(),
+            Some("test_io")
+        );
+        assert_eq!(
+            t(Lang::Python, "class TestCalc:").as_deref(),
+            Some("TestCalc")
+        );
         assert_eq!(t(Lang::Python, "def helper():"), None);
-        assert_eq!(t(Lang::Go, "func TestAdd(t *testing.T) {").as_deref(), Some("TestAdd"));
+        assert_eq!(
+            t(Lang::Go, "func TestAdd(t *testing.T) {").as_deref(),
+            Some("TestAdd")
+        );
         assert_eq!(t(Lang::Go, "func Testing() {"), None);
-        assert_eq!(t(Lang::Go, "t.Run(\"neg\", func(t *testing.T) {").as_deref(), Some("\"neg\""));
+        assert_eq!(
+            t(Lang::Go, "t.Run(\"neg\", func(t *testing.T) {").as_deref(),
+            Some("\"neg\"")
+        );
         assert_eq!(t(Lang::Js, "it('adds', () => {").as_deref(), Some("'adds'"));
-        assert_eq!(t(Lang::Js, "test.skip(\"adds\", () => {").as_deref(), Some("\"adds\""));
+        assert_eq!(
+            t(Lang::Js, "test.skip(\"adds\", () => {").as_deref(),
+            Some("\"adds\"")
+        );
         assert_eq!(t(Lang::Js, "const re = /x/; re.test(s)"), None);
         let d = |lang, l: &str| def_name(lang, l.as_bytes()).map(|n| n.to_str_lossy().into_owned());
-        assert_eq!(d(Lang::Rust, "pub(crate) async fn adds() {").as_deref(), Some("adds"));
+        assert_eq!(
+            d(Lang::Rust, "pub(crate) async fn adds() {").as_deref(),
+            Some("adds")
+        );
         assert_eq!(d(Lang::Java, "void adds() {").as_deref(), Some("adds"));
-        assert_eq!(d(Lang::Java, "public void adds() throws Exception {").as_deref(), Some("adds"));
+        assert_eq!(
+            d(Lang::Java, "public void adds() throws Exception {").as_deref(),
+            Some("adds")
+        );
         assert_eq!(d(Lang::Java, "fun adds() {").as_deref(), Some("adds"));
         assert!(test_attribute(Lang::Rust, b"#[test]"));
-        assert!(test_attribute(Lang::Rust, b"#[tokio::test(flavor = \"multi_thread\")]"));
+        assert!(test_attribute(
+            Lang::Rust,
+            b"#[tokio::test(flavor = \"multi_thread\")]"
+        ));
         assert!(!test_attribute(Lang::Rust, b"#[cfg(test)]"));
         assert!(test_attribute(Lang::Java, b"@Test"));
         assert!(!test_attribute(Lang::Java, b"@TestInstance(PER_CLASS)"));

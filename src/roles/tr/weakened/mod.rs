@@ -53,7 +53,10 @@ impl View<'_> {
     }
 
     fn new_len(&self) -> usize {
-        self.lines.iter().filter(|(k, _)| *k != Kind::Remove).count()
+        self.lines
+            .iter()
+            .filter(|(k, _)| *k != Kind::Remove)
+            .count()
     }
 }
 
@@ -219,8 +222,16 @@ fn write_view<'a>(before: &'a [u8], after: &'a [u8]) -> View<'a> {
             .iter()
             .map(|l| (Kind::Remove, *l)),
     );
-    lines.extend(new[prefix..new.len() - suffix].iter().map(|l| (Kind::Add, *l)));
-    lines.extend(old[old.len() - suffix..].iter().map(|l| (Kind::Context, *l)));
+    lines.extend(
+        new[prefix..new.len() - suffix]
+            .iter()
+            .map(|l| (Kind::Add, *l)),
+    );
+    lines.extend(
+        old[old.len() - suffix..]
+            .iter()
+            .map(|l| (Kind::Context, *l)),
+    );
     View {
         lines,
         old_start: Some(1),
@@ -265,7 +276,11 @@ fn check_file(change: FileChange<'_>, out: &mut Vec<Weakening>) {
     };
     if change.deleted {
         if holds_tests(change.path, lang, &mut base) {
-            out.push(finding(change.path, None, "deletes a file that holds tests"));
+            out.push(finding(
+                change.path,
+                None,
+                "deletes a file that holds tests",
+            ));
         }
         return;
     }
@@ -346,9 +361,7 @@ fn locate(v: &View<'_>, base: &[&[u8]], from: usize) -> Option<usize> {
         .collect();
     let first = old.first()?;
     (from..base.len()).find(|&i| {
-        base[i] == *first
-            && base.len() - i >= old.len()
-            && base[i..i + old.len()] == old[..]
+        base[i] == *first && base.len() - i >= old.len() && base[i..i + old.len()] == old[..]
     })
 }
 
