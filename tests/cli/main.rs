@@ -36,3 +36,4 @@ mod sharing;
 mod status;
 mod terminal;
 mod trust;
+mod weakened;
