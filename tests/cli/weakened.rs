@@ -33,7 +33,10 @@ fn refused(r: &TestRepo, order: Value, proposal: String) -> Value {
     let out = r.run_replay(&wo, &replay, &["--json", "--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-    assert_eq!(s["attempts"][0]["failure_brief"]["stage"], "tests_weakened", "{s}");
+    assert_eq!(
+        s["attempts"][0]["failure_brief"]["stage"], "tests_weakened",
+        "{s}"
+    );
     assert_eq!(s["ended_stage"], "tests_weakened");
     assert_eq!(r.snapshot(), before, "the repo is as it was");
     s
@@ -73,18 +76,90 @@ fn skip_and_expected_failure_markers_of_each_language_are_refused() {
     let java = "class CalcTest {\n    @Test\n    void adds() {\n        assertEquals(5, Calc.add(2, 3));\n    }\n}\n";
     let unit = "import unittest\n\n\nclass Calc(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
     let cases: Vec<(&str, &str, String, &str)> = vec![
-        ("tests/test_calc.py", PY_TEST, PY_TEST.replace("def test_neg", "@pytest.mark.skip(reason='later')\ndef test_neg"), ":10: adds a skip or expected-failure marker: \"@pytest.mark.skip(reason='later')\""),
-        ("tests/test_calc.py", PY_TEST, PY_TEST.replace("def test_neg", "@pytest.mark.skipif(True, reason='x')\ndef test_neg"), ":10: adds a skip"),
-        ("tests/test_calc.py", PY_TEST, PY_TEST.replace("def test_neg", "@pytest.mark.xfail\ndef test_neg"), ":10: adds a skip or expected-failure marker: \"@pytest.mark.xfail\""),
-        ("tests/test_calc.py", PY_TEST, PY_TEST.replace("def test_neg():\n", "def test_neg():\n    pytest.skip('later')\n"), ":11: adds a skip"),
-        ("tests/test_unit.py", unit, unit.replace("    def test_add", "    @unittest.skip('later')\n    def test_add"), ":5: adds a skip"),
-        ("src/lib.rs", rust, rust.replace("    #[test]\n", "    #[test]\n    #[ignore]\n"), ":8: adds a skip or expected-failure marker: \"#[ignore]\""),
-        ("calc_test.go", go, go.replace("{\n\tif", "{\n\tt.Skip(\"later\")\n\tif"), ":6: adds a skip or expected-failure marker: \"t.Skip(\\\"later\\\")\""),
-        ("calc.test.js", js, js.replace("it('adds'", "it.skip('adds'"), ":4: adds a skip"),
-        ("calc.test.js", js, js.replace("it('adds'", "xit('adds'"), ":4: adds a skip"),
-        ("calc.test.js", js, js.replace("describe('add'", "describe.skip('add'"), ":3: adds a skip"),
-        ("calc.test.js", js, js.replace("it('adds'", "test.todo('adds');\n  it('adds'"), ":4: adds a skip"),
-        ("src/test/java/CalcTest.java", java, java.replace("    @Test\n", "    @Test\n    @Disabled\n"), ":3: adds a skip"),
+        (
+            "tests/test_calc.py",
+            PY_TEST,
+            PY_TEST.replace(
+                "def test_neg",
+                "@pytest.mark.skip(reason='later')\ndef test_neg",
+            ),
+            ":10: adds a skip or expected-failure marker: \"@pytest.mark.skip(reason='later')\"",
+        ),
+        (
+            "tests/test_calc.py",
+            PY_TEST,
+            PY_TEST.replace(
+                "def test_neg",
+                "@pytest.mark.skipif(True, reason='x')\ndef test_neg",
+            ),
+            ":10: adds a skip",
+        ),
+        (
+            "tests/test_calc.py",
+            PY_TEST,
+            PY_TEST.replace("def test_neg", "@pytest.mark.xfail\ndef test_neg"),
+            ":10: adds a skip or expected-failure marker: \"@pytest.mark.xfail\"",
+        ),
+        (
+            "tests/test_calc.py",
+            PY_TEST,
+            PY_TEST.replace(
+                "def test_neg():\n",
+                "def test_neg():\n    pytest.skip('later')\n",
+            ),
+            ":11: adds a skip",
+        ),
+        (
+            "tests/test_unit.py",
+            unit,
+            unit.replace(
+                "    def test_add",
+                "    @unittest.skip('later')\n    def test_add",
+            ),
+            ":5: adds a skip",
+        ),
+        (
+            "src/lib.rs",
+            rust,
+            rust.replace("    #[test]\n", "    #[test]\n    #[ignore]\n"),
+            ":8: adds a skip or expected-failure marker: \"#[ignore]\"",
+        ),
+        (
+            "calc_test.go",
+            go,
+            go.replace("{\n\tif", "{\n\tt.Skip(\"later\")\n\tif"),
+            ":6: adds a skip or expected-failure marker: \"t.Skip(\\\"later\\\")\"",
+        ),
+        (
+            "calc.test.js",
+            js,
+            js.replace("it('adds'", "it.skip('adds'"),
+            ":4: adds a skip",
+        ),
+        (
+            "calc.test.js",
+            js,
+            js.replace("it('adds'", "xit('adds'"),
+            ":4: adds a skip",
+        ),
+        (
+            "calc.test.js",
+            js,
+            js.replace("describe('add'", "describe.skip('add'"),
+            ":3: adds a skip",
+        ),
+        (
+            "calc.test.js",
+            js,
+            js.replace("it('adds'", "test.todo('adds');\n  it('adds'"),
+            ":4: adds a skip",
+        ),
+        (
+            "src/test/java/CalcTest.java",
+            java,
+            java.replace("    @Test\n", "    @Test\n    @Disabled\n"),
+            ":3: adds a skip",
+        ),
     ];
     for (path, before, after, said) in cases {
         let r = repo_with(&[(path, before)]);
@@ -131,15 +206,25 @@ fn a_skip_on_the_red_pytest_test_fails_and_a_fix_then_passes() {
         .current_dir(&r.root)
         .output()
         .expect("pytest runs");
-    assert!(status.status.success(), "pytest is installed and passes the skipped suite");
+    assert!(
+        status.status.success(),
+        "pytest is installed and passes the skipped suite"
+    );
     r.git(&["checkout", "--", "tests/test_calc.py"]);
     let s = refused(&r, order(&allowed, &[pytest]), skip.clone());
     assert!(
-        brief(&s).contains("tests/test_calc.py:10: adds a skip or expected-failure marker: \"@pytest.mark.skip\""),
+        brief(&s).contains(
+            "tests/test_calc.py:10: adds a skip or expected-failure marker: \"@pytest.mark.skip\""
+        ),
         "{}",
         brief(&s)
     );
-    assert!(s["attempts"][0]["acceptance"].as_array().is_none_or(|a| a.is_empty()), "no check ran");
+    assert!(
+        s["attempts"][0]["acceptance"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "no check ran"
+    );
     let id = s["run_id"].as_str().expect("id");
     let apply: Value = serde_json::from_str(&r.git(&[
         "show",
@@ -153,7 +238,10 @@ fn a_skip_on_the_red_pytest_test_fails_and_a_fix_then_passes() {
     );
     let shown = stdout_of(&r.factory().args(["show", id]).output().expect("show"));
     assert!(shown.contains("attempt 1: tests_weakened"), "{shown}");
-    assert!(shown.contains("tests weakened (refused):\n    tests/test_calc.py:10: adds a skip"), "{shown}");
+    assert!(
+        shown.contains("tests weakened (refused):\n    tests/test_calc.py:10: adds a skip"),
+        "{shown}"
+    );
 
     // Routed like a scope violation: the next proposal gets its chance, and the fix passes.
     let fix = proposal(
@@ -180,7 +268,11 @@ fn a_removed_test_is_refused_by_diff_and_by_writes() {
         order(&["tests/test_calc.py"], &["true"]),
         proposal(&diff_of(&r, "tests/test_calc.py", &without), "drop it"),
     );
-    assert!(brief(&s).contains("tests/test_calc.py:10: removes the test test_neg"), "{}", brief(&s));
+    assert!(
+        brief(&s).contains("tests/test_calc.py:10: removes the test test_neg"),
+        "{}",
+        brief(&s)
+    );
     let sha = {
         use sha2::{Digest, Sha256};
         Sha256::digest(PY_TEST.as_bytes())
@@ -189,9 +281,20 @@ fn a_removed_test_is_refused_by_diff_and_by_writes() {
             .collect::<String>()
     };
     let writes = json!({"writes": [{"path": "tests/test_calc.py", "base_sha256": sha, "content": without}], "summary": "drop it"});
-    let s = refused(&r, order(&["tests/test_calc.py"], &["true"]), writes.to_string());
-    assert!(brief(&s).contains("tests/test_calc.py:10: removes the test test_neg"), "{}", brief(&s));
-    assert_eq!(s["attempts"][0]["touched_files"], json!(["tests/test_calc.py"]));
+    let s = refused(
+        &r,
+        order(&["tests/test_calc.py"], &["true"]),
+        writes.to_string(),
+    );
+    assert!(
+        brief(&s).contains("tests/test_calc.py:10: removes the test test_neg"),
+        "{}",
+        brief(&s)
+    );
+    assert_eq!(
+        s["attempts"][0]["touched_files"],
+        json!(["tests/test_calc.py"])
+    );
 }
 
 /// Fewer assertions is a removal; an assertion moved to another part of the file, or
@@ -216,7 +319,11 @@ fn removed_assertions_are_refused_and_moved_ones_are_not() {
     let moved = format!("def test_long():\n{filler}    assert first()\n    done()\n");
     let d = diff_of(&r, "tests/test_long.py", &moved);
     assert_eq!(d.matches("@@ -").count(), 2, "{d}");
-    let s = passes(&r, order(&["tests/test_long.py"], &["true"]), proposal(&d, "move"));
+    let s = passes(
+        &r,
+        order(&["tests/test_long.py"], &["true"]),
+        proposal(&d, "move"),
+    );
     assert!(s["attempts"][0]["weakening"].is_null(), "{s}");
     let rewritten = moved.replace("assert first()", "assert first() is not None");
     passes(
@@ -254,7 +361,9 @@ fn test_configuration_conftest_and_the_pytest_section_of_pyproject() {
         proposal(&diff_of(&r, "pyproject.toml", &deselect), "deselect"),
     );
     assert!(
-        brief(&s).contains("pyproject.toml:6: changes the test configuration in [tool.pytest.ini_options]"),
+        brief(&s).contains(
+            "pyproject.toml:6: changes the test configuration in [tool.pytest.ini_options]"
+        ),
         "{}",
         brief(&s)
     );
@@ -283,7 +392,10 @@ fn tests_may_change_allows_the_edits_and_lists_them() {
     let s = passes(
         &r,
         allowed,
-        proposal(&diff_of(&r, "tests/test_calc.py", &after), "rework the tests"),
+        proposal(
+            &diff_of(&r, "tests/test_calc.py", &after),
+            "rework the tests",
+        ),
     );
     // Lines of what was removed are the baseline's; of what was added, the new file's.
     let listed = json!([
@@ -299,7 +411,10 @@ fn tests_may_change_allows_the_edits_and_lists_them() {
     ]))
     .expect("apply_result.json");
     assert_eq!(apply["weakening"], listed);
-    assert_eq!(r.read("tests/test_calc.py").as_deref(), Some(after.as_str()));
+    assert_eq!(
+        r.read("tests/test_calc.py").as_deref(),
+        Some(after.as_str())
+    );
     let shown = stdout_of(&r.factory().args(["show", id]).output().expect("show"));
     assert!(
         shown.contains("tests weakened (allowed by tests_may_change):\n    tests/test_calc.py:6: adds a skip or expected-failure marker: \"@pytest.mark.xfail\"\n    tests/test_calc.py:6: removes the test test_add\n"),
