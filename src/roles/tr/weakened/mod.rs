@@ -294,7 +294,8 @@ fn check_file(change: FileChange<'_>, out: &mut Vec<Weakening>) {
         }
     }
     let scan = Scan::of(lang, &change.views);
-    if scan.is_empty() || !holds_tests(change.path, lang, &mut base) {
+    // A "modification" of a file the baseline lacks creates it (SPEC §3.6): it held no tests.
+    if scan.is_empty() || base.bytes().is_none() || !holds_tests(change.path, lang, &mut base) {
         return;
     }
     let lines = base.lines();

@@ -266,6 +266,12 @@ fn deleted_and_moved_test_files_and_bytes_that_are_not_utf8() {
 }
 
 #[test]
+fn a_test_file_the_baseline_lacks_held_no_tests() {
+    let text = "--- a/tests/test_new.py\n+++ b/tests/test_new.py\n@@ -0,0 +1,3 @@\n+@pytest.mark.skip\n+def test_later():\n+    pass\n";
+    assert!(diff(&[], text).is_empty());
+}
+
+#[test]
 fn hunks_without_numbers_are_placed_in_the_baseline() {
     let text = b"*** Begin Patch\n*** Update File: tests/test_calc.py\n@@\n def test_neg():\n-    assert add(-1, -1) == -2\n+    pass\n*** End Patch\n";
     let patches = crate::roles::tr::dialects::parse_envelope(text).expect("parses");
