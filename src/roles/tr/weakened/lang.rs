@@ -90,6 +90,25 @@ pub(super) fn shows_tests(lang: Lang, line: &[u8]) -> bool {
     }
 }
 
+/// Where `needle` first occurs in `t` at or after `from`. Lines are short and needles shorter:
+/// a byte search for the first byte beats building a substring searcher per line and needle.
+fn find_at(t: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    let (&first, _) = needle.split_first()?;
+    let mut i = from;
+    while i < t.len() {
+        let at = i + t[i..].find_byte(first)?;
+        if t[at..].starts_with(needle) {
+            return Some(at);
+        }
+        i = at + 1;
+    }
+    None
+}
+
+fn contains(t: &[u8], needle: &[u8]) -> bool {
+    find_at(t, needle, 0).is_some()
+}
+
 fn ident(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
 }
@@ -98,7 +117,7 @@ fn ident(b: u8) -> bool {
 /// nor after a `.` unless `after_dot` (so `self.assertEqual` is an assertion, `x.it(` no test).
 fn has_word(t: &[u8], needle: &[u8], after_dot: bool) -> bool {
     let mut from = 0;
-    while let Some(i) = t[from..].find(needle).map(|i| i + from) {
+    while let Some(i) = find_at(t, needle, from) {
         let ok = i == 0 || {
             let b = t[i - 1];
             !ident(b) && (after_dot || b != b'.')
@@ -127,7 +146,7 @@ pub(super) fn marker(lang: Lang, t: &[u8]) -> bool {
     if is_comment(lang, t) {
         return false;
     }
-    let any = |list: &[&[u8]]| list.iter().any(|n| t.find(n).is_some());
+    let any = |list: &[&[u8]]| list.iter().any(|n| contains(t, n));
     match lang {
         Lang::Python => {
             any(&[
@@ -143,8 +162,7 @@ pub(super) fn marker(lang: Lang, t: &[u8]) -> bool {
             ]) || has_word(t, b"@skip", false)
         }
         Lang::Rust => {
-            t.find(b"#[ignore").is_some()
-                || (t.starts_with(b"#[cfg_attr(") && t.find(b"ignore").is_some())
+            contains(t, b"#[ignore") || (t.starts_with(b"#[cfg_attr(") && contains(t, b"ignore"))
         }
         Lang::Go => any(&[b".Skip(", b".Skipf(", b".SkipNow("]),
         Lang::Js => {
@@ -187,7 +205,7 @@ pub(super) fn assertion(lang: Lang, t: &[u8]) -> bool {
             has_word(t, b"assert", true)
                 || [&b"pytest.raises("[..], b"pytest.warns(", b"pytest.fail("]
                     .iter()
-                    .any(|n| t.find(n).is_some())
+                    .any(|n| contains(t, n))
         }
         Lang::Rust => rust_assert_macro(t),
         Lang::Go => [
@@ -209,7 +227,7 @@ pub(super) fn assertion(lang: Lang, t: &[u8]) -> bool {
             [&b"expect("[..], b"expect.", b"assert(", b"assert."]
                 .iter()
                 .any(|n| has_word(t, n, true))
-                || t.find(b".should").is_some()
+                || contains(t, b".should")
         }
         Lang::Java => has_word(t, b"assert", true) || has_word(t, b"fail(", true),
     }
@@ -219,7 +237,7 @@ pub(super) fn assertion(lang: Lang, t: &[u8]) -> bool {
 /// `assert` and invoked as a macro.
 fn rust_assert_macro(t: &[u8]) -> bool {
     let mut from = 0;
-    while let Some(i) = t[from..].find(b"assert").map(|i| i + from) {
+    while let Some(i) = find_at(t, b"assert", from) {
         let end = t[i..].iter().position(|b| !ident(*b)).map(|p| p + i);
         if end.is_some_and(|e| t[e] == b'!') {
             return true;
@@ -275,7 +293,7 @@ fn leading_ident(t: &[u8]) -> &[u8] {
 pub(super) fn def_name(lang: Lang, t: &[u8]) -> Option<&[u8]> {
     let after = |kw: &[u8]| -> Option<&[u8]> {
         let mut from = 0;
-        while let Some(i) = t[from..].find(kw).map(|i| i + from) {
+        while let Some(i) = find_at(t, kw, from) {
             if i == 0 || !ident(t[i - 1]) {
                 let name = leading_ident(&t[i + kw.len()..]);
                 return (!name.is_empty()).then_some(name);
@@ -307,7 +325,7 @@ pub(super) fn def_name(lang: Lang, t: &[u8]) -> Option<&[u8]> {
         Lang::Java => after(b"fun ").or_else(|| {
             let open = t.find_byte(b'(')?;
             let head = &t[..open];
-            let looks_like_method = head.find(b"void ").is_some()
+            let looks_like_method = contains(head, b"void ")
                 || head.starts_with(b"public ")
                 || head.starts_with(b"private ")
                 || head.starts_with(b"protected ");
