@@ -282,3 +282,22 @@ fn hunks_without_numbers_are_placed_in_the_baseline() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].line, Some(11), "{found:?}");
 }
+
+#[test]
+fn search_replace_blocks_are_read_like_any_diff() {
+    let text = b"tests/test_calc.py\n<<<<<<< SEARCH\ndef test_neg():\n=======\n@pytest.mark.xfail\ndef test_neg():\n>>>>>>> REPLACE\n";
+    let patches = crate::roles::tr::dialects::parse_search_replace(text).expect("parses");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("tests")).expect("mkdir");
+    std::fs::write(dir.path().join("tests/test_calc.py"), PY).expect("write");
+    let found: Vec<String> = in_patches(&patches, dir.path())
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            "tests/test_calc.py:10: adds a skip or expected-failure marker: \"@pytest.mark.xfail\""
+        ]
+    );
+}
