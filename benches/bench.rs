@@ -1938,6 +1938,61 @@ fn judge(dir: &Path, case: &Case, argv: &[&str]) -> Verdict {
     }
 }
 
+/// TR's weakened-tests check (SPEC §3.9) on its worst case: a pytest file of 10,000 tests
+/// whose every assertion the change rewrites (20,000 changed lines), as a git diff and as a
+/// whole-file write; and the same diff's size of change to a file that is not a test.
+fn bench_weakened(work: &Path, runs: usize) {
+    use git_factory::git::files::{FileOutcome, FileState};
+    use git_factory::roles::tr::{diff, weakened};
+    let dir = work.join("weakened");
+    std::fs::create_dir_all(dir.join("tests")).expect("mkdir");
+    git(&dir, &["init", "-q"]);
+    let n = 10_000;
+    let before: String = (0..n)
+        .map(|i| format!("def test_{i}():\n    assert f({i}) == {i}\n\n"))
+        .collect();
+    let after = before.replace(") == ", ") >= ");
+    let mut diffs = Vec::new();
+    for path in ["tests/test_big.py", "notes.txt"] {
+        std::fs::write(dir.join(path), &before).expect("write");
+        git(&dir, &["add", path]);
+        std::fs::write(dir.join(path), &after).expect("write");
+        let d = git(&dir, &["diff", "--", path]);
+        git(&dir, &["checkout", "--", path]);
+        diffs.push((
+            path,
+            diff::parse(d.as_bytes(), diff::Strip::Auto).expect("parses"),
+        ));
+    }
+    println!("\ntests_weakened check, {n} tests, every assertion rewritten:");
+    for (path, patches) in &diffs {
+        let s = measure(runs, || {
+            time(|| assert!(weakened::in_patches(patches, &dir).is_empty()))
+        });
+        row(&format!("diff of {path}"), &(2 * n).to_string(), &s, None);
+    }
+    let outcome = FileOutcome {
+        path: "tests/test_big.py".to_string(),
+        before: Some(FileState {
+            bytes: before.into_bytes(),
+            executable: false,
+        }),
+        after: Some(FileState {
+            bytes: after.into_bytes(),
+            executable: false,
+        }),
+    };
+    let s = measure(runs, || {
+        time(|| assert!(weakened::in_writes(std::slice::from_ref(&outcome)).is_empty()))
+    });
+    row(
+        "writes of tests/test_big.py",
+        &(3 * n).to_string(),
+        &s,
+        None,
+    );
+}
+
 fn bench_apply(work: &Path) {
     let cases = corpus(30);
     let dir = work.join("apply");
@@ -2649,8 +2704,9 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(5)
         .max(1);
-    let only = opt("--only")
-        .unwrap_or_else(|| "apply,attempt,log,startup,worktree,baseline,pycache,page".to_string());
+    let only = opt("--only").unwrap_or_else(|| {
+        "apply,attempt,log,startup,worktree,baseline,pycache,weakened,page".to_string()
+    });
     let work = tempfile::tempdir().expect("tempdir");
     println!(
         "{:<34} {:>8} {:>10} {:>18} ratio to git",
@@ -2661,6 +2717,9 @@ fn main() {
     }
     if only.contains("startup") {
         bench_startup(work.path(), runs);
+    }
+    if only.contains("weakened") {
+        bench_weakened(work.path(), runs);
     }
     if only.contains("log") {
         bench_log(work.path(), runs);

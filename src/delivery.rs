@@ -592,6 +592,7 @@ mod tests {
             notes: None,
             fail_to_pass: vec![],
             pass_to_pass: vec![],
+            tests_may_change: false,
         }
     }
 

@@ -226,6 +226,19 @@ mod tests {
     }
 
     #[test]
+    fn weakened_tests_are_retried_like_a_scope_violation() {
+        let (e, t) = run(
+            vec![vec![Ok, Failed(Stage::TestsWeakened), Ok], OK3.to_vec()],
+            2,
+        );
+        assert_eq!(e.verdict, Verdict::Pass);
+        assert_eq!(t, "se1 tr1 rollback1 se2 tr2 po2 keep2");
+        let (e, _) = run(vec![vec![Ok, Failed(Stage::TestsWeakened), Ok]], 1);
+        assert_eq!(e.verdict, Verdict::Fail);
+        assert_eq!(e.stage, "tests_weakened");
+    }
+
+    #[test]
     fn unfixable_stages_end_at_once() {
         let (e, _) = run(vec![vec![Fatal(Stage::LlmCallFailed), Ok, Ok]], 3);
         assert_eq!(e.verdict, Verdict::Error);

@@ -9,7 +9,7 @@ use std::path::Path;
 pub const MAX_CONTEXT_FILES: usize = 10;
 pub const CONTEXT_BUDGET_BYTES: usize = 200 * 1024;
 
-const KNOWN_FIELDS: [&str; 10] = [
+const KNOWN_FIELDS: [&str; 11] = [
     "id",
     "title",
     "intent",
@@ -20,6 +20,7 @@ const KNOWN_FIELDS: [&str; 10] = [
     "notes",
     "fail_to_pass",
     "pass_to_pass",
+    "tests_may_change",
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +37,9 @@ pub struct WorkOrder {
     pub fail_to_pass: Vec<String>,
     /// Must pass both before and after the change (no regressions).
     pub pass_to_pass: Vec<String>,
+    /// The change may skip, remove or loosen tests and change test configuration (SPEC §3.9);
+    /// such edits are then listed instead of failing the attempt.
+    pub tests_may_change: bool,
 }
 
 impl WorkOrder {
@@ -212,6 +216,16 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
     // A red→green contract is a complete statement of done: acceptance may then be empty
     // (or left out).
     let acceptance_commands = commands(obj, "acceptance_commands", fail_to_pass.is_empty())?;
+    let tests_may_change = match obj.get("tests_may_change") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(invalid(
+                "tests_may_change",
+                format!("expected true or false, got {other}"),
+            ))
+        }
+    };
     let notes = match obj.get("notes") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -252,6 +266,7 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         notes,
         fail_to_pass,
         pass_to_pass,
+        tests_may_change,
     })
 }
 
@@ -506,6 +521,7 @@ mod tests {
             (json!({"pass_to_pass": [""]}), "pass_to_pass"),
             (json!({"fail_to_pass": "pytest"}), "fail_to_pass"),
             (json!({"title": 3}), "title"),
+            (json!({"tests_may_change": "yes"}), "tests_may_change"),
         ];
         for (patch, field) in cases {
             let mut v = base();
@@ -546,6 +562,17 @@ mod tests {
             wo.hash,
             sha256_hex(br#"{"acceptance_commands":["true"],"allowed_files":["./src//a.py"],"id":"wo-1","intent":"i","title":"t"}"#)
         );
+    }
+
+    #[test]
+    fn tests_may_change_is_read_and_hashed_as_given() {
+        let wo = LoadedWorkOrder::from_value(base(), "x").expect("valid");
+        assert!(!wo.order.tests_may_change);
+        let mut v = base();
+        v["tests_may_change"] = json!(true);
+        let allowed = LoadedWorkOrder::from_value(v, "x").expect("valid");
+        assert!(allowed.order.tests_may_change);
+        assert_ne!(allowed.hash, wo.hash);
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
         strip: args.strip.map_or(Strip::Auto, Strip::Components),
         strict_only: args.strict,
         repo: None,
+        tests: tr::TestsGuard::Off,
     };
     let plan = match tr::plan(&change, &root, &rules) {
         Ok(plan) => plan,

@@ -267,6 +267,17 @@ fn attempt_lines(out: &mut String, a: &AttemptRecord) {
             a.dropped_params.join(", ")
         ));
     }
+    if !a.weakening.is_empty() {
+        let how = if stage == "tests_weakened" {
+            "refused"
+        } else {
+            "allowed by tests_may_change"
+        };
+        out.push_str(&format!("  tests weakened ({how}):\n"));
+        for w in &a.weakening {
+            out.push_str(&format!("    {w}\n"));
+        }
+    }
     if let Some(k) = a.repeat_of {
         out.push_str(&format!(
             "  repeated attempt {k}'s change; not applied again\n"

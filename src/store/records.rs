@@ -11,6 +11,9 @@ pub enum Stage {
     LlmCallFailed,
     PatchScopeViolation,
     PatchApplyFailed,
+    /// The proposal skips, removes or loosens tests, or changes test configuration, and the
+    /// work order does not allow it (SPEC §3.9).
+    TestsWeakened,
     VerifyFailed,
     /// A `pass_to_pass` command that passed on the baseline fails after the change.
     Regression,
@@ -34,6 +37,7 @@ impl Stage {
             Stage::LlmCallFailed => "llm_call_failed",
             Stage::PatchScopeViolation => "patch_scope_violation",
             Stage::PatchApplyFailed => "patch_apply_failed",
+            Stage::TestsWeakened => "tests_weakened",
             Stage::VerifyFailed => "verify_failed",
             Stage::Regression => "regression",
             Stage::AcceptanceFailed => "acceptance_failed",
@@ -131,6 +135,26 @@ impl CmdResult {
     }
 }
 
+/// An edit of a proposal that weakens tests (SPEC §3.9): what failed an attempt with stage
+/// `tests_weakened`, or, when the work order says `tests_may_change`, what it was allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Weakening {
+    pub file: String,
+    /// 1-based: in the baseline file for what was removed, in the proposed file for what was
+    /// added; `None` where the proposal gives no position.
+    pub line: Option<usize>,
+    pub what: String,
+}
+
+impl std::fmt::Display for Weakening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(n) => write!(f, "{}:{n}: {}", self.file, self.what),
+            None => write!(f, "{}: {}", self.file, self.what),
+        }
+    }
+}
+
 /// The bounded feedback the next attempt's prompt gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureBrief {
@@ -210,6 +234,10 @@ pub struct AttemptRecord {
     /// Where the model's reasoning text is stored, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_path: Option<String>,
+    /// The proposal's edits that weaken tests (SPEC §3.9): refused, or allowed by
+    /// `tests_may_change`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub weakening: Vec<Weakening>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

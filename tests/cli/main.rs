@@ -40,3 +40,4 @@ mod sharing;
 mod status;
 mod terminal;
 mod trust;
+mod weakened;

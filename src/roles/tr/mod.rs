@@ -9,10 +9,11 @@ pub mod diff;
 pub mod ladder;
 pub mod protect;
 pub mod scope;
+pub mod weakened;
 
 use crate::identity::sha256_hex;
 use crate::roles::change::{Change, Dialect, WriteSpec};
-use crate::store::records::Stage;
+use crate::store::records::{Stage, Weakening};
 use apply::{ApplyMethod, FileOutcome, FileState};
 use std::path::Path;
 
@@ -24,6 +25,8 @@ pub struct Plan {
     pub touched: Vec<String>,
     /// The pass each file was placed by (diffs only).
     pub methods: Vec<(String, ApplyMethod)>,
+    /// Edits that weaken tests, allowed by the work order (SPEC §3.9).
+    pub weakening: Vec<Weakening>,
 }
 
 impl Plan {
@@ -52,6 +55,8 @@ pub struct Refusal {
     pub stage: Stage,
     pub message: String,
     pub touched: Vec<String>,
+    /// What weakened tests, when that is why (stage `tests_weakened`).
+    pub weakening: Vec<Weakening>,
 }
 
 fn refusal(stage: Stage, message: impl Into<String>, touched: Vec<String>) -> Refusal {
@@ -59,7 +64,47 @@ fn refusal(stage: Stage, message: impl Into<String>, touched: Vec<String>) -> Re
         stage,
         message: message.into(),
         touched,
+        weakening: Vec::new(),
     }
+}
+
+/// What TR does with edits that weaken tests (SPEC §3.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestsGuard {
+    /// Not looked for: the `patch` plumbing applies what it is given.
+    Off,
+    /// The attempt fails with stage `tests_weakened`.
+    Refuse,
+    /// `tests_may_change`: allowed, and listed in the plan.
+    Allow,
+}
+
+/// Refuses a change that weakens tests when the guard says so; else the edits to list.
+fn guard_tests(
+    guard: TestsGuard,
+    find: impl FnOnce() -> Vec<Weakening>,
+    touched: &[String],
+) -> Result<Vec<Weakening>, Refusal> {
+    if guard == TestsGuard::Off {
+        return Ok(Vec::new());
+    }
+    let found = find();
+    if found.is_empty() || guard == TestsGuard::Allow {
+        return Ok(found);
+    }
+    let mut message = String::from(
+        "the proposal weakens tests, which this work order does not allow (tests_may_change is not set):\n",
+    );
+    for w in &found {
+        message.push_str(&format!("  {w}\n"));
+    }
+    message.push_str(
+        "Nothing was applied. Make the tests pass by changing the code they test: do not skip, mark as expected to fail, delete or loosen a test, and do not change test configuration.",
+    );
+    Err(Refusal {
+        weakening: found,
+        ..refusal(Stage::TestsWeakened, message, touched.to_vec())
+    })
 }
 
 /// Options that shape how TR reads and applies a change.
@@ -73,6 +118,7 @@ pub struct Rules<'a> {
     /// The repository of `root`, already open (its index read once per run, not per
     /// proposal); `None` opens it.
     pub repo: Option<&'a git2::Repository>,
+    pub tests: TestsGuard,
 }
 
 /// Validates and plans a change against the work tree at `root`, writing nothing.
@@ -83,6 +129,7 @@ pub fn plan(change: &Change, root: &Path, rules: &Rules<'_>) -> Result<Plan, Ref
             method: ApplyMethod::Strict,
             touched: Vec::new(),
             methods: Vec::new(),
+            weakening: Vec::new(),
         }),
         Change::Diff(text) => plan_diff(text, Dialect::Unified, root, rules),
         Change::Dialect(dialect, text) => plan_diff(text, *dialect, root, rules),
@@ -172,6 +219,13 @@ fn plan_diff(
             listed,
         )
     })?;
+    // After scope, before anything is placed: a weakened test fails the attempt whether or not
+    // its hunks would apply.
+    let weakening = guard_tests(
+        rules.tests,
+        || weakened::in_patches(&patches, root),
+        &touched,
+    )?;
     // Each file gets the strictest pass that places all its hunks; the change set records the
     // weakest one used. Nothing is written until every file has its result.
     let mut outcomes = Vec::new();
@@ -230,6 +284,7 @@ fn plan_diff(
         method,
         touched,
         methods,
+        weakening,
     })
 }
 
@@ -299,10 +354,12 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
     }
     outcomes.sort_by(|a, b| a.path.cmp(&b.path));
     touched.sort();
+    let weakening = guard_tests(rules.tests, || weakened::in_writes(&outcomes), &touched)?;
     Ok(Plan {
         outcomes,
         method: ApplyMethod::Writes,
         touched,
         methods: Vec::new(),
+        weakening,
     })
 }

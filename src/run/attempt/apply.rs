@@ -4,10 +4,10 @@
 use crate::git;
 use crate::graph::Outcome;
 use crate::roles::se::proposal::{Change, Proposal};
-use crate::roles::tr::{self, apply, diff::Strip, Rules};
+use crate::roles::tr::{self, apply, diff::Strip, Rules, TestsGuard};
 use crate::run::artifacts::write_json;
 use crate::run::attempt::session::Session;
-use crate::store::records::Stage;
+use crate::store::records::{Stage, Weakening};
 use serde::Serialize;
 use std::path::Path;
 
@@ -21,6 +21,10 @@ pub(crate) struct ApplyResult<'a> {
     /// The backend that confined the agent that proposed (SPEC §7.1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) sandbox: Option<String>,
+    /// Edits that weaken tests (SPEC §3.9): why the attempt failed (`tests_weakened`), or
+    /// what `tests_may_change` allowed.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) weakening: &'a [Weakening],
 }
 
 #[derive(Serialize)]
@@ -91,6 +95,11 @@ impl Session<'_> {
             strip: Strip::Auto,
             strict_only: self.plan.strict_apply,
             repo: Some(self.repo),
+            tests: if self.plan.wo.order.tests_may_change {
+                TestsGuard::Allow
+            } else {
+                TestsGuard::Refuse
+            },
         };
         match tr::plan(&proposal.change, &self.root, &rules) {
             Ok(plan) => Ok(plan),
@@ -102,9 +111,11 @@ impl Session<'_> {
                     files: Vec::new(),
                     error: Some(&refusal.message),
                     sandbox: self.current().agent_sandbox.clone(),
+                    weakening: &refusal.weakening,
                 };
                 let _ = write_json(&dir.join("apply_result.json"), &result);
                 self.current().record.touched_files = refusal.touched.clone();
+                self.current().record.weakening = refusal.weakening.clone();
                 Err(self.fail(refusal.stage, None, &refusal.message))
             }
         }
@@ -175,6 +186,7 @@ impl Session<'_> {
             files,
             error: None,
             sandbox: self.current().agent_sandbox.clone(),
+            weakening: &plan.weakening,
         };
         let _ = write_json(&dir.join("apply_result.json"), &result);
         let method = plan.method.as_str().to_string();
@@ -184,6 +196,7 @@ impl Session<'_> {
         a.record.apply_ok = true;
         a.record.apply_method = Some(method.clone());
         a.record.touched_files = plan.touched.clone();
+        a.record.weakening = plan.weakening.clone();
         a.plan = Some(plan);
         match tree {
             Ok((tree, commit)) => {
