@@ -109,6 +109,30 @@ impl Owner {
     }
 }
 
+/// SPEC §7's one rule for every command that could change the repo (all but `recover`,
+/// `log` and `show`): after a run was killed — in-situ (its journal is left, the repo lock
+/// free) or outside the user's tree (its owner file names a harness that is gone) — it
+/// refuses, pointing to `git factory recover`, so nothing (a fetched record over the killed
+/// run's RUNNING one, a push of it, a prune) acts on a repo half-way through a run.
+/// `beside` says whether it may go on while an in-situ run is under way.
+pub fn refuse_if_killed(repo: &Repository, beside: crate::journal::Beside) -> Result<()> {
+    crate::journal::refuse_if_pending(repo, beside)?;
+    let factory_dir = crate::git::factory_dir(repo);
+    let killed = Owner::all(&factory_dir)
+        .into_iter()
+        .map(|(_, owner)| owner)
+        .find(|o| !crate::harness::alive(&o.harness));
+    match killed {
+        Some(o) => Err(crate::error::Error::new(format!(
+            "git factory run {} (a --worktree {}) was killed; its record says RUNNING and its worktree may be left",
+            o.run_id,
+            if o.race { "race" } else { "run" }
+        ))
+        .hint("run git factory recover to stop its commands, remove its worktrees and record it as INTERRUPTED")),
+        None => Ok(()),
+    }
+}
+
 /// A run recovered outside the user's tree.
 pub struct Recovered {
     pub run_id: String,
