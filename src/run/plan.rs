@@ -130,7 +130,7 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
         repo.refname_to_id(&store::run_ref(&run_id)).ok()
     });
     if opts.worktree && opts.branch.is_none() {
-        crate::delivery::check_branch(repo, &format!("factory/{run_id}"), opts.force)?;
+        crate::delivery::check_branch(repo, &crate::store::run_branch(&run_id), opts.force)?;
     }
     // Every run may take pooled worktrees (its own, candidates', an agent's scratch): a
     // pool size that does not parse is a refusal before anything is written.
@@ -339,7 +339,7 @@ fn first_prompt(
 fn delivery(opts: &RunOptions, run_id: &str) -> Delivery {
     match (&opts.branch, opts.worktree, opts.commit) {
         (Some(name), true, _) => Delivery::Branch(name.clone()),
-        (None, true, _) => Delivery::Branch(format!("factory/{run_id}")),
+        (None, true, _) => Delivery::Branch(crate::store::run_branch(run_id)),
         (Some(name), false, _) => Delivery::NewBranchCheckedOut(name.clone()),
         (None, false, true) => Delivery::CurrentBranch,
         (None, false, false) => Delivery::Uncommitted,

@@ -695,7 +695,7 @@ fn a_sandboxed_agent_in_a_worktree_run_sees_its_worktree_named_after_the_repo() 
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let id = s["run_id"].as_str().expect("id");
     assert_eq!(
-        r.git(&["show", &format!("heads/factory/{id}:app.txt")]),
+        r.git(&["show", &format!("heads/factory/run-{id}:app.txt")]),
         "one\nTWO\nthree\n"
     );
     let after = r.snapshot();

@@ -120,7 +120,7 @@ fn agents_of_a_batch_are_not_blamed_for_the_other_runs_writes() {
             assert_eq!(run["verdict"], "PASS", "round {round}: {run}");
             let id = run["run_id"].as_str().expect("run_id");
             assert!(
-                has_branch(&r, &format!("refs/heads/factory/{id}")),
+                has_branch(&r, &format!("refs/heads/factory/run-{id}")),
                 "round {round}: the PASS of {id} is delivered"
             );
         }
@@ -308,7 +308,7 @@ fn two_worktree_runs_started_by_hand_do_not_blame_each_others_agent() {
 }
 
 /// The check side-effect restore of an in-situ run, whose check runs while a `--worktree` run
-/// beside it delivers its branch `factory/<run_id>`: that branch is the other run's, neither
+/// beside it delivers its branch `factory/run-<run_id>`: that branch is the other run's, neither
 /// deleted nor listed as a side effect.
 #[test]
 fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
@@ -338,7 +338,7 @@ fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
     assert_eq!(beside.status.code(), Some(0), "{}", stderr_of(&beside));
     let theirs: Value = serde_json::from_str(&stdout_of(&beside)).expect("json");
     let branch = format!(
-        "refs/heads/factory/{}",
+        "refs/heads/factory/run-{}",
         theirs["run_id"].as_str().expect("id")
     );
     std::fs::write(&go, "").expect("go");

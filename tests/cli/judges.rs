@@ -30,7 +30,6 @@ fn run(r: &TestRepo, env: &[(&str, &str)], flags: &[&str]) -> (Option<i32>, Valu
     (out.status.code(), s)
 }
 
-
 #[test]
 fn a_changed_factory_verify_is_a_new_run_never_the_old_checks_verdict() {
     let r = TestRepo::simple();
@@ -43,12 +42,18 @@ fn a_changed_factory_verify_is_a_new_run_never_the_old_checks_verdict() {
     assert_eq!(code, Some(1));
     r.git(&["config", "factory.verify", "true"]);
     let (code, fixed) = run(&r, &[], &[]);
-    assert_ne!(fixed["run_id"], first["run_id"], "other checks: another run");
+    assert_ne!(
+        fixed["run_id"], first["run_id"],
+        "other checks: another run"
+    );
     assert_eq!(code, Some(0), "{fixed}");
     assert_eq!(fixed["verdict"], "PASS");
     r.git(&["config", "factory.flaky", "fail"]);
     let (_, flaky) = run(&r, &[], &[]);
-    assert_ne!(flaky["run_id"], fixed["run_id"], "flaky=fail judges otherwise");
+    assert_ne!(
+        flaky["run_id"], fixed["run_id"],
+        "flaky=fail judges otherwise"
+    );
 }
 
 #[test]
@@ -73,7 +78,10 @@ fn each_sandbox_backend_is_its_own_run() {
     }
     let r = TestRepo::simple();
     let bwrap = [("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='bwrap'")];
-    let landlock = [("GIT_CONFIG_PARAMETERS", "'factory.sandboxBackend'='landlock'")];
+    let landlock = [(
+        "GIT_CONFIG_PARAMETERS",
+        "'factory.sandboxBackend'='landlock'",
+    )];
     let (_, plain) = run(&r, &[], &[]);
     let (code, under_bwrap) = run(&r, &bwrap, &["--sandbox"]);
     assert_eq!(code, Some(0), "{under_bwrap}");
@@ -88,5 +96,8 @@ fn each_sandbox_backend_is_its_own_run() {
     assert_ne!(ids[1], ids[2], "landlock's verdict is not bubblewrap's");
     assert_ne!(ids[0], ids[2]);
     let (_, again) = run(&r, &bwrap, &["--sandbox"]);
-    assert_eq!(again["run_id"], under_bwrap["run_id"], "same backend: same run");
+    assert_eq!(
+        again["run_id"], under_bwrap["run_id"],
+        "same backend: same run"
+    );
 }
