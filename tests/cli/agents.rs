@@ -705,3 +705,89 @@ fn a_sandboxed_agent_in_a_worktree_run_sees_its_worktree_named_after_the_repo() 
         "a --worktree run leaves the user's tree alone"
     );
 }
+
+/// Each way an agent leaves its work — written only, staged, committed, committed then
+/// amended, on a branch of its own, beside a stash of something else: the proposal is exactly
+/// its scratch worktree's difference from the baseline (an edit and a new file), applied and
+/// verified; no ref of its own is left in the repo, the repo's objects are whole, and the pool
+/// keeps only clean worktrees (checked by `Agent::run`).
+#[test]
+fn every_way_an_agent_leaves_its_work_is_its_proposal() {
+    const COMMIT: &str = "git -c user.name=a -c user.email=a@a.invalid commit -q";
+    const CHANGE: &str = "sed -i 's/^two$/TWO/' app.txt\necho new > new.txt";
+    let ways = [
+        ("written only", String::new()),
+        ("staged", "git add -A".to_string()),
+        ("committed", format!("git add -A && {COMMIT} -m agent")),
+        (
+            "amended",
+            format!(
+                "git add app.txt && {COMMIT} -m first && git add -A && {COMMIT} --amend -m agent"
+            ),
+        ),
+        (
+            "own branch",
+            format!("git checkout -q -b mine && git add -A && {COMMIT} -m agent"),
+        ),
+        (
+            "stash",
+            "echo junk > junk.txt && git stash -q -u && git add -A".to_string(),
+        ),
+    ];
+    for (way, after) in ways {
+        // The stash holds a file the agent set aside; its change is made after it.
+        let action = if way == "stash" {
+            format!("{after}\n{CHANGE}\ngit add -A")
+        } else {
+            format!("{CHANGE}\n{after}")
+        };
+        let a = agent(&action);
+        let refs_before = a.r.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads",
+            "refs/tags",
+            "refs/stash",
+        ]);
+        let (out, s) = a.run(
+            &["app.txt", "new.txt"],
+            "sh -c 'grep -qx TWO app.txt && grep -qx new new.txt'",
+            &["--max-attempts", "1"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{way}: {}", stderr_of(&out));
+        assert_eq!(s["verdict"], "PASS", "{way}: {s}");
+        let id = s["run_id"].as_str().expect("id");
+        let stored = a.r.git(&[
+            "show",
+            &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
+        ]);
+        let mut files: Vec<&str> = stored
+            .lines()
+            .filter_map(|l| l.strip_prefix("+++ b/"))
+            .collect();
+        files.sort();
+        assert_eq!(files, ["app.txt", "new.txt"], "{way}: {stored}");
+        assert!(!stored.contains("junk"), "{way}: {stored}");
+        assert_eq!(
+            a.r.read("app.txt").as_deref(),
+            Some("one\nTWO\nthree\n"),
+            "{way}"
+        );
+        assert_eq!(a.r.read("new.txt").as_deref(), Some("new\n"), "{way}");
+        assert!(a.r.read("junk.txt").is_none(), "{way}");
+        assert_eq!(
+            a.r.git(&[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/heads",
+                "refs/tags",
+                "refs/stash"
+            ]),
+            refs_before,
+            "{way}: no ref of the agent's is left"
+        );
+        let (code, _) =
+            a.r.git_code(&["fsck", "--no-dangling", "--connectivity-only"]);
+        assert_eq!(code, 0, "{way}: every object a ref names is there");
+    }
+}

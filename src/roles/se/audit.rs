@@ -124,6 +124,34 @@ impl Audit {
         })
     }
 
+    /// Removes the refs the agent made for its own work and nothing else can use: created
+    /// since the capture and pointing at an object the repo's store lacks — a branch it
+    /// committed on, `refs/stash`, made while its git wrote to its private object folder
+    /// (SPEC §7.1), which is gone with its scratch worktree. Left, they would be refs to
+    /// nothing; they are no escape (its proposal is its worktree's files, wherever it kept
+    /// its commits). Returns their names.
+    pub fn drop_agents_own_refs(&self, repo: &Repository) -> Result<Vec<String>> {
+        let odb = repo.odb()?;
+        let mut dropped = Vec::new();
+        for (name, target) in list_refs(repo)? {
+            if self.refs.contains_key(&name) {
+                continue;
+            }
+            let Ok(oid) = git2::Oid::from_str(&target) else {
+                continue; // symbolic
+            };
+            if odb.exists(oid) {
+                continue;
+            }
+            if let Ok(mut r) = repo.find_reference(&name) {
+                // Its reflog goes with it.
+                r.delete()?;
+                dropped.push(name);
+            }
+        }
+        Ok(dropped)
+    }
+
     /// What differs now, one line each (`refs/heads/x (moved)`, `HEAD of worktree w
     /// (changed)`). The agent's scratch worktree is gone by the time this is asked; one that
     /// is still there would be named as added.

@@ -22,6 +22,12 @@ impl Session<'_> {
         answer: &Result<Response, ProviderError>,
     ) -> Option<Outcome> {
         crate::trace::mark("  agent audit: start");
+        if let Some(a) = &audit {
+            if let Err(e) = a.drop_agents_own_refs(self.repo) {
+                self.fatal = Some(e.message);
+                return Some(Outcome::Fatal(Stage::Exception));
+            }
+        }
         let report = match self.journal.restore.apply_walked(
             self.repo,
             &[],

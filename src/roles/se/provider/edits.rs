@@ -271,29 +271,55 @@ impl Drop for PrivateGitDir {
 
 /// Copies into the repo's object store what the proposal's tree needs and the repo lacks
 /// (the scratch repository reads the agent's objects as an alternate): the trees and blobs
-/// of what the agent added or changed, nothing else it wrote. A tree the repo already has
-/// is not descended into (its contents are there with it).
-fn take_in(scratch: &Repository, user: &Repository, tree: Oid) -> Result<(), git2::Error> {
+/// of what the agent added or changed, nothing else it wrote. Only a subtree equal to the
+/// baseline's at the same path is skipped (the baseline is whole in the repo's store). A
+/// tree's presence in the repo's store proves nothing of its blobs — hashing the scratch
+/// index writes its trees there while the blobs an agent staged (`git add`) or committed are
+/// only in its own objects — so changed trees are always walked; a blob present is whole.
+fn take_in(
+    scratch: &Repository,
+    user: &Repository,
+    tree: Oid,
+    base: Option<Oid>,
+) -> Result<(), git2::Error> {
     let from = scratch.odb()?;
     let into = user.odb()?;
-    let mut queue = vec![tree];
-    while let Some(id) = queue.pop() {
-        if into.exists(id) {
+    let mut queue = vec![(tree, base)];
+    while let Some((id, base)) = queue.pop() {
+        if Some(id) == base {
             continue;
         }
-        let object = from.read(id)?;
-        if object.kind() == git2::ObjectType::Tree {
-            let t = scratch.find_tree(id)?;
-            for entry in t.iter() {
-                match entry.kind() {
-                    Some(git2::ObjectType::Tree) | Some(git2::ObjectType::Blob) => {
-                        queue.push(entry.id())
-                    }
-                    _ => {}
+        let before = match base {
+            Some(b) => Some(scratch.find_tree(b)?),
+            None => None,
+        };
+        let t = scratch.find_tree(id)?;
+        for entry in t.iter() {
+            let was = before
+                .as_ref()
+                .and_then(|b| b.get_name_bytes(entry.name_bytes()))
+                .map(|e| (e.id(), e.kind()));
+            if was.is_some_and(|(old, _)| old == entry.id()) {
+                continue;
+            }
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => {
+                    let old = was
+                        .filter(|(_, kind)| *kind == Some(git2::ObjectType::Tree))
+                        .map(|(old, _)| old);
+                    queue.push((entry.id(), old));
                 }
+                Some(git2::ObjectType::Blob) if !into.exists(entry.id()) => {
+                    let blob = from.read(entry.id())?;
+                    into.write(blob.kind(), blob.data())?;
+                }
+                _ => {}
             }
         }
-        into.write(object.kind(), object.data())?;
+        if !into.exists(id) {
+            let object = from.read(id)?;
+            into.write(object.kind(), object.data())?;
+        }
     }
     Ok(())
 }
@@ -358,7 +384,7 @@ fn confine(
 /// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git
 /// leaves out ignored files; the index file of the scratch worktree is not written. The
 /// scratch repository reads the agent's own objects (its index may name blobs only they
-/// hold) as an alternate; what the harness hashes here goes to the repo's store.
+/// hold) as an alternate; what the harness hashes here is kept in memory.
 fn scratch_tree(
     scratch: &Path,
     admin: &Path,
@@ -374,7 +400,14 @@ fn scratch_tree(
     let objects = objects.to_str().ok_or_else(|| {
         git2::Error::from_str("the agent's object folder has a path that is not UTF-8")
     })?;
-    repo.odb()?.add_disk_alternate(objects)?;
+    {
+        let odb = repo.odb()?;
+        odb.add_disk_alternate(objects)?;
+        // What hashing the scratch tree writes stays in memory: only [`take_in`] writes the
+        // repo's store, and only what the proposal needs (a tree naming a blob the store
+        // lacks — an agent's staged bookkeeping — would be a broken object there).
+        odb.add_new_mempack_backend(1000)?;
+    }
     repo.add_ignore_rule(&ignore.text())?;
     let mut index = repo.index()?;
     index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
@@ -511,7 +544,7 @@ impl Provider for AgentEdits {
         let diff = scratch_tree(&scratch.path, &admin, &objects.dir, &ignore)
             .and_then(|(scratch_repo, tree)| {
                 let tree = without_bookkeeping(&scratch_repo, base_tree, tree, &ignore)?;
-                take_in(&scratch_repo, &repo, tree)?;
+                take_in(&scratch_repo, &repo, tree, Some(base_tree))?;
                 Ok(tree)
             })
             .map_err(crate::error::Error::from)
