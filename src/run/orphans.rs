@@ -74,6 +74,7 @@ impl Owner {
         let text = serde_json::to_vec_pretty(&owner)
             .map_err(|e| crate::error::Error::new(format!("owner file: {e}")))?;
         let path = owner_path(factory_dir, run_id, &owner.harness);
+        crate::harness::note_run_here(run_id, true);
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, &path)?;
@@ -83,6 +84,7 @@ impl Owner {
     /// The run is over: its owner file goes.
     pub fn remove(&self, factory_dir: &Path) {
         let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
+        crate::harness::note_run_here(&self.run_id, false);
     }
 
     /// Every owner file of this repo, with its path.

@@ -205,6 +205,40 @@ fn record_of(repo: &Repository, run_id: &str) -> Option<RunSummary> {
     (summary.run_id == run_id).then_some(summary)
 }
 
+/// The runs under way in the repo whose `.git/factory/` is `factory_dir`, by run id: those a
+/// live harness other than this process names in its owner file (`run.<id>.<harness>.json`)
+/// or journal (`journal.<id>.<harness>.json`), and those this process has under way itself
+/// ([`crate::harness::runs_here`]; a file naming this process proves nothing, as every command
+/// it starts knows its marker). Their records and seals are theirs to write: the agent audit
+/// takes any other write of `refs/factory/<id>` or `.git/factory/made/<id>` for the agent's.
+pub fn runs_in_progress(factory_dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let me = crate::harness::marker();
+    let mut out: std::collections::BTreeSet<String> =
+        crate::harness::runs_here().into_iter().collect();
+    for entry in std::fs::read_dir(factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name
+            .strip_prefix("run.")
+            .or_else(|| name.strip_prefix("journal."))
+            .and_then(|r| r.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let Some((id, harness)) = rest.split_once('.') else {
+            continue;
+        };
+        if harness != me && crate::harness::alive(harness) {
+            out.insert(id.to_string());
+        }
+    }
+    out
+}
+
 /// Whether a harness other than this process, still alive, runs `run_id` outside the user's
 /// tree: its owner file `run.<run_id>.<harness>.json` (see `run::orphans`) names it.
 fn run_by_another_harness(repo: &Repository, run_id: &str) -> bool {

@@ -4,7 +4,9 @@
 //! the run holds the repo — every ref, and puts them back. What it does not own is recorded
 //! here before the agent runs and compared after it exits: every ref outside git-factory's
 //! namespaces (also in a `--worktree` run, whose refs are shared with the user's own work) and
-//! the HEAD of every other worktree. This module only names what escaped; it writes nothing.
+//! the HEAD of every other worktree. This module only names what escaped, and removes the refs
+//! an agent made at objects only its private folder held (see [`Audit::drop_agents_own_refs`]);
+//! `watched` and `sealed` put back the rest.
 //! What other runs of the repo write meanwhile (their records, their delivered branches) is
 //! theirs, by `git::restore`'s one rule, and never named.
 
@@ -53,6 +55,8 @@ pub struct Audit {
     heads: BTreeMap<Vec<u8>, Option<FileFact>>,
     /// Ignored files, notes refs and `.git/factory/` files, put back when changed.
     pub watched: super::watched::Watched,
+    /// The run records and their seals, put back when changed.
+    pub sealed: super::sealed::Sealed,
 }
 
 fn is_ours(name: &str) -> bool {
@@ -118,6 +122,7 @@ impl Audit {
         let common = repo.commondir().to_path_buf();
         Ok(Audit {
             watched: super::watched::Watched::capture(repo, sandboxed)?,
+            sealed: super::sealed::Sealed::capture(repo)?,
             refs: list_refs(repo)?,
             heads: list_heads(&common),
             common,

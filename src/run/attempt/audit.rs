@@ -57,7 +57,12 @@ impl Session<'_> {
         // Ignored files, notes refs and git-factory's own files: put back by the audit.
         let mut unrestored: Vec<String> = Vec::new();
         if let Some(a) = &audit {
-            match a.watched.put_back(self.repo) {
+            let put = a.watched.put_back(self.repo).and_then(|mut put| {
+                a.sealed
+                    .put_back(self.repo, &self.summary.run_id, &mut put)?;
+                Ok(put)
+            });
+            match put {
                 Ok(put) => {
                     self.pycache
                         .forget(&self.root, put.restored.iter().map(|p| p.as_bytes()));
