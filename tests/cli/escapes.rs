@@ -557,3 +557,28 @@ fn an_agent_that_forges_a_sealed_record_for_a_later_run_escapes_and_both_are_put
         );
     }
 }
+
+/// Under `--sandbox` the sealing key is hidden from the agent: it cannot forge the seal, and
+/// nothing of its attempt reaches the records.
+#[test]
+fn a_sandboxed_agent_cannot_read_the_key_to_forge_a_record() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = keyed();
+    let forge = r.outside.join("forge_record.py");
+    std::fs::write(&forge, FORGE_RECORD).expect("write");
+    let witness = r.outside.join("forged");
+    let script = format!(
+        "python3 {} 0123456789ab && touch {}\n{EDIT}",
+        forge.display(),
+        witness.display()
+    );
+    let (out, s) = agent_run(&r, &script, &["--sandbox"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    assert!(!witness.exists(), "the forger got through");
+    let (code, _) = r.git_code(&["rev-parse", "-q", "--verify", "refs/factory/0123456789ab"]);
+    assert_ne!(code, 0);
+    assert!(!r.root.join(".git/factory/made/0123456789ab").exists());
+}

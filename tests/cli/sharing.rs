@@ -300,7 +300,7 @@ fn after_a_killed_run_every_command_that_could_change_the_repo_points_to_recover
             .expect("runs");
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
-        assert_eq!(r.run_ids(), [theirs.clone()], "the same run id");
+        assert_eq!(r.run_ids(), vec![theirs.clone()], "the same run id");
         let record = r.git(&["rev-parse", &format!("refs/factory/{theirs}")]);
         let commands: [&[&str]; 8] = [
             &["fetch"],

@@ -68,6 +68,7 @@ fn id_of_seal(name: &[u8]) -> String {
 
 impl Sealed {
     pub fn capture(repo: &Repository) -> Result<Self> {
+        crate::trace::mark("  agent audit: capturing seals");
         let factory_dir = crate::git::factory_dir(repo);
         let seals_dir = factory_dir.join(SEALS);
         let mut seals = BTreeMap::new();
@@ -78,6 +79,7 @@ impl Sealed {
             let bytes = small.then(|| std::fs::read(&path).ok()).flatten();
             seals.insert(name, (st, bytes));
         }
+        crate::trace::mark("  agent audit: seals captured");
         Ok(Sealed {
             records: records(repo)?,
             seals,
@@ -145,6 +147,7 @@ impl Sealed {
                 Err(e) => out.failed.push(format!("{shown} (not put back: {e})")),
             }
         }
+        crate::trace::mark("  agent audit: records and seals compared");
         Ok(())
     }
 }

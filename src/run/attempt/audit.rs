@@ -58,6 +58,7 @@ impl Session<'_> {
         let mut unrestored: Vec<String> = Vec::new();
         if let Some(a) = &audit {
             let put = a.watched.put_back(self.repo).and_then(|mut put| {
+                crate::trace::mark("  agent audit: watched files compared");
                 a.sealed
                     .put_back(self.repo, &self.summary.run_id, &mut put)?;
                 Ok(put)
