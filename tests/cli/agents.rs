@@ -789,5 +789,57 @@ fn every_way_an_agent_leaves_its_work_is_its_proposal() {
         let (code, _) =
             a.r.git_code(&["fsck", "--no-dangling", "--connectivity-only"]);
         assert_eq!(code, 0, "{way}: every object a ref names is there");
+        if have_bwrap() {
+            sandboxed_way(way, &action);
+        }
     }
+}
+
+/// The same way under `--sandbox`: the agent's git works in a repository of its own (its
+/// branches, stash and objects), so each way works there too and leaves the repo as it was
+/// but for the change.
+fn sandboxed_way(way: &str, action: &str) {
+    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\nthree\n"), ("other.txt", "keep\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    let home = home_outside_tmp("home");
+    let refs = || r.git(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let before = refs();
+    let mut order = basic_order(&["sh -c 'grep -qx TWO app.txt && grep -qx new new.txt'"]);
+    order["allowed_files"] = json!(["app.txt", "new.txt"]);
+    let wo = r.work_order(order);
+    let out = r
+        .factory()
+        .env("HOME", home.path())
+        .args(["run", "--json", "--sandbox", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(format!(
+            "sh -c {}",
+            shlex::try_quote(action).expect("quotable")
+        ))
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "sandboxed {way}: {}",
+        stderr_of(&out)
+    );
+    assert_eq!(s["verdict"], "PASS", "sandboxed {way}");
+    assert_eq!(
+        r.read("new.txt").as_deref(),
+        Some("new\n"),
+        "sandboxed {way}"
+    );
+    let after: String = refs()
+        .lines()
+        .filter(|l| !l.starts_with("refs/factory/") && !l.starts_with("refs/notes/factory"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        after, before,
+        "sandboxed {way}: no ref of the agent's reaches the repo"
+    );
+    only_idle_pooled_worktrees(&r);
 }

@@ -220,12 +220,14 @@ impl Drop for PrivateObjects {
     }
 }
 
-/// A sandboxed agent's own git dir (SPEC §7.1): a copy of its scratch worktree's admin
-/// folder — `HEAD`, `index`, `config.worktree`, a `commondir` naming the repo's — that its git
-/// is pointed at (`GIT_DIR`, `GIT_WORK_TREE`) and may write: `git add`, `git commit` on the
-/// detached HEAD and its logs go here. The real admin folder under the common `.git` stays
-/// read-only in the sandbox, and the harness never reads this copy back: the proposal is
-/// the scratch tree's files, read through the real admin folder.
+/// A sandboxed agent's own git dir (SPEC §7.1): a repository of its own that its git is
+/// pointed at (`GIT_DIR`, `GIT_WORK_TREE`) and may write — its scratch worktree's `HEAD` and
+/// `index`, the repo's config and excludes, its branches and tags as they were (a
+/// `packed-refs` of their own), no hooks — so `git add`, `git commit`, `git stash`, a branch
+/// of its own and their logs all land here, read back by nobody. Its objects are the private
+/// object directory, with the repo's as a read-only alternate. The repo's refs, config and the
+/// worktree's admin folder stay read-only in the sandbox; the harness reads the proposal from
+/// the scratch tree's files, through the real admin folder.
 struct PrivateGitDir {
     dir: PathBuf,
 }
@@ -237,18 +239,27 @@ impl PrivateGitDir {
             .join(format!("{name}.gitdir"));
         let _ = std::fs::remove_dir_all(&dir);
         let made = PrivateGitDir { dir };
+        let common = repo.commondir();
         let copy = || -> std::io::Result<()> {
-            std::fs::create_dir_all(made.dir.join("logs"))?;
-            for file in ["HEAD", "index", "config.worktree"] {
-                match std::fs::read(admin.join(file)) {
-                    Ok(bytes) => std::fs::write(made.dir.join(file), bytes)?,
+            for sub in ["logs", "refs/heads", "refs/tags", "info"] {
+                std::fs::create_dir_all(made.dir.join(sub))?;
+            }
+            let files = [
+                (admin.join("HEAD"), "HEAD"),
+                (admin.join("index"), "index"),
+                (admin.join("config.worktree"), "config.worktree"),
+                (common.join("config"), "config"),
+                (common.join("info/exclude"), "info/exclude"),
+                (common.join("shallow"), "shallow"),
+            ];
+            for (from, to) in files {
+                match std::fs::read(from) {
+                    Ok(bytes) => std::fs::write(made.dir.join(to), bytes)?,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }
             }
-            let mut common = repo.commondir().as_os_str().as_bytes().to_vec();
-            common.push(b'\n');
-            std::fs::write(made.dir.join("commondir"), common)
+            std::fs::write(made.dir.join("packed-refs"), packed_refs(repo))
         };
         copy().map_err(|e| failed(format!("cannot make the agent's git folder: {e}")))?;
         Ok(made)
@@ -261,6 +272,31 @@ impl PrivateGitDir {
             ("GIT_WORK_TREE".into(), worktree.display().to_string()),
         ]
     }
+}
+
+/// The repo's branches, tags and remote-tracking branches as a `packed-refs` file (the
+/// agent's view of them; never git-factory's records or notes).
+fn packed_refs(repo: &Repository) -> Vec<u8> {
+    let mut lines: Vec<(Vec<u8>, Oid)> = Vec::new();
+    if let Ok(refs) = repo.references() {
+        for r in refs.flatten() {
+            let name = r.name_bytes();
+            let shared = [&b"refs/heads/"[..], b"refs/tags/", b"refs/remotes/"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            if let (true, Some(oid)) = (shared, r.target()) {
+                lines.push((name.to_vec(), oid));
+            }
+        }
+    }
+    lines.sort();
+    let mut out = b"# pack-refs with: sorted \n".to_vec();
+    for (name, oid) in lines {
+        out.extend_from_slice(format!("{oid} ").as_bytes());
+        out.extend_from_slice(&name);
+        out.push(b'\n');
+    }
+    out
 }
 
 impl Drop for PrivateGitDir {
