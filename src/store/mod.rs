@@ -27,6 +27,25 @@ pub fn run_ref(run_id: &str) -> String {
     format!("{RUN_REF_PREFIX}{run_id}")
 }
 
+/// Sets the run record ref `name` (under `refs/factory/`) back to `to`, or removes it: the
+/// agent audit's put-back of a record an agent made, moved or removed.
+pub fn set_record_back(repo: &Repository, name: &str, to: Option<git2::Oid>) -> Result<()> {
+    if !name.starts_with(RUN_REF_PREFIX) {
+        return Err(Error::new(format!("{name} is not a run record")));
+    }
+    match to {
+        Some(oid) => {
+            repo.reference(name, oid, true, "git factory: agent audit")?;
+        }
+        None => {
+            if let Ok(mut r) = repo.find_reference(name) {
+                r.delete()?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The branch a `--worktree` PASS is committed on (SPEC §5): `factory/run-<run_id>`, never
 /// `factory/<run_id>`, which `git merge` and `git log` resolve to the record
 /// `refs/factory/<run_id>` before the branch.

@@ -353,3 +353,32 @@ fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
         s["side_effects"]
     );
 }
+
+/// A slow agent's audit among runs of its batch that start and end while it works: their
+/// records and seals are written and their harnesses are gone by the audit, yet they are
+/// theirs — neither blamed on the agent nor taken away.
+#[test]
+fn runs_that_start_and_end_while_an_agent_works_keep_their_records_and_seals() {
+    let r = TestRepo::simple();
+    let agent = agent(&r, "sleep 4");
+    let mut cmd = r.factory();
+    cmd.args(["run", "--json", "--jobs", "2", "--max-attempts", "1", "-w"]);
+    for o in orders(&r, &["wo-evil", "wo-1", "wo-2", "wo-3"]) {
+        cmd.arg(o);
+    }
+    let out = cmd
+        .args(["--agent-command", &agent])
+        .output()
+        .expect("runs");
+    let runs = serde_json::from_str::<Vec<Value>>(&stdout_of(&out)).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(runs.len(), 4);
+    for run in &runs {
+        assert_eq!(run["verdict"], "PASS", "{run}");
+        let id = run["run_id"].as_str().expect("id");
+        assert!(has_branch(&r, &format!("refs/factory/{id}")), "{id}");
+        assert!(r.root.join(".git/factory/made").join(id).exists(), "{id}");
+    }
+    assert_eq!(note_lines(&r).len(), 4, "{:?}", note_lines(&r));
+    nothing_running(&r);
+}

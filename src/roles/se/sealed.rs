@@ -9,8 +9,12 @@
 //!
 //! Other runs of the repo write their own records and seals meanwhile (a batch, a
 //! `--worktree` run started by hand); by `git::restore`'s one rule
-//! ([`runs_in_progress`](crate::git::restore::runs_in_progress)) those of a run under way in a
-//! live harness — at the capture or now — are theirs and left alone, as are the run's own.
+//! ([`runs_in_progress`](crate::git::restore::runs_in_progress)) those of a run seen under way
+//! in a live harness — at the capture, every 50 ms while the agent works (a run of a batch
+//! may start and end meanwhile), or at the audit — are theirs and left alone, as are the
+//! run's own. Unconfined, an agent runs as the user: it could plant an owner file naming a
+//! live process of its own making as another run's harness, so outside `--sandbox` (where
+//! the key is hidden and `.git` read-only) this is detection, not a wall.
 
 use super::watched::{stamp, PutBack, Stamp};
 use crate::error::Result;
@@ -31,9 +35,14 @@ pub struct Sealed {
     factory_dir: PathBuf,
     records: BTreeMap<String, Oid>,
     seals: BTreeMap<Vec<u8>, (Stamp, Option<Vec<u8>>)>,
-    /// The runs under way in other harnesses (or other runs of this process) at the capture.
-    under_way: BTreeSet<String>,
+    /// The runs seen under way in other harnesses (or other runs of this process): at the
+    /// capture, and every [`POLL`] while the agent works ([`Sealed::watching`]).
+    under_way: std::sync::Mutex<BTreeSet<String>>,
 }
+
+/// How often the runs under way are looked at while an agent works: a run of a batch that
+/// starts and ends meanwhile writes its record and seal and is gone by the audit.
+const POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Every run record ref (not the journal) and what it points at.
 fn records(repo: &Repository) -> Result<BTreeMap<String, Oid>> {
@@ -83,18 +92,46 @@ impl Sealed {
         Ok(Sealed {
             records: records(repo)?,
             seals,
-            under_way: crate::git::restore::runs_in_progress(&factory_dir),
+            under_way: std::sync::Mutex::new(crate::git::restore::runs_in_progress(&factory_dir)),
             seals_dir,
             factory_dir,
         })
     }
 
+    /// Runs `work` (the agent) while noting, every [`POLL`], the runs under way beside it.
+    pub fn watching<T>(&self, work: impl FnOnce() -> T) -> T {
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    self.note_under_way();
+                    std::thread::sleep(POLL);
+                }
+            });
+            let out = work();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            out
+        })
+    }
+
+    fn note_under_way(&self) {
+        let now = crate::git::restore::runs_in_progress(&self.factory_dir);
+        let mut seen = match self.under_way.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        seen.extend(now);
+    }
+
     /// Puts back every record and seal that changed and is neither this run's (`own`) nor
     /// another run's under way, naming each in `out`.
     pub fn put_back(&self, repo: &Repository, own: &str, out: &mut PutBack) -> Result<()> {
-        let now_under_way = crate::git::restore::runs_in_progress(&self.factory_dir);
-        let theirs =
-            |id: &str| id == own || self.under_way.contains(id) || now_under_way.contains(id);
+        self.note_under_way();
+        let under_way = match self.under_way.lock() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let theirs = |id: &str| id == own || under_way.contains(id);
         let now = records(repo)?;
         let names: BTreeSet<&String> = self.records.keys().chain(now.keys()).collect();
         for name in names {
@@ -102,12 +139,8 @@ impl Sealed {
             if was == is || theirs(name.strip_prefix(RECORDS).unwrap_or(name)) {
                 continue;
             }
-            let done = match was {
-                Some(oid) if !oid.is_zero() => repo
-                    .reference(name, *oid, true, "git factory: agent audit")
-                    .map(drop),
-                _ => repo.find_reference(name).and_then(|mut r| r.delete()),
-            };
+            let done =
+                crate::store::set_record_back(repo, name, was.copied().filter(|o| !o.is_zero()));
             let how = match (was, is) {
                 (None, _) => "made by the agent; removed",
                 (_, None) => "removed by the agent; put back",
@@ -117,7 +150,7 @@ impl Sealed {
                 Ok(()) => out.restored.push(format!("{name} ({how})")),
                 Err(e) => out
                     .failed
-                    .push(format!("{name} (not put back: {})", e.message())),
+                    .push(format!("{name} (not put back: {})", e.message)),
             }
         }
         let stamps = seal_stamps(&self.seals_dir);
