@@ -97,8 +97,9 @@ impl Command {
     /// Whether this command could change the repo, and so refuses after a killed run (SPEC
     /// §7: all but `recover`, `log` and `show`): the repo it acts on and whether it may go on
     /// beside an in-situ run under way; `None` for the commands that may always go on. Every
-    /// command is named here, so a new one must say which it is. `run` asks the same rule in
-    /// its preflight, under the repo lock (`run::preflight::Claim`).
+    /// command is named here, so a new one must say which it is. `run` asks it in its
+    /// preflight, under the repo lock (`run::preflight::Claim`), of in-situ runs only: a
+    /// killed `--worktree` run's pooled worktree is replaced, not reused (SPEC §5).
     fn guarded(&self) -> Option<(Option<&std::path::Path>, Beside)> {
         match self {
             Command::Log(_)

@@ -164,10 +164,8 @@ impl Claim {
             if let Some(j) = Journal::read(factory_dir)? {
                 return Err(crate::journal::interrupted_error(&j));
             }
-        }
-        if !dry_run {
-            // SPEC §7's one rule, as every command that could change the repo asks it.
-            crate::run::orphans::refuse_if_killed(repo, crate::journal::Beside::Allow)?;
+        } else if !dry_run {
+            crate::journal::refuse_if_pending(repo, crate::journal::Beside::Allow)?;
         }
         // The preflight walk is kept: the rollback check lists again only folders changed since.
         let preflight = if worktree {
