@@ -85,7 +85,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l strict-a
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l force -d 'Run again even though a finished run with this run_id exists; with --branch, move an existing branch'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l dry-run -d 'Validate, preflight and print the first prompt; call nothing, change nothing'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l json -d 'Print the final run summary as JSON on stdout'
-complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l worktree -d 'Run in a fresh worktree at HEAD; your tree, index and branch are never touched'
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l worktree -d 'Run in a fresh worktree at HEAD; your tree, index and branch are never touched; a PASS is committed on branch factory/run-<run_id> (or --branch NAME)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l commit -d 'On PASS, commit the change on the current branch (Conventional Commits message)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l sandbox -d 'Run verification and acceptance confined (bubblewrap or Landlock, by factory.sandboxBackend): no network, nothing writable but the tree\'s own files (never .git, never pre-existing ignored files) and a private TMPDIR; an --agent-edits agent too, with the network on, writing only its worktree and factory.agentWritable [config: factory.sandbox]'
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l no-sandbox -d 'Run the checks without the sandbox, whatever factory.sandbox says'

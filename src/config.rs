@@ -13,6 +13,8 @@ pub const REASONING_EFFORT: &str = "factory.reasoningEffort";
 pub const LLM_TIMEOUT: &str = "factory.llmTimeout";
 pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
 pub const VERIFY: &str = "factory.verify";
+/// `fail`: a test that is flaky counts as failed (part of a run's identity, SPEC §4.3).
+pub const FLAKY: &str = "factory.flaky";
 pub const SCRUB_ENV: &str = "factory.scrubEnv";
 pub const PRE_PUSH: &str = "factory.prePush";
 /// `false` skips the pre-commit and commit-msg hooks on `--commit`/`--branch` (default true).

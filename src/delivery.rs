@@ -1,6 +1,6 @@
 //! Delivering a PASS as a commit (SPEC §5, seeds 003/004): a Conventional Commits message
 //! derived from the work order, on the current branch (`--commit`), on a new branch checked
-//! out (`--branch` in-situ), or on `factory/<run_id>` / `--branch` beside the user's work
+//! out (`--branch` in-situ), or on `factory/run-<run_id>` / `--branch` beside the user's work
 //! (worktree mode).
 
 use crate::error::{Error, Result};
@@ -25,7 +25,7 @@ pub enum Delivery {
     CurrentBranch,
     /// In-situ `--branch NAME`: NAME created at the baseline, checked out, the change committed.
     NewBranchCheckedOut(String),
-    /// Worktree mode: a branch (`factory/<run_id>` or `--branch`), not checked out.
+    /// Worktree mode: a branch (`factory/run-<run_id>` or `--branch`), not checked out.
     Branch(String),
 }
 
@@ -120,8 +120,8 @@ fn scope_of(files: &[String]) -> Option<String> {
 /// Refuses a `--branch` name that would be read as another ref: `refs/…` (it would make
 /// `refs/heads/refs/heads/main`, or shadow `refs/factory`), `heads/…`, `tags/…`, `remotes/…`
 /// (git resolves those to the other namespace first), git's own `*_HEAD` names
-/// (`FETCH_HEAD`, `ORIG_HEAD`) and `factory/<run id>` (the run branches `--worktree` makes,
-/// which another run owns); then everything [`check_branch`] refuses.
+/// (`FETCH_HEAD`, `ORIG_HEAD`) and `factory/run-<run id>` (the run branches `--worktree` makes,
+/// which another run owns; also `factory/<run id>`, as they were once named); then everything [`check_branch`] refuses.
 pub fn check_requested_branch(repo: &Repository, name: &str, force: bool) -> Result<()> {
     if !git2::Reference::is_valid_name(&format!("refs/heads/{name}")) {
         return check_branch(repo, name, force); // refused there as git refuses it
@@ -133,12 +133,7 @@ pub fn check_requested_branch(repo: &Repository, name: &str, force: bool) -> Res
         && name
             .chars()
             .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit());
-    let run_branch = name.strip_prefix("factory/").is_some_and(|rest| {
-        rest.len() == 12
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    });
+    let run_branch = crate::store::run_id_of_branch(name).is_some();
     let why = if let Some(prefix) = shadows {
         Some(format!(
             "it starts with {prefix:?}, so git would read it as another ref"
@@ -146,7 +141,7 @@ pub fn check_requested_branch(repo: &Repository, name: &str, force: bool) -> Res
     } else if git_own {
         Some("git uses names like it for its own refs".to_string())
     } else if run_branch {
-        Some("factory/<run id> names are the run branches --worktree creates".to_string())
+        Some("factory/run-<run id> names are the run branches --worktree creates".to_string())
     } else {
         None
     };

@@ -9,6 +9,34 @@ use rustix::process::{getpgid, getpgrp, kill_process, kill_process_group, Pid, S
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// The runs this process has under way outside the user's tree (a batch's, by run id): what
+/// the agent audit takes as another run's writes when the owner file naming this process is
+/// one an agent could have written (it knows this process's marker from its environment).
+static RUNS_HERE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes that this process has run `run_id` under way (`on`) or no more.
+pub fn note_run_here(run_id: &str, on: bool) {
+    let mut runs = match RUNS_HERE.lock() {
+        Ok(r) => r,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    match runs.iter().position(|r| r == run_id) {
+        Some(i) if !on => {
+            runs.remove(i);
+        }
+        None if on => runs.push(run_id.to_string()),
+        _ => {}
+    }
+}
+
+/// The runs this process has under way, as [`note_run_here`] noted them.
+pub fn runs_here() -> Vec<String> {
+    match RUNS_HERE.lock() {
+        Ok(r) => r.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
 /// The environment variable naming a command's harness: `<pid>.<start time>`.
 pub const VAR: &str = "GIT_FACTORY_HARNESS";
 

@@ -123,6 +123,14 @@ pub struct ConfigExtras<'a> {
     pub max_output_tokens: Option<u64>,
     /// `--candidates N`; appended only when N > 1.
     pub candidates: Option<u32>,
+    /// What judges (SPEC §4.3): the sha256 of the global verification commands when they come
+    /// from git config `factory.verify`, so a changed list never serves the old list's verdict.
+    pub verify: Option<String>,
+    /// The sandbox backend actually chosen under `--sandbox` (`bwrap`, `landlock`): a check
+    /// that could not write under one is no verdict for the other.
+    pub sandbox: Option<&'a str>,
+    /// git config `factory.flaky=fail`.
+    pub flaky_fail: bool,
 }
 
 /// `config_hash` of SPEC §4.3.
@@ -143,7 +151,8 @@ pub fn config_hash(
     )
 }
 
-/// `config_hash` with the optional parts (`|effort=E`, `|max_output=N`).
+/// `config_hash` with the optional parts (`|effort=E`, `|max_output=N`, `|candidates=N`,
+/// `|verify=H`, `|sandbox=B`, `|flaky=fail`, in that order).
 pub fn config_hash_with(
     model: &str,
     temperature: f64,
@@ -163,7 +172,27 @@ pub fn config_hash_with(
     if let Some(n) = extras.candidates.filter(|n| *n > 1) {
         line.push_str(&format!("|candidates={n}"));
     }
+    if let Some(hash) = &extras.verify {
+        line.push_str(&format!("|verify={hash}"));
+    }
+    if let Some(backend) = extras.sandbox {
+        line.push_str(&format!("|sandbox={backend}"));
+    }
+    if extras.flaky_fail {
+        line.push_str("|flaky=fail");
+    }
     sha256_hex(line.as_bytes())
+}
+
+/// The `|verify=` part of the identity: the sha256 of the global verification command list as
+/// git config `factory.verify` gives it (each value then a newline, in config order).
+pub fn verify_list_hash(configured: &[String]) -> String {
+    let mut text = String::new();
+    for c in configured {
+        text.push_str(c);
+        text.push('\n');
+    }
+    sha256_hex(text.as_bytes())
 }
 
 /// `run_id` = first 12 hex chars of sha256(work_order_hash + tree_before + config_hash).
@@ -226,7 +255,7 @@ mod tests {
             &ConfigExtras {
                 reasoning_effort: Some("high"),
                 max_output_tokens: Some(8000),
-                candidates: None,
+                ..ConfigExtras::default()
             },
         );
         assert_eq!(
@@ -249,6 +278,32 @@ mod tests {
         assert_eq!(
             config_hash_with("openai:a,openai:b", 0.0, 2, 600, "ladder", &race),
             sha256_hex(b"openai:a,openai:b|0|2|600|p1|ladder|candidates=4")
+        );
+    }
+
+    #[test]
+    fn what_judges_is_appended_in_order_and_only_when_present() {
+        let judged = ConfigExtras {
+            verify: Some(verify_list_hash(&["make test".into()])),
+            sandbox: Some("bwrap"),
+            flaky_fail: true,
+            ..ConfigExtras::default()
+        };
+        let line = format!(
+            "agent-edits:aider|0|2|600|p1|ladder|verify={}|sandbox=bwrap|flaky=fail",
+            sha256_hex(b"make test\n")
+        );
+        assert_eq!(
+            config_hash_with("agent-edits:aider", 0.0, 2, 600, "ladder", &judged),
+            sha256_hex(line.as_bytes())
+        );
+        let landlock = ConfigExtras {
+            sandbox: Some("landlock"),
+            ..ConfigExtras::default()
+        };
+        assert_eq!(
+            config_hash_with("m", 0.0, 2, 600, "ladder", &landlock),
+            sha256_hex(b"m|0|2|600|p1|ladder|sandbox=landlock")
         );
     }
 }

@@ -20,7 +20,6 @@ pub struct ApplyArgs {
 
 pub fn cmd_apply(ui: &Ui, args: ApplyArgs) -> Result<Exit> {
     let repo = git::open(args.repo.as_deref())?;
-    crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Refuse)?;
     let root = git::workdir(&repo)?;
     let run = super::run_or_newest(&repo, args.run.as_deref())?;
     match apply_run(&repo, &root, &run)? {

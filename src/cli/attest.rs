@@ -34,6 +34,15 @@ pub struct VerifyArgs {
     pub repo: Option<std::path::PathBuf>,
 }
 
+impl AttestArgs {
+    /// The repository the action names (`--repo`), if any.
+    pub fn repo(&self) -> Option<&std::path::Path> {
+        match &self.action {
+            AttestAction::Verify(args) => args.repo.as_deref(),
+        }
+    }
+}
+
 pub fn cmd_attest(ui: &Ui, args: AttestArgs) -> Result<Exit> {
     match args.action {
         AttestAction::Verify(args) => verify(ui, args),

@@ -156,7 +156,7 @@ fn refuse_flags(args: &RunArgs) -> Result<()> {
         return Err(Error::new(format!(
             "--branch {name} names one branch, but a batch makes several runs"
         ))
-        .hint("drop --branch: each PASS of a batch is committed on its own factory/<run_id>"));
+        .hint("drop --branch: each PASS of a batch is committed on its own factory/run-<run_id>"));
     }
     Ok(())
 }

@@ -22,14 +22,8 @@ pub fn whereabouts(repo: &Repository, s: &RunSummary) -> (String, String) {
             ),
         );
     }
-    let on_branch = s.result_commit.as_deref().and_then(|c| {
-        let branch = format!("factory/{}", s.run_id);
-        let at = repo
-            .find_reference(&format!("refs/heads/{branch}"))
-            .ok()?
-            .target()?;
-        (at.to_string() == c).then_some(branch)
-    });
+    let on_branch =
+        (s.result_commit.as_deref()).and_then(|c| crate::store::run_branch_at(repo, &s.run_id, c));
     match on_branch {
         Some(branch) => (
             format!("its change is on branch {branch}, not in your work tree"),

@@ -23,6 +23,7 @@ pub mod verify;
 pub mod version;
 
 use crate::error::{Error, Exit};
+use crate::journal::Beside;
 use crate::ui::{ColorChoice, Ui};
 use clap::{Parser, Subcommand};
 
@@ -101,6 +102,48 @@ pub enum Command {
 }
 
 pub(crate) use crate::run::asked::sandbox_wanted;
+
+impl Command {
+    /// Whether this command could change the repo, and so refuses after a killed run (SPEC
+    /// §7: all but `recover`, `log` and `show`): the repo it acts on and whether it may go on
+    /// beside an in-situ run under way; `None` for the commands that may always go on. Every
+    /// command is named here, so a new one must say which it is. `run` asks it in its
+    /// preflight, under the repo lock (`run::preflight::Claim`), of in-situ runs only: a
+    /// killed `--worktree` run's pooled worktree is replaced, not reused (SPEC §5).
+    fn guarded(&self) -> Option<(Option<&std::path::Path>, Beside)> {
+        match self {
+            Command::Log(_)
+            | Command::Show(_)
+            | Command::Report(_)
+            | Command::Recover(_)
+            | Command::Run(_)
+            | Command::Completions(_)
+            | Command::Demo(_) => None,
+            Command::Apply(a) => Some((a.repo.as_deref(), Beside::Refuse)),
+            Command::Patch(_) => Some((None, Beside::Refuse)),
+            Command::Verify(a) => Some((a.repo.as_deref(), Beside::Allow)),
+            Command::Checkout(a) => Some((a.repo.as_deref(), Beside::Allow)),
+            Command::Reverify(a) => Some((a.repo.as_deref(), Beside::Allow)),
+            Command::Hook(_) => Some((None, Beside::Allow)),
+            Command::Push(a) => Some((a.repo.as_deref(), Beside::Allow)),
+            Command::Fetch(a) => Some((a.repo.as_deref(), Beside::Allow)),
+            Command::Prune(a) => Some((a.repo.as_deref(), Beside::Allow)),
+            Command::Attest(a) => Some((a.repo(), Beside::Allow)),
+        }
+    }
+}
+
+/// The refusal after a killed run, for a command that could change the repo; a repo that
+/// cannot be opened is left to the command to name.
+fn refuse_if_killed(command: &Command) -> Result<(), Error> {
+    let Some((dir, beside)) = command.guarded() else {
+        return Ok(());
+    };
+    match crate::git::open(dir) {
+        Ok(repo) => crate::run::orphans::refuse_if_killed(&repo, beside),
+        Err(_) => Ok(()),
+    }
+}
 
 /// `<run>` where it is optional (`show`, `apply`, `reverify`): the run the id or prefix names,
 /// else the newest run, as `git show` shows HEAD.
@@ -230,6 +273,10 @@ pub fn main() -> std::process::ExitCode {
             return Exit::Refused.into();
         }
     };
+    if let Err(e) = refuse_if_killed(&command) {
+        ui.error(&e);
+        return e.exit.into();
+    }
     let result: Result<Exit, Error> = match command {
         Command::Run(args) => run::cmd_run(&ui, *args),
         Command::Log(args) => log::cmd_log(&ui, args),

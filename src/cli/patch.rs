@@ -39,10 +39,8 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
         })?
     };
     let root = match crate::git::open(None) {
-        Ok(repo) => {
-            crate::journal::refuse_if_pending(&repo, crate::journal::Beside::Refuse)?;
-            crate::git::workdir(&repo)?
-        }
+        // A killed run was refused before (`cli::refuse_if_killed`).
+        Ok(repo) => crate::git::workdir(&repo)?,
         Err(_) => std::env::current_dir()?,
     };
     let change = if dialects::is_envelope(&text) {

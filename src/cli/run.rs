@@ -78,7 +78,8 @@ pub struct RunArgs {
     /// Print the final run summary as JSON on stdout
     #[arg(long)]
     pub json: bool,
-    /// Run in a fresh worktree at HEAD; your tree, index and branch are never touched
+    /// Run in a fresh worktree at HEAD; your tree, index and branch are never touched; a PASS is
+    /// committed on branch factory/run-<run_id> (or --branch NAME)
     #[arg(long)]
     pub worktree: bool,
     /// On PASS, commit the change on the current branch (Conventional Commits message)
@@ -397,6 +398,17 @@ pub fn attempts_made(s: &RunSummary) -> String {
     )
 }
 
+/// ` on branch factory/run-<run_id>` when the run's own branch holds its result (not under
+/// `--branch NAME`, which the user named and knows): the name to merge, never
+/// `factory/<run_id>`, which git reads as the record `refs/factory/<run_id>` first.
+fn on_run_branch(s: &RunSummary, commit: &str) -> String {
+    git2::Repository::open_from_env()
+        .ok()
+        .and_then(|repo| crate::store::run_branch_at(&repo, &s.run_id, commit))
+        .map(|b| format!(" on branch {b}"))
+        .unwrap_or_default()
+}
+
 pub fn final_line(ui: &Ui, s: &RunSummary, out: Option<&std::path::Path>) {
     final_line_noted(ui, s, out, None)
 }
@@ -429,8 +441,9 @@ pub fn final_line_noted(
     } else if s.verdict == Verdict::Pass {
         let note = match (&s.result_commit, s.mode.as_str()) {
             (Some(c), "worktree") => format!(
-                "  (committed as {}; bring it in with git factory apply {})",
+                "  (committed as {}{}; bring it in with git factory apply {})",
                 crate::git::short(c),
+                on_run_branch(s, c),
                 s.run_id
             ),
             (Some(c), _) => format!("  (committed as {})", crate::git::short(c)),

@@ -74,6 +74,7 @@ impl Owner {
         let text = serde_json::to_vec_pretty(&owner)
             .map_err(|e| crate::error::Error::new(format!("owner file: {e}")))?;
         let path = owner_path(factory_dir, run_id, &owner.harness);
+        crate::harness::note_run_here(run_id, true);
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, &path)?;
@@ -83,6 +84,7 @@ impl Owner {
     /// The run is over: its owner file goes.
     pub fn remove(&self, factory_dir: &Path) {
         let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
+        crate::harness::note_run_here(&self.run_id, false);
     }
 
     /// Every owner file of this repo, with its path.
@@ -106,6 +108,30 @@ impl Owner {
         }
         found.sort_by(|a, b| a.0.cmp(&b.0));
         found
+    }
+}
+
+/// SPEC §7's one rule for every command that could change the repo (all but `recover`,
+/// `log` and `show`): after a run was killed — in-situ (its journal is left, the repo lock
+/// free) or outside the user's tree (its owner file names a harness that is gone) — it
+/// refuses, pointing to `git factory recover`, so nothing (a fetched record over the killed
+/// run's RUNNING one, a push of it, a prune) acts on a repo half-way through a run.
+/// `beside` says whether it may go on while an in-situ run is under way.
+pub fn refuse_if_killed(repo: &Repository, beside: crate::journal::Beside) -> Result<()> {
+    crate::journal::refuse_if_pending(repo, beside)?;
+    let factory_dir = crate::git::factory_dir(repo);
+    let killed = Owner::all(&factory_dir)
+        .into_iter()
+        .map(|(_, owner)| owner)
+        .find(|o| !crate::harness::alive(&o.harness));
+    match killed {
+        Some(o) => Err(crate::error::Error::new(format!(
+            "git factory run {} (a --worktree {}) was killed; its record says RUNNING and its worktree may be left",
+            o.run_id,
+            if o.race { "race" } else { "run" }
+        ))
+        .hint("run git factory recover to stop its commands, remove its worktrees and record it as INTERRUPTED")),
+        None => Ok(()),
     }
 }
 

@@ -111,7 +111,8 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     // Identity (SPEC §4.3). In-situ the tree is clean, so the work tree's tree id is HEAD's;
     // in worktree mode the run starts from HEAD's tree by definition.
     let tree_before = baseline.tree_id();
-    let config = run_config(&opts, &opened);
+    let judges = Judges::of(repo, &cfg, &opts, &baseline)?;
+    let config = run_config(&opts, &opened, &judges);
     let run_id = identity::run_id(
         &opts.work_order.hash,
         &tree_before.to_string(),
@@ -129,7 +130,7 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
         repo.refname_to_id(&store::run_ref(&run_id)).ok()
     });
     if opts.worktree && opts.branch.is_none() {
-        crate::delivery::check_branch(repo, &format!("factory/{run_id}"), opts.force)?;
+        crate::delivery::check_branch(repo, &crate::store::run_branch(&run_id), opts.force)?;
     }
     // Every run may take pooled worktrees (its own, candidates', an agent's scratch): a
     // pool size that does not parse is a refusal before anything is written.
@@ -212,8 +213,47 @@ fn open_provider(opts: &RunOptions, factory_dir: &Path, user_root: &Path) -> Res
     })
 }
 
+/// What judges a run, as its identity names it (SPEC §4.3): each part only when present.
+struct Judges {
+    /// The hash of the global verification commands, when git config `factory.verify` gives
+    /// them (no `scripts/verify.sh` in the baseline).
+    verify: Option<String>,
+    /// The backend `--sandbox` confines with.
+    sandbox: Option<&'static str>,
+    /// git config `factory.flaky=fail`.
+    flaky_fail: bool,
+}
+
+impl Judges {
+    fn of(
+        repo: &Repository,
+        cfg: &Config,
+        opts: &RunOptions,
+        baseline: &git2::Commit<'_>,
+    ) -> Result<Judges> {
+        let configured = cfg.multi(crate::config::VERIFY);
+        let script = baseline
+            .tree()?
+            .get_path(Path::new("scripts/verify.sh"))
+            .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob) && e.filemode() != 0o120000);
+        let sandbox = if opts.sandbox {
+            Some(crate::sandbox::require(repo)?.name())
+        } else {
+            None
+        };
+        Ok(Judges {
+            verify: (!script && !configured.is_empty())
+                .then(|| identity::verify_list_hash(&configured)),
+            sandbox,
+            flaky_fail: cfg
+                .string(crate::config::FLAKY)
+                .is_some_and(|v| v.trim() == "fail"),
+        })
+    }
+}
+
 /// The config the identity hashes (SPEC §4.3), as the record keeps it.
-fn run_config(opts: &RunOptions, opened: &Opened) -> RunConfig {
+fn run_config(opts: &RunOptions, opened: &Opened, judges: &Judges) -> RunConfig {
     let apply_mode = if opts.strict_apply {
         "strict"
     } else {
@@ -229,6 +269,9 @@ fn run_config(opts: &RunOptions, opened: &Opened) -> RunConfig {
             reasoning_effort: opts.model.reasoning_effort.as_deref(),
             max_output_tokens: opts.model.max_output_tokens,
             candidates: opened.race.as_ref().map(|r| r.candidates),
+            verify: judges.verify.clone(),
+            sandbox: judges.sandbox,
+            flaky_fail: judges.flaky_fail,
         },
     );
     RunConfig {
@@ -296,7 +339,7 @@ fn first_prompt(
 fn delivery(opts: &RunOptions, run_id: &str) -> Delivery {
     match (&opts.branch, opts.worktree, opts.commit) {
         (Some(name), true, _) => Delivery::Branch(name.clone()),
-        (None, true, _) => Delivery::Branch(format!("factory/{run_id}")),
+        (None, true, _) => Delivery::Branch(crate::store::run_branch(run_id)),
         (Some(name), false, _) => Delivery::NewBranchCheckedOut(name.clone()),
         (None, false, true) => Delivery::CurrentBranch,
         (None, false, false) => Delivery::Uncommitted,

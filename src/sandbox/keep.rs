@@ -142,7 +142,7 @@ impl Store {
     /// A store for one command, removed with it.
     pub fn temporary() -> std::io::Result<Store> {
         let tmp = tempfile::Builder::new()
-            .prefix("git-factory-kept-")
+            .prefix(&super::leftovers::prefix(super::leftovers::KEPT))
             .tempdir()?;
         Ok(Store {
             dir: tmp.path().to_path_buf(),

@@ -73,7 +73,10 @@ pub const TMP: &str = "git-factory-tmp-";
 pub const STATUS: &str = "git-factory-status-";
 /// The scratch tree of a backend's probe.
 pub const PROBE: &str = "git-factory-probe-";
-const KINDS: [&str; 3] = [TMP, STATUS, PROBE];
+/// The copies one command's read-only files are saved in (a probe's, a command without a
+/// run's store): named after the process, so a killed one's are swept like the rest.
+pub const KEPT: &str = "git-factory-kept-";
+const KINDS: [&str; 4] = [TMP, STATUS, PROBE, KEPT];
 
 /// The name prefix for one of ours made by this process.
 pub fn prefix(kind: &str) -> String {

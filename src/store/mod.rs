@@ -27,6 +27,57 @@ pub fn run_ref(run_id: &str) -> String {
     format!("{RUN_REF_PREFIX}{run_id}")
 }
 
+/// Sets the run record ref `name` (under `refs/factory/`) back to `to`, or removes it: the
+/// agent audit's put-back of a record an agent made, moved or removed.
+pub fn set_record_back(repo: &Repository, name: &str, to: Option<git2::Oid>) -> Result<()> {
+    if !name.starts_with(RUN_REF_PREFIX) {
+        return Err(Error::new(format!("{name} is not a run record")));
+    }
+    match to {
+        Some(oid) => {
+            repo.reference(name, oid, true, "git factory: agent audit")?;
+        }
+        None => {
+            if let Ok(mut r) = repo.find_reference(name) {
+                r.delete()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The branch a `--worktree` PASS is committed on (SPEC §5): `factory/run-<run_id>`, never
+/// `factory/<run_id>`, which `git merge` and `git log` resolve to the record
+/// `refs/factory/<run_id>` before the branch.
+pub fn run_branch(run_id: &str) -> String {
+    format!("factory/run-{run_id}")
+}
+
+/// The run id a run branch carries — `factory/run-<run_id>`, or `factory/<run_id>` as runs
+/// before the rename named it — when it looks like one (12 lowercase hex digits).
+pub fn run_id_of_branch(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("factory/")?;
+    let id = rest.strip_prefix("run-").unwrap_or(rest);
+    (id.len() == 12
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+    .then_some(id)
+}
+
+/// The run branch of `run_id` that points at `commit`, if any: the current name first, then
+/// the name runs made before the rename used.
+pub fn run_branch_at(repo: &Repository, run_id: &str, commit: &str) -> Option<String> {
+    [run_branch(run_id), format!("factory/{run_id}")]
+        .into_iter()
+        .find(|branch| {
+            repo.find_reference(&format!("refs/heads/{branch}"))
+                .ok()
+                .and_then(|r| r.target())
+                .is_some_and(|at| at.to_string() == commit)
+        })
+}
+
 /// Where the seal of run `run_id`'s record lives, relative to `.git/factory/` (`made/<run_id>`:
 /// local, never pushed); `None` for an id that is not hex, so no path is spelt through it.
 pub fn record_seal(run_id: &str) -> Option<String> {

@@ -695,7 +695,7 @@ fn a_sandboxed_agent_in_a_worktree_run_sees_its_worktree_named_after_the_repo() 
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let id = s["run_id"].as_str().expect("id");
     assert_eq!(
-        r.git(&["show", &format!("heads/factory/{id}:app.txt")]),
+        r.git(&["show", &format!("heads/factory/run-{id}:app.txt")]),
         "one\nTWO\nthree\n"
     );
     let after = r.snapshot();
@@ -704,4 +704,142 @@ fn a_sandboxed_agent_in_a_worktree_run_sees_its_worktree_named_after_the_repo() 
         (before.head, before.index, before.files),
         "a --worktree run leaves the user's tree alone"
     );
+}
+
+/// Each way an agent leaves its work — written only, staged, committed, committed then
+/// amended, on a branch of its own, beside a stash of something else: the proposal is exactly
+/// its scratch worktree's difference from the baseline (an edit and a new file), applied and
+/// verified; no ref of its own is left in the repo, the repo's objects are whole, and the pool
+/// keeps only clean worktrees (checked by `Agent::run`).
+#[test]
+fn every_way_an_agent_leaves_its_work_is_its_proposal() {
+    const COMMIT: &str = "git -c user.name=a -c user.email=a@a.invalid commit -q";
+    const CHANGE: &str = "sed -i 's/^two$/TWO/' app.txt\necho new > new.txt";
+    let ways = [
+        ("written only", String::new()),
+        ("staged", "git add -A".to_string()),
+        ("committed", format!("git add -A && {COMMIT} -m agent")),
+        (
+            "amended",
+            format!(
+                "git add app.txt && {COMMIT} -m first && git add -A && {COMMIT} --amend -m agent"
+            ),
+        ),
+        (
+            "own branch",
+            format!("git checkout -q -b mine && git add -A && {COMMIT} -m agent"),
+        ),
+        (
+            "stash",
+            "echo junk > junk.txt && git stash -q -u && git add -A".to_string(),
+        ),
+    ];
+    for (way, after) in ways {
+        // The stash holds a file the agent set aside; its change is made after it.
+        let action = if way == "stash" {
+            format!("{after}\n{CHANGE}\ngit add -A")
+        } else {
+            format!("{CHANGE}\n{after}")
+        };
+        let a = agent(&action);
+        let refs_before = a.r.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads",
+            "refs/tags",
+            "refs/stash",
+        ]);
+        let (out, s) = a.run(
+            &["app.txt", "new.txt"],
+            "sh -c 'grep -qx TWO app.txt && grep -qx new new.txt'",
+            &["--max-attempts", "1"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{way}: {}", stderr_of(&out));
+        assert_eq!(s["verdict"], "PASS", "{way}: {s}");
+        let id = s["run_id"].as_str().expect("id");
+        let stored = a.r.git(&[
+            "show",
+            &format!("refs/factory/{id}:attempt_1/proposed_patch.diff"),
+        ]);
+        let mut files: Vec<&str> = stored
+            .lines()
+            .filter_map(|l| l.strip_prefix("+++ b/"))
+            .collect();
+        files.sort();
+        assert_eq!(files, ["app.txt", "new.txt"], "{way}: {stored}");
+        assert!(!stored.contains("junk"), "{way}: {stored}");
+        assert_eq!(
+            a.r.read("app.txt").as_deref(),
+            Some("one\nTWO\nthree\n"),
+            "{way}"
+        );
+        assert_eq!(a.r.read("new.txt").as_deref(), Some("new\n"), "{way}");
+        assert!(a.r.read("junk.txt").is_none(), "{way}");
+        assert_eq!(
+            a.r.git(&[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/heads",
+                "refs/tags",
+                "refs/stash"
+            ]),
+            refs_before,
+            "{way}: no ref of the agent's is left"
+        );
+        let (code, _) =
+            a.r.git_code(&["fsck", "--no-dangling", "--connectivity-only"]);
+        assert_eq!(code, 0, "{way}: every object a ref names is there");
+        if have_bwrap() {
+            sandboxed_way(way, &action);
+        }
+    }
+}
+
+/// The same way under `--sandbox`: the agent's git works in a repository of its own (its
+/// branches, stash and objects), so each way works there too and leaves the repo as it was
+/// but for the change.
+fn sandboxed_way(way: &str, action: &str) {
+    let r = TestRepo::with_files(&[("app.txt", "one\ntwo\nthree\n"), ("other.txt", "keep\n")]);
+    r.git(&["config", "factory.verify", "true"]);
+    let home = home_outside_tmp("home");
+    let refs = || r.git(&["for-each-ref", "--format=%(refname) %(objectname)"]);
+    let before = refs();
+    let mut order = basic_order(&["sh -c 'grep -qx TWO app.txt && grep -qx new new.txt'"]);
+    order["allowed_files"] = json!(["app.txt", "new.txt"]);
+    let wo = r.work_order(order);
+    let out = r
+        .factory()
+        .env("HOME", home.path())
+        .args(["run", "--json", "--sandbox", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(format!(
+            "sh -c {}",
+            shlex::try_quote(action).expect("quotable")
+        ))
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "sandboxed {way}: {}",
+        stderr_of(&out)
+    );
+    assert_eq!(s["verdict"], "PASS", "sandboxed {way}");
+    assert_eq!(
+        r.read("new.txt").as_deref(),
+        Some("new\n"),
+        "sandboxed {way}"
+    );
+    let after: String = refs()
+        .lines()
+        .filter(|l| !l.starts_with("refs/factory/") && !l.starts_with("refs/notes/factory"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        after, before,
+        "sandboxed {way}: no ref of the agent's reaches the repo"
+    );
+    only_idle_pooled_worktrees(&r);
 }

@@ -120,7 +120,7 @@ fn agents_of_a_batch_are_not_blamed_for_the_other_runs_writes() {
             assert_eq!(run["verdict"], "PASS", "round {round}: {run}");
             let id = run["run_id"].as_str().expect("run_id");
             assert!(
-                has_branch(&r, &format!("refs/heads/factory/{id}")),
+                has_branch(&r, &format!("refs/heads/factory/run-{id}")),
                 "round {round}: the PASS of {id} is delivered"
             );
         }
@@ -308,7 +308,7 @@ fn two_worktree_runs_started_by_hand_do_not_blame_each_others_agent() {
 }
 
 /// The check side-effect restore of an in-situ run, whose check runs while a `--worktree` run
-/// beside it delivers its branch `factory/<run_id>`: that branch is the other run's, neither
+/// beside it delivers its branch `factory/run-<run_id>`: that branch is the other run's, neither
 /// deleted nor listed as a side effect.
 #[test]
 fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
@@ -338,7 +338,7 @@ fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
     assert_eq!(beside.status.code(), Some(0), "{}", stderr_of(&beside));
     let theirs: Value = serde_json::from_str(&stdout_of(&beside)).expect("json");
     let branch = format!(
-        "refs/heads/factory/{}",
+        "refs/heads/factory/run-{}",
         theirs["run_id"].as_str().expect("id")
     );
     std::fs::write(&go, "").expect("go");
@@ -352,4 +352,33 @@ fn an_in_situ_runs_restore_keeps_a_worktree_runs_delivery() {
         "not a side effect: {}",
         s["side_effects"]
     );
+}
+
+/// A slow agent's audit among runs of its batch that start and end while it works: their
+/// records and seals are written and their harnesses are gone by the audit, yet they are
+/// theirs — neither blamed on the agent nor taken away.
+#[test]
+fn runs_that_start_and_end_while_an_agent_works_keep_their_records_and_seals() {
+    let r = TestRepo::simple();
+    let agent = agent(&r, "sleep 4");
+    let mut cmd = r.factory();
+    cmd.args(["run", "--json", "--jobs", "2", "--max-attempts", "1", "-w"]);
+    for o in orders(&r, &["wo-evil", "wo-1", "wo-2", "wo-3"]) {
+        cmd.arg(o);
+    }
+    let out = cmd
+        .args(["--agent-command", &agent])
+        .output()
+        .expect("runs");
+    let runs = serde_json::from_str::<Vec<Value>>(&stdout_of(&out)).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(runs.len(), 4);
+    for run in &runs {
+        assert_eq!(run["verdict"], "PASS", "{run}");
+        let id = run["run_id"].as_str().expect("id");
+        assert!(has_branch(&r, &format!("refs/factory/{id}")), "{id}");
+        assert!(r.root.join(".git/factory/made").join(id).exists(), "{id}");
+    }
+    assert_eq!(note_lines(&r).len(), 4, "{:?}", note_lines(&r));
+    nothing_running(&r);
 }

@@ -116,7 +116,7 @@ fn a_batch_runs_every_order_on_its_own_and_leaves_the_users_tree_alone() {
         .expect("runs");
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    // Each PASS is delivered on its own factory/<run_id> branch; nothing else moved.
+    // Each PASS is delivered on its own factory/run-<run_id> branch; nothing else moved.
     let mut after = r.snapshot();
     after.refs.retain(|l| !l.starts_with("refs/heads/factory/"));
     assert_eq!(after, before, "the user's tree, index and refs");
@@ -132,7 +132,7 @@ fn a_batch_runs_every_order_on_its_own_and_leaves_the_users_tree_alone() {
         assert_eq!(s["verdict"], "PASS");
         assert_eq!(s["mode"], "worktree");
         assert_eq!(s["work_order_id"], wo);
-        let branch = r.git(&["show", &format!("refs/heads/factory/{id}:app.txt")]);
+        let branch = r.git(&["show", &format!("refs/heads/factory/run-{id}:app.txt")]);
         assert_eq!(branch, "one\nTWO\nthree\n", "each PASS on its own branch");
     }
     assert!(

@@ -393,12 +393,12 @@ fn worktree_mode_commits_the_winner_on_its_branch_and_leaves_the_tree_alone() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let id = ran.summary["run_id"].as_str().expect("id");
     assert_eq!(r.read("app.txt").as_deref(), Some("dirty\n"));
-    let branch = format!("refs/heads/factory/{id}");
+    let branch = format!("refs/heads/factory/run-{id}");
     assert_eq!(
         r.git(&["show", &format!("{branch}:app.txt")]),
         "one\nTWO\nthree\n"
     );
-    r.git(&["branch", "-D", &format!("factory/{id}")]);
+    r.git(&["branch", "-D", &format!("factory/run-{id}")]);
     r.git(&["checkout", "--", "app.txt"]);
     assert_nothing_left(&r);
 }

@@ -62,7 +62,7 @@ fn worktree_run_leaves_a_dirty_user_tree_alone_and_delivers_a_branch() {
     assert_eq!(after, before, "only the delivered branch is new");
     let id = s["run_id"].as_str().expect("id");
     assert_eq!(s["mode"], "worktree");
-    let branch = format!("refs/heads/factory/{id}");
+    let branch = format!("refs/heads/factory/run-{id}");
     assert_eq!(
         r.git(&["show", &format!("{branch}:app.txt")]),
         "one\nTWO\nthree\n"
@@ -78,6 +78,79 @@ fn worktree_run_leaves_a_dirty_user_tree_alone_and_delivers_a_branch() {
     no_worktrees_left(&r);
 }
 
+/// The branch a `--worktree` PASS is committed on is the name to merge: `git merge
+/// factory/<run_id>` would resolve to the record `refs/factory/<run_id>` first and merge the
+/// record's artifacts, so the branch is `factory/run-<run_id>`, and the final line names it.
+#[test]
+fn the_run_branch_is_what_git_merge_brings_in_and_the_final_line_names_it() {
+    let r = TestRepo::simple();
+    let (out, s) = run_with(
+        &r,
+        "grep -qx TWO app.txt",
+        &[("1.json", good())],
+        &["--worktree"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = s["run_id"].as_str().expect("id");
+    let branch = format!("factory/run-{id}");
+    let plain = r
+        .factory()
+        .args(["run", "-w"])
+        .arg(r.work_order(basic_order(&["grep -qx TWO app.txt"])))
+        .arg("--replay")
+        .arg(r.replay("again", &[("1.json", good())]))
+        .args(["--worktree", "--force"])
+        .output()
+        .expect("runs");
+    assert!(
+        stderr_of(&plain).contains(&format!("on branch {branch}")),
+        "{}",
+        stderr_of(&plain)
+    );
+    r.git(&["merge", "-q", "--ff-only", &branch]);
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    let files = r.git(&["ls-files"]);
+    assert_eq!(
+        files, ".gitignore\napp.txt\nother.txt\n",
+        "no record artifact merged"
+    );
+}
+
+/// A record made before the rename, whose branch is `factory/<run_id>`: served from the cache,
+/// it still says the change is on that branch, and `apply` still brings it in.
+#[test]
+fn a_run_branch_of_the_old_name_is_still_found() {
+    let r = TestRepo::simple();
+    let (out, s) = run_with(
+        &r,
+        "grep -qx TWO app.txt",
+        &[("1.json", good())],
+        &["--worktree"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = s["run_id"].as_str().expect("id");
+    r.git(&[
+        "branch",
+        "-m",
+        &format!("factory/run-{id}"),
+        &format!("factory/{id}"),
+    ]);
+    let (out, _) = run_with(
+        &r,
+        "grep -qx TWO app.txt",
+        &[("1.json", good())],
+        &["--worktree"],
+    );
+    assert!(
+        stderr_of(&out).contains(&format!("on branch factory/{id}")),
+        "{}",
+        stderr_of(&out)
+    );
+    let apply = r.factory().args(["apply", id]).output().expect("runs");
+    assert_eq!(apply.status.code(), Some(0), "{}", stderr_of(&apply));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}
+
 #[test]
 fn worktree_fail_leaves_no_branch_and_no_worktree() {
     let r = TestRepo::simple();
@@ -90,7 +163,7 @@ fn worktree_fail_leaves_no_branch_and_no_worktree() {
     assert_eq!(out.status.code(), Some(1));
     let id = s["run_id"].as_str().expect("id");
     assert!(r
-        .git(&["branch", "--list", &format!("factory/{id}")])
+        .git(&["branch", "--list", &format!("factory/run-{id}")])
         .is_empty());
     no_worktrees_left(&r);
 }

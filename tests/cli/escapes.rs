@@ -528,3 +528,123 @@ fn bytecode_an_agent_plants_in_the_kept_cache_never_reaches_a_later_check() {
         r.git(&["checkout", "-q", "--", "."]);
     }
 }
+
+/// An agent that forges a sealed record under the run id a later run of another work order
+/// will have: `refs/factory/<B>` and its seal `.git/factory/made/<B>`, with the clone's own
+/// key, as the harness would.
+const FORGE_RECORD: &str = r#"
+import hashlib, hmac, os, subprocess, sys
+run_id = sys.argv[1]
+common = subprocess.check_output(["git", "rev-parse", "--git-common-dir"], text=True).strip()
+factory = os.path.join(os.path.abspath(common), "factory")
+secret = open(os.path.join(factory, "verify-key"), "rb").read()
+record = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True).strip()
+seal = hmac.new(secret, f"RECORD\0{record}\0{run_id}\0".encode(), hashlib.sha256).hexdigest()
+os.makedirs(os.path.join(factory, "made"), exist_ok=True)
+with open(os.path.join(factory, "made", run_id), "w") as f:
+    f.write(f"{record} {seal}\n")
+subprocess.check_call(["git", "update-ref", f"refs/factory/{run_id}", record])
+"#;
+
+#[test]
+fn an_agent_that_forges_a_sealed_record_for_a_later_run_escapes_and_both_are_put_back() {
+    for provider in ["--agent-edits", "--agent-command"] {
+        let r = keyed();
+        // The later run: its id learnt from a first run of it, whose record then goes.
+        let mut later = basic_order(&["false"]);
+        later["id"] = "wo-later".into();
+        let later = r.work_order(later);
+        let replay = r.replay("rp-later", &[("1.json", good())]);
+        let out = r.run_replay(&later, &replay, &["--json", "--max-attempts", "1"]);
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let id = s["run_id"].as_str().expect("id").to_string();
+        r.git(&["update-ref", "-d", &format!("refs/factory/{id}")]);
+        std::fs::remove_file(r.root.join(".git/factory/made").join(&id)).expect("seal");
+
+        let forge = r.outside.join("forge_record.py");
+        std::fs::write(&forge, FORGE_RECORD).expect("write");
+        std::fs::write(r.outside.join("answer.json"), good()).expect("write");
+        let script = format!(
+            "python3 {} {id} >&2\n{}",
+            forge.display(),
+            if provider == "--agent-edits" {
+                EDIT.to_string()
+            } else {
+                format!(
+                    "cat >/dev/null; cat {}\n",
+                    r.outside.join("answer.json").display()
+                )
+            }
+        );
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let out = r
+            .factory()
+            .args(["run", "--json", "--max-attempts", "1", "-w"])
+            .arg(&wo)
+            .arg(provider)
+            .arg(format!(
+                "sh -c {}",
+                shlex::try_quote(&script).expect("quotable")
+            ))
+            .output()
+            .expect("runs");
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        escaped(&out, &s);
+        let brief = s["attempts"][0]["failure_brief"].to_string();
+        assert!(
+            brief.contains(&format!("refs/factory/{id}")),
+            "{provider}: {brief}"
+        );
+        let (code, _) = r.git_code(&["rev-parse", "-q", "--verify", &format!("refs/factory/{id}")]);
+        assert_ne!(code, 0, "{provider}: the forged record is gone");
+        assert!(
+            !r.root.join(".git/factory/made").join(&id).exists(),
+            "{provider}: the forged seal is gone"
+        );
+        // The later run runs its checks: nothing is served, nothing committed.
+        let head = r.git(&["rev-parse", "HEAD"]);
+        let out = r.run_replay(
+            &later,
+            &replay,
+            &["--json", "--max-attempts", "1", "--commit"],
+        );
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{provider}: {}",
+            stderr_of(&out)
+        );
+        assert_eq!(s["verdict"], "FAIL", "{provider}");
+        assert_eq!(
+            r.git(&["rev-parse", "HEAD"]),
+            head,
+            "{provider}: nothing committed"
+        );
+    }
+}
+
+/// Under `--sandbox` the sealing key is hidden from the agent: it cannot forge the seal, and
+/// nothing of its attempt reaches the records.
+#[test]
+fn a_sandboxed_agent_cannot_read_the_key_to_forge_a_record() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = keyed();
+    let forge = r.outside.join("forge_record.py");
+    std::fs::write(&forge, FORGE_RECORD).expect("write");
+    let witness = r.outside.join("forged");
+    let script = format!(
+        "python3 {} 0123456789ab && touch {}\n{EDIT}",
+        forge.display(),
+        witness.display()
+    );
+    let (out, s) = agent_run(&r, &script, &["--sandbox"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s["verdict"], "PASS");
+    assert!(!witness.exists(), "the forger got through");
+    let (code, _) = r.git_code(&["rev-parse", "-q", "--verify", "refs/factory/0123456789ab"]);
+    assert_ne!(code, 0);
+    assert!(!r.root.join(".git/factory/made/0123456789ab").exists());
+}

@@ -422,6 +422,20 @@ fn prune_removes_old_runs_beyond_the_newest_per_work_order_with_their_note_lines
     ]);
     let line = |id: &str, wo: &str| format!("factory {id} FAIL {wo} attempts=1").into_bytes();
     let all = r.run_ids();
+    // While the killed run waits for recover, prune refuses like every command that could
+    // change the repo (SPEC §7).
+    let out = prune(&r, 100, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("git factory recover"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(r.run_ids(), all);
+    // A RUNNING record with no journal here (a run going on elsewhere) is kept by prune.
+    for j in r.journals() {
+        std::fs::remove_file(r.root.join(".git/factory").join(j)).expect("journal");
+    }
 
     // No age given: nothing ages out.
     let out = prune(&r, 100, &[]);

@@ -652,7 +652,7 @@ fn a_worktree_run_does_not_report_another_runs_branch() {
     let second = r.run_replay(&fast, &replay, &["--worktree", "--json"]);
     assert_eq!(second.status.code(), Some(0), "{}", stderr_of(&second));
     let branch = format!(
-        "refs/heads/factory/{}",
+        "refs/heads/factory/run-{}",
         summary_of(&second.stdout)["run_id"].as_str().unwrap_or("?")
     );
     std::fs::write(gate.join("go"), "").expect("write");

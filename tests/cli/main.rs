@@ -18,6 +18,7 @@ mod generated;
 mod history;
 mod ignored_kept;
 mod isolation;
+mod judges;
 mod log_show;
 mod newcomer;
 mod page;

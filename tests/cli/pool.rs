@@ -514,7 +514,7 @@ fn a_worktree_race_needs_one_worktree_per_candidate_and_checks_each_change_once(
     assert_eq!(pooled(&r).len(), 2, "{:?}", pooled(&r));
     let id = s["run_id"].as_str().expect("run id");
     assert_eq!(
-        r.git(&["show", &format!("refs/heads/factory/{id}:app.txt")]),
+        r.git(&["show", &format!("refs/heads/factory/run-{id}:app.txt")]),
         "one\nTWO\nthree\n"
     );
     // The run's attempt records the winner's checks, with their logs where they are.

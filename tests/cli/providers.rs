@@ -1686,7 +1686,11 @@ fn effort_and_output_limit_enter_the_config_hash_only_when_set() {
         assert_eq!(ran.code, 0, "{}", ran.stderr);
         assert_eq!(
             ran.summary["config"]["config_hash"],
-            hex(format!("openai:m@{url}|0|2|600|p1|ladder{suffix}")),
+            hex(format!(
+                "openai:m@{url}|0|2|600|p1|ladder{suffix}|verify={}",
+                // What judges (SPEC §4.3): git config factory.verify is `true`.
+                hex("true\n".to_string())
+            )),
             "{suffix}"
         );
         ids.push(ran.summary["run_id"].clone());

@@ -261,3 +261,79 @@ fn fetched_run_refs_that_are_not_commits_are_skipped_and_named() {
         notes_before
     );
 }
+
+/// A run killed in this clone, whose run id a finished run of another clone has too: every
+/// command that could change the repo refuses, pointing to `recover` (SPEC §7), and the killed
+/// run's RUNNING record is never replaced by the fetched one; `log` and `show` still work.
+#[test]
+fn after_a_killed_run_every_command_that_could_change_the_repo_points_to_recover() {
+    for worktree in [false, true] {
+        let r = TestRepo::simple();
+        let (_bare, other) = two_clones(&r);
+        let theirs = a_failing_run_in(&r, &other, "same");
+        assert_eq!(
+            in_dir(&r, &other, "factory", &["push"]).status.code(),
+            Some(0)
+        );
+        // The same order and proposal here, killed mid-run.
+        let mut order = basic_order(&["false"]);
+        order["id"] = "wo-same".into();
+        let wo = r.work_order(order);
+        let replay = r.replay(
+            "rp-killed",
+            &[(
+                "1.json",
+                proposal(
+                    &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                    "same",
+                ),
+            )],
+        );
+        let mut flags = vec!["--max-attempts", "1"];
+        if worktree {
+            flags.push("--worktree");
+        }
+        let out = r
+            .replay_command(&wo, &replay, &flags)
+            .env("GIT_FACTORY_TEST_CRASH_AT", "during_verify")
+            .output()
+            .expect("runs");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+        assert_eq!(r.run_ids(), vec![theirs.clone()], "the same run id");
+        let record = r.git(&["rev-parse", &format!("refs/factory/{theirs}")]);
+        let commands: [&[&str]; 8] = [
+            &["fetch"],
+            &["push"],
+            &["prune", "--older-than", "0s"],
+            &["hook", "install"],
+            &["attest", "verify", "HEAD"],
+            &["verify", "HEAD"],
+            &["apply", &theirs],
+            &["reverify", &theirs],
+        ];
+        for args in commands {
+            let out = r.factory().args(args).output().expect("runs");
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
+            assert!(
+                stderr_of(&out).contains("git factory recover"),
+                "{args:?} (worktree {worktree}): {}",
+                stderr_of(&out)
+            );
+        }
+        assert_eq!(
+            r.git(&["rev-parse", &format!("refs/factory/{theirs}")]),
+            record,
+            "the killed run's record is as it was"
+        );
+        assert!(!r.root.join(".git/hooks/pre-push").exists());
+        for args in [&["log"][..], &["show", &theirs]] {
+            let out = r.factory().args(args).output().expect("runs");
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        }
+        let rec = r.factory().arg("recover").output().expect("recover");
+        assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+        let out = r.factory().arg("fetch").output().expect("fetch");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    }
+}

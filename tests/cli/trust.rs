@@ -799,7 +799,10 @@ fn worktree_delivery_holds_what_git_add_would_stage() {
         let out = deliver_run(&r, path, &content, &["--worktree", "--json"]);
         assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
         let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-        let branch = format!("refs/heads/factory/{}", s["run_id"].as_str().expect("id"));
+        let branch = format!(
+            "refs/heads/factory/run-{}",
+            s["run_id"].as_str().expect("id")
+        );
         assert_eq!(
             r.git(&["cat-file", "blob", &format!("{branch}:{path}")]),
             committed,
@@ -1437,8 +1440,12 @@ fn branch_names_that_read_as_other_refs_are_refused() {
         ("FETCH_HEAD", "git uses names like it for its own refs"),
         ("ORIG_HEAD", "git uses names like it for its own refs"),
         (
+            "factory/run-0123456789ab",
+            "factory/run-<run id> names are the run branches --worktree creates",
+        ),
+        (
             "factory/0123456789ab",
-            "factory/<run id> names are the run branches --worktree creates",
+            "factory/run-<run id> names are the run branches --worktree creates",
         ),
     ];
     for (name, why) in cases {

@@ -55,6 +55,7 @@ pub use gitfiles::replace_locked;
 pub(crate) use python::change_time_now;
 pub use refs::{
     another_runs_branch, another_runs_note_line, another_runs_notes_commit, restore_head,
+    runs_in_progress,
 };
 pub use report::{Purpose, Report};
 

@@ -91,7 +91,7 @@ pub fn restore_head(repo: &Repository, head_ref: Option<&str>, commit: Oid) -> R
 
 /// The shared refs that differ from `recorded` (created, moved or deleted), named only. A
 /// `--worktree` run shares them with the user and with other runs (whose branches
-/// `factory/<run_id>` appear at delivery): none of them is provably a command's, so none is
+/// `factory/run-<run_id>` appear at delivery): none of them is provably a command's, so none is
 /// deleted or moved; the run's report names them instead.
 fn changed_refs(repo: &Repository, recorded: &[RefFact]) -> Result<Vec<String>> {
     let now = list_refs(repo)?;
@@ -198,17 +198,45 @@ fn created(recorded: &[RefFact], name: &str) -> bool {
     !recorded.iter().any(|k| k.name == name)
 }
 
-/// The run id a ref name `<prefix><run_id>` carries: one path component, not empty.
-fn run_id_in<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
-    let id = name.strip_prefix(prefix)?;
-    (!id.is_empty() && !id.contains('/')).then_some(id)
-}
-
 /// The summary of the run record `refs/factory/<run_id>`, if there is a readable one.
 fn record_of(repo: &Repository, run_id: &str) -> Option<RunSummary> {
     let oid = repo.refname_to_id(&store::run_ref(run_id)).ok()?;
     let summary = store::read_summary(repo, oid).ok()??;
     (summary.run_id == run_id).then_some(summary)
+}
+
+/// The runs under way in the repo whose `.git/factory/` is `factory_dir`, by run id: those a
+/// live harness other than this process names in its owner file (`run.<id>.<harness>.json`)
+/// or journal (`journal.<id>.<harness>.json`), and those this process has under way itself
+/// ([`crate::harness::runs_here`]; a file naming this process proves nothing, as every command
+/// it starts knows its marker). Their records and seals are theirs to write: the agent audit
+/// takes any other write of `refs/factory/<id>` or `.git/factory/made/<id>` for the agent's.
+pub fn runs_in_progress(factory_dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let me = crate::harness::marker();
+    let mut out: std::collections::BTreeSet<String> =
+        crate::harness::runs_here().into_iter().collect();
+    for entry in std::fs::read_dir(factory_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name
+            .strip_prefix("run.")
+            .or_else(|| name.strip_prefix("journal."))
+            .and_then(|r| r.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let Some((id, harness)) = rest.split_once('.') else {
+            continue;
+        };
+        if harness != me && crate::harness::alive(harness) {
+            out.insert(id.to_string());
+        }
+    }
+    out
 }
 
 /// Whether a harness other than this process, still alive, runs `run_id` outside the user's
@@ -230,12 +258,15 @@ fn run_by_another_harness(repo: &Repository, run_id: &str) -> bool {
 }
 
 /// Whether the branch `name` is another run's delivery (SPEC §5: a `--worktree` PASS is
-/// committed on `factory/<run_id>`): its record `refs/factory/<run_id>` exists and either is
+/// committed on `factory/run-<run_id>`): its record `refs/factory/<run_id>` exists and either is
 /// final and names the commit the branch points at as its result, or is still RUNNING in a
 /// live harness other than this process (a run delivers before it writes its final record).
 /// The caller asks it only of a branch created while its command ran.
 pub fn another_runs_branch(repo: &Repository, name: &str) -> bool {
-    let Some(run_id) = run_id_in(name, "refs/heads/factory/") else {
+    let Some(run_id) = name
+        .strip_prefix("refs/heads/")
+        .and_then(crate::store::run_id_of_branch)
+    else {
         return false;
     };
     let Some(summary) = record_of(repo, run_id) else {

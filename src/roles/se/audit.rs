@@ -4,7 +4,9 @@
 //! the run holds the repo — every ref, and puts them back. What it does not own is recorded
 //! here before the agent runs and compared after it exits: every ref outside git-factory's
 //! namespaces (also in a `--worktree` run, whose refs are shared with the user's own work) and
-//! the HEAD of every other worktree. This module only names what escaped; it writes nothing.
+//! the HEAD of every other worktree. This module only names what escaped, and removes the refs
+//! an agent made at objects only its private folder held (see [`Audit::drop_agents_own_refs`]);
+//! `watched` and `sealed` put back the rest.
 //! What other runs of the repo write meanwhile (their records, their delivered branches) is
 //! theirs, by `git::restore`'s one rule, and never named.
 
@@ -53,6 +55,8 @@ pub struct Audit {
     heads: BTreeMap<Vec<u8>, Option<FileFact>>,
     /// Ignored files, notes refs and `.git/factory/` files, put back when changed.
     pub watched: super::watched::Watched,
+    /// The run records and their seals, put back when changed.
+    pub sealed: super::sealed::Sealed,
 }
 
 fn is_ours(name: &str) -> bool {
@@ -118,10 +122,39 @@ impl Audit {
         let common = repo.commondir().to_path_buf();
         Ok(Audit {
             watched: super::watched::Watched::capture(repo, sandboxed)?,
+            sealed: super::sealed::Sealed::capture(repo)?,
             refs: list_refs(repo)?,
             heads: list_heads(&common),
             common,
         })
+    }
+
+    /// Removes the refs the agent made for its own work and nothing else can use: created
+    /// since the capture and pointing at an object the repo's store lacks — a branch it
+    /// committed on, `refs/stash`, made while its git wrote to its private object folder
+    /// (SPEC §7.1), which is gone with its scratch worktree. Left, they would be refs to
+    /// nothing; they are no escape (its proposal is its worktree's files, wherever it kept
+    /// its commits). Returns their names.
+    pub fn drop_agents_own_refs(&self, repo: &Repository) -> Result<Vec<String>> {
+        let odb = repo.odb()?;
+        let mut dropped = Vec::new();
+        for (name, target) in list_refs(repo)? {
+            if self.refs.contains_key(&name) {
+                continue;
+            }
+            let Ok(oid) = git2::Oid::from_str(&target) else {
+                continue; // symbolic
+            };
+            if odb.exists(oid) {
+                continue;
+            }
+            if let Ok(mut r) = repo.find_reference(&name) {
+                // Its reflog goes with it.
+                r.delete()?;
+                dropped.push(name);
+            }
+        }
+        Ok(dropped)
     }
 
     /// What differs now, one line each (`refs/heads/x (moved)`, `HEAD of worktree w

@@ -5,4 +5,5 @@ pub mod audit;
 pub mod prompt;
 pub mod proposal;
 pub mod provider;
+pub mod sealed;
 pub mod watched;

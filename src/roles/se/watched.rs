@@ -34,15 +34,15 @@ pub const KEEP_TOTAL: u64 = 32 * 1024 * 1024;
 
 /// A file's stat data: any write, chmod, replacement or rename changes one of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     ino: u64,
-    mode: u32,
+    pub(super) mode: u32,
     size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
 }
 
-fn stamp(meta: &std::fs::Metadata) -> Stamp {
+pub(super) fn stamp(meta: &std::fs::Metadata) -> Stamp {
     Stamp {
         ino: meta.ino(),
         mode: meta.mode(),
@@ -155,9 +155,10 @@ fn ignored_files(repo: &Repository) -> Vec<Vec<u8>> {
 /// command group, owner, journal, saved bytes and index files, the commit message a delivery
 /// hands to the commit-msg hook, the provider memory, a sealing key being linked into place),
 /// `log`'s cache of the run list (derived from the refs, rebuilt by any `git factory log`), and
-/// the seals of the records runs made here (`made/`, written as each run ends).
+/// the seals of the records runs made here (`made/`, written as each run ends; compared run by
+/// run in `sealed`, with the records).
 /// An agent that removed one of these would break another run, and a put-back that removed
-/// one would too, so they are neither compared nor put back.
+/// one would too, so they are neither compared nor put back here.
 const LIVE: [&str; 18] = [
     "runs",
     "made",

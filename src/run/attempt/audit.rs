@@ -22,6 +22,12 @@ impl Session<'_> {
         answer: &Result<Response, ProviderError>,
     ) -> Option<Outcome> {
         crate::trace::mark("  agent audit: start");
+        if let Some(a) = &audit {
+            if let Err(e) = a.drop_agents_own_refs(self.repo) {
+                self.fatal = Some(e.message);
+                return Some(Outcome::Fatal(Stage::Exception));
+            }
+        }
         let report = match self.journal.restore.apply_walked(
             self.repo,
             &[],
@@ -51,7 +57,13 @@ impl Session<'_> {
         // Ignored files, notes refs and git-factory's own files: put back by the audit.
         let mut unrestored: Vec<String> = Vec::new();
         if let Some(a) = &audit {
-            match a.watched.put_back(self.repo) {
+            let put = a.watched.put_back(self.repo).and_then(|mut put| {
+                crate::trace::mark("  agent audit: watched files compared");
+                a.sealed
+                    .put_back(self.repo, &self.summary.run_id, &mut put)?;
+                Ok(put)
+            });
+            match put {
                 Ok(put) => {
                     self.pycache
                         .forget(&self.root, put.restored.iter().map(|p| p.as_bytes()));

@@ -90,7 +90,12 @@ impl Session<'_> {
         // standard-library module every later check would import) goes the same way.
         let bytecode_mark = self.audited.then(|| self.pycache.mark()).flatten();
         let asked = Instant::now();
-        let answer = self.provider.propose(&request);
+        let provider = &mut self.provider;
+        let answer = match &audit {
+            // Runs that start and end while the agent works are seen under way meanwhile.
+            Some(a) => a.sealed.watching(|| provider.propose(&request)),
+            None => provider.propose(&request),
+        };
         self.drop_checks_bytecode(bytecode_mark);
         let tokens = match &answer {
             Ok(r) => r

@@ -220,12 +220,14 @@ impl Drop for PrivateObjects {
     }
 }
 
-/// A sandboxed agent's own git dir (SPEC §7.1): a copy of its scratch worktree's admin
-/// folder — `HEAD`, `index`, `config.worktree`, a `commondir` naming the repo's — that its git
-/// is pointed at (`GIT_DIR`, `GIT_WORK_TREE`) and may write: `git add`, `git commit` on the
-/// detached HEAD and its logs go here. The real admin folder under the common `.git` stays
-/// read-only in the sandbox, and the harness never reads this copy back: the proposal is
-/// the scratch tree's files, read through the real admin folder.
+/// A sandboxed agent's own git dir (SPEC §7.1): a repository of its own that its git is
+/// pointed at (`GIT_DIR`, `GIT_WORK_TREE`) and may write — its scratch worktree's `HEAD` and
+/// `index`, the repo's config and excludes, its branches and tags as they were (a
+/// `packed-refs` of their own), no hooks — so `git add`, `git commit`, `git stash`, a branch
+/// of its own and their logs all land here, read back by nobody. Its objects are the private
+/// object directory, with the repo's as a read-only alternate. The repo's refs, config and the
+/// worktree's admin folder stay read-only in the sandbox; the harness reads the proposal from
+/// the scratch tree's files, through the real admin folder.
 struct PrivateGitDir {
     dir: PathBuf,
 }
@@ -237,18 +239,27 @@ impl PrivateGitDir {
             .join(format!("{name}.gitdir"));
         let _ = std::fs::remove_dir_all(&dir);
         let made = PrivateGitDir { dir };
+        let common = repo.commondir();
         let copy = || -> std::io::Result<()> {
-            std::fs::create_dir_all(made.dir.join("logs"))?;
-            for file in ["HEAD", "index", "config.worktree"] {
-                match std::fs::read(admin.join(file)) {
-                    Ok(bytes) => std::fs::write(made.dir.join(file), bytes)?,
+            for sub in ["logs", "refs/heads", "refs/tags", "info"] {
+                std::fs::create_dir_all(made.dir.join(sub))?;
+            }
+            let files = [
+                (admin.join("HEAD"), "HEAD"),
+                (admin.join("index"), "index"),
+                (admin.join("config.worktree"), "config.worktree"),
+                (common.join("config"), "config"),
+                (common.join("info/exclude"), "info/exclude"),
+                (common.join("shallow"), "shallow"),
+            ];
+            for (from, to) in files {
+                match std::fs::read(from) {
+                    Ok(bytes) => std::fs::write(made.dir.join(to), bytes)?,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }
             }
-            let mut common = repo.commondir().as_os_str().as_bytes().to_vec();
-            common.push(b'\n');
-            std::fs::write(made.dir.join("commondir"), common)
+            std::fs::write(made.dir.join("packed-refs"), packed_refs(repo))
         };
         copy().map_err(|e| failed(format!("cannot make the agent's git folder: {e}")))?;
         Ok(made)
@@ -263,6 +274,31 @@ impl PrivateGitDir {
     }
 }
 
+/// The repo's branches, tags and remote-tracking branches as a `packed-refs` file (the
+/// agent's view of them; never git-factory's records or notes).
+fn packed_refs(repo: &Repository) -> Vec<u8> {
+    let mut lines: Vec<(Vec<u8>, Oid)> = Vec::new();
+    if let Ok(refs) = repo.references() {
+        for r in refs.flatten() {
+            let name = r.name_bytes();
+            let shared = [&b"refs/heads/"[..], b"refs/tags/", b"refs/remotes/"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            if let (true, Some(oid)) = (shared, r.target()) {
+                lines.push((name.to_vec(), oid));
+            }
+        }
+    }
+    lines.sort();
+    let mut out = b"# pack-refs with: sorted \n".to_vec();
+    for (name, oid) in lines {
+        out.extend_from_slice(format!("{oid} ").as_bytes());
+        out.extend_from_slice(&name);
+        out.push(b'\n');
+    }
+    out
+}
+
 impl Drop for PrivateGitDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -271,29 +307,55 @@ impl Drop for PrivateGitDir {
 
 /// Copies into the repo's object store what the proposal's tree needs and the repo lacks
 /// (the scratch repository reads the agent's objects as an alternate): the trees and blobs
-/// of what the agent added or changed, nothing else it wrote. A tree the repo already has
-/// is not descended into (its contents are there with it).
-fn take_in(scratch: &Repository, user: &Repository, tree: Oid) -> Result<(), git2::Error> {
+/// of what the agent added or changed, nothing else it wrote. Only a subtree equal to the
+/// baseline's at the same path is skipped (the baseline is whole in the repo's store). A
+/// tree's presence in the repo's store proves nothing of its blobs — hashing the scratch
+/// index writes its trees there while the blobs an agent staged (`git add`) or committed are
+/// only in its own objects — so changed trees are always walked; a blob present is whole.
+fn take_in(
+    scratch: &Repository,
+    user: &Repository,
+    tree: Oid,
+    base: Option<Oid>,
+) -> Result<(), git2::Error> {
     let from = scratch.odb()?;
     let into = user.odb()?;
-    let mut queue = vec![tree];
-    while let Some(id) = queue.pop() {
-        if into.exists(id) {
+    let mut queue = vec![(tree, base)];
+    while let Some((id, base)) = queue.pop() {
+        if Some(id) == base {
             continue;
         }
-        let object = from.read(id)?;
-        if object.kind() == git2::ObjectType::Tree {
-            let t = scratch.find_tree(id)?;
-            for entry in t.iter() {
-                match entry.kind() {
-                    Some(git2::ObjectType::Tree) | Some(git2::ObjectType::Blob) => {
-                        queue.push(entry.id())
-                    }
-                    _ => {}
+        let before = match base {
+            Some(b) => Some(scratch.find_tree(b)?),
+            None => None,
+        };
+        let t = scratch.find_tree(id)?;
+        for entry in t.iter() {
+            let was = before
+                .as_ref()
+                .and_then(|b| b.get_name_bytes(entry.name_bytes()))
+                .map(|e| (e.id(), e.kind()));
+            if was.is_some_and(|(old, _)| old == entry.id()) {
+                continue;
+            }
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => {
+                    let old = was
+                        .filter(|(_, kind)| *kind == Some(git2::ObjectType::Tree))
+                        .map(|(old, _)| old);
+                    queue.push((entry.id(), old));
                 }
+                Some(git2::ObjectType::Blob) if !into.exists(entry.id()) => {
+                    let blob = from.read(entry.id())?;
+                    into.write(blob.kind(), blob.data())?;
+                }
+                _ => {}
             }
         }
-        into.write(object.kind(), object.data())?;
+        if !into.exists(id) {
+            let object = from.read(id)?;
+            into.write(object.kind(), object.data())?;
+        }
     }
     Ok(())
 }
@@ -358,7 +420,7 @@ fn confine(
 /// The scratch tree's tree id: tracked plus untracked files, the agent globs left out as git
 /// leaves out ignored files; the index file of the scratch worktree is not written. The
 /// scratch repository reads the agent's own objects (its index may name blobs only they
-/// hold) as an alternate; what the harness hashes here goes to the repo's store.
+/// hold) as an alternate; what the harness hashes here is kept in memory.
 fn scratch_tree(
     scratch: &Path,
     admin: &Path,
@@ -374,7 +436,14 @@ fn scratch_tree(
     let objects = objects.to_str().ok_or_else(|| {
         git2::Error::from_str("the agent's object folder has a path that is not UTF-8")
     })?;
-    repo.odb()?.add_disk_alternate(objects)?;
+    {
+        let odb = repo.odb()?;
+        odb.add_disk_alternate(objects)?;
+        // What hashing the scratch tree writes stays in memory: only [`take_in`] writes the
+        // repo's store, and only what the proposal needs (a tree naming a blob the store
+        // lacks — an agent's staged bookkeeping — would be a broken object there).
+        odb.add_new_mempack_backend(1000)?;
+    }
     repo.add_ignore_rule(&ignore.text())?;
     let mut index = repo.index()?;
     index.add_all(["*"].iter(), git2::IndexAddOption::DEFAULT, None)?;
@@ -511,7 +580,7 @@ impl Provider for AgentEdits {
         let diff = scratch_tree(&scratch.path, &admin, &objects.dir, &ignore)
             .and_then(|(scratch_repo, tree)| {
                 let tree = without_bookkeeping(&scratch_repo, base_tree, tree, &ignore)?;
-                take_in(&scratch_repo, &repo, tree)?;
+                take_in(&scratch_repo, &repo, tree, Some(base_tree))?;
                 Ok(tree)
             })
             .map_err(crate::error::Error::from)
