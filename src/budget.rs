@@ -68,6 +68,7 @@ mod tests {
         let u = |i, o| Usage {
             input_tokens: Some(i),
             output_tokens: Some(o),
+            ..Usage::default()
         };
         assert!(!b.spend(Some(&u(40, 10))));
         assert!(!b.spend(Some(&u(40, 10))));

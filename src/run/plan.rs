@@ -335,6 +335,7 @@ impl Plan {
             contract: self.contract.clone(),
             baseline_check: None,
             started_unix_ms: Some(unix_ms()),
+            cost: None,
         }
     }
 }

@@ -131,6 +131,7 @@ impl Session<'_> {
             let a = self.current();
             a.record.dropped_params = learnt.dropped_params;
             a.record.api_switch = learnt.api_switch;
+            a.record.usage = learnt.billed;
         }
         match answer {
             Ok(r) => Ok(r),

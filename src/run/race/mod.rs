@@ -75,6 +75,7 @@ pub(crate) fn record(
         duration_seconds: run.duration.as_secs_f64(),
         error: run.error.clone(),
         served_model: served_model(run),
+        cost: crate::store::records::Cost::sum(run.attempts.iter().filter_map(|a| a.cost.as_ref())),
     }
 }
 
@@ -372,6 +373,7 @@ mod tests {
             duration_seconds: 0.0,
             error: None,
             served_model: None,
+            cost: None,
         }
     }
 
