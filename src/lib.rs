@@ -18,6 +18,7 @@
 //! stages in [`run`]: plan, place, the attempt loop (or a race of them), deliver, record.
 
 pub mod budget;
+pub mod cost;
 pub mod cli;
 pub mod clock;
 pub mod config;

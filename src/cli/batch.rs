@@ -317,6 +317,9 @@ pub(crate) fn passed_on(args: &RunArgs) -> Vec<OsString> {
             value(flag, v.to_string().into());
         }
     }
+    if let Some(usd) = args.max_cost {
+        value("--max-cost", usd.to_string().into());
+    }
     if let Some(v) = &args.replay {
         value("--replay", v.into());
     }
@@ -712,6 +715,7 @@ mod tests {
         ("--no-baseline-check", None),
         ("--candidates", Some("3")),
         ("--max-tokens", Some("9999")),
+        ("--max-cost", Some("2.5")),
         ("--attest", None),
         ("--no-attest", None),
     ];

@@ -160,6 +160,7 @@ fn demo_options(dir: &Path) -> Result<RunOptions> {
         jobs: None,
         more_models: Vec::new(),
         max_tokens: None,
+        max_cost: None,
         attest: Some(false),
     })
 }

@@ -52,13 +52,14 @@ impl Nodes for Session<'_> {
         if self.current.is_none() {
             let _ = self.se_start(attempt);
         }
-        // Stopped because another candidate spent the last of the token budget.
+        // Stopped because another candidate spent the last of the budget.
         if self.budget.exhausted() && !crate::interrupt::requested() {
-            let _ = self.fail(
-                Stage::BudgetExhausted,
-                None,
-                "the --max-tokens budget ran out",
-            );
+            let why = match (self.budget.limit(), self.budget.max_cost()) {
+                (Some(_), None) => "the --max-tokens budget ran out",
+                (None, Some(_)) => "the --max-cost budget ran out",
+                _ => "the run's budget (--max-tokens, --max-cost) ran out",
+            };
+            let _ = self.fail(Stage::BudgetExhausted, None, why);
             return Outcome::Failed(Stage::BudgetExhausted);
         }
         let _ = self.fail(

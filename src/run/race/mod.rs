@@ -351,8 +351,10 @@ fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Re
         format,
         served_model: served_model(won),
     });
-    // The winner's change is replayed, not asked of an agent again: nothing to audit.
+    // The winner's change is replayed, not asked of an agent again: nothing to audit, and
+    // no request to pay for.
     session.audited = false;
+    session.priced = None;
     Ok(())
 }
 
