@@ -562,15 +562,23 @@ fn batch_exit(ran: &[Option<Ran>], interrupted: bool) -> Exit {
 }
 
 /// The table of the batch's runs, in the order given: work-order id, run_id, verdict,
-/// attempts, duration; then the reason of each run that could not finish.
+/// attempts, duration, cost; then what the batch cost and the reason of each run that could
+/// not finish.
 fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
-    let rows: Vec<([String; 5], Option<Verdict>)> = orders
+    let rows: Vec<([String; 6], Option<Verdict>)> = orders
         .iter()
         .zip(ran)
         .map(|(order, ran)| {
             let id = ui::escape_controls(&order.id);
             let Some(r) = ran else {
-                let cells = [id, "-".into(), "NOT RUN".into(), "-".into(), "-".into()];
+                let cells = [
+                    id,
+                    "-".into(),
+                    "NOT RUN".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ];
                 return (cells, None);
             };
             let v = verdict_of(r);
@@ -581,13 +589,21 @@ fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
                     v.as_str().into(),
                     attempts(s).to_string(),
                     format!("{:.1}s", s.duration_seconds),
+                    super::show::cost_words(s.cost.as_ref()),
                 ],
-                None => [id, "-".into(), v.as_str().into(), "-".into(), "-".into()],
+                None => [
+                    id,
+                    "-".into(),
+                    v.as_str().into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ],
             };
             (cells, Some(v))
         })
         .collect();
-    let head = ["work order", "run_id", "verdict", "attempts", "duration"];
+    let head = ["work order", "run_id", "verdict", "attempts", "duration", "cost"];
     let mut widths = head.map(console::measure_text_width);
     for (row, _) in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -614,6 +630,11 @@ fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
             })
             .collect();
         ui.info(cells.join("  ").trim_end());
+    }
+    let costs = (ran.iter().flatten())
+        .filter_map(|r| r.summary.as_ref().and_then(|s| s.cost.as_ref()));
+    if let Some(cost) = crate::store::records::Cost::sum(costs) {
+        ui.info(format!("cost: {}", cost.display()));
     }
     for (order, ran) in orders.iter().zip(ran) {
         let Some(r) = ran else { continue };

@@ -177,6 +177,7 @@ fn tour(ui: &Ui, dir: &Path, run_id: &str) -> Result<()> {
             max_count: None,
             verdict: None,
             oneline: false,
+            cost: false,
             json: false,
             repo: Some(dir.to_path_buf()),
         },
