@@ -54,6 +54,12 @@ impl Nodes for Session<'_> {
         }
         // Stopped because another candidate spent the last of the budget.
         if self.budget.exhausted() && !crate::interrupt::requested() {
+            // This attempt's own request was the one refused: its brief already says why.
+            let said = (self.current.as_ref().and_then(|c| c.brief.as_ref()))
+                .is_some_and(|b| b.stage == Stage::BudgetExhausted);
+            if said {
+                return Outcome::Failed(Stage::BudgetExhausted);
+            }
             let why = match (self.budget.limit(), self.budget.max_cost()) {
                 (Some(_), None) => "the --max-tokens budget ran out",
                 (None, Some(_)) => "the --max-cost budget ran out",
