@@ -829,7 +829,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__log)
-            opts="-n -q -v -h -V --max-count --verdict --oneline --json --repo --color --quiet --verbose --no-pager --help --version"
+            opts="-n -q -v -h -V --max-count --verdict --oneline --cost --json --repo --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -985,7 +985,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__run)
-            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
+            opts="-w -q -v -h -V --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --max-cost --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1068,6 +1068,10 @@ _git__factory() {
                     return 0
                     ;;
                 --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-cost)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
