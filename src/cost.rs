@@ -116,10 +116,13 @@ impl PriceBook {
                 .or_default()
                 .set(kind, price)
             {
-                return Err(Error::new(format!("git config {key}: unknown price kind {kind:?}"))
-                    .hint(format!(
-                        "use {PRICE_SECTION}.{model}.input, .output, .cacheRead or .cacheWrite"
-                    )));
+                return Err(
+                    Error::new(format!("git config {key}: unknown price kind {kind:?}")).hint(
+                        format!(
+                            "use {PRICE_SECTION}.{model}.input, .output, .cacheRead or .cacheWrite"
+                        ),
+                    ),
+                );
             }
         }
         for (model, rates) in &overrides {
@@ -269,10 +272,16 @@ fn read_price_file(path: &Path, named: &str) -> Result<BTreeMap<String, Rates>> 
         )
     };
     let bytes = std::fs::read(path).map_err(|e| {
-        Error::new(format!("cannot read the price file {named} ({PRICE_FILE}): {e}")).hint(hint())
+        Error::new(format!(
+            "cannot read the price file {named} ({PRICE_FILE}): {e}"
+        ))
+        .hint(hint())
     })?;
     let invalid = |why: String| {
-        Error::new(format!("the price file {named} ({PRICE_FILE}) is invalid: {why}")).hint(hint())
+        Error::new(format!(
+            "the price file {named} ({PRICE_FILE}) is invalid: {why}"
+        ))
+        .hint(hint())
     };
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
@@ -344,13 +353,21 @@ mod tests {
             SystemTime::now(),
         );
         assert_eq!(c.source, "table");
-        assert!((c.usd.unwrap_or(-1.0) - (1.0 + 0.25 + 8.0)).abs() < 1e-9, "{c:?}");
+        assert!(
+            (c.usd.unwrap_or(-1.0) - (1.0 + 0.25 + 8.0)).abs() < 1e-9,
+            "{c:?}"
+        );
         let unknown = Priced::Model {
             name: "no-such-model-anywhere".into(),
             provider: None,
             base_url: Some("http://127.0.0.1:1/v1".into()),
         };
-        let c = book.cost(&unknown, None, Some(&usage(10, 10, 0, 0)), SystemTime::now());
+        let c = book.cost(
+            &unknown,
+            None,
+            Some(&usage(10, 10, 0, 0)),
+            SystemTime::now(),
+        );
         assert_eq!((c.usd, c.unpriced_requests), (None, 1));
         assert!(!book.has_price(&unknown));
         assert!(book.has_price(&gpt));

@@ -18,10 +18,10 @@
 //! stages in [`run`]: plan, place, the attempt loop (or a race of them), deliver, record.
 
 pub mod budget;
-pub mod cost;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod cost;
 pub mod crash;
 pub mod delivery;
 pub mod env;

@@ -603,7 +603,14 @@ fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
             (cells, Some(v))
         })
         .collect();
-    let head = ["work order", "run_id", "verdict", "attempts", "duration", "cost"];
+    let head = [
+        "work order",
+        "run_id",
+        "verdict",
+        "attempts",
+        "duration",
+        "cost",
+    ];
     let mut widths = head.map(console::measure_text_width);
     for (row, _) in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -630,11 +637,6 @@ fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
             })
             .collect();
         ui.info(cells.join("  ").trim_end());
-    }
-    let costs = (ran.iter().flatten())
-        .filter_map(|r| r.summary.as_ref().and_then(|s| s.cost.as_ref()));
-    if let Some(cost) = crate::store::records::Cost::sum(costs) {
-        ui.info(format!("cost: {}", cost.display()));
     }
     for (order, ran) in orders.iter().zip(ran) {
         let Some(r) = ran else { continue };
@@ -682,8 +684,14 @@ fn total(ran: &[Option<Ran>], took: Duration, jobs: Jobs, interrupted: bool) -> 
         }
     }
     let parts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    // What the batch cost, where its runs recorded one (SPEC §3.3 Cost).
+    let costs =
+        (ran.iter().flatten()).filter_map(|r| r.summary.as_ref().and_then(|s| s.cost.as_ref()));
+    let cost = crate::store::records::Cost::sum(costs)
+        .map(|c| format!(", cost {}", c.display()))
+        .unwrap_or_default();
     format!(
-        "batch{}: {} work orders, {} in {:.1}s ({} at once)",
+        "batch{}: {} work orders, {} in {:.1}s ({} at once){cost}",
         if interrupted { " interrupted" } else { "" },
         ran.len(),
         parts.join(", "),

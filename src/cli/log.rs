@@ -3,8 +3,8 @@
 use crate::config::Config;
 use crate::error::{Exit, Result};
 use crate::git;
-use crate::store::view::RunList;
 use crate::store::records::Cost;
+use crate::store::view::RunList;
 use crate::store::RunHeader;
 use crate::ui::{self, Ui};
 use clap::{Args, ValueEnum};

@@ -301,10 +301,7 @@ fn cost_line(c: &Cost) -> String {
     let unpriced = match c.unpriced_requests {
         0 => String::new(),
         _ if c.usd.is_none() => String::new(),
-        n => format!(
-            " ({n} request{} unpriced)",
-            if n == 1 { "" } else { "s" }
-        ),
+        n => format!(" ({n} request{} unpriced)", if n == 1 { "" } else { "s" }),
     };
     let source = if c.usd.is_some() {
         format!(" ({})", ui::escape_line(&c.source))

@@ -241,11 +241,10 @@ fn parse_cost(v: &str) -> Option<(records::Cost, &str)> {
 /// own), for `log --cost`.
 fn costs_by_model(s: &RunSummary) -> Vec<(String, records::Cost)> {
     let mut by: Vec<(String, records::Cost)> = Vec::new();
-    let mut add = |model: &str, cost: &records::Cost| {
-        match by.iter_mut().find(|(m, _)| m == model) {
-            Some((_, sum)) => *sum = records::Cost::sum([&*sum, cost]).unwrap_or_default(),
-            None => by.push((model.to_string(), cost.clone())),
-        }
+    let mut add = |model: &str, cost: &records::Cost| match by.iter_mut().find(|(m, _)| m == model)
+    {
+        Some((_, sum)) => *sum = records::Cost::sum([&*sum, cost]).unwrap_or_default(),
+        None => by.push((model.to_string(), cost.clone())),
     };
     for c in &s.candidates {
         if let Some(cost) = &c.cost {

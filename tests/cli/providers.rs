@@ -3263,7 +3263,10 @@ mod cost {
                 "{\"completion_tokens\":60,\"prompt_tokens\":200,\"total_tokens\":260}",
                 &usage.to_string(),
             );
-        assert!(text.contains("cached_tokens"), "the usage chunk was replaced");
+        assert!(
+            text.contains("cached_tokens"),
+            "the usage chunk was replaced"
+        );
         Reply::Sse(vec![text.into_bytes()])
     }
 
@@ -3367,8 +3370,14 @@ mod cost {
                 text.contains(&format!("cost:       {dollars} ({source})")),
                 "case {i}: {text}"
             );
-            assert!(text.contains(&format!("  cost: {dollars} ({source})")), "{text}");
-            assert!(text.contains(&format!("usage: {input} in ({read} cache read")), "{text}");
+            assert!(
+                text.contains(&format!("  cost: {dollars} ({source})")),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("usage: {input} in ({read} cache read")),
+                "{text}"
+            );
         }
     }
 
@@ -3413,8 +3422,16 @@ mod cost {
         assert_eq!(models.len(), 2, "{sums}");
         assert!(models[0].starts_with("openai:gpt-4.1@"), "{models:?}");
         assert!(models[1].starts_with("openai:llama3.1:8b@"), "{models:?}");
-        let listed = r.factory().args(["log", "--color", "never"]).output().expect("log");
-        assert!(stdout_of(&listed).contains("$0.0030"), "{}", stdout_of(&listed));
+        let listed = r
+            .factory()
+            .args(["log", "--color", "never"])
+            .output()
+            .expect("log");
+        assert!(
+            stdout_of(&listed).contains("$0.0030"),
+            "{}",
+            stdout_of(&listed)
+        );
         // A price file, for a model neither the table nor git config prices.
         let file = r.outside.join("prices.json");
         std::fs::write(&file, r#"{"house-model": {"input": 4, "output": 40}}"#).expect("write");
@@ -3436,10 +3453,26 @@ mod cost {
         let cost = &ran.summary["cost"];
         assert_eq!(cost["usd"], Value::Null, "{cost}");
         assert_eq!(cost["unpriced_requests"], 1);
-        let shown = r.factory().args(["show", "--color", "never"]).output().expect("show");
-        assert!(stdout_of(&shown).contains("cost:       unpriced"), "{}", stdout_of(&shown));
-        let listed = r.factory().args(["log", "--color", "never"]).output().expect("log");
-        assert!(stdout_of(&listed).contains("unpriced"), "{}", stdout_of(&listed));
+        let shown = r
+            .factory()
+            .args(["show", "--color", "never"])
+            .output()
+            .expect("show");
+        assert!(
+            stdout_of(&shown).contains("cost:       unpriced"),
+            "{}",
+            stdout_of(&shown)
+        );
+        let listed = r
+            .factory()
+            .args(["log", "--color", "never"])
+            .output()
+            .expect("log");
+        assert!(
+            stdout_of(&listed).contains("unpriced"),
+            "{}",
+            stdout_of(&listed)
+        );
         assert!(!stdout_of(&listed).contains("$0.0000"));
         // A dollar budget needs a price before the first request.
         r.git(&["reset", "--hard", "-q"]);
@@ -3450,11 +3483,18 @@ mod cost {
             &r,
             &wo,
             "http://127.0.0.1:9/v1",
-            &["--llm-model", "other-unknown-model", "--max-cost", "1", "--force"],
+            &[
+                "--llm-model",
+                "other-unknown-model",
+                "--max-cost",
+                "1",
+                "--force",
+            ],
         );
         assert_eq!(ran.code, 2, "{}", ran.stderr);
         assert!(
-            ran.stderr.contains("the model other-unknown-model has no price"),
+            ran.stderr
+                .contains("the model other-unknown-model has no price"),
             "{}",
             ran.stderr
         );
@@ -3484,7 +3524,10 @@ mod cost {
         let replay = r.replay("rp", &[("1.json", good())]);
         let out = r.run_replay(&wo, &replay, &["--json"]);
         let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
-        assert_eq!(s["cost"], json!({"usd": 0.0, "unpriced_requests": 0, "source": "replay"}));
+        assert_eq!(
+            s["cost"],
+            json!({"usd": 0.0, "unpriced_requests": 0, "source": "replay"})
+        );
         r.git(&["reset", "--hard", "-q"]);
         let diff = diff_replace("app.txt", &APP, "two", "TWO");
         // (what the agent's last line says, the dollars, the source)
@@ -3504,8 +3547,11 @@ mod cost {
         ];
         for (i, (line, usd, source)) in cases.into_iter().enumerate() {
             let script = r.outside.join(format!("agent{i}.sh"));
-            std::fs::write(&script, format!("#!/bin/sh\ncat <<'EOF'\n{diff}{line}\nEOF\n"))
-                .expect("write");
+            std::fs::write(
+                &script,
+                format!("#!/bin/sh\ncat <<'EOF'\n{diff}{line}\nEOF\n"),
+            )
+            .expect("write");
             let out = r
                 .factory()
                 .args(["run", "--json", "--force", "--agent-command"])
@@ -3534,7 +3580,9 @@ mod cost {
         // requests fit ($0.08 + W ≤ $0.175 before the third) and the fourth ($0.12 + W) would
         // pass the budget: it is never sent.
         let usage = json!({"prompt_tokens": 0, "completion_tokens": 5000, "total_tokens": 5000});
-        let replies = (0..3).map(|_| chat_whole("gpt-4.1", usage.clone())).collect();
+        let replies = (0..3)
+            .map(|_| chat_whole("gpt-4.1", usage.clone()))
+            .collect();
         let (r, ran, seen) = run_served(
             replies,
             &[

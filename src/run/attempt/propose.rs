@@ -8,8 +8,8 @@ use crate::roles::se::proposal;
 use crate::roles::se::provider::client::Stop;
 use crate::roles::se::provider::{ProviderError, Request, Response};
 use crate::run::attempt::session::Session;
-use crate::store::records::Stage;
 use crate::store::records::usd_words;
+use crate::store::records::Stage;
 use std::path::Path;
 use std::time::{Instant, SystemTime};
 

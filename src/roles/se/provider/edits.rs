@@ -16,8 +16,8 @@ use crate::git;
 use crate::roles::po::exec::{self, tail_chars, CommandSpec, LogFiles, Sandbox};
 use crate::roles::se::proposal::OutputFormat;
 use crate::roles::tr::protect::wildmatch;
-use git2::{Oid, Repository};
 use crate::store::records::Usage;
+use git2::{Oid, Repository};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -453,6 +453,18 @@ pub fn reported_usage(stdout: &[u8]) -> Option<(usize, Usage, Option<String>)> {
     Some((start, usage, model))
 }
 
+/// The agent's answer with the usage its stdout's last line reported, if it did.
+fn with_reported_usage(response: Response, stdout: &Path) -> Response {
+    let said = std::fs::read(stdout)
+        .ok()
+        .and_then(|out| reported_usage(&out));
+    Response {
+        usage: said.as_ref().map(|s| s.1.clone()),
+        served_model: said.and_then(|s| s.2),
+        ..response
+    }
+}
+
 impl Provider for AgentEdits {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         let repo = git2::Repository::open(request.root)
@@ -567,15 +579,12 @@ impl Provider for AgentEdits {
         } else {
             diff
         };
-        let said = std::fs::read(&logs.stdout)
-            .ok()
-            .and_then(|out| reported_usage(&out));
-        Ok(Response {
-            sandbox: result.sandbox.clone(),
-            usage: said.as_ref().map(|s| s.1.clone()),
-            served_model: said.and_then(|s| s.2),
-            ..Response::plain(raw, OutputFormat::AgentText)
-        })
+        let plain = Response::plain(raw, OutputFormat::AgentText);
+        let sandbox = result.sandbox.clone();
+        Ok(with_reported_usage(
+            Response { sandbox, ..plain },
+            &logs.stdout,
+        ))
     }
 }
 
