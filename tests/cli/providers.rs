@@ -856,7 +856,7 @@ fn a_responses_only_model_switches_api_once_and_remembers() {
     assert_eq!(a["api_switch"], "chat -> responses");
     assert_eq!(
         a["usage"],
-        json!({"input_tokens": 300, "output_tokens": 80})
+        json!({"input_tokens": 300, "output_tokens": 80, "reasoning_tokens": 20})
     );
     assert_eq!(ran.summary["config"]["reasoning_effort"], "high");
     assert_eq!(
