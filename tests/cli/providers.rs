@@ -3573,6 +3573,36 @@ mod cost {
     }
 
     #[test]
+    fn a_request_billed_before_it_failed_is_counted_in_the_attempts_usage_and_cost() {
+        let mut start = anthropic_usage();
+        start["output_tokens"] = json!(1);
+        let overloaded = sse(&[
+            (
+                Some("message_start"),
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5-20250929", "stop_reason": null, "usage": start}}),
+            ),
+            (
+                Some("error"),
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            ),
+        ]);
+        let (_r, ran, seen) = run_served(
+            vec![Reply::Sse(vec![overloaded]), anthropic_streamed()],
+            &["--llm-model", "anthropic:claude-sonnet-4-5"],
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 2);
+        let a = &ran.summary["attempts"][0];
+        assert_eq!(
+            a["usage"],
+            json!({"input_tokens": 6100, "output_tokens": 401, "cache_read_tokens": 4000,
+                "cache_write_tokens": 2000, "failed_requests": 1})
+        );
+        // Twice 50 × $3 + 1000 × $3.75 + 2000 × $0.30, and 401 × $15.
+        close(&a["cost"]["usd"], 0.015015);
+    }
+
+    #[test]
     fn a_race_of_four_stops_before_the_request_that_would_pass_max_cost() {
         // Each answer reports 5000 output tokens: $0.04 at gpt-4.1's $8 per million. Each
         // request's worst case is its whole 10,000-token output limit ($0.08) plus its input
