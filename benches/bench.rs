@@ -630,10 +630,20 @@ fn bench_cost(runs: usize) {
         let c = book.cost(&gpt, Some("gpt-4.1-2025-04-14"), Some(&usage), now);
         assert!(c.usd.is_some());
     });
-    row("first price (decodes the table)", "-", &median(vec![first]), None);
+    row(
+        "first price (decodes the table)",
+        "-",
+        &median(vec![first]),
+        None,
+    );
     let later = measure(runs.max(200), || {
         time(|| {
-            let c = book.cost(&claude, Some("claude-sonnet-4-5-20250929"), Some(&usage), now);
+            let c = book.cost(
+                &claude,
+                Some("claude-sonnet-4-5-20250929"),
+                Some(&usage),
+                now,
+            );
             assert!(c.usd.is_some());
         })
     });

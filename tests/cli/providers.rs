@@ -3301,6 +3301,20 @@ mod cost {
         )
     }
 
+    /// An answer, the flags, then what is recorded: input, cache read, cache write, output,
+    /// reasoning tokens, dollars and where the price came from.
+    type Case = (
+        Reply,
+        &'static [&'static str],
+        u64,
+        u64,
+        Option<u64>,
+        u64,
+        u64,
+        f64,
+        &'static str,
+    );
+
     #[test]
     fn usage_and_cost_as_each_api_reports_them() {
         let streamed_responses = {
@@ -3312,13 +3326,13 @@ mod cost {
             assert!(text.contains(&old));
             Reply::Sse(vec![text.replace(&old, &new.to_string()).into_bytes()])
         };
-        // (reply, flags, input, cache read, cache write, output, reasoning, dollars, source)
-        let gpt: &[&str] = &["--llm-model", "gpt-4.1"];
-        let responses: &[&str] = &["--llm-model", "gpt-4.1", "--llm-api", "responses"];
-        let claude: &[&str] = &["--llm-model", "anthropic:claude-sonnet-4-5"];
-        let router: &[&str] = &["--llm-model", "openai/gpt-4.1"];
+        let gpt: &'static [&'static str] = &["--llm-model", "gpt-4.1"];
+        let responses: &'static [&'static str] =
+            &["--llm-model", "gpt-4.1", "--llm-api", "responses"];
+        let claude: &'static [&'static str] = &["--llm-model", "anthropic:claude-sonnet-4-5"];
+        let router: &'static [&'static str] = &["--llm-model", "openai/gpt-4.1"];
         #[rustfmt::skip]
-        let cases: Vec<(Reply, &[&str], u64, u64, Option<u64>, u64, u64, f64, &str)> = vec![
+        let cases: Vec<Case> = vec![
             // 800 × $2 + 400 × $0.50 + 300 × $8, per million.
             (json_reply(200, responses_answer()), responses, 1200, 400, None, 300, 100, 0.0042, "table"),
             (streamed_responses, responses, 1200, 400, None, 300, 100, 0.0042, "table"),
