@@ -3587,6 +3587,34 @@ mod cost {
     }
 
     #[test]
+    fn a_coding_agent_that_reports_what_it_cost_is_priced_by_it() {
+        let r = TestRepo::simple();
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let script = r.outside.join("edits.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nsed -i 's/^two$/TWO/' app.txt\necho 'all done'\necho '{\"factory_usage\": {\"model\": \"claude-sonnet-4-5\", \"cost_usd\": 0.5}}'\n",
+        )
+        .expect("write");
+        let out = r
+            .factory()
+            .args(["run", "--json", "--agent-edits"])
+            .arg(format!("sh {}", script.display()))
+            .arg("-w")
+            .arg(&wo)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(s["attempts"][0]["served_model"], "claude-sonnet-4-5");
+        assert_eq!(
+            s["cost"],
+            json!({"usd": 0.5, "unpriced_requests": 0, "source": "server"})
+        );
+        assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    }
+
+    #[test]
     fn a_request_billed_before_it_failed_is_counted_in_the_attempts_usage_and_cost() {
         let mut start = anthropic_usage();
         start["output_tokens"] = json!(1);

@@ -592,6 +592,34 @@ impl Provider for AgentEdits {
 mod tests {
     use super::*;
 
+    #[test]
+    fn only_a_last_line_of_factory_usage_alone_reports_usage() {
+        let said = reported_usage(
+            b"{\"summary\": \"x\"}\n{\"factory_usage\": {\"model\": \"m\", \"input_tokens\": 5, \"cost_usd\": 0.25}}\n\n",
+        );
+        let (start, usage, model) = said.expect("reported");
+        assert_eq!(start, 17);
+        assert_eq!(usage.input_tokens, Some(5));
+        assert_eq!(usage.server_cost_usd, Some(0.25));
+        assert_eq!(model.as_deref(), Some("m"));
+        for not in [
+            &b"{\"factory_usage\": {}}\nthe proposal after it\n"[..],
+            b"{\"factory_usage\": {}, \"summary\": \"two keys\"}\n",
+            b"{\"factory_usage\": 3}\n",
+            b"factory_usage\n",
+            b"",
+        ] {
+            assert!(
+                reported_usage(not).is_none(),
+                "{}",
+                String::from_utf8_lossy(not)
+            );
+        }
+        let (_, negative, _) =
+            reported_usage(b"{\"factory_usage\": {\"cost_usd\": -1}}").expect("reported");
+        assert_eq!(negative.server_cost_usd, None);
+    }
+
     fn lines(l: &[&str]) -> AgentIgnore {
         AgentIgnore {
             lines: l.iter().map(|s| s.to_string()).collect(),
