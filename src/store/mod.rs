@@ -554,3 +554,30 @@ pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::records::Cost;
+    use super::{cost_field, parse_cost};
+
+    #[test]
+    fn a_cost_in_a_run_commit_reads_back_and_a_damaged_one_is_none() {
+        for cost in [
+            Cost::priced(0.0123, "table"),
+            Cost::unpriced(),
+            Cost {
+                usd: Some(1.5),
+                unpriced_requests: 2,
+                source: "mixed".to_string(),
+            },
+        ] {
+            let line = format!("{} openai:my model@http://x", cost_field(&cost));
+            let (back, model) = parse_cost(&line).expect("reads back");
+            assert_eq!(back, cost);
+            assert_eq!(model, "openai:my model@http://x");
+        }
+        for bad in ["", "x 0 table", "NaN 0 table", "0.1 -1 table", "0.1 1"] {
+            assert!(parse_cost(bad).is_none(), "{bad}");
+        }
+    }
+}
