@@ -1,7 +1,7 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, worktree, apply, baseline, pycache, candidates, pool, batch,
+//! names from: attempt, log, startup, cost, worktree, apply, baseline, pycache, candidates, pool, batch,
 //! fleet, sandbox, flask (`--flask PATH`: a clone of the Flask repository). `--repos DIR` keeps
 //! the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
@@ -710,6 +710,64 @@ fn bench_startup(work: &Path, runs: usize) {
         })
     });
     row("start-up (--version)", "-", &s, None);
+}
+
+/// Pricing an attempt (SPEC §3.3 Cost), in this process: the first price decodes the bundled
+/// genai-prices data (paid once per process, and only by a run that prices something); every
+/// later one looks a model up and prices its usage.
+fn bench_cost(runs: usize) {
+    use git_factory::cost::{PriceBook, Priced};
+    use git_factory::store::records::Usage;
+    let book = PriceBook::default();
+    let model = |name: &str, provider: &'static str| Priced::Model {
+        name: name.to_string(),
+        provider: Some(provider),
+        base_url: None,
+    };
+    let gpt = model("gpt-4.1", "openai");
+    let claude = model("claude-sonnet-4-5", "anthropic");
+    let usage = Usage {
+        input_tokens: Some(3050),
+        output_tokens: Some(400),
+        cache_read_tokens: Some(2000),
+        cache_write_tokens: Some(1000),
+        ..Usage::default()
+    };
+    let now = std::time::SystemTime::now();
+    let first = time(|| {
+        let c = book.cost(&gpt, Some("gpt-4.1-2025-04-14"), Some(&usage), now);
+        assert!(c.usd.is_some());
+    });
+    row(
+        "first price (decodes the table)",
+        "-",
+        &median(vec![first]),
+        None,
+    );
+    let later = measure(runs.max(200), || {
+        time(|| {
+            let c = book.cost(
+                &claude,
+                Some("claude-sonnet-4-5-20250929"),
+                Some(&usage),
+                now,
+            );
+            assert!(c.usd.is_some());
+        })
+    });
+    row("price of an attempt, after", "-", &later, None);
+    let unknown = Priced::Model {
+        name: "no-such-model".to_string(),
+        provider: None,
+        base_url: Some("http://127.0.0.1:8080/v1".to_string()),
+    };
+    let miss = measure(runs.max(200), || {
+        time(|| {
+            let c = book.cost(&unknown, None, Some(&usage), now);
+            assert!(c.usd.is_none());
+        })
+    });
+    row("an unpriced model, after", "-", &miss, None);
 }
 
 fn bench_worktree(work: &Path, runs: usize) {
@@ -2705,7 +2763,7 @@ fn main() {
         .unwrap_or(5)
         .max(1);
     let only = opt("--only").unwrap_or_else(|| {
-        "apply,attempt,log,startup,worktree,baseline,pycache,weakened,page".to_string()
+        "apply,attempt,log,startup,cost,worktree,baseline,pycache,weakened,page".to_string()
     });
     let work = tempfile::tempdir().expect("tempdir");
     println!(
@@ -2720,6 +2778,9 @@ fn main() {
     }
     if only.contains("weakened") {
         bench_weakened(work.path(), runs);
+    }
+    if only.contains("cost") {
+        bench_cost(runs);
     }
     if only.contains("log") {
         bench_log(work.path(), runs);

@@ -849,7 +849,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__log)
-            opts="-n -q -v -h --max-count --verdict --oneline --json --repo --color --quiet --verbose --no-pager --help"
+            opts="-n -q -v -h --max-count --verdict --oneline --cost --json --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1039,7 +1039,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__run)
-            opts="-w -q -v -h --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help"
+            opts="-w -q -v -h --work-order --repo --out --llm-model --llm-base-url --llm-temperature --llm-api --llm-max-output-tokens --llm-reasoning-effort --agent-command --agent-edits --agent-timeout --replay --max-attempts --timeout-seconds --strict-apply --force --dry-run --json --worktree --commit --branch --sandbox --no-sandbox --baseline-check --no-baseline-check --candidates --jobs --max-tokens --max-cost --attest --no-attest --id --title --intent --allow --context --accept --forbid --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1122,6 +1122,10 @@ _git__factory() {
                     return 0
                     ;;
                 --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-cost)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

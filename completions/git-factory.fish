@@ -71,6 +71,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l branch -
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l candidates -d 'Best of N: N independent candidates in their own worktrees; the checks pick the winner' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l jobs -d 'Candidates (or a batch\'s runs) at once [default: min(N, CPUs); a batch: CPUs]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-tokens -d 'Token budget for the whole run (all attempts and candidates), from the providers\' reported usage; exceeded → the run stops with stage budget_exhausted (FAIL)' -r
+complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l max-cost -d 'Dollar budget for the whole run (all attempts and candidates): the run stops with stage budget_exhausted (FAIL) before a request whose worst case would pass it; refused up front when a model has no price [config: factory.maxCost]' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l id -d 'Inline work order: its id' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l title -d 'Inline work order: its title' -r
 complete -c git-factory -n "__fish_git_factory_using_subcommand run" -l intent -d 'Inline work order: what to change and why' -r
@@ -108,6 +109,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l color -d
 always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l oneline -d 'One short line per run: run id, verdict, title'
+complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l cost -d 'Sum what the runs listed cost, per model and per work order (with --json: as JSON)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -l json -d 'Print the runs as a JSON array on stdout'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s q -l quiet -d 'Print only results and the final verdict line'
 complete -c git-factory -n "__fish_git_factory_using_subcommand log" -s v -l verbose -d 'Print more detail about each stage'

@@ -9,6 +9,8 @@ pub const TIMEOUT_SECONDS: &str = "factory.timeoutSeconds";
 pub const TEMPERATURE: &str = "factory.temperature";
 pub const API: &str = "factory.api";
 pub const MAX_OUTPUT_TOKENS: &str = "factory.maxOutputTokens";
+/// The dollar budget of a run (`--max-cost`, SPEC §3.3 Cost).
+pub const MAX_COST: &str = "factory.maxCost";
 pub const REASONING_EFFORT: &str = "factory.reasoningEffort";
 pub const LLM_TIMEOUT: &str = "factory.llmTimeout";
 pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
@@ -188,6 +190,30 @@ impl Config {
                 .iter()
                 .filter(|(k, _)| *k == wanted)
                 .map(|(_, v)| v.clone()),
+        );
+        out
+    }
+
+    /// Every `section.<subsection>.<name>` key of a section with its value, as git names it
+    /// (section and name lowercased, the subsection as written); `git -c` keys last.
+    pub fn section(&self, section: &str) -> Vec<(String, String)> {
+        let prefix = format!("{}.", section.to_ascii_lowercase());
+        let mut out = Vec::new();
+        if let Some(cfg) = &self.cfg {
+            if let Ok(mut entries) = cfg.entries(None) {
+                while let Some(Ok(entry)) = entries.next() {
+                    if let (Some(name), Some(value)) = (entry.name(), entry.value()) {
+                        if name.to_ascii_lowercase().starts_with(&prefix) {
+                            out.push((name.to_string(), value.to_string()));
+                        }
+                    }
+                }
+            }
+        }
+        out.extend(
+            (self.overrides.iter())
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .cloned(),
         );
         out
     }

@@ -21,6 +21,7 @@ pub mod budget;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod cost;
 pub mod crash;
 pub mod delivery;
 pub mod env;

@@ -317,6 +317,9 @@ pub(crate) fn passed_on(args: &RunArgs) -> Vec<OsString> {
             value(flag, v.to_string().into());
         }
     }
+    if let Some(usd) = args.max_cost {
+        value("--max-cost", usd.to_string().into());
+    }
     if let Some(v) = &args.replay {
         value("--replay", v.into());
     }
@@ -559,15 +562,23 @@ fn batch_exit(ran: &[Option<Ran>], interrupted: bool) -> Exit {
 }
 
 /// The table of the batch's runs, in the order given: work-order id, run_id, verdict,
-/// attempts, duration; then the reason of each run that could not finish.
+/// attempts, duration, cost; then what the batch cost and the reason of each run that could
+/// not finish.
 fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
-    let rows: Vec<([String; 5], Option<Verdict>)> = orders
+    let rows: Vec<([String; 6], Option<Verdict>)> = orders
         .iter()
         .zip(ran)
         .map(|(order, ran)| {
             let id = ui::escape_controls(&order.id);
             let Some(r) = ran else {
-                let cells = [id, "-".into(), "NOT RUN".into(), "-".into(), "-".into()];
+                let cells = [
+                    id,
+                    "-".into(),
+                    "NOT RUN".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ];
                 return (cells, None);
             };
             let v = verdict_of(r);
@@ -578,13 +589,28 @@ fn table(ui: &Ui, orders: &[Order], ran: &[Option<Ran>]) {
                     v.as_str().into(),
                     attempts(s).to_string(),
                     format!("{:.1}s", s.duration_seconds),
+                    super::show::cost_words(s.cost.as_ref()),
                 ],
-                None => [id, "-".into(), v.as_str().into(), "-".into(), "-".into()],
+                None => [
+                    id,
+                    "-".into(),
+                    v.as_str().into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ],
             };
             (cells, Some(v))
         })
         .collect();
-    let head = ["work order", "run_id", "verdict", "attempts", "duration"];
+    let head = [
+        "work order",
+        "run_id",
+        "verdict",
+        "attempts",
+        "duration",
+        "cost",
+    ];
     let mut widths = head.map(console::measure_text_width);
     for (row, _) in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -658,8 +684,14 @@ fn total(ran: &[Option<Ran>], took: Duration, jobs: Jobs, interrupted: bool) -> 
         }
     }
     let parts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    // What the batch cost, where its runs recorded one (SPEC §3.3 Cost).
+    let costs =
+        (ran.iter().flatten()).filter_map(|r| r.summary.as_ref().and_then(|s| s.cost.as_ref()));
+    let cost = crate::store::records::Cost::sum(costs)
+        .map(|c| format!(", cost {}", c.display()))
+        .unwrap_or_default();
     format!(
-        "batch{}: {} work orders, {} in {:.1}s ({} at once)",
+        "batch{}: {} work orders, {} in {:.1}s ({} at once){cost}",
         if interrupted { " interrupted" } else { "" },
         ran.len(),
         parts.join(", "),
@@ -712,6 +744,7 @@ mod tests {
         ("--no-baseline-check", None),
         ("--candidates", Some("3")),
         ("--max-tokens", Some("9999")),
+        ("--max-cost", Some("2.5")),
         ("--attest", None),
         ("--no-attest", None),
     ];

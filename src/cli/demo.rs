@@ -160,6 +160,7 @@ fn demo_options(dir: &Path) -> Result<RunOptions> {
         jobs: None,
         more_models: Vec::new(),
         max_tokens: None,
+        max_cost: None,
         attest: Some(false),
     })
 }
@@ -176,6 +177,7 @@ fn tour(ui: &Ui, dir: &Path, run_id: &str) -> Result<()> {
             max_count: None,
             verdict: None,
             oneline: false,
+            cost: false,
             json: false,
             repo: Some(dir.to_path_buf()),
         },

@@ -3,6 +3,7 @@
 use crate::config::Config;
 use crate::error::{Exit, Result};
 use crate::git;
+use crate::store::records::Cost;
 use crate::store::view::RunList;
 use crate::store::RunHeader;
 use crate::ui::{self, Ui};
@@ -28,6 +29,9 @@ pub struct LogArgs {
     /// One short line per run: run id, verdict, title
     #[arg(long)]
     pub oneline: bool,
+    /// Sum what the runs listed cost, per model and per work order (with --json: as JSON)
+    #[arg(long)]
+    pub cost: bool,
     /// Print the runs as a JSON array on stdout
     #[arg(long)]
     pub json: bool,
@@ -62,6 +66,9 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
             e.message,
             e.hint.as_deref().unwrap_or_default()
         ));
+    }
+    if args.cost {
+        return cost_report(ui, &list, args.json);
     }
     if args.json {
         let mut text = serde_json::to_string_pretty(&list.runs).unwrap_or_default();
@@ -117,9 +124,10 @@ fn full_lines(runs: &[RunHeader], now: i64) -> String {
             None => mark,
         };
         text.push_str(&format!(
-            "{} {verdict} {} {} {}{mark} {} {}\n",
+            "{} {verdict} {} {:>9} {} {}{mark} {} {}\n",
             console::style(&r.run_id).yellow(),
             format_args!("{}×", r.attempts),
+            super::show::cost_words(r.cost.as_ref()),
             ui::bold(&r.work_order_id),
             &r.title,
             ui::dim(git::short(&r.baseline)),
@@ -127,6 +135,87 @@ fn full_lines(runs: &[RunHeader], now: i64) -> String {
         ));
     }
     text
+}
+
+/// One line of `log --cost`: what a model or a work order cost over the runs listed.
+#[derive(Debug, Clone, serde::Serialize)]
+struct CostLine {
+    name: String,
+    runs: u32,
+    cost: Cost,
+}
+
+/// Adds `cost` to the line named `name`, made when new.
+fn add_cost(lines: &mut Vec<CostLine>, name: &str, cost: &Cost) {
+    match lines.iter_mut().find(|l| l.name == name) {
+        Some(l) => {
+            l.runs += 1;
+            l.cost = Cost::sum([&l.cost, cost]).unwrap_or_default();
+        }
+        None => lines.push(CostLine {
+            name: name.to_string(),
+            runs: 1,
+            cost: cost.clone(),
+        }),
+    }
+}
+
+/// `log --cost`: the listed runs' costs summed per model asked and per work order, from the
+/// run commits' headers alone (no price is looked up: what each run cost is recorded).
+fn cost_report(ui: &Ui, list: &RunList, json: bool) -> Result<Exit> {
+    let runs = if json {
+        list.runs.clone()
+    } else {
+        list.for_terminal()?
+    };
+    let (mut by_model, mut by_order) = (Vec::new(), Vec::new());
+    let mut total: Option<Cost> = None;
+    let mut costed = 0u32;
+    for r in &runs {
+        let Some(cost) = &r.cost else { continue };
+        costed += 1;
+        total = Cost::sum(total.iter().chain([cost]));
+        add_cost(&mut by_order, &r.work_order_id, cost);
+        for (model, c) in &r.cost_by_model {
+            add_cost(&mut by_model, model, c);
+        }
+    }
+    for lines in [&mut by_model, &mut by_order] {
+        lines.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    if json {
+        let value = serde_json::json!({
+            "runs": costed,
+            "total": total,
+            "by_model": by_model,
+            "by_work_order": by_order,
+        });
+        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        text.push('\n');
+        ui.out(text);
+        return Ok(Exit::Success);
+    }
+    let mut text = String::new();
+    for (title, lines) in [("by model", &by_model), ("by work order", &by_order)] {
+        text.push_str(&format!("{}\n", ui::bold(format!("cost {title}:"))));
+        for l in lines {
+            text.push_str(&format!(
+                "  {:<40} {:>22}  {} run{}\n",
+                l.name,
+                l.cost.display(),
+                l.runs,
+                if l.runs == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "total: {} over {costed} run{} with a recorded cost ({} listed)\n",
+        total.as_ref().map_or("-".to_string(), Cost::display),
+        if costed == 1 { "" } else { "s" },
+        runs.len()
+    ));
+    ui.out(text);
+    Ok(Exit::Success)
 }
 
 /// A verdict as `log` prints it, coloured, padded to `width`.

@@ -115,6 +115,11 @@ pub struct RunArgs {
     /// reported usage; exceeded → the run stops with stage budget_exhausted (FAIL)
     #[arg(long = "max-tokens", value_name = "N")]
     pub max_tokens: Option<u64>,
+    /// Dollar budget for the whole run (all attempts and candidates): the run stops with stage
+    /// budget_exhausted (FAIL) before a request whose worst case would pass it; refused up
+    /// front when a model has no price [config: factory.maxCost]
+    #[arg(long = "max-cost", value_name = "USD")]
+    pub max_cost: Option<f64>,
     /// On PASS, sign the evidence for the result tree with your git signing key (an in-toto
     /// statement in a DSSE envelope, noted in refs/notes/factory-attest); no key configured is
     /// refused before anything runs [config: factory.attest]
@@ -257,6 +262,7 @@ impl RunArgs {
             candidates: self.candidates,
             jobs: self.jobs,
             max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
             attest: self.attest,
             no_attest: self.no_attest,
         }

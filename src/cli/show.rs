@@ -3,7 +3,7 @@
 use crate::config::Config;
 use crate::error::{Exit, Result};
 use crate::git;
-use crate::store::records::{AttemptRecord, CmdResult, RunSummary};
+use crate::store::records::{usd_words, AttemptRecord, CmdResult, Cost, RunSummary, Usage};
 use crate::store::view::{self, RunView};
 use crate::ui::{self, Ui};
 use clap::Args;
@@ -112,8 +112,8 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
             .unwrap_or_default()
     ));
     out.push_str(&format!(
-        "  {:>4}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}\n",
-        "#", "verdict", "stage", "attempts", "lines", "tokens", "model"
+        "  {:>4}  {:<11} {:<22} {:>8} {:>6} {:>8} {:>10}  {}\n",
+        "#", "verdict", "stage", "attempts", "lines", "tokens", "cost", "model"
     ));
     for c in &s.candidates {
         let mark = if s.winner.flatten() == Some(c.index) {
@@ -125,7 +125,7 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
             .map(|m| format!(", served by {}", ui::escape_line(m)))
             .unwrap_or_default();
         out.push_str(&format!(
-            "  {mark}{:>3}  {:<11} {:<22} {:>8} {:>6} {:>8}  {}{served}\n",
+            "  {mark}{:>3}  {:<11} {:<22} {:>8} {:>6} {:>8} {:>10}  {}{served}\n",
             c.index,
             c.verdict.as_str(),
             ui::escape_line(&c.ended_stage),
@@ -134,6 +134,7 @@ fn candidate_lines(out: &mut String, s: &RunSummary) {
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "-".to_string()),
             c.tokens,
+            cost_words(c.cost.as_ref()),
             ui::escape_line(&c.model)
         ));
     }
@@ -220,6 +221,9 @@ fn run_lines(out: &mut String, s: &RunSummary) {
     if let Some(c) = &s.result_commit {
         out.push_str(&format!("result:     {}\n", git::short(c)));
     }
+    if let Some(cost) = &s.cost {
+        out.push_str(&format!("cost:       {}\n", cost_line(cost)));
+    }
     if !s.side_effects.is_empty() {
         out.push_str(&format!(
             "side effects restored: {}\n",
@@ -261,6 +265,12 @@ fn attempt_lines(out: &mut String, a: &AttemptRecord) {
     if let Some(model) = &a.served_model {
         out.push_str(&format!("  served by: {model}\n"));
     }
+    if let Some(u) = &a.usage {
+        out.push_str(&format!("  usage: {}\n", usage_words(u)));
+    }
+    if let Some(cost) = &a.cost {
+        out.push_str(&format!("  cost: {}\n", cost_line(cost)));
+    }
     if !a.dropped_params.is_empty() {
         out.push_str(&format!(
             "  dropped: {} (refused by the server)\n",
@@ -299,6 +309,61 @@ fn attempt_lines(out: &mut String, a: &AttemptRecord) {
             out.push_str(&format!("    │ {}\n", line));
         }
     }
+}
+
+/// A cost as a column shows it: `$0.0123`, `$0.0123+` (some unpriced), `unpriced`, `-`.
+pub fn cost_words(cost: Option<&Cost>) -> String {
+    match cost {
+        None => "-".to_string(),
+        Some(c) => match (c.usd, c.unpriced_requests) {
+            (None, _) => "unpriced".to_string(),
+            (Some(usd), 0) => usd_words(usd),
+            (Some(usd), _) => format!("{}+", usd_words(usd)),
+        },
+    }
+}
+
+/// A cost with where its price came from, and how many requests had none.
+fn cost_line(c: &Cost) -> String {
+    let unpriced = match c.unpriced_requests {
+        0 => String::new(),
+        _ if c.usd.is_none() => String::new(),
+        n => format!(" ({n} request{} unpriced)", if n == 1 { "" } else { "s" }),
+    };
+    let source = if c.usd.is_some() {
+        format!(" ({})", ui::escape_line(&c.source))
+    } else {
+        String::new()
+    };
+    format!("{}{source}{unpriced}", c.display())
+}
+
+/// Token usage as the API reported it.
+fn usage_words(u: &Usage) -> String {
+    let n = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
+    let mut text = format!("{} in", n(u.input_tokens));
+    let mut cached = Vec::new();
+    if let Some(r) = u.cache_read_tokens.filter(|r| *r > 0) {
+        cached.push(format!("{r} cache read"));
+    }
+    if let Some(w) = u.cache_write_tokens.filter(|w| *w > 0) {
+        cached.push(format!("{w} cache written"));
+    }
+    if !cached.is_empty() {
+        text.push_str(&format!(" ({})", cached.join(", ")));
+    }
+    text.push_str(&format!(" / {} out", n(u.output_tokens)));
+    if let Some(r) = u.reasoning_tokens.filter(|r| *r > 0) {
+        text.push_str(&format!(" ({r} reasoning)"));
+    }
+    if u.failed_requests > 0 {
+        text.push_str(&format!(
+            ", {} billed request{} that failed",
+            u.failed_requests,
+            if u.failed_requests == 1 { "" } else { "s" }
+        ));
+    }
+    text
 }
 
 /// A diff coloured as `git diff` colours it: headers bold, hunk headers cyan, removed lines

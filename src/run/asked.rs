@@ -39,6 +39,7 @@ pub struct Asked {
     pub candidates: u32,
     pub jobs: Option<u32>,
     pub max_tokens: Option<u64>,
+    pub max_cost: Option<f64>,
     pub attest: bool,
     pub no_attest: bool,
 }
@@ -77,7 +78,17 @@ impl Asked {
                 Error::new("--max-tokens must be at least 1").hint("e.g. --max-tokens 200000")
             );
         }
+        let max_cost = cfg.value(self.max_cost, config::MAX_COST, f64::NAN)?;
+        let max_cost = (!max_cost.is_nan()).then_some(max_cost);
+        if max_cost.is_some_and(|usd| !usd.is_finite() || usd <= 0.0) {
+            return Err(Error::new(format!(
+                "--max-cost {} is not a dollar budget",
+                max_cost.unwrap_or_default()
+            ))
+            .hint("give a positive number of US dollars, e.g. --max-cost 2.50"));
+        }
         let opts = RunOptions {
+            max_cost,
             candidates: self.candidates,
             jobs: self.jobs,
             more_models,

@@ -49,7 +49,7 @@ pub fn run(opts: RunOptions, ui: &Ui) -> Result<RunReport> {
     };
     // Place: the user's tree or a worktree; what putting it back needs is captured first.
     let place = Place::enter(&repo, claim, &plan)?;
-    let budget = Budget::new(plan.max_tokens);
+    let budget = Budget::new(plan.max_tokens).with_max_cost(plan.max_cost);
     let mut session = Session::open(&place, &plan, provider, &budget, ui)?;
     // The baseline check (§3.8) runs before the first record: a refusal leaves no trace.
     let satisfied = match session.check_baseline_if_asked() {

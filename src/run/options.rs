@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub more_models: Vec<ProviderSpec>,
     /// `--max-tokens`: the budget over all attempts and candidates.
     pub max_tokens: Option<u64>,
+    /// `--max-cost` / `factory.maxCost`: the dollar budget over all attempts and candidates.
+    pub max_cost: Option<f64>,
     /// `--attest` / `--no-attest` as given (SPEC §6.1); none → git config `factory.attest`.
     pub attest: Option<bool>,
 }

@@ -60,6 +60,11 @@ pub struct Plan {
     pub baseline_check: bool,
     pub delivery: Delivery,
     pub max_tokens: Option<u64>,
+    /// `--max-cost`, the prices every attempt is costed at, and how the run's SE is priced
+    /// (a race's candidates: each its own).
+    pub max_cost: Option<f64>,
+    pub prices: crate::cost::PriceBook,
+    pub priced: crate::cost::Priced,
     /// `--attest` (SPEC §6.1): the key a PASS's evidence is signed with, checked up front.
     pub signer: Option<crate::evidence::Signer>,
 }
@@ -105,6 +110,11 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     let protected = Protected::for_run(repo, &baseline.tree()?, &protect, &opts.work_order.order);
     protected.check_allowed(&opts.work_order.order.allowed_files)?;
     preflight::run_programs(&opts, &cfg, &baseline, &user_root)?;
+    // Prices (SPEC §3.3 Cost): a dollar budget needs a price for every model of the run.
+    let prices = crate::cost::PriceBook::load(&cfg, &user_root)?;
+    if opts.max_cost.is_some() {
+        check_priced(&opts, &prices)?;
+    }
     let opened = open_provider(&opts, &factory_dir, &user_root)?;
     crate::trace::mark("provider opened");
 
@@ -174,6 +184,9 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
         sandbox: opts.sandbox,
         baseline_check: opts.baseline_check,
         max_tokens: opts.max_tokens,
+        max_cost: opts.max_cost,
+        prices,
+        priced: opts.provider.priced(),
         signer,
         wo: opts.work_order,
     };
@@ -183,6 +196,33 @@ pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
         provider,
         claim,
     })))
+}
+
+/// `--max-cost` is refused up front when a model or agent of the run has no price: a server's
+/// own report of a request's cost comes only after the request.
+fn check_priced(opts: &RunOptions, prices: &crate::cost::PriceBook) -> Result<()> {
+    for spec in std::iter::once(&opts.provider).chain(&opts.more_models) {
+        let priced = spec.priced();
+        if prices.has_price(&priced) {
+            continue;
+        }
+        let err = match priced {
+            crate::cost::Priced::Model { name, .. } => crate::error::Error::new(format!(
+                "--max-cost: the model {name} has no price (it is not in the genai-prices table)"
+            ))
+            .hint(format!(
+                "set its price in USD per million tokens: git config {section}.{name}.input 0.5 && git config {section}.{name}.output 1.5 (or name a price file with factory.priceFile)",
+                section = crate::cost::PRICE_SECTION
+            )),
+            _ => crate::error::Error::new(format!(
+                "--max-cost: {} has no price before it runs (an agent's cost is known only from what it reports)",
+                spec.identity()
+            ))
+            .hint("drop --max-cost (and factory.maxCost) for agent runs, or use --llm-model with a priced model"),
+        };
+        return Err(err);
+    }
+    Ok(())
 }
 
 /// Opens the run's provider, and with `--candidates` every candidate's once up front: a
@@ -378,6 +418,7 @@ impl Plan {
             contract: self.contract.clone(),
             baseline_check: None,
             started_unix_ms: Some(unix_ms()),
+            cost: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
     s.ended_utc = utc_now();
     s.duration_seconds = landed.elapsed.as_secs_f64();
     s.error = session.fatal.clone();
+    s.cost = run_cost(s);
     session.save()?;
     seal_final_record(session);
     let line = store::note_line(&session.summary);
@@ -32,6 +33,13 @@ pub fn finish(session: &mut Session<'_>, landed: Landed) -> Result<RunSummary> {
     }
     attest_if_asked(session, &landed);
     Ok(session.summary.clone())
+}
+
+/// What the whole run cost: every candidate's attempts and the run's own (SPEC §3.3 Cost).
+pub fn run_cost(s: &RunSummary) -> Option<crate::store::records::Cost> {
+    let candidates = s.candidates.iter().filter_map(|c| c.cost.as_ref());
+    let attempts = s.attempts.iter().filter_map(|a| a.cost.as_ref());
+    crate::store::records::Cost::sum(candidates.chain(attempts))
 }
 
 /// A final PASS or FAIL is sealed as this clone's own (see

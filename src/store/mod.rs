@@ -248,7 +248,66 @@ pub fn run_message(s: &RunSummary) -> String {
             .count();
         m.push_str(&format!("candidates: {passed}/{}\n", s.candidates.len()));
     }
+    if let Some(c) = &s.cost {
+        m.push_str(&format!("cost: {}\n", cost_field(c)));
+        for (model, cost) in costs_by_model(s) {
+            m.push_str(&format!(
+                "cost_model: {} {}\n",
+                cost_field(&cost),
+                model.replace('\n', " ")
+            ));
+        }
+    }
     m
+}
+
+/// A cost in a run commit's message: `<usd or -> <unpriced requests> <source>`.
+fn cost_field(c: &records::Cost) -> String {
+    let usd = c.usd.map_or("-".to_string(), |u| format!("{u:.9}"));
+    format!(
+        "{usd} {} {}",
+        c.unpriced_requests,
+        c.source.replace([' ', '\n'], "_")
+    )
+}
+
+/// Reads `cost_field` back; the rest of the line after it.
+fn parse_cost(v: &str) -> Option<(records::Cost, &str)> {
+    let mut parts = v.splitn(4, ' ');
+    let usd = match parts.next()? {
+        "-" => None,
+        n => Some(n.parse::<f64>().ok().filter(|u| u.is_finite())?),
+    };
+    let unpriced_requests = parts.next()?.parse().ok()?;
+    let source = parts.next()?.to_string();
+    let cost = records::Cost {
+        usd,
+        unpriced_requests,
+        source,
+    };
+    Some((cost, parts.next().unwrap_or("")))
+}
+
+/// The run's cost per model it asked (a race's candidates by their models, a lone run by its
+/// own), for `log --cost`.
+fn costs_by_model(s: &RunSummary) -> Vec<(String, records::Cost)> {
+    let mut by: Vec<(String, records::Cost)> = Vec::new();
+    let mut add = |model: &str, cost: &records::Cost| match by.iter_mut().find(|(m, _)| m == model)
+    {
+        Some((_, sum)) => *sum = records::Cost::sum([&*sum, cost]).unwrap_or_default(),
+        None => by.push((model.to_string(), cost.clone())),
+    };
+    for c in &s.candidates {
+        if let Some(cost) = &c.cost {
+            add(&c.model, cost);
+        }
+    }
+    for a in &s.attempts {
+        if let Some(cost) = &a.cost {
+            add(&s.config.model, cost);
+        }
+    }
+    by
 }
 
 /// What `log` needs of a run, parsed from its run commit's message.
@@ -271,6 +330,12 @@ pub struct RunHeader {
     /// When the run started, in milliseconds (runs recorded before it was kept: none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started_ms: Option<i64>,
+    /// What the run cost (SPEC §3.3 Cost); none for runs recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<records::Cost>,
+    /// Its cost per model asked, for `log --cost`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cost_by_model: Vec<(String, records::Cost)>,
 }
 
 impl RunHeader {
@@ -308,6 +373,8 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
         time,
         started_ms: None,
         candidates: None,
+        cost: None,
+        cost_by_model: Vec::new(),
     };
     for line in lines {
         if let Some(v) = line.strip_prefix("title: ") {
@@ -322,6 +389,10 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
             h.started_ms = v.trim().parse().ok();
         } else if let Some(v) = line.strip_prefix("candidates: ") {
             h.candidates = Some(v.to_string());
+        } else if let Some(v) = line.strip_prefix("cost: ") {
+            h.cost = parse_cost(v).map(|(c, _)| c);
+        } else if let Some((cost, model)) = line.strip_prefix("cost_model: ").and_then(parse_cost) {
+            h.cost_by_model.push((model.to_string(), cost));
         }
     }
     h
@@ -531,6 +602,33 @@ pub fn resolve(repo: &Repository, prefix: &str) -> Result<StoredRun> {
                 err = err.detail(format!("candidate: {id}"));
             }
             Err(err.hint("give more digits of the run id"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::records::Cost;
+    use super::{cost_field, parse_cost};
+
+    #[test]
+    fn a_cost_in_a_run_commit_reads_back_and_a_damaged_one_is_none() {
+        for cost in [
+            Cost::priced(0.0123, "table"),
+            Cost::unpriced(),
+            Cost {
+                usd: Some(1.5),
+                unpriced_requests: 2,
+                source: "mixed".to_string(),
+            },
+        ] {
+            let line = format!("{} openai:my model@http://x", cost_field(&cost));
+            let (back, model) = parse_cost(&line).expect("reads back");
+            assert_eq!(back, cost);
+            assert_eq!(model, "openai:my model@http://x");
+        }
+        for bad in ["", "x 0 table", "NaN 0 table", "0.1 -1 table", "0.1 1"] {
+            assert!(parse_cost(bad).is_none(), "{bad}");
         }
     }
 }

@@ -165,10 +165,127 @@ pub struct FailureBrief {
     pub constraints_reminder: String,
 }
 
+/// An attempt's token usage as the API reported it (SPEC §3.3). `input_tokens` is every input
+/// token, cached ones included (Anthropic reports its cache reads and writes apart: they are
+/// added in), so the count means the same on every API; `output_tokens` includes reasoning.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache (Anthropic's cache creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// Output tokens spent on reasoning (part of `output_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Requests of the attempt that were billed (their usage is counted here) yet gave no
+    /// answer: a stream cut after the server reported usage, an error event after it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_requests: u32,
+    /// What the server itself said the requests cost, in USD (OpenRouter's `usage.cost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cost_usd: Option<f64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// The sum of two usages (an attempt's requests): a count is known when either knows it.
+    pub fn add(&self, other: &Usage) -> Usage {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        Usage {
+            input_tokens: sum(self.input_tokens, other.input_tokens),
+            output_tokens: sum(self.output_tokens, other.output_tokens),
+            cache_read_tokens: sum(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens: sum(self.cache_write_tokens, other.cache_write_tokens),
+            reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
+            failed_requests: self.failed_requests.saturating_add(other.failed_requests),
+            server_cost_usd: match (self.server_cost_usd, other.server_cost_usd) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            },
+        }
+    }
+}
+
+/// What an attempt, a candidate or a run cost (SPEC §3.3 Cost). `usd` is the sum over the
+/// priced requests (`null` when none was priced: never a made-up $0); `unpriced_requests`
+/// counts the answers no price was found for, so a sum with some is "$x + unpriced".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub usd: Option<f64>,
+    pub unpriced_requests: u32,
+    /// Where the price came from: `table` (genai-prices), `override` (the user's
+    /// `factory-price.*` or `factory.priceFile`), `server` (the server's own report, or an
+    /// agent's), `replay` ($0), `unpriced`, or `mixed` for a sum of several.
+    pub source: String,
+}
+
+impl Cost {
+    pub fn priced(usd: f64, source: &str) -> Cost {
+        Cost {
+            usd: Some(usd),
+            unpriced_requests: 0,
+            source: source.to_string(),
+        }
+    }
+
+    pub fn unpriced() -> Cost {
+        Cost {
+            usd: None,
+            unpriced_requests: 1,
+            source: "unpriced".to_string(),
+        }
+    }
+
+    /// The sum of several costs; `None` when there are none.
+    pub fn sum<'a>(costs: impl IntoIterator<Item = &'a Cost>) -> Option<Cost> {
+        let mut total: Option<Cost> = None;
+        for c in costs {
+            total = Some(match total {
+                None => c.clone(),
+                Some(t) => Cost {
+                    usd: match (t.usd, c.usd) {
+                        (None, None) => None,
+                        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                    },
+                    unpriced_requests: t.unpriced_requests.saturating_add(c.unpriced_requests),
+                    source: if t.source == c.source {
+                        t.source
+                    } else {
+                        "mixed".to_string()
+                    },
+                },
+            });
+        }
+        total
+    }
+
+    /// As people read it: `$0.0123`, `$0.0123 + unpriced`, `unpriced`.
+    pub fn display(&self) -> String {
+        match (self.usd, self.unpriced_requests) {
+            (None, _) => "unpriced".to_string(),
+            (Some(usd), 0) => usd_words(usd),
+            (Some(usd), _) => format!("{} + unpriced", usd_words(usd)),
+        }
+    }
+}
+
+/// Dollars with four decimals, or as many significant digits as a small sum needs.
+pub fn usd_words(usd: f64) -> String {
+    if usd != 0.0 && usd.abs() < 0.0001 {
+        format!("${usd:.6}")
+    } else {
+        format!("${usd:.4}")
+    }
 }
 
 impl AttemptRecord {
@@ -238,6 +355,9 @@ pub struct AttemptRecord {
     /// `tests_may_change`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub weakening: Vec<Weakening>,
+    /// What the attempt's requests cost (SPEC §3.3 Cost); none when it made no request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -306,6 +426,9 @@ pub struct RunSummary {
     /// the same second by it (absent in records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_unix_ms: Option<i64>,
+    /// What the whole run cost: every attempt of every candidate (SPEC §3.3 Cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 /// One candidate of a race; its attempts' artifacts are under `candidate_<index>/`.
@@ -330,6 +453,9 @@ pub struct CandidateRecord {
     /// that answered"), where the answer named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_model: Option<String>,
+    /// What the candidate's attempts cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

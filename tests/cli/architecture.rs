@@ -26,6 +26,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "config",
             "ui",
             "budget",
+            "cost",
             "workorder",
             "clock",
             "harness",

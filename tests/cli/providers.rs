@@ -856,7 +856,7 @@ fn a_responses_only_model_switches_api_once_and_remembers() {
     assert_eq!(a["api_switch"], "chat -> responses");
     assert_eq!(
         a["usage"],
-        json!({"input_tokens": 300, "output_tokens": 80})
+        json!({"input_tokens": 300, "output_tokens": 80, "reasoning_tokens": 20})
     );
     assert_eq!(ran.summary["config"]["reasoning_effort"], "high");
     assert_eq!(
@@ -3211,6 +3211,487 @@ fn an_empty_last_model_and_a_leading_byte_order_mark_are_harmless() {
         assert_eq!(
             ran.summary["attempts"][0]["served_model"], snapshot,
             "{name}"
+        );
+    }
+}
+
+/// What a run cost (SPEC §3.3 Cost): usage as each API reports it, priced at genai-prices'
+/// published per-million rates (worked out by hand below), the user's prices, the unpriced,
+/// and the dollar budget of a race.
+mod cost {
+    use super::*;
+
+    /// gpt-4.1 in genai-prices: $2 input, $0.50 cached input, $8 output per million tokens.
+    /// claude-sonnet-4-5: $3 input, $3.75 cache write, $0.30 cache read, $15 output.
+    fn close(got: &Value, want: f64) {
+        let got = got.as_f64().unwrap_or(f64::NAN);
+        assert!((got - want).abs() < 1e-9, "cost {got} is not {want}");
+    }
+
+    /// A Responses API answer as the OpenAPI description has it: cached input in
+    /// `input_tokens_details`, reasoning in `output_tokens_details`.
+    fn responses_answer() -> Value {
+        let mut r = response_object("completed", &schema_answer(), None);
+        r["model"] = json!("gpt-4.1-2025-04-14");
+        r["usage"] = json!({"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 400},
+            "output_tokens": 300, "output_tokens_details": {"reasoning_tokens": 100}, "total_tokens": 1500});
+        r
+    }
+
+    /// Chat Completions usage as OpenAI sends it (in the last chunk of a stream asked with
+    /// `stream_options.include_usage`), with OpenRouter's `cost` when given.
+    fn chat_usage(cost: Option<f64>) -> Value {
+        let mut u = json!({"prompt_tokens": 2000, "completion_tokens": 500, "total_tokens": 2500,
+            "prompt_tokens_details": {"cached_tokens": 1000, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0}});
+        if let Some(c) = cost {
+            u["cost"] = json!(c);
+        }
+        u
+    }
+
+    fn chat_whole(model: &str, usage: Value) -> Reply {
+        json_reply(
+            200,
+            json!({"id": "x", "object": "chat.completion", "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": good()}, "finish_reason": "stop"}],
+                "usage": usage}),
+        )
+    }
+
+    fn chat_streamed(model: &str, usage: Value) -> Reply {
+        let text = String::from_utf8(chat_stream(&good(), "stop"))
+            .expect("utf-8")
+            .replace("\"model\":\"m\"", &format!("\"model\":\"{model}\""))
+            .replace(
+                "{\"completion_tokens\":60,\"prompt_tokens\":200,\"total_tokens\":260}",
+                &usage.to_string(),
+            );
+        assert!(
+            text.contains("cached_tokens"),
+            "the usage chunk was replaced"
+        );
+        Reply::Sse(vec![text.into_bytes()])
+    }
+
+    /// Anthropic's usage: `input_tokens` without the cache, its reads and writes beside it;
+    /// streamed, all of it in `message_start` and the output count in `message_delta`.
+    fn anthropic_usage() -> Value {
+        json!({"input_tokens": 50, "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000,
+            "output_tokens": 400, "service_tier": "standard"})
+    }
+
+    fn anthropic_streamed() -> Reply {
+        let mut start = anthropic_usage();
+        start["output_tokens"] = json!(1);
+        let text = String::from_utf8(anthropic_stream(&schema_answer(), "end_turn"))
+            .expect("utf-8")
+            .replace("\"claude-opus-4-7\"", "\"claude-sonnet-4-5-20250929\"")
+            .replace(
+                "{\"input_tokens\":410,\"output_tokens\":1}",
+                &start.to_string(),
+            )
+            .replace("{\"output_tokens\":95}", "{\"output_tokens\":400}");
+        assert!(text.contains("cache_read_input_tokens"), "usage replaced");
+        Reply::Sse(vec![text.into_bytes()])
+    }
+
+    fn anthropic_whole() -> Reply {
+        json_reply(
+            200,
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+                "content": [{"type": "text", "text": schema_answer()}],
+                "stop_reason": "end_turn", "stop_sequence": null, "usage": anthropic_usage()}),
+        )
+    }
+
+    /// An answer, the flags, then what is recorded: input, cache read, cache write, output,
+    /// reasoning tokens, dollars and where the price came from.
+    type Case = (
+        Reply,
+        &'static [&'static str],
+        u64,
+        u64,
+        Option<u64>,
+        u64,
+        u64,
+        f64,
+        &'static str,
+    );
+
+    #[test]
+    fn usage_and_cost_as_each_api_reports_them() {
+        let streamed_responses = {
+            let text = String::from_utf8(responses_stream(&schema_answer())).expect("utf-8");
+            let mut completed = response_object("completed", &schema_answer(), None);
+            completed["usage"] = json!({"input_tokens": 300, "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 20}, "total_tokens": 380});
+            let old = json!({"type": "response.completed", "response": completed}).to_string();
+            let new = json!({"type": "response.completed", "response": responses_answer()});
+            assert!(text.contains(&old));
+            Reply::Sse(vec![text.replace(&old, &new.to_string()).into_bytes()])
+        };
+        let gpt: &'static [&'static str] = &["--llm-model", "gpt-4.1"];
+        let responses: &'static [&'static str] =
+            &["--llm-model", "gpt-4.1", "--llm-api", "responses"];
+        let claude: &'static [&'static str] = &["--llm-model", "anthropic:claude-sonnet-4-5"];
+        let router: &'static [&'static str] = &["--llm-model", "openai/gpt-4.1"];
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            // 800 × $2 + 400 × $0.50 + 300 × $8, per million.
+            (json_reply(200, responses_answer()), responses, 1200, 400, None, 300, 100, 0.0042, "table"),
+            (streamed_responses, responses, 1200, 400, None, 300, 100, 0.0042, "table"),
+            // 1000 × $2 + 1000 × $0.50 + 500 × $8.
+            (chat_streamed("gpt-4.1-2025-04-14", chat_usage(None)), gpt, 2000, 1000, None, 500, 0, 0.0065, "table"),
+            (chat_whole("gpt-4.1-2025-04-14", chat_usage(None)), gpt, 2000, 1000, None, 500, 0, 0.0065, "table"),
+            // 50 × $3 + 1000 × $3.75 + 2000 × $0.30 + 400 × $15.
+            (anthropic_streamed(), claude, 3050, 2000, Some(1000), 400, 0, 0.0105, "table"),
+            (anthropic_whole(), claude, 3050, 2000, Some(1000), 400, 0, 0.0105, "table"),
+            // OpenRouter says what the request cost: believed over the table.
+            (chat_whole("openai/gpt-4.1", chat_usage(Some(0.000123))), router, 2000, 1000, None, 500, 0, 0.000123, "server"),
+            (chat_streamed("openai/gpt-4.1", chat_usage(Some(0.000456))), router, 2000, 1000, None, 500, 0, 0.000456, "server"),
+        ];
+        for (i, (reply, flags, input, read, write, output, reasoning, usd, source)) in
+            cases.into_iter().enumerate()
+        {
+            let (r, ran, seen) = run_served(vec![reply], flags);
+            assert_eq!(ran.code, 0, "case {i}: {}", ran.stderr);
+            let a = &ran.summary["attempts"][0];
+            let u = &a["usage"];
+            assert_eq!(u["input_tokens"], input, "case {i}: {u}");
+            assert_eq!(u["cache_read_tokens"], read, "case {i}: {u}");
+            assert_eq!(u["cache_write_tokens"], json!(write), "case {i}: {u}");
+            assert_eq!(u["output_tokens"], output, "case {i}: {u}");
+            if reasoning > 0 {
+                assert_eq!(u["reasoning_tokens"], reasoning, "case {i}: {u}");
+            }
+            close(&a["cost"]["usd"], usd);
+            assert_eq!(a["cost"]["source"], source, "case {i}");
+            assert_eq!(a["cost"]["unpriced_requests"], 0, "case {i}");
+            close(&ran.summary["cost"]["usd"], usd);
+            // A stream asks for its usage where the API needs asking.
+            let body = &seen.lock().expect("lock")[0].body;
+            if body["stream"] == true && body.get("messages").is_some() && flags != claude {
+                assert_eq!(body["stream_options"]["include_usage"], true, "case {i}");
+            }
+            let shown = r
+                .factory()
+                .args(["show", "--color", "never"])
+                .output()
+                .expect("show");
+            let text = stdout_of(&shown);
+            let dollars = if usd < 0.0001 {
+                format!("${usd:.6}")
+            } else {
+                format!("${usd:.4}")
+            };
+            assert!(
+                text.contains(&format!("cost:       {dollars} ({source})")),
+                "case {i}: {text}"
+            );
+            assert!(
+                text.contains(&format!("  cost: {dollars} ({source})")),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("usage: {input} in ({read} cache read")),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_users_prices_override_the_table_for_dotted_and_colon_names_and_log_sums_them() {
+        let r = TestRepo::simple();
+        r.git(&["config", "factory-price.gpt-4.1.input", "1"]);
+        r.git(&["config", "factory-price.gpt-4.1.output", "2"]);
+        r.git(&["config", "factory-price.llama3.1:8b.input", "0.1"]);
+        r.git(&["config", "factory-price.llama3.1:8b.output", "0.2"]);
+        r.git(&["config", "factory-price.llama3.1:8b.cacheRead", "0.05"]);
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        // (model, served, dollars): 2000 in of which 1000 cached, 500 out.
+        let cases = [
+            // No cache-read price: cached input costs the input price. 2000 × $1 + 500 × $2.
+            ("gpt-4.1", "gpt-4.1-2025-04-14", 0.003),
+            // 1000 × $0.10 + 1000 × $0.05 + 500 × $0.20.
+            ("llama3.1:8b", "llama3.1:8b", 0.00025),
+        ];
+        for (model, served, usd) in cases {
+            let (url, _seen, server) = serve_replies(vec![chat_whole(served, chat_usage(None))]);
+            let ran = run_model(&r, &wo, &url, &["--llm-model", model]);
+            server.join().expect("server");
+            assert_eq!(ran.code, 0, "{model}: {}", ran.stderr);
+            close(&ran.summary["attempts"][0]["cost"]["usd"], usd);
+            assert_eq!(ran.summary["attempts"][0]["cost"]["source"], "override");
+            r.git(&["reset", "--hard", "-q"]);
+        }
+        let out = r
+            .factory()
+            .args(["log", "--cost", "--json"])
+            .output()
+            .expect("log");
+        let sums: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(sums["runs"], 2, "{sums}");
+        close(&sums["total"]["usd"], 0.003 + 0.00025);
+        assert_eq!(sums["by_work_order"][0]["name"], "wo-1");
+        assert_eq!(sums["by_work_order"][0]["runs"], 2);
+        let models: Vec<&str> = (sums["by_model"].as_array().expect("models").iter())
+            .filter_map(|m| m["name"].as_str())
+            .collect();
+        assert_eq!(models.len(), 2, "{sums}");
+        assert!(models[0].starts_with("openai:gpt-4.1@"), "{models:?}");
+        assert!(models[1].starts_with("openai:llama3.1:8b@"), "{models:?}");
+        let listed = r
+            .factory()
+            .args(["log", "--color", "never"])
+            .output()
+            .expect("log");
+        assert!(
+            stdout_of(&listed).contains("$0.0030"),
+            "{}",
+            stdout_of(&listed)
+        );
+        // A price file, for a model neither the table nor git config prices.
+        let file = r.outside.join("prices.json");
+        std::fs::write(&file, r#"{"house-model": {"input": 4, "output": 40}}"#).expect("write");
+        r.git(&["config", "factory.priceFile", &file.display().to_string()]);
+        let (url, _seen, server) = serve_replies(vec![chat_whole("house-model", chat_usage(None))]);
+        let ran = run_model(&r, &wo, &url, &["--llm-model", "house-model"]);
+        server.join().expect("server");
+        // 2000 × $4 + 500 × $40.
+        close(&ran.summary["cost"]["usd"], 0.028);
+    }
+
+    #[test]
+    fn an_unpriced_model_is_unpriced_never_zero_and_max_cost_refuses_it_up_front() {
+        let (r, ran, _seen) = run_served(
+            vec![chat_whole("no-such-model-xyz", chat_usage(None))],
+            &["--llm-model", "no-such-model-xyz"],
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let cost = &ran.summary["cost"];
+        assert_eq!(cost["usd"], Value::Null, "{cost}");
+        assert_eq!(cost["unpriced_requests"], 1);
+        let shown = r
+            .factory()
+            .args(["show", "--color", "never"])
+            .output()
+            .expect("show");
+        assert!(
+            stdout_of(&shown).contains("cost:       unpriced"),
+            "{}",
+            stdout_of(&shown)
+        );
+        let listed = r
+            .factory()
+            .args(["log", "--color", "never"])
+            .output()
+            .expect("log");
+        assert!(
+            stdout_of(&listed).contains("unpriced"),
+            "{}",
+            stdout_of(&listed)
+        );
+        assert!(!stdout_of(&listed).contains("$0.0000"));
+        // A dollar budget needs a price before the first request.
+        r.git(&["reset", "--hard", "-q"]);
+        let before = r.snapshot();
+        let refs = r.git(&["for-each-ref"]);
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let ran = run_model(
+            &r,
+            &wo,
+            "http://127.0.0.1:9/v1",
+            &[
+                "--llm-model",
+                "other-unknown-model",
+                "--max-cost",
+                "1",
+                "--force",
+            ],
+        );
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert!(
+            ran.stderr
+                .contains("the model other-unknown-model has no price"),
+            "{}",
+            ran.stderr
+        );
+        assert!(
+            ran.stderr
+                .contains("git config factory-price.other-unknown-model.input"),
+            "{}",
+            ran.stderr
+        );
+        assert_eq!(r.snapshot(), before);
+        assert_eq!(r.git(&["for-each-ref"]), refs);
+        // So is an agent that can only say what it cost after it ran.
+        let out = r
+            .factory()
+            .args(["run", "--agent-command", "true", "--max-cost", "1", "-w"])
+            .arg(&wo)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(stderr_of(&out).contains("has no price before it runs"));
+    }
+
+    #[test]
+    fn replays_cost_nothing_and_agents_are_priced_by_what_they_report() {
+        let r = TestRepo::simple();
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let replay = r.replay("rp", &[("1.json", good())]);
+        let out = r.run_replay(&wo, &replay, &["--json"]);
+        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(
+            s["cost"],
+            json!({"usd": 0.0, "unpriced_requests": 0, "source": "replay"})
+        );
+        r.git(&["reset", "--hard", "-q"]);
+        let diff = diff_replace("app.txt", &APP, "two", "TWO");
+        // (what the agent's last line says, the dollars, the source)
+        let cases = [
+            (String::new(), None, "unpriced"),
+            // 1000 × $2 + 100 × $8 at gpt-4.1's table price.
+            (
+                r#"{"factory_usage": {"model": "gpt-4.1", "input_tokens": 1000, "output_tokens": 100}}"#.to_string(),
+                Some(0.0028),
+                "table",
+            ),
+            (
+                r#"{"factory_usage": {"cost_usd": 0.75, "input_tokens": 5}}"#.to_string(),
+                Some(0.75),
+                "server",
+            ),
+        ];
+        for (i, (line, usd, source)) in cases.into_iter().enumerate() {
+            let script = r.outside.join(format!("agent{i}.sh"));
+            std::fs::write(
+                &script,
+                format!("#!/bin/sh\ncat <<'EOF'\n{diff}{line}\nEOF\n"),
+            )
+            .expect("write");
+            let out = r
+                .factory()
+                .args(["run", "--json", "--force", "--agent-command"])
+                .arg(format!("sh {}", script.display()))
+                .arg("-w")
+                .arg(&wo)
+                .output()
+                .expect("runs");
+            assert_eq!(out.status.code(), Some(0), "case {i}: {}", stderr_of(&out));
+            let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+            let cost = &s["attempts"][0]["cost"];
+            assert_eq!(cost["source"], source, "case {i}: {cost}");
+            match usd {
+                Some(usd) => close(&cost["usd"], usd),
+                None => assert_eq!(cost["usd"], Value::Null),
+            }
+            r.git(&["reset", "--hard", "-q"]);
+        }
+    }
+
+    #[test]
+    fn a_coding_agent_that_reports_what_it_cost_is_priced_by_it() {
+        let r = TestRepo::simple();
+        let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+        let script = r.outside.join("edits.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nsed -i 's/^two$/TWO/' app.txt\necho 'all done'\necho '{\"factory_usage\": {\"model\": \"claude-sonnet-4-5\", \"cost_usd\": 0.5}}'\n",
+        )
+        .expect("write");
+        let out = r
+            .factory()
+            .args(["run", "--json", "--agent-edits"])
+            .arg(format!("sh {}", script.display()))
+            .arg("-w")
+            .arg(&wo)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        assert_eq!(s["attempts"][0]["served_model"], "claude-sonnet-4-5");
+        assert_eq!(
+            s["cost"],
+            json!({"usd": 0.5, "unpriced_requests": 0, "source": "server"})
+        );
+        assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+    }
+
+    #[test]
+    fn a_request_billed_before_it_failed_is_counted_in_the_attempts_usage_and_cost() {
+        let mut start = anthropic_usage();
+        start["output_tokens"] = json!(1);
+        let overloaded = sse(&[
+            (
+                Some("message_start"),
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5-20250929", "stop_reason": null, "usage": start}}),
+            ),
+            (
+                Some("error"),
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            ),
+        ]);
+        let (_r, ran, seen) = run_served(
+            vec![Reply::Sse(vec![overloaded]), anthropic_streamed()],
+            &["--llm-model", "anthropic:claude-sonnet-4-5"],
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        assert_eq!(seen.lock().expect("lock").len(), 2);
+        let a = &ran.summary["attempts"][0];
+        assert_eq!(
+            a["usage"],
+            json!({"input_tokens": 6100, "output_tokens": 401, "cache_read_tokens": 4000,
+                "cache_write_tokens": 2000, "failed_requests": 1})
+        );
+        // Twice 50 × $3 + 1000 × $3.75 + 2000 × $0.30, and 401 × $15.
+        close(&a["cost"]["usd"], 0.015015);
+    }
+
+    #[test]
+    fn a_race_of_four_stops_before_the_request_that_would_pass_max_cost() {
+        // Each answer reports 5000 output tokens: $0.04 at gpt-4.1's $8 per million. Each
+        // request's worst case is its whole 10,000-token output limit ($0.08) plus its input
+        // (the prompt's bytes ÷ 3 at $2 per million: well under $0.01), so with $0.175 three
+        // requests fit ($0.08 + W ≤ $0.175 before the third) and the fourth ($0.12 + W) would
+        // pass the budget: it is never sent.
+        let usage = json!({"prompt_tokens": 0, "completion_tokens": 5000, "total_tokens": 5000});
+        let replies = (0..3)
+            .map(|_| chat_whole("gpt-4.1", usage.clone()))
+            .collect();
+        let (r, ran, seen) = run_served(
+            replies,
+            &[
+                "--llm-model",
+                "gpt-4.1",
+                "--candidates",
+                "4",
+                "--jobs",
+                "1",
+                "--max-attempts",
+                "1",
+                "--llm-max-output-tokens",
+                "10000",
+                "--max-cost",
+                "0.175",
+            ],
+        );
+        assert_eq!(seen.lock().expect("lock").len(), 3, "{}", ran.stderr);
+        assert_eq!(ran.code, 1, "{}", ran.stderr);
+        let s = &ran.summary;
+        assert_eq!(s["verdict"], "FAIL");
+        assert_eq!(s["ended_stage"], "budget_exhausted");
+        let stages: Vec<&str> = (s["candidates"].as_array().expect("candidates").iter())
+            .filter_map(|c| c["ended_stage"].as_str())
+            .collect();
+        assert_eq!(stages[3], "budget_exhausted", "{stages:?}");
+        close(&s["cost"]["usd"], 0.12);
+        close(&s["candidates"][0]["cost"]["usd"], 0.04);
+        assert_eq!(s["candidates"][3]["cost"], Value::Null);
+        let brief = artifact(&r, s, "candidate_4/attempt_1/failure_brief.json");
+        assert!(
+            brief.contains("the --max-cost budget of $0.1750 would be passed by the next request"),
+            "{brief}"
         );
     }
 }

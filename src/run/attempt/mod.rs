@@ -52,13 +52,20 @@ impl Nodes for Session<'_> {
         if self.current.is_none() {
             let _ = self.se_start(attempt);
         }
-        // Stopped because another candidate spent the last of the token budget.
+        // Stopped because another candidate spent the last of the budget.
         if self.budget.exhausted() && !crate::interrupt::requested() {
-            let _ = self.fail(
-                Stage::BudgetExhausted,
-                None,
-                "the --max-tokens budget ran out",
-            );
+            // This attempt's own request was the one refused: its brief already says why.
+            let said = (self.current.as_ref().and_then(|c| c.brief.as_ref()))
+                .is_some_and(|b| b.stage == Stage::BudgetExhausted);
+            if said {
+                return Outcome::Failed(Stage::BudgetExhausted);
+            }
+            let why = match (self.budget.limit(), self.budget.max_cost()) {
+                (Some(_), None) => "the --max-tokens budget ran out",
+                (None, Some(_)) => "the --max-cost budget ran out",
+                _ => "the run's budget (--max-tokens, --max-cost) ran out",
+            };
+            let _ = self.fail(Stage::BudgetExhausted, None, why);
             return Outcome::Failed(Stage::BudgetExhausted);
         }
         let _ = self.fail(
@@ -150,6 +157,7 @@ impl Session<'_> {
                 served_model: None,
                 reasoning_path: None,
                 weakening: Vec::new(),
+                cost: None,
             },
             dir: dir.clone(),
             rel: rel.clone(),

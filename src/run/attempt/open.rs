@@ -65,6 +65,7 @@ impl<'a> Session<'a> {
             plan,
             baseline: repo.find_commit(plan.baseline)?,
             provider,
+            priced: Some(plan.priced.clone()),
             audited: plan.audited,
             run_dir: place.run_dir.clone(),
             writer: RunWriter::new(&plan.run_id, &place.run_dir, plan.previous_commit),

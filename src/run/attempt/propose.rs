@@ -8,9 +8,14 @@ use crate::roles::se::proposal;
 use crate::roles::se::provider::client::Stop;
 use crate::roles::se::provider::{ProviderError, Request, Response};
 use crate::run::attempt::session::Session;
+use crate::store::records::usd_words;
 use crate::store::records::Stage;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
+
+/// The output limit a request's worst case assumes when the user set none: the most any
+/// provider's default is taken to be (SPEC §1.1).
+const DEFAULT_OUTPUT_LIMIT: u64 = 32_768;
 
 impl Session<'_> {
     /// SE for one attempt: the prompt built and stored, the provider asked, its answer kept
@@ -31,11 +36,25 @@ impl Session<'_> {
             self.fatal = Some(format!("cannot write prompt.txt: {e}"));
             return Outcome::Fatal(Stage::Exception);
         }
-        let answer = match self.ask(attempt, dir, rel, &text) {
-            Ok(answer) => answer,
+        let held = match self.hold(&text) {
+            Ok(held) => held,
             Err(outcome) => return outcome,
         };
-        let response = match self.answered(answer) {
+        let at = SystemTime::now();
+        let answer = match self.ask(attempt, dir, rel, &text) {
+            Ok(answer) => answer,
+            Err(outcome) => {
+                self.budget.settle(held, Some(0.0));
+                return outcome;
+            }
+        };
+        let served = answer.as_ref().ok().and_then(|r| r.served_model.clone());
+        let response = self.answered(answer);
+        if let Ok(r) = &response {
+            self.current().record.usage = r.usage.clone();
+        }
+        self.price(at, held, served.as_deref(), response.is_ok());
+        let response = match response {
             Ok(response) => response,
             Err(outcome) => return outcome,
         };
@@ -43,6 +62,58 @@ impl Session<'_> {
             return outcome;
         }
         self.judge(&response)
+    }
+
+    /// `--max-cost` (SPEC §3.3 Cost): holds the worst case of the request about to be made
+    /// (its input estimated as UTF-8 bytes ÷ 3, which over-estimates every tokenizer in use,
+    /// plus its whole output limit); a request that would pass what is left of the budget is
+    /// not made, and the run stops (`Err`: the attempt's outcome).
+    fn hold(&mut self, text: &str) -> Result<f64, Outcome> {
+        let (Some(_), Some(priced)) = (self.budget.max_cost(), self.priced.as_ref()) else {
+            return Ok(0.0);
+        };
+        let bytes = (prompt::SYSTEM.len() + text.len()) as u64;
+        let input = bytes.div_ceil(3);
+        let output = (self.plan.settings.max_output_tokens).unwrap_or(DEFAULT_OUTPUT_LIMIT);
+        let worst = (self.plan.prices)
+            .worst_case(priced, input, output, SystemTime::now())
+            .unwrap_or(0.0);
+        let Err(would) = self.budget.reserve(worst) else {
+            return Ok(worst);
+        };
+        if let Some(board) = self.board {
+            board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+        }
+        let text = format!(
+            "the --max-cost budget of {} would be passed by the next request: at most {input} tokens in and {output} out cost up to {}, and {} is spent or held by requests in flight",
+            usd_words(would.limit),
+            usd_words(would.worst),
+            usd_words(would.committed)
+        );
+        // Every other candidate in flight stops too.
+        crate::interrupt::halt();
+        let _ = self.fail(Stage::BudgetExhausted, None, &text);
+        Err(Outcome::Exhausted(Stage::BudgetExhausted))
+    }
+
+    /// Prices the attempt's request (SPEC §3.3 Cost) and settles what `hold` held for it: an
+    /// unpriced answer keeps its worst case spent, a failed request that was not billed costs
+    /// nothing.
+    fn price(&mut self, at: SystemTime, held: f64, served: Option<&str>, answered: bool) {
+        let usage = self.current().record.usage.clone();
+        let cost = match &self.priced {
+            Some(priced) if answered || usage.is_some() => {
+                Some(self.plan.prices.cost(priced, served, usage.as_ref(), at))
+            }
+            _ => None,
+        };
+        let spent = match &cost {
+            None => Some(0.0),
+            Some(c) if c.unpriced_requests > 0 => None,
+            Some(c) => c.usd,
+        };
+        self.budget.settle(held, spent);
+        self.current().record.cost = cost;
     }
 
     /// Asks the provider, showing the wait; an agent's changes outside its worktree are
@@ -136,6 +207,7 @@ impl Session<'_> {
             let a = self.current();
             a.record.dropped_params = learnt.dropped_params;
             a.record.api_switch = learnt.api_switch;
+            a.record.usage = learnt.billed;
         }
         match answer {
             Ok(r) => Ok(r),
@@ -168,13 +240,12 @@ impl Session<'_> {
         {
             let a = self.current();
             a.answer = Some((response.text.clone(), response.format));
-            a.record.usage = response.usage.clone();
             a.record.dropped_params = response.dropped_params.clone();
             a.record.api_switch = response.api_switch.clone();
             a.record.served_model = response.served_model.clone();
             a.agent_sandbox = response.sandbox.clone();
         }
-        if over_budget {
+        if over_budget && self.budget.limit().is_some_and(|l| self.budget.used() > l) {
             if let Some(board) = self.board {
                 board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
             }

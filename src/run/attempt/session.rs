@@ -75,6 +75,9 @@ pub(crate) struct Session<'a> {
     pub(crate) ui: &'a Ui,
     pub(crate) baseline: Commit<'a>,
     pub(crate) provider: Box<dyn Provider>,
+    /// How the provider's requests are priced (SPEC §3.3 Cost); none for a race's winner
+    /// proposed again where it lands (no request is made).
+    pub(crate) priced: Option<crate::cost::Priced>,
     /// The proposer is an agent program (it runs with the user's privileges): audited.
     pub(crate) audited: bool,
     pub(crate) run_dir: PathBuf,

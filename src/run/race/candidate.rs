@@ -180,6 +180,7 @@ fn candidate_session(
             plan,
             baseline: wt_repo.find_commit(plan.baseline)?,
             provider,
+            priced: Some(spec.priced()),
             audited: spec.is_agent(),
             run_dir: dir.clone(),
             writer: RunWriter::new(&plan.run_id, &dir, None),

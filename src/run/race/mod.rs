@@ -75,6 +75,7 @@ pub(crate) fn record(
         duration_seconds: run.duration.as_secs_f64(),
         error: run.error.clone(),
         served_model: served_model(run),
+        cost: crate::store::records::Cost::sum(run.attempts.iter().filter_map(|a| a.cost.as_ref())),
     }
 }
 
@@ -350,8 +351,10 @@ fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Re
         format,
         served_model: served_model(won),
     });
-    // The winner's change is replayed, not asked of an agent again: nothing to audit.
+    // The winner's change is replayed, not asked of an agent again: nothing to audit, and
+    // no request to pay for.
     session.audited = false;
+    session.priced = None;
     Ok(())
 }
 
@@ -372,6 +375,7 @@ mod tests {
             duration_seconds: 0.0,
             error: None,
             served_model: None,
+            cost: None,
         }
     }
 

@@ -127,8 +127,9 @@ struct MessagesReader {
     /// Content blocks by index: their type and text so far.
     blocks: Vec<(String, String)>,
     stop_reason: Option<String>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
+    /// The usage as reported so far: `message_start` has it all, `message_delta` the
+    /// cumulative counts that changed (each count taken from the latest event naming it).
+    reported: Option<Usage>,
     deltas: u64,
     stopped: bool,
     /// The `model` the answer names.
@@ -155,10 +156,32 @@ impl MessagesReader {
     }
 
     fn usage(&mut self, u: Option<&Value>) {
-        if let Some(u) = usage(u, "input_tokens", "output_tokens") {
-            self.input_tokens = u.input_tokens.or(self.input_tokens);
-            self.output_tokens = u.output_tokens.or(self.output_tokens);
-        }
+        let Some(new) = usage(u, Api::Anthropic) else {
+            return;
+        };
+        let old = self.reported.take().unwrap_or_default();
+        self.reported = Some(Usage {
+            input_tokens: new.input_tokens.or(old.input_tokens),
+            output_tokens: new.output_tokens.or(old.output_tokens),
+            cache_read_tokens: new.cache_read_tokens.or(old.cache_read_tokens),
+            cache_write_tokens: new.cache_write_tokens.or(old.cache_write_tokens),
+            server_cost_usd: new.server_cost_usd.or(old.server_cost_usd),
+            ..Usage::default()
+        });
+    }
+
+    /// The usage with the cache reads and writes counted as input too (Anthropic's
+    /// `input_tokens` leaves them out), so `input_tokens` means every input token.
+    fn total_usage(&self) -> Option<Usage> {
+        let u = self.reported.clone()?;
+        let cached = u
+            .cache_read_tokens
+            .unwrap_or(0)
+            .saturating_add(u.cache_write_tokens.unwrap_or(0));
+        Some(Usage {
+            input_tokens: u.input_tokens.map(|n| n.saturating_add(cached)),
+            ..u
+        })
     }
 }
 
@@ -251,11 +274,18 @@ impl Sink for MessagesReader {
     }
 
     fn tokens(&self) -> u64 {
-        self.output_tokens.filter(|n| *n > 0).unwrap_or(self.deltas)
+        (self.reported.as_ref())
+            .and_then(|u| u.output_tokens)
+            .filter(|n| *n > 0)
+            .unwrap_or(self.deltas)
     }
 }
 
 impl Reader for MessagesReader {
+    fn usage_so_far(&self) -> Option<Usage> {
+        self.total_usage()
+    }
+
     fn finish(self: Box<Self>) -> Result<Answer, String> {
         if !self.stopped && self.stop_reason.is_none() {
             return Err(
@@ -287,11 +317,7 @@ impl Reader for MessagesReader {
             }
             _ => Stop::Complete,
         };
-        let usage =
-            (self.input_tokens.is_some() || self.output_tokens.is_some()).then_some(Usage {
-                input_tokens: self.input_tokens,
-                output_tokens: self.output_tokens,
-            });
+        let usage = self.total_usage();
         Ok(Answer {
             text,
             reasoning,

@@ -140,6 +140,9 @@ pub struct Answer {
 /// Turns events (or a whole JSON body) into an `Answer`.
 pub trait Reader: Sink {
     fn finish(self: Box<Self>) -> Result<Answer, String>;
+    /// The usage the server reported so far: a request that then fails (a stream cut or
+    /// an error event after it) was billed all the same.
+    fn usage_so_far(&self) -> Option<Usage>;
 }
 
 /// One wire API: its URL, body, parameter names and answer reader.
@@ -157,11 +160,44 @@ pub trait Wire {
     fn reader(&self) -> Box<dyn Reader>;
 }
 
-/// Reads `usage` objects of the three APIs.
-pub fn usage(v: Option<&Value>, input: &str, output: &str) -> Option<Usage> {
+/// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'
+/// `prompt_tokens`/`completion_tokens` with their `*_details`, the Responses API's
+/// `input_tokens`/`output_tokens` with theirs, Anthropic's `input_tokens` with its cache reads
+/// and writes beside it (added in, so `input_tokens` is every input token on every API), and a
+/// server's own `cost` in USD (OpenRouter's).
+pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
     let u = v.filter(|u| u.is_object())?;
-    Some(Usage {
-        input_tokens: u.get(input).and_then(Value::as_u64),
-        output_tokens: u.get(output).and_then(Value::as_u64),
+    let n = |path: &str| u.pointer(path).and_then(Value::as_u64);
+    let cost = u
+        .get("cost")
+        .and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c >= 0.0);
+    Some(match api {
+        Api::Chat => Usage {
+            input_tokens: n("/prompt_tokens"),
+            output_tokens: n("/completion_tokens"),
+            cache_read_tokens: n("/prompt_tokens_details/cached_tokens"),
+            cache_write_tokens: n("/prompt_tokens_details/cache_write_tokens"),
+            reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
+            server_cost_usd: cost,
+            ..Usage::default()
+        },
+        Api::Responses => Usage {
+            input_tokens: n("/input_tokens"),
+            output_tokens: n("/output_tokens"),
+            cache_read_tokens: n("/input_tokens_details/cached_tokens"),
+            cache_write_tokens: n("/input_tokens_details/cache_write_tokens"),
+            reasoning_tokens: n("/output_tokens_details/reasoning_tokens"),
+            server_cost_usd: cost,
+            ..Usage::default()
+        },
+        Api::Anthropic => Usage {
+            input_tokens: n("/input_tokens"),
+            output_tokens: n("/output_tokens"),
+            cache_read_tokens: n("/cache_read_input_tokens"),
+            cache_write_tokens: n("/cache_creation_input_tokens"),
+            server_cost_usd: cost,
+            ..Usage::default()
+        },
     })
 }

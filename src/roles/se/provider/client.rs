@@ -43,6 +43,9 @@ struct Call {
     requests: u32,
     /// The server refused the API key: what the call learnt is not remembered.
     key_refused: bool,
+    /// The usage of requests the server reported usage for and that then failed: billed,
+    /// so counted in the attempt's usage (`failed_requests`).
+    billed: Option<crate::store::records::Usage>,
     backoff: Duration,
 }
 
@@ -56,7 +59,24 @@ impl Default for Call {
             transient: 0,
             requests: 0,
             key_refused: false,
+            billed: None,
             backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+impl Call {
+    /// Counts a failed request the server reported usage for: it was billed.
+    fn bill(&mut self, usage: Option<crate::store::records::Usage>) {
+        if let Some(u) = usage {
+            let billed = crate::store::records::Usage {
+                failed_requests: 1,
+                ..u
+            };
+            self.billed = Some(match self.billed.take() {
+                Some(before) => before.add(&billed),
+                None => billed,
+            });
         }
     }
 }
@@ -200,6 +220,7 @@ impl ModelClient {
             self.learnt = Learnt {
                 dropped_params: call.dropped_now,
                 api_switch: call.api_switch,
+                billed: call.billed,
             };
         }
         result
@@ -236,7 +257,7 @@ impl ModelClient {
         send: &BTreeSet<Param>,
         url: &str,
         request: &Request<'_>,
-        call: &Call,
+        call: &mut Call,
     ) -> Result<Answer, Failure> {
         let ask = Ask {
             model: &self.model,
@@ -252,15 +273,23 @@ impl ModelClient {
             body: w.body(&ask),
         };
         let mut reader = w.reader();
-        http::exchange(
+        let sent = http::exchange(
             &ex,
             self.settings.total_timeout,
             reader.as_mut(),
             &mut |tokens| (request.on_tokens)(tokens),
-        )?;
+        );
+        let seen = reader.usage_so_far();
+        if let Err(failure) = sent {
+            call.bill(seen);
+            return Err(failure);
+        }
         self.answered = true;
         self.remember(&call.learnt, call.switched_to);
-        reader.finish().map_err(Failure::Transient)
+        reader.finish().map_err(|why| {
+            call.bill(seen);
+            Failure::Transient(why)
+        })
     }
 
     /// The answer of a request that succeeded.
@@ -271,6 +300,13 @@ impl ModelClient {
                 call.dropped_now,
                 call.api_switch,
             );
+        }
+        let mut answer = answer;
+        if let Some(billed) = &call.billed {
+            answer.usage = Some(match &answer.usage {
+                Some(u) => u.add(billed),
+                None => billed.clone(),
+            });
         }
         self.response(answer, call.dropped_now, call.api_switch)
     }

@@ -59,8 +59,17 @@ impl Provider for AgentCommand {
         }
         let raw = std::fs::read(&logs.stdout)
             .map_err(|e| ProviderError::Failed(format!("cannot read the agent's output: {e}")))?;
+        // A last line that reports usage (SPEC §3.3 Cost) is kept in the output, not parsed.
+        let said = super::edits::reported_usage(&raw);
+        let text = match &said {
+            Some((start, _, _)) => raw[..*start].to_vec(),
+            None => raw.clone(),
+        };
         Ok(Response {
             sandbox: result.sandbox.clone(),
+            text,
+            usage: said.as_ref().map(|s| s.1.clone()),
+            served_model: said.and_then(|s| s.2),
             ..Response::plain(raw, OutputFormat::AgentText)
         })
     }

@@ -97,10 +97,12 @@ pub enum ProviderError {
 
 /// What a request that then failed had already learnt from the server: the parameters it
 /// refused by name and the API it switched to. The failed attempt records them all the same.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Learnt {
     pub dropped_params: Vec<String>,
     pub api_switch: Option<String>,
+    /// What its requests that were billed yet failed used (SPEC §3.3).
+    pub billed: Option<Usage>,
 }
 
 pub trait Provider {

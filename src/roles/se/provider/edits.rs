@@ -16,6 +16,7 @@ use crate::git;
 use crate::roles::po::exec::{self, tail_chars, CommandSpec, LogFiles, Sandbox};
 use crate::roles::se::proposal::OutputFormat;
 use crate::roles::tr::protect::wildmatch;
+use crate::store::records::Usage;
 use git2::{Oid, Repository};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -483,6 +484,56 @@ fn without_bookkeeping(
     builder.create_updated(repo, &new)
 }
 
+/// The key of the line an agent may end its output with to say what it used (SPEC §3.3 Cost):
+/// `{"factory_usage": {"model": "claude-sonnet-4-5", "input_tokens": 1200, "output_tokens":
+/// 300, "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0, "cost_usd":
+/// 0.0081}}`, every field optional. `cost_usd` is believed as the agent's bill; else the tokens
+/// are priced as `model`'s; an agent that says neither is unpriced.
+pub const USAGE_KEY: &str = "factory_usage";
+
+/// The usage an agent reported on the last non-empty line of its stdout, the model it named,
+/// and where that line starts (what is before it is the proposal); `None` when the last line
+/// is not such a report.
+pub fn reported_usage(stdout: &[u8]) -> Option<(usize, Usage, Option<String>)> {
+    let end = stdout.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
+    let start = stdout[..end]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let line: serde_json::Value = serde_json::from_slice(&stdout[start..end]).ok()?;
+    let object = line.as_object().filter(|o| o.len() == 1)?;
+    let u = object.get(USAGE_KEY)?.as_object()?;
+    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+    let usage = Usage {
+        input_tokens: n("input_tokens"),
+        output_tokens: n("output_tokens"),
+        cache_read_tokens: n("cache_read_tokens"),
+        cache_write_tokens: n("cache_write_tokens"),
+        reasoning_tokens: n("reasoning_tokens"),
+        server_cost_usd: u
+            .get("cost_usd")
+            .and_then(serde_json::Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0),
+        ..Usage::default()
+    };
+    let model = (u.get("model").and_then(serde_json::Value::as_str))
+        .map(crate::roles::se::provider::http::one_line)
+        .filter(|m| !m.is_empty());
+    Some((start, usage, model))
+}
+
+/// The agent's answer with the usage its stdout's last line reported, if it did.
+fn with_reported_usage(response: Response, stdout: &Path) -> Response {
+    let said = std::fs::read(stdout)
+        .ok()
+        .and_then(|out| reported_usage(&out));
+    Response {
+        usage: said.as_ref().map(|s| s.1.clone()),
+        served_model: said.and_then(|s| s.2),
+        ..response
+    }
+}
+
 impl Provider for AgentEdits {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         let repo = git2::Repository::open(request.root)
@@ -597,16 +648,46 @@ impl Provider for AgentEdits {
         } else {
             diff
         };
-        Ok(Response {
-            sandbox: result.sandbox.clone(),
-            ..Response::plain(raw, OutputFormat::AgentText)
-        })
+        let plain = Response::plain(raw, OutputFormat::AgentText);
+        let sandbox = result.sandbox.clone();
+        Ok(with_reported_usage(
+            Response { sandbox, ..plain },
+            &logs.stdout,
+        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_last_line_of_factory_usage_alone_reports_usage() {
+        let said = reported_usage(
+            b"{\"summary\": \"x\"}\n{\"factory_usage\": {\"model\": \"m\", \"input_tokens\": 5, \"cost_usd\": 0.25}}\n\n",
+        );
+        let (start, usage, model) = said.expect("reported");
+        assert_eq!(start, 17);
+        assert_eq!(usage.input_tokens, Some(5));
+        assert_eq!(usage.server_cost_usd, Some(0.25));
+        assert_eq!(model.as_deref(), Some("m"));
+        for not in [
+            &b"{\"factory_usage\": {}}\nthe proposal after it\n"[..],
+            b"{\"factory_usage\": {}, \"summary\": \"two keys\"}\n",
+            b"{\"factory_usage\": 3}\n",
+            b"factory_usage\n",
+            b"",
+        ] {
+            assert!(
+                reported_usage(not).is_none(),
+                "{}",
+                String::from_utf8_lossy(not)
+            );
+        }
+        let (_, negative, _) =
+            reported_usage(b"{\"factory_usage\": {\"cost_usd\": -1}}").expect("reported");
+        assert_eq!(negative.server_cost_usd, None);
+    }
 
     fn lines(l: &[&str]) -> AgentIgnore {
         AgentIgnore {

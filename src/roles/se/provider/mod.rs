@@ -278,6 +278,27 @@ impl ProviderSpec {
         }
     }
 
+    /// How its requests are priced (SPEC §3.3 Cost): a model by its name without the
+    /// provider prefix, known to the table by its provider when spoken at the provider's own
+    /// URL, else by the base URL it is served at.
+    pub fn priced(&self) -> crate::cost::Priced {
+        use crate::cost::Priced;
+        match self {
+            ProviderSpec::OpenAi { model, base_url } => Priced::Model {
+                name: model.clone(),
+                provider: base_url.is_none().then_some("openai"),
+                base_url: base_url.clone(),
+            },
+            ProviderSpec::Anthropic { model, base_url } => Priced::Model {
+                name: model.clone(),
+                provider: base_url.is_none().then_some("anthropic"),
+                base_url: base_url.clone(),
+            },
+            ProviderSpec::Replay { .. } | ProviderSpec::Scripted { .. } => Priced::Replay,
+            ProviderSpec::AgentCommand { .. } | ProviderSpec::AgentEdits { .. } => Priced::Agent,
+        }
+    }
+
     /// Whether the provider is a model API (the `--llm-*` flags apply to it).
     pub fn is_model(&self) -> bool {
         matches!(

@@ -125,7 +125,7 @@ impl Sink for ChatReader {
         if let Some(e) = stream_error(&v, "the stream reported an error") {
             return Err(e);
         }
-        if let Some(u) = usage(v.get("usage"), "prompt_tokens", "completion_tokens") {
+        if let Some(u) = usage(v.get("usage"), Api::Chat) {
             self.usage = Some(u);
         }
         // An empty `model` (Azure's first chunk, some proxies' last) names nothing.
@@ -162,7 +162,7 @@ impl Sink for ChatReader {
         if let Some(e) = stream_error(&v, "the answer is an error") {
             return Err(e);
         }
-        self.usage = usage(v.get("usage"), "prompt_tokens", "completion_tokens");
+        self.usage = usage(v.get("usage"), Api::Chat);
         self.model = v.get("model").and_then(Value::as_str).map(str::to_string);
         let choice = v
             .pointer("/choices/0")
@@ -196,6 +196,10 @@ impl Sink for ChatReader {
 }
 
 impl Reader for ChatReader {
+    fn usage_so_far(&self) -> Option<crate::store::records::Usage> {
+        self.usage.clone()
+    }
+
     fn finish(self: Box<Self>) -> Result<Answer, String> {
         if !self.got_choice {
             return Err("the response has no choices".to_string());

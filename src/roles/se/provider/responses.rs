@@ -218,6 +218,10 @@ impl Sink for ResponsesReader {
 }
 
 impl Reader for ResponsesReader {
+    fn usage_so_far(&self) -> Option<crate::store::records::Usage> {
+        usage(self.done.as_ref()?.get("usage"), Api::Responses)
+    }
+
     fn finish(self: Box<Self>) -> Result<Answer, String> {
         let Some(r) = &self.done else {
             return Err(
@@ -241,7 +245,7 @@ impl Reader for ResponsesReader {
             Stop::Complete
         };
         Ok(Answer {
-            usage: usage(r.get("usage"), "input_tokens", "output_tokens"),
+            usage: usage(r.get("usage"), Api::Responses),
             model: r.get("model").and_then(Value::as_str).map(str::to_string),
             text: self.text,
             reasoning: self.reasoning,
