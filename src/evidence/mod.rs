@@ -17,8 +17,8 @@ pub mod trust;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
-use std::collections::{HashMap, HashSet};
 pub use sign::{Checked, Format, Signer};
+use std::collections::{HashMap, HashSet};
 pub use trust::Trust;
 
 /// Where the envelopes live: a note on each tree object.

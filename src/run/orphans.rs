@@ -175,6 +175,7 @@ pub fn finish_interrupted(
         s.ended_stage = "interrupted".to_string();
         s.ended_utc = utc_now();
         s.repo_tree_hash_after = s.repo_tree_hash_before.clone();
+        rebuild_attempts(&mut s, &run_dir);
         s.error = Some(match stage {
             Some(stage) => {
                 format!("interrupted at stage {stage}; recovered by git factory recover")
@@ -197,4 +198,30 @@ pub fn finish_interrupted(
     }
     let _ = std::fs::remove_dir_all(&run_dir);
     Ok(())
+}
+
+/// The attempts whose folders the killed run left but whose records it never wrote (an
+/// attempt's record joins the summary only when the attempt ends): the summary lists every
+/// attempt the record holds.
+fn rebuild_attempts(s: &mut store::records::RunSummary, run_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return;
+    };
+    let mut found: Vec<u32> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name();
+            let n: u32 = name.to_str()?.strip_prefix("attempt_")?.parse().ok()?;
+            (n > 0 && n.to_string() == name.to_str()?.trim_start_matches("attempt_")).then_some(n)
+        })
+        .filter(|n| !s.attempts.iter().any(|a| a.attempt_index == *n))
+        .collect();
+    found.sort_unstable();
+    for n in found {
+        let record =
+            store::records::AttemptRecord::from_folder(run_dir, n, &s.repo_baseline_commit);
+        s.attempts.push(record);
+    }
+    s.attempts.sort_by_key(|a| a.attempt_index);
 }
