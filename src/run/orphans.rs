@@ -13,7 +13,6 @@ use crate::error::Result;
 use crate::git::lock::RepoLock;
 use crate::store::{self, records::Verdict, RunWriter};
 use git2::Repository;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where a run's command notes its process group: the run's own, or its candidate `i`'s.
@@ -47,67 +46,7 @@ pub fn stop_commands(factory_dir: &Path, run_id: &str, harness: &str) {
     }
 }
 
-/// A run outside the user's tree, as its owner file names it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Owner {
-    pub run_id: String,
-    pub harness: String,
-    /// The run's own worktree.
-    pub worktree: PathBuf,
-    /// A race's candidates ran in worktrees of their own too.
-    pub race: bool,
-}
-
-fn owner_path(factory_dir: &Path, run_id: &str, harness: &str) -> PathBuf {
-    factory_dir.join(format!("run.{run_id}.{harness}.json"))
-}
-
-impl Owner {
-    /// Notes a run outside the user's tree before its worktree exists.
-    pub fn write(factory_dir: &Path, run_id: &str, worktree: &Path, race: bool) -> Result<Owner> {
-        let owner = Owner {
-            run_id: run_id.to_string(),
-            harness: crate::harness::marker().to_string(),
-            worktree: worktree.to_path_buf(),
-            race,
-        };
-        let text = serde_json::to_vec_pretty(&owner)
-            .map_err(|e| crate::error::Error::new(format!("owner file: {e}")))?;
-        let path = owner_path(factory_dir, run_id, &owner.harness);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(owner)
-    }
-
-    /// The run is over: its owner file goes.
-    pub fn remove(&self, factory_dir: &Path) {
-        let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
-    }
-
-    /// Every owner file of this repo, with its path.
-    fn all(factory_dir: &Path) -> Vec<(PathBuf, Owner)> {
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(factory_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !(name.starts_with("run.") && name.ends_with(".json")) {
-                continue;
-            }
-            let owner = std::fs::read(entry.path())
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Owner>(&b).ok());
-            if let Some(owner) = owner {
-                found.push((entry.path(), owner));
-            }
-        }
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        found
-    }
-}
+pub use crate::journal::Owner;
 
 /// A run recovered outside the user's tree.
 pub struct Recovered {

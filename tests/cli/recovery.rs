@@ -541,3 +541,46 @@ fn a_recovered_record_lists_the_attempt_it_holds() {
         "{s:#}"
     );
 }
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_killed_worktree_run_points_the_next_run_to_recover() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.verify", "sh -c 'sleep 1'"]);
+    let wo = r.work_order(order(&["true"]));
+    let replay = r.replay(
+        "rp",
+        &[("1.json", proposal(&two_file_change(), "two files"))],
+    );
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_verify")
+        .args(["run", "--worktree", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let before = r.snapshot();
+    for flags in [&[][..], &["--worktree"][..]] {
+        let again = r.run_replay(&wo, &replay, flags);
+        assert_eq!(
+            again.status.code(),
+            Some(2),
+            "{flags:?}: {}",
+            stderr_of(&again)
+        );
+        assert!(
+            stderr_of(&again).contains("git factory recover"),
+            "{flags:?}: {}",
+            stderr_of(&again)
+        );
+        assert_eq!(r.snapshot(), before, "{flags:?}: nothing touched");
+    }
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    let next = r.run_replay(&wo, &replay, &["--worktree", "--force"]);
+    assert_eq!(next.status.code(), Some(0), "{}", stderr_of(&next));
+}
