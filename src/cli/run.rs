@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::path::PathBuf;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// The work order JSON file (`-` reads stdin); several files (`-w orders/*.json`, or -w
     /// given more than once) are a batch: each its own run in a worktree, --jobs at once
@@ -81,6 +81,15 @@ pub struct RunArgs {
     /// Run in a fresh worktree at HEAD; your tree, index and branch are never touched
     #[arg(long)]
     pub worktree: bool,
+    /// The commit a batch's runs start from (SPEC §5.2: the HEAD the batch started from, not
+    /// the HEAD when the run starts); set by the batch for each of its runs, not a user's flag
+    #[arg(
+        long = "pinned-baseline",
+        value_name = "COMMIT",
+        hide = true,
+        requires = "worktree"
+    )]
+    pub pinned_baseline: Option<String>,
     /// On PASS, commit the change on the current branch (Conventional Commits message)
     #[arg(long)]
     pub commit: bool,
@@ -247,6 +256,7 @@ impl RunArgs {
             force: self.force,
             dry_run: self.dry_run,
             worktree: self.worktree,
+            pinned_baseline: self.pinned_baseline.clone(),
             commit: self.commit,
             branch: self.branch.clone(),
             sandbox: self.sandbox,

@@ -92,7 +92,10 @@ struct Opened {
 /// provider, the identity and the cache, then the context the first prompt shows.
 pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     let user_root = git::workdir(repo)?;
-    let baseline = git::head_commit(repo)?;
+    let baseline = match &opts.pinned_baseline {
+        Some(id) => git::pinned_commit(repo, id)?,
+        None => git::head_commit(repo)?,
+    };
     crate::trace::mark("opened repo");
     let factory_dir = git::factory_dir(repo);
     let claim = Claim::take(repo, &factory_dir, opts.worktree, opts.dry_run)?;
