@@ -29,6 +29,10 @@ pub(crate) const NO_BACKGROUND_WORK: [&str; 4] =
     ["-c", "maintenance.auto=false", "-c", "gc.auto=0"];
 
 pub(crate) fn run_git(mut cmd: Command, what: &str) -> Result<()> {
+    // Its own process group: a Ctrl-C at the terminal reaches the harness, which stops at
+    // the next safe point, not git half way through a checkout or a worktree record (a
+    // worktree left so could be neither trusted nor given back clean).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let out = cmd.output().map_err(|e| {
         Error::new(format!("{what}: cannot run git: {e}"))
             .hint("install git and make sure it is on PATH")
