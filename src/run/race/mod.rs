@@ -4,7 +4,7 @@
 //! attempt works, and a candidate nothing of the others: `candidate::run_candidate` runs one.
 
 pub(crate) mod candidate;
-mod guard;
+pub(crate) mod guard;
 pub mod leftovers;
 
 use crate::error::{Error, Result};
@@ -133,6 +133,7 @@ impl CandidateRun {
             tree: None,
             answer: None,
             attempt_commits: Vec::new(),
+            side_effects: Vec::new(),
             error: None,
             refusal: None,
             duration: Duration::ZERO,
@@ -352,6 +353,9 @@ fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Re
     });
     // The winner's change is replayed, not asked of an agent again: nothing to audit.
     session.audited = false;
+    if !session.plan.worktree {
+        session.winner_side_effects = Some(won.side_effects.clone());
+    }
     Ok(())
 }
 
