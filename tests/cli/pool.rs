@@ -746,5 +746,5 @@ fn ctrl_c_while_a_worktree_run_takes_its_worktree_ends_interrupted() {
 
 #[test]
 fn ctrl_c_while_a_race_takes_its_worktrees_ends_interrupted() {
-    interrupted_while_taking(&["--candidates", "2"]);
+    interrupted_while_taking(&["--worktree", "--candidates", "2"]);
 }
