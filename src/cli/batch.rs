@@ -87,7 +87,7 @@ pub fn cmd_batch(ui: &Ui, args: &RunArgs) -> Result<Exit> {
     // Every order runs at the HEAD the batch started from, whatever is committed meanwhile.
     let repo = crate::git::open(args.repo.as_deref())?;
     let mut pinned = args.clone();
-    pinned.pinned_baseline = Some(crate::git::head_commit(&repo)?.id().to_string());
+    pinned.batch_baseline = Some(crate::git::head_commit(&repo)?.id().to_string());
     let args = &pinned;
     crate::interrupt::install();
     // The run's own preflight for each order, before any of them runs.
@@ -266,8 +266,8 @@ fn child(args: &RunArgs, file: &str, jobs: Jobs, json: bool) -> Command {
     let exe = std::env::current_exe().unwrap_or_else(|_| "git-factory".into());
     let mut cmd = Command::new(exe);
     cmd.args(["--color", "never", "run", "--worktree"]);
-    if let Some(baseline) = &args.pinned_baseline {
-        cmd.arg("--pinned-baseline").arg(baseline);
+    if let Some(baseline) = &args.batch_baseline {
+        cmd.env(crate::env::BATCH_BASELINE, baseline);
     }
     if json {
         cmd.arg("--json");
@@ -731,7 +731,6 @@ mod tests {
         "jobs",
         "dry-run",
         "worktree",
-        "pinned-baseline",
         "branch",
         "id",
         "title",

@@ -81,15 +81,11 @@ pub struct RunArgs {
     /// Run in a fresh worktree at HEAD; your tree, index and branch are never touched
     #[arg(long)]
     pub worktree: bool,
-    /// The commit a batch's runs start from (SPEC §5.2: the HEAD the batch started from, not
-    /// the HEAD when the run starts); set by the batch for each of its runs, not a user's flag
-    #[arg(
-        long = "pinned-baseline",
-        value_name = "COMMIT",
-        hide = true,
-        requires = "worktree"
-    )]
-    pub pinned_baseline: Option<String>,
+    /// The HEAD a batch started from, which each of its runs starts from (SPEC §5.2): set by
+    /// the batch, handed to its runs through the environment (`env::BATCH_BASELINE`), never a
+    /// flag of its own
+    #[arg(skip)]
+    pub batch_baseline: Option<String>,
     /// On PASS, commit the change on the current branch (Conventional Commits message)
     #[arg(long)]
     pub commit: bool,
@@ -256,7 +252,7 @@ impl RunArgs {
             force: self.force,
             dry_run: self.dry_run,
             worktree: self.worktree,
-            pinned_baseline: self.pinned_baseline.clone(),
+            pinned_baseline: crate::env::batch_baseline(),
             commit: self.commit,
             branch: self.branch.clone(),
             sandbox: self.sandbox,

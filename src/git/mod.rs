@@ -81,9 +81,13 @@ pub fn head_commit(repo: &Repository) -> Result<git2::Commit<'_>> {
 pub fn pinned_commit<'r>(repo: &'r Repository, id: &str) -> Result<git2::Commit<'r>> {
     let refuse = || {
         Error::new(format!(
-            "--pinned-baseline {id:?} is not a commit of this repository"
+            "{} is {id:?}, which is not a commit of this repository",
+            crate::env::BATCH_BASELINE
         ))
-        .hint("it names, by its full id, the commit a batch's runs start from; leave it out to run at HEAD")
+        .hint(format!(
+            "it names, by its full id, the commit a batch's runs start from: unset {} to run at HEAD",
+            crate::env::BATCH_BASELINE
+        ))
     };
     let full = matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit());
     if !full {

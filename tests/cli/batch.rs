@@ -627,30 +627,41 @@ fn every_order_runs_at_the_head_the_batch_started_from() {
 }
 
 #[test]
-fn a_pinned_baseline_that_is_not_a_commit_is_refused() {
+fn a_batch_baseline_that_is_not_a_commit_is_refused() {
     let r = TestRepo::simple();
     let wo = order(&r, "pinned", PASSES);
     let tree = r.git(&["rev-parse", "HEAD^{tree}"]).trim().to_string();
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
     let before = r.snapshot();
-    for pinned in [
-        tree.as_str(),
-        "HEAD",
-        "0000000000000000000000000000000000000000",
-    ] {
+    let cases = [
+        (
+            tree.as_str(),
+            "--worktree",
+            "is not a commit of this repository",
+        ),
+        ("HEAD", "--worktree", "is not a commit of this repository"),
+        (
+            "0000000000000000000000000000000000000000",
+            "--worktree",
+            "is not a commit of this repository",
+        ),
+        // In the user's own tree a run always starts at HEAD.
+        (head.as_str(), "--force", "only a batch's runs in worktrees"),
+    ];
+    for (pinned, flag, said) in cases {
         let out = r
             .factory()
-            .args(["run", "--worktree", "--pinned-baseline", pinned, "-w"])
+            .env("GIT_FACTORY_BATCH_BASELINE", pinned)
+            .args(["run", flag, "-w"])
             .arg(&wo)
             .arg("--replay")
             .arg(proposals(&r))
             .output()
             .expect("runs");
-        assert_eq!(out.status.code(), Some(2), "{pinned}: {}", stderr_of(&out));
-        assert!(
-            stderr_of(&out).contains("is not a commit of this repository"),
-            "{pinned}: {}",
-            stderr_of(&out)
-        );
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{pinned}: {stderr}");
+        assert!(stderr.contains(said), "{pinned}: {stderr}");
+        assert!(stderr.contains("hint: "), "{pinned}: {stderr}");
         assert_eq!(r.snapshot(), before, "{pinned}");
         assert!(r.run_ids().is_empty());
     }

@@ -226,6 +226,8 @@ fn command(
     for name in &spec.env_remove {
         cmd.env_remove(name);
     }
+    // A batch's baseline is for its own runs, not for a `git factory` a check starts.
+    cmd.env_remove(crate::env::BATCH_BASELINE);
     for (k, v) in &spec.env_set {
         cmd.env(k, v);
     }
