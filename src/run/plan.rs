@@ -93,11 +93,13 @@ struct Opened {
 pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     let user_root = git::workdir(repo)?;
     let baseline = match &opts.pinned_baseline {
-        Some(_) if !opts.worktree => return Err(crate::error::Error::new(format!(
+        Some(_) if !opts.worktree => {
+            return Err(crate::error::Error::new(format!(
             "{} is set, but only a batch's runs in worktrees start from a commit other than HEAD",
             crate::env::BATCH_BASELINE
         ))
-        .hint(format!("unset {}", crate::env::BATCH_BASELINE))),
+            .hint(format!("unset {}", crate::env::BATCH_BASELINE)))
+        }
         Some(id) => git::pinned_commit(repo, id)?,
         None => git::head_commit(repo)?,
     };

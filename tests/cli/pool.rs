@@ -198,6 +198,14 @@ fn a_holder_killed_mid_run_leaves_a_worktree_the_next_run_does_not_trust() {
     std::fs::write(&go, "").expect("go");
     let left = pooled(&r);
     assert_eq!(left.len(), 1, "{left:?}");
+    // The next run is pointed to recover first (SPEC §7), which gives the worktree up.
+    let wo = r.work_order(order("wo-next", &["true"]));
+    let replay = r.replay("rp-refused", &[("1.json", good())]);
+    let refused = r.run_replay(&wo, &replay, &["--worktree"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    assert!(stderr_of(&refused).contains("git factory recover"));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     // The next run gets a worktree without the killed run's leftovers.
     let check = "sh -c 'test ! -e junk.txt && test \"$(cat other.txt)\" = \"keep me\" && grep -qx TWO app.txt'";
     let (code, s) = worktree_run(&r, "wo-next", check, &[]);
@@ -667,7 +675,7 @@ fn worktrees_taken_ahead_for_a_refused_race_are_given_back_clean() {
         "{}",
         stderr_of(&out)
     );
-    assert_eq!(pooled(&r).len(), 3, "{:?}", pooled(&r));
+    assert_eq!(pooled(&r).len(), 3, "{:?} {}", pooled(&r), stderr_of(&out));
     assert_idle_and_clean(&r);
     let idle = std::fs::read_dir(r.root.join(".git/factory/pool"))
         .expect("pool folder")
