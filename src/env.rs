@@ -56,6 +56,15 @@ pub fn default_excludes_file() -> Option<std::path::PathBuf> {
     }
 }
 
+/// The commit a batch's runs start from (SPEC §5.2): the batch sets it for each run it
+/// starts; the run refuses it unless it runs in a worktree at a commit of the repository.
+/// Commands the harness runs never see it.
+pub const BATCH_BASELINE: &str = "GIT_FACTORY_BATCH_BASELINE";
+
+pub fn batch_baseline() -> Option<String> {
+    var(BATCH_BASELINE)
+}
+
 pub fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }

@@ -180,6 +180,93 @@ pub fn interrupted_error(j: &Journal) -> Error {
     ))
 }
 
+/// A run outside the user's tree, as its owner file names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Owner {
+    pub run_id: String,
+    pub harness: String,
+    /// The run's own worktree.
+    pub worktree: PathBuf,
+    /// A race's candidates ran in worktrees of their own too.
+    pub race: bool,
+}
+
+fn owner_path(factory_dir: &Path, run_id: &str, harness: &str) -> PathBuf {
+    factory_dir.join(format!("run.{run_id}.{harness}.json"))
+}
+
+impl Owner {
+    /// Notes a run outside the user's tree before its worktree exists.
+    pub fn write(factory_dir: &Path, run_id: &str, worktree: &Path, race: bool) -> Result<Owner> {
+        let owner = Owner {
+            run_id: run_id.to_string(),
+            harness: crate::harness::marker().to_string(),
+            worktree: worktree.to_path_buf(),
+            race,
+        };
+        let text = serde_json::to_vec_pretty(&owner)
+            .map_err(|e| crate::error::Error::new(format!("owner file: {e}")))?;
+        let path = owner_path(factory_dir, run_id, &owner.harness);
+        crate::harness::note_run_here(run_id, true);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(owner)
+    }
+
+    /// The run is over: its owner file goes.
+    pub fn remove(&self, factory_dir: &Path) {
+        let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
+        crate::harness::note_run_here(&self.run_id, false);
+    }
+
+    /// Every owner file of this repo, with its path.
+    pub(crate) fn all(factory_dir: &Path) -> Vec<(PathBuf, Owner)> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(factory_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with("run.") && name.ends_with(".json")) {
+                continue;
+            }
+            let owner = std::fs::read(entry.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Owner>(&b).ok());
+            if let Some(owner) = owner {
+                found.push((entry.path(), owner));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    }
+}
+
+/// A run outside the user's tree (`--worktree`, a race) whose process was killed and that
+/// nothing has finished yet: its worktree and record wait for `recover`.
+pub fn killed_outside_run(factory_dir: &Path) -> Option<Owner> {
+    Owner::all(factory_dir)
+        .into_iter()
+        .map(|(_, o)| o)
+        .find(|o| {
+            !crate::harness::alive(&o.harness)
+                && crate::git::lock::RepoLock::acquire_run(factory_dir, &o.run_id).is_ok()
+        })
+}
+
+/// The refusal for a killed run outside the user's tree.
+pub fn killed_outside_error(o: &Owner) -> Error {
+    Error::new(format!(
+        "git factory run {} was killed while it ran outside your tree (a --worktree {}); its worktree {} and its record are unfinished",
+        o.run_id,
+        if o.race { "race" } else { "run" },
+        o.worktree.display()
+    ))
+    .hint("run git factory recover to stop its commands, give its worktree back and record it as INTERRUPTED")
+}
+
 /// Whether a command may go on beside an in-situ run that is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Beside {
@@ -193,6 +280,9 @@ pub enum Beside {
 /// work tree, while one is under way).
 pub fn refuse_if_pending(repo: &Repository, beside: Beside) -> Result<()> {
     let dir = crate::git::factory_dir(repo);
+    if let Some(killed) = killed_outside_run(&dir) {
+        return Err(killed_outside_error(&killed));
+    }
     let Some(j) = Journal::read(&dir)? else {
         return Ok(());
     };

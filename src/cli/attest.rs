@@ -152,6 +152,7 @@ fn verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
                 "envelopes": found.findings.iter().map(finding_json).collect::<Vec<_>>(),
                 "malformed": found.malformed,
                 "not_examined": found.not_examined,
+                "duplicates": found.duplicates,
                 "signatures_not_checked": found.signatures_not_checked,
             }));
             continue;

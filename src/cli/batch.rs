@@ -84,6 +84,11 @@ pub fn cmd_batch(ui: &Ui, args: &RunArgs) -> Result<Exit> {
     refuse_flags(args)?;
     let jobs = Jobs::share(args.jobs, args.candidates)?;
     let orders = read_orders(args)?;
+    // Every order runs at the HEAD the batch started from, whatever is committed meanwhile.
+    let repo = crate::git::open(args.repo.as_deref())?;
+    let mut pinned = args.clone();
+    pinned.batch_baseline = Some(crate::git::head_commit(&repo)?.id().to_string());
+    let args = &pinned;
     crate::interrupt::install();
     // The run's own preflight for each order, before any of them runs.
     let checked = for_each_at_once(&orders, jobs.runs, |order| {
@@ -261,6 +266,9 @@ fn child(args: &RunArgs, file: &str, jobs: Jobs, json: bool) -> Command {
     let exe = std::env::current_exe().unwrap_or_else(|_| "git-factory".into());
     let mut cmd = Command::new(exe);
     cmd.args(["--color", "never", "run", "--worktree"]);
+    if let Some(baseline) = &args.batch_baseline {
+        cmd.env(crate::env::BATCH_BASELINE, baseline);
+    }
     if json {
         cmd.arg("--json");
     }

@@ -153,6 +153,7 @@ fn demo_options(dir: &Path) -> Result<RunOptions> {
         dry_run: false,
         sandbox: false,
         worktree: false,
+        pinned_baseline: None,
         commit: false,
         branch: None,
         baseline_check: false,

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::path::PathBuf;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// The work order JSON file (`-` reads stdin); several files (`-w orders/*.json`, or -w
     /// given more than once) are a batch: each its own run in a worktree, --jobs at once
@@ -82,6 +82,11 @@ pub struct RunArgs {
     /// committed on branch factory/run-<run_id> (or --branch NAME)
     #[arg(long)]
     pub worktree: bool,
+    /// The HEAD a batch started from, which each of its runs starts from (SPEC §5.2): set by
+    /// the batch, handed to its runs through the environment (`env::BATCH_BASELINE`), never a
+    /// flag of its own
+    #[arg(skip)]
+    pub batch_baseline: Option<String>,
     /// On PASS, commit the change on the current branch (Conventional Commits message)
     #[arg(long)]
     pub commit: bool,
@@ -253,6 +258,7 @@ impl RunArgs {
             force: self.force,
             dry_run: self.dry_run,
             worktree: self.worktree,
+            pinned_baseline: crate::env::batch_baseline(),
             commit: self.commit,
             branch: self.branch.clone(),
             sandbox: self.sandbox,

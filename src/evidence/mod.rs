@@ -18,6 +18,7 @@ use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use git2::{Oid, Repository};
 pub use sign::{Checked, Format, Signer};
+use std::collections::{HashMap, HashSet};
 pub use trust::Trust;
 
 /// Where the envelopes live: a note on each tree object.
@@ -211,6 +212,8 @@ pub struct TreeEvidence {
     pub malformed: usize,
     /// Well-formed envelopes none of whose signatures was checked (the budget was spent).
     pub not_examined: usize,
+    /// Lines identical to an earlier one (examined once: a copy says nothing new).
+    pub duplicates: usize,
     /// Signatures not checked: past the budget of the tree, of an envelope, or of a key the
     /// verifier does not trust.
     pub signatures_not_checked: usize,
@@ -257,6 +260,12 @@ struct Prepared {
     sigs: Vec<Sig>,
     /// Signatures past [`MAX_SIGNATURES`] or not signatures at all.
     dropped: usize,
+    /// Whether its statement, read before any signature is checked (a hint of order only,
+    /// never believed), claims exactly this tree and a PASS.
+    claims_this_tree: bool,
+    /// How many earlier envelopes carry the same statement: a statement's first envelope is
+    /// checked before any statement's second, so copies of one cannot crowd out another.
+    repeat: usize,
 }
 
 /// What the note on `tree` says, as bytes: a NUL or a line that is not UTF-8 spoils that line
@@ -281,17 +290,29 @@ pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
         findings: Vec::new(),
         malformed: 0,
         not_examined: 0,
+        duplicates: 0,
         signatures_not_checked: 0,
     };
     let mut ready = Vec::new();
     let bytes = note_bytes(repo, tree);
+    let mut seen_lines = HashSet::new();
+    let mut statements: HashMap<[u8; 32], usize> = HashMap::new();
     for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = raw.trim_ascii();
         if line.is_empty() {
             continue;
         }
-        match prepare(&trust, i + 1, line) {
-            Ok(p) => ready.push(p),
+        if !seen_lines.insert(digest(line)) {
+            found.duplicates += 1;
+            continue;
+        }
+        match prepare(&trust, tree, i + 1, line) {
+            Ok(mut p) => {
+                let count = statements.entry(digest(&p.payload)).or_default();
+                p.repeat = *count;
+                *count += 1;
+                ready.push(p)
+            }
             Err(why) => {
                 if found.malformed < MAX_MALFORMED_LISTED {
                     found
@@ -302,13 +323,23 @@ pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
             }
         }
     }
-    // Envelopes with a signature by a key the verifier's trust names first, then the rest,
-    // each group in the note's order.
-    ready.sort_by_key(|p| (!p.sigs.iter().any(|s| s.named), p.line));
+    // Envelopes with a signature by a key the verifier's trust names first, then the rest;
+    // within each, those whose statement claims this tree's PASS, then each statement's first
+    // envelope before any second one; then the note's order (which a union merge sorts, so
+    // anyone who can push junk chooses it: it decides last).
+    ready.sort_by_key(|p| {
+        (
+            !p.sigs.iter().any(|s| s.named),
+            !p.claims_this_tree,
+            p.repeat,
+            p.line,
+        )
+    });
     let mut budget = Budget {
         left: MAX_CHECKS,
-        per_key: std::collections::HashMap::new(),
+        per_key: HashMap::new(),
         skipped: 0,
+        checked: HashMap::new(),
     };
     for p in &ready {
         let before = budget.skipped;
@@ -324,7 +355,12 @@ pub fn examine(repo: &Repository, tree: Oid) -> Result<TreeEvidence> {
 
 /// A line, read as far as a signature check needs: an in-toto DSSE envelope whose payload and
 /// signatures decode. Else why not.
-fn prepare(trust: &Trust, line: usize, text: &[u8]) -> std::result::Result<Prepared, String> {
+fn prepare(
+    trust: &Trust,
+    tree: Oid,
+    line: usize,
+    text: &[u8],
+) -> std::result::Result<Prepared, String> {
     if text.len() > MAX_LINE_BYTES {
         return Err(format!(
             "a line of {} bytes, longer than an envelope can be ({MAX_LINE_BYTES})",
@@ -371,20 +407,34 @@ fn prepare(trust: &Trust, line: usize, text: &[u8]) -> std::result::Result<Prepa
     sigs.sort_by_key(|s| !s.named);
     let dropped = total - sigs.len().min(MAX_SIGNATURES);
     sigs.truncate(MAX_SIGNATURES);
+    let tree_text = tree.to_string();
+    let claims_this_tree = statement::read(&payload).is_ok_and(|c| {
+        c.result == "PASSED" && !c.trees.is_empty() && c.trees.iter().all(|t| *t == tree_text)
+    });
     Ok(Prepared {
         line,
         payload,
         signed,
         sigs,
         dropped,
+        claims_this_tree,
+        repeat: 0,
     })
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
 }
 
 /// The signature checks left for a tree.
 struct Budget {
     left: usize,
-    per_key: std::collections::HashMap<String, usize>,
+    per_key: HashMap<String, usize>,
     skipped: usize,
+    /// What each signature already checked over each signed text said: the same pair (one
+    /// signature copied onto many envelopes of one statement) is checked once, for free after.
+    checked: HashMap<([u8; 32], [u8; 32]), Checked>,
 }
 
 impl Budget {
@@ -476,8 +526,11 @@ fn trusted_signature(
 ) -> Option<std::result::Result<Signed, Finding>> {
     let mut best: Option<Finding> = None;
     let mut checked = 0;
+    let signed = digest(&p.signed);
     for sig in &p.sigs {
-        if !budget.take(sig) {
+        let pair = (signed, digest(&sig.bytes));
+        let known = budget.checked.get(&pair).cloned();
+        if known.is_none() && !budget.take(sig) {
             continue;
         }
         checked += 1;
@@ -486,7 +539,12 @@ fn trusted_signature(
             claimed_keyid: sig.claimed.clone(),
             ..Finding::refused(p.line, reason, why)
         };
-        match sign::check(trust, &p.signed, &sig.bytes) {
+        let result = known.unwrap_or_else(|| {
+            let fresh = sign::check(trust, &p.signed, &sig.bytes);
+            budget.checked.insert(pair, fresh.clone());
+            fresh
+        });
+        match result {
             Checked::Trusted {
                 format,
                 signer,

@@ -76,6 +76,27 @@ pub fn head_commit(repo: &Repository) -> Result<git2::Commit<'_>> {
     Ok(head.peel_to_commit()?)
 }
 
+/// The commit a batch pinned for its runs: a full object id naming a commit of this
+/// repository, nothing git would read as something else (a branch, `HEAD~1`, a tag, a tree).
+pub fn pinned_commit<'r>(repo: &'r Repository, id: &str) -> Result<git2::Commit<'r>> {
+    let refuse = || {
+        Error::new(format!(
+            "{} is {id:?}, which is not a commit of this repository",
+            crate::env::BATCH_BASELINE
+        ))
+        .hint(format!(
+            "it names, by its full id, the commit a batch's runs start from: unset {} to run at HEAD",
+            crate::env::BATCH_BASELINE
+        ))
+    };
+    let full = matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit());
+    if !full {
+        return Err(refuse());
+    }
+    let oid = git2::Oid::from_str(id).map_err(|_| refuse())?;
+    repo.find_commit(oid).map_err(|_| refuse())
+}
+
 /// Refuses while a merge, rebase, cherry-pick, revert or bisect is under way.
 pub fn ensure_no_operation(repo: &Repository) -> Result<()> {
     let what = match repo.state() {

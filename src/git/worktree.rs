@@ -28,11 +28,45 @@ pub fn git_cmd(repo: &Repository) -> Command {
 pub(crate) const NO_BACKGROUND_WORK: [&str; 4] =
     ["-c", "maintenance.auto=false", "-c", "gc.auto=0"];
 
+/// The harness's own git processes running in groups of their own (see [`run_git`]): they
+/// are helpers, not leftovers of a command, whoever sweeps this process's children.
+static HELPERS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether `pid` is one of the harness's own git processes started by [`run_git`].
+pub fn is_helper(pid: u32) -> bool {
+    HELPERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&pid)
+}
+
 pub(crate) fn run_git(mut cmd: Command, what: &str) -> Result<()> {
-    let out = cmd.output().map_err(|e| {
+    // Its own process group: a Ctrl-C at the terminal reaches the harness, which stops at
+    // the next safe point, not git half way through a checkout or a worktree record (a
+    // worktree left so could be neither trusted nor given back clean). It is noted as a
+    // helper while it runs (under the lock, so no sweep sees it unnoted).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let spawned = {
+        let mut helpers = HELPERS.lock().unwrap_or_else(|e| e.into_inner());
+        let child = cmd.spawn();
+        if let Ok(child) = &child {
+            helpers.push(child.id());
+        }
+        child
+    };
+    let child = spawned.map_err(|e| {
         Error::new(format!("{what}: cannot run git: {e}"))
             .hint("install git and make sure it is on PATH")
     })?;
+    let pid = child.id();
+    let out = child.wait_with_output();
+    HELPERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| *p != pid);
+    let out = out.map_err(|e| Error::new(format!("{what}: git: {e}")))?;
     if out.status.success() {
         return Ok(());
     }

@@ -24,6 +24,8 @@ pub struct RunOptions {
     pub dry_run: bool,
     pub sandbox: bool,
     pub worktree: bool,
+    /// A batch's baseline: the commit its runs start from, whatever HEAD is now (SPEC §5.2).
+    pub pinned_baseline: Option<String>,
     pub commit: bool,
     pub branch: Option<String>,
     /// Run the contract on the baseline before any model call (SPEC §3.8).

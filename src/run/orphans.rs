@@ -13,7 +13,6 @@ use crate::error::Result;
 use crate::git::lock::RepoLock;
 use crate::store::{self, records::Verdict, RunWriter};
 use git2::Repository;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where a run's command notes its process group: the run's own, or its candidate `i`'s.
@@ -47,69 +46,7 @@ pub fn stop_commands(factory_dir: &Path, run_id: &str, harness: &str) {
     }
 }
 
-/// A run outside the user's tree, as its owner file names it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Owner {
-    pub run_id: String,
-    pub harness: String,
-    /// The run's own worktree.
-    pub worktree: PathBuf,
-    /// A race's candidates ran in worktrees of their own too.
-    pub race: bool,
-}
-
-fn owner_path(factory_dir: &Path, run_id: &str, harness: &str) -> PathBuf {
-    factory_dir.join(format!("run.{run_id}.{harness}.json"))
-}
-
-impl Owner {
-    /// Notes a run outside the user's tree before its worktree exists.
-    pub fn write(factory_dir: &Path, run_id: &str, worktree: &Path, race: bool) -> Result<Owner> {
-        let owner = Owner {
-            run_id: run_id.to_string(),
-            harness: crate::harness::marker().to_string(),
-            worktree: worktree.to_path_buf(),
-            race,
-        };
-        let text = serde_json::to_vec_pretty(&owner)
-            .map_err(|e| crate::error::Error::new(format!("owner file: {e}")))?;
-        let path = owner_path(factory_dir, run_id, &owner.harness);
-        crate::harness::note_run_here(run_id, true);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(owner)
-    }
-
-    /// The run is over: its owner file goes.
-    pub fn remove(&self, factory_dir: &Path) {
-        let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
-        crate::harness::note_run_here(&self.run_id, false);
-    }
-
-    /// Every owner file of this repo, with its path.
-    fn all(factory_dir: &Path) -> Vec<(PathBuf, Owner)> {
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(factory_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !(name.starts_with("run.") && name.ends_with(".json")) {
-                continue;
-            }
-            let owner = std::fs::read(entry.path())
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Owner>(&b).ok());
-            if let Some(owner) = owner {
-                found.push((entry.path(), owner));
-            }
-        }
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        found
-    }
-}
+pub use crate::journal::Owner;
 
 /// SPEC §7's one rule for every command that could change the repo (all but `recover`,
 /// `log` and `show`): after a run was killed — in-situ (its journal is left, the repo lock
@@ -118,21 +55,7 @@ impl Owner {
 /// run's RUNNING one, a push of it, a prune) acts on a repo half-way through a run.
 /// `beside` says whether it may go on while an in-situ run is under way.
 pub fn refuse_if_killed(repo: &Repository, beside: crate::journal::Beside) -> Result<()> {
-    crate::journal::refuse_if_pending(repo, beside)?;
-    let factory_dir = crate::git::factory_dir(repo);
-    let killed = Owner::all(&factory_dir)
-        .into_iter()
-        .map(|(_, owner)| owner)
-        .find(|o| !crate::harness::alive(&o.harness));
-    match killed {
-        Some(o) => Err(crate::error::Error::new(format!(
-            "git factory run {} (a --worktree {}) was killed; its record says RUNNING and its worktree may be left",
-            o.run_id,
-            if o.race { "race" } else { "run" }
-        ))
-        .hint("run git factory recover to stop its commands, remove its worktrees and record it as INTERRUPTED")),
-        None => Ok(()),
-    }
+    crate::journal::refuse_if_pending(repo, beside)
 }
 
 /// A run recovered outside the user's tree.
@@ -201,6 +124,7 @@ pub fn finish_interrupted(
         s.ended_stage = "interrupted".to_string();
         s.ended_utc = utc_now();
         s.repo_tree_hash_after = s.repo_tree_hash_before.clone();
+        rebuild_attempts(&mut s, &run_dir);
         s.error = Some(match stage {
             Some(stage) => {
                 format!("interrupted at stage {stage}; recovered by git factory recover")
@@ -223,4 +147,30 @@ pub fn finish_interrupted(
     }
     let _ = std::fs::remove_dir_all(&run_dir);
     Ok(())
+}
+
+/// The attempts whose folders the killed run left but whose records it never wrote (an
+/// attempt's record joins the summary only when the attempt ends): the summary lists every
+/// attempt the record holds.
+fn rebuild_attempts(s: &mut store::records::RunSummary, run_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return;
+    };
+    let mut found: Vec<u32> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name();
+            let n: u32 = name.to_str()?.strip_prefix("attempt_")?.parse().ok()?;
+            (n > 0 && n.to_string() == name.to_str()?.trim_start_matches("attempt_")).then_some(n)
+        })
+        .filter(|n| !s.attempts.iter().any(|a| a.attempt_index == *n))
+        .collect();
+    found.sort_unstable();
+    for n in found {
+        let record =
+            store::records::AttemptRecord::from_folder(run_dir, n, &s.repo_baseline_commit);
+        s.attempts.push(record);
+    }
+    s.attempts.sort_by_key(|a| a.attempt_index);
 }

@@ -97,7 +97,17 @@ struct Opened {
 /// provider, the identity and the cache, then the context the first prompt shows.
 pub fn resolve(repo: &Repository, opts: RunOptions) -> Result<Resolved> {
     let user_root = git::workdir(repo)?;
-    let baseline = git::head_commit(repo)?;
+    let baseline = match &opts.pinned_baseline {
+        Some(_) if !opts.worktree => {
+            return Err(crate::error::Error::new(format!(
+            "{} is set, but only a batch's runs in worktrees start from a commit other than HEAD",
+            crate::env::BATCH_BASELINE
+        ))
+            .hint(format!("unset {}", crate::env::BATCH_BASELINE)))
+        }
+        Some(id) => git::pinned_commit(repo, id)?,
+        None => git::head_commit(repo)?,
+    };
     crate::trace::mark("opened repo");
     let factory_dir = git::factory_dir(repo);
     let claim = Claim::take(repo, &factory_dir, opts.worktree, opts.dry_run)?;

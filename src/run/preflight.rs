@@ -164,6 +164,9 @@ impl Claim {
             if let Some(j) = Journal::read(factory_dir)? {
                 return Err(crate::journal::interrupted_error(&j));
             }
+            if let Some(killed) = crate::journal::killed_outside_run(factory_dir) {
+                return Err(crate::journal::killed_outside_error(&killed));
+            }
         } else if !dry_run {
             crate::journal::refuse_if_pending(repo, crate::journal::Beside::Allow)?;
         }

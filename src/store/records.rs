@@ -360,6 +360,62 @@ pub struct AttemptRecord {
     pub cost: Option<Cost>,
 }
 
+impl AttemptRecord {
+    /// An attempt rebuilt from the files its folder holds, for a run killed before the
+    /// attempt's record was written (`recover`): what reached disk is kept, what did not is
+    /// left empty.
+    pub fn from_folder(run_dir: &std::path::Path, index: u32, baseline: &str) -> AttemptRecord {
+        let rel = format!("attempt_{index}");
+        let dir = run_dir.join(&rel);
+        fn read<T: serde::de::DeserializeOwned>(path: std::path::PathBuf) -> Option<T> {
+            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        }
+        let commands = |name: &str| read::<Vec<CmdResult>>(dir.join(name)).unwrap_or_default();
+        let applied: Option<serde_json::Value> = read(dir.join("apply_result.json"));
+        let field = |name: &str| applied.as_ref().and_then(|a| a.get(name));
+        let patch_path = ["proposed_patch.diff", "proposed_writes.json"]
+            .iter()
+            .find(|f| dir.join(f).is_file())
+            .map(|f| format!("{rel}/{f}"))
+            .unwrap_or_default();
+        AttemptRecord {
+            attempt_index: index,
+            baseline_commit: baseline.to_string(),
+            patch_path,
+            touched_files: field("touched_files")
+                .and_then(|t| serde_json::from_value(t.clone()).ok())
+                .unwrap_or_default(),
+            apply_ok: field("ok")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false),
+            verify: commands("verify_result.json"),
+            pass_to_pass: commands("pass_to_pass_result.json"),
+            fail_to_pass: commands("fail_to_pass_result.json"),
+            acceptance: commands("acceptance_result.json"),
+            failure_brief: read(dir.join("failure_brief.json")),
+            apply_method: field("method")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+            usage: None,
+            summary: None,
+            tree_commit: None,
+            repeat_of: None,
+            duration_seconds: 0.0,
+            dropped_params: Vec::new(),
+            api_switch: None,
+            served_model: None,
+            cost: None,
+            weakening: field("weakening")
+                .and_then(|w| serde_json::from_value(w.clone()).ok())
+                .unwrap_or_default(),
+            reasoning_path: dir
+                .join("reasoning.txt")
+                .is_file()
+                .then(|| format!("{rel}/reasoning.txt")),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     pub model: String,

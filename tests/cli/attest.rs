@@ -1389,3 +1389,36 @@ fn checking_evidence_never_imports_a_key_into_the_keyring() {
         String::from_utf8_lossy(&listed.stdout)
     );
 }
+
+#[test]
+fn junk_signed_with_a_trusted_keys_stolen_signature_cannot_hide_the_good_envelope() {
+    if !signing_tools_or_skip() {
+        return;
+    }
+    let r = TestRepo::simple();
+    alice_attests_head(&r);
+    let (tree, good) = head_envelope(&r);
+    let statement = statement_of(&r, &good);
+    // Alice's signature (it names her key, so it is checked first) copied onto statements it
+    // does not sign: one about this tree, many times over, and a hundred about other trees,
+    // each different. The union merge sorts them before the good envelope.
+    let forged = |s: &Value| {
+        let mut e = good.clone();
+        e["payload"] = b64_encode(&r, &serde_json::to_vec(s).expect("json"), "0").into();
+        e.to_string()
+    };
+    let mut same = statement.clone();
+    same["predicate"]["url"] = "refs/factory/not-this-one".into();
+    let mut lines = vec![forged(&same); 100];
+    for i in 0..100 {
+        let mut other = statement.clone();
+        other["subject"][0]["digest"]["gitTree"] = format!("{i:040x}").into();
+        lines.push(forged(&other));
+    }
+    lines.push(good.to_string());
+    set_note(&r, &tree, &lines);
+    let (code, stderr, report) = attest_verify(&r, &["HEAD"]);
+    assert_eq!(code, 0, "{stderr} {report:#}");
+    assert_eq!(report["revisions"][0]["signer"], "alice@example.com");
+    assert_eq!(report["revisions"][0]["duplicates"], 99, "{report:#}");
+}

@@ -583,3 +583,86 @@ fn on_a_terminal_each_run_has_a_live_line_and_ctrl_c_stops_them_all() {
     nothing_running(&r);
     assert!(processes_with("sleep 31.5").is_empty());
 }
+
+#[test]
+fn every_order_runs_at_the_head_the_batch_started_from() {
+    let r = TestRepo::simple();
+    let started = r.outside.join("started");
+    let go = r.outside.join("go");
+    let waits = format!(
+        "sh -c 'touch {}; while [ ! -e {} ]; do sleep 0.1; done; grep -qx TWO app.txt'",
+        started.display(),
+        go.display()
+    );
+    let first = order(&r, "first", &waits);
+    let second = order(&r, "second", PASSES);
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let replay = proposals(&r);
+    let replay = replay.to_str().expect("utf-8");
+    let mut cmd = r.spawn(&["run", "--jobs", "1", "--json", "--replay", replay, "-w"]);
+    cmd.arg(&first)
+        .arg(&second)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawns");
+    let waited = std::time::Instant::now();
+    while !started.exists() {
+        assert!(
+            waited.elapsed().as_secs() < 60,
+            "the first run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A commit while the batch runs: no order's baseline changes.
+    r.git(&["commit", "-q", "--allow-empty", "-m", "meanwhile"]);
+    std::fs::write(&go, "").expect("write");
+    let out = child.wait_with_output().expect("waits");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summaries: Vec<Value> = serde_json::from_str(&stdout_of(&out)).expect("json array");
+    assert_eq!(summaries.len(), 2);
+    for s in &summaries {
+        assert_eq!(s["repo_baseline_commit"], head.as_str(), "{s:#}");
+    }
+}
+
+#[test]
+fn a_batch_baseline_that_is_not_a_commit_is_refused() {
+    let r = TestRepo::simple();
+    let wo = order(&r, "pinned", PASSES);
+    let tree = r.git(&["rev-parse", "HEAD^{tree}"]).trim().to_string();
+    let head = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let before = r.snapshot();
+    let cases = [
+        (
+            tree.as_str(),
+            "--worktree",
+            "is not a commit of this repository",
+        ),
+        ("HEAD", "--worktree", "is not a commit of this repository"),
+        (
+            "0000000000000000000000000000000000000000",
+            "--worktree",
+            "is not a commit of this repository",
+        ),
+        // In the user's own tree a run always starts at HEAD.
+        (head.as_str(), "--force", "only a batch's runs in worktrees"),
+    ];
+    for (pinned, flag, said) in cases {
+        let out = r
+            .factory()
+            .env("GIT_FACTORY_BATCH_BASELINE", pinned)
+            .args(["run", flag, "-w"])
+            .arg(&wo)
+            .arg("--replay")
+            .arg(proposals(&r))
+            .output()
+            .expect("runs");
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{pinned}: {stderr}");
+        assert!(stderr.contains(said), "{pinned}: {stderr}");
+        assert!(stderr.contains("hint: "), "{pinned}: {stderr}");
+        assert_eq!(r.snapshot(), before, "{pinned}");
+        assert!(r.run_ids().is_empty());
+    }
+}

@@ -861,3 +861,58 @@ fn a_change_to_a_tracked_file_under_an_ignored_folder_is_delivered() {
         assert!(shown.contains("TWO"), "{flags:?}: {shown}");
     }
 }
+
+#[test]
+fn work_the_user_does_during_the_final_check_is_kept_not_restored() {
+    let r = TestRepo::simple();
+    let gate = r.outside.join("final-gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    // Only the final check, in the user's own tree (where .git is a folder), waits for the
+    // test; the candidates' checks in their pooled worktrees go straight on.
+    let check = format!(
+        "sh -c 'if [ -d .git ]; then touch {g}/started; i=0; while [ ! -e {g}/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; fi; grep -qx TWO app.txt'",
+        g = gate.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let dir = per_candidate(&r, "replays", &[good(), good()]);
+    let child = r.spawn_replay(&wo, &dir, &["--json", "--candidates", "2", "--jobs", "2"]);
+    wait_for(&gate.join("started"));
+    // The user edits a file and adds one while PO runs once more in their tree.
+    r.write("other.txt", "my edit\n");
+    r.write("n.txt", "my new file\n");
+    std::fs::write(gate.join("go"), "").expect("go");
+    let out = child.wait_with_output().expect("waits");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let s = summary_of(&out.stdout);
+    assert_eq!(s["verdict"], "PASS", "{s}");
+    assert_eq!(s["delivered"], false, "{s}");
+    let id = s["run_id"].as_str().expect("run_id").to_string();
+    // The user's work stands; the winner's change is taken back.
+    assert_eq!(
+        r.read("other.txt").as_deref(),
+        Some("my edit\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        r.read("n.txt").as_deref(),
+        Some("my new file\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        r.read("app.txt").as_deref(),
+        Some("one\ntwo\nthree\n"),
+        "{stderr}"
+    );
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(last.contains("not delivered"), "{stderr}");
+    assert!(last.contains("other.txt"), "{last}");
+    assert!(last.contains(&format!("git factory apply {id}")), "{last}");
+    assert!(r.journals().is_empty());
+    // The winner is there to bring in.
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "my work"]);
+    let applied = r.factory().args(["apply", &id]).output().expect("apply");
+    assert_eq!(applied.status.code(), Some(0), "{}", stderr_of(&applied));
+    assert_eq!(r.read("app.txt").as_deref(), Some("one\nTWO\nthree\n"));
+}

@@ -198,6 +198,14 @@ fn a_holder_killed_mid_run_leaves_a_worktree_the_next_run_does_not_trust() {
     std::fs::write(&go, "").expect("go");
     let left = pooled(&r);
     assert_eq!(left.len(), 1, "{left:?}");
+    // The next run is pointed to recover first (SPEC §7), which gives the worktree up.
+    let wo = r.work_order(order("wo-next", &["true"]));
+    let replay = r.replay("rp-refused", &[("1.json", good())]);
+    let refused = r.run_replay(&wo, &replay, &["--worktree"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    assert!(stderr_of(&refused).contains("git factory recover"));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
     // The next run gets a worktree without the killed run's leftovers.
     let check = "sh -c 'test ! -e junk.txt && test \"$(cat other.txt)\" = \"keep me\" && grep -qx TWO app.txt'";
     let (code, s) = worktree_run(&r, "wo-next", check, &[]);
@@ -667,7 +675,7 @@ fn worktrees_taken_ahead_for_a_refused_race_are_given_back_clean() {
         "{}",
         stderr_of(&out)
     );
-    assert_eq!(pooled(&r).len(), 3, "{:?}", pooled(&r));
+    assert_eq!(pooled(&r).len(), 3, "{:?} {}", pooled(&r), stderr_of(&out));
     assert_idle_and_clean(&r);
     let idle = std::fs::read_dir(r.root.join(".git/factory/pool"))
         .expect("pool folder")
@@ -677,4 +685,74 @@ fn worktrees_taken_ahead_for_a_refused_race_are_given_back_clean() {
     assert_eq!(idle, 3, "every worktree taken ahead is idle again");
     assert_eq!(r.read("app.txt").as_deref(), Some("one\ntwo\nthree\n"));
     assert!(r.git(&["status", "--porcelain"]).is_empty());
+}
+
+/// A repo whose `app.txt` checks out through a smudge filter that notes it started and then
+/// takes `seconds`: taking a new pooled worktree pauses in its checkout.
+fn slow_checkout(r: &TestRepo, seconds: u32) -> PathBuf {
+    let marker = r.outside.join("smudging");
+    r.write(".gitattributes", "app.txt filter=slow\n");
+    r.git(&["add", ".gitattributes"]);
+    r.git(&["commit", "-q", "-m", "slow checkout"]);
+    r.git(&[
+        "config",
+        "filter.slow.smudge",
+        &format!("sh -c 'touch {}; sleep {seconds}; cat'", marker.display()),
+    ]);
+    r.git(&["config", "filter.slow.clean", "cat"]);
+    marker
+}
+
+fn interrupted_while_taking(flags: &[&str]) {
+    let r = TestRepo::simple();
+    let marker = slow_checkout(&r, 2);
+    let before = r.snapshot();
+    let wo = r.work_order(order("pool-sigint", &["true"]));
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let mut cmd = r.spawn(&["run"]);
+    cmd.args(flags)
+        .arg("-w")
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // Its own process group, as a shell gives a foreground job: Ctrl-C reaches all of it.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.spawn().expect("starts");
+    wait_for(&marker);
+    let group = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).expect("signal");
+    let out = child.wait_with_output().expect("ends");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(130), "{flags:?}: {stderr}");
+    assert!(!stderr.contains("error:"), "{flags:?}: {stderr}");
+    for id in r.run_ids() {
+        let s: Value =
+            serde_json::from_str(&r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]))
+                .expect("json");
+        assert_eq!(s["verdict"], "INTERRUPTED", "{flags:?}: {s:#}");
+    }
+    assert_eq!(r.snapshot(), before, "{flags:?}");
+    assert_idle_and_clean(&r);
+    assert!(r.journals().is_empty());
+    // Nothing points to recover: the next run goes.
+    let next = r.run_replay(&wo, &replay, &["--worktree", "--force"]);
+    assert_eq!(
+        next.status.code(),
+        Some(0),
+        "{flags:?}: {}",
+        stderr_of(&next)
+    );
+    assert_idle_and_clean(&r);
+}
+
+#[test]
+fn ctrl_c_while_a_worktree_run_takes_its_worktree_ends_interrupted() {
+    interrupted_while_taking(&["--worktree"]);
+}
+
+#[test]
+fn ctrl_c_while_a_race_takes_its_worktrees_ends_interrupted() {
+    interrupted_while_taking(&["--worktree", "--candidates", "2"]);
 }

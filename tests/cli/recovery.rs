@@ -491,3 +491,96 @@ fn a_sandboxed_check_cannot_write_the_python_environment_in_the_tree() {
         "the environments are as they were"
     );
 }
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_recovered_record_lists_the_attempt_it_holds() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.verify", "sh -c 'sleep 1'"]);
+    let wo = r.work_order(order(&["true"]));
+    let replay = r.replay(
+        "rp",
+        &[("1.json", proposal(&two_file_change(), "two files"))],
+    );
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_verify")
+        .args(["run", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    let ids = r.run_ids();
+    assert_eq!(ids.len(), 1);
+    let listing = r.git(&[
+        "ls-tree",
+        "--name-only",
+        &format!("refs/factory/{}", ids[0]),
+    ]);
+    assert!(listing.lines().any(|l| l == "attempt_1"), "{listing}");
+    let show = r
+        .factory()
+        .args(["show", &ids[0], "--json"])
+        .output()
+        .expect("show");
+    let s: Value = serde_json::from_str(&stdout_of(&show)).expect("readable record");
+    assert_eq!(s["verdict"], "INTERRUPTED");
+    let attempts = s["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "{s:#}");
+    assert_eq!(attempts[0]["attempt_index"], 1);
+    assert_eq!(attempts[0]["apply_ok"], true, "{s:#}");
+    assert!(
+        attempts[0]["touched_files"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{s:#}"
+    );
+}
+
+#[cfg(feature = "test-hooks")]
+#[test]
+fn a_killed_worktree_run_points_the_next_run_to_recover() {
+    let r = TestRepo::simple();
+    r.git(&["config", "factory.verify", "sh -c 'sleep 1'"]);
+    let wo = r.work_order(order(&["true"]));
+    let replay = r.replay(
+        "rp",
+        &[("1.json", proposal(&two_file_change(), "two files"))],
+    );
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_verify")
+        .args(["run", "--worktree", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let before = r.snapshot();
+    for flags in [&[][..], &["--worktree"][..]] {
+        let again = r.run_replay(&wo, &replay, flags);
+        assert_eq!(
+            again.status.code(),
+            Some(2),
+            "{flags:?}: {}",
+            stderr_of(&again)
+        );
+        assert!(
+            stderr_of(&again).contains("git factory recover"),
+            "{flags:?}: {}",
+            stderr_of(&again)
+        );
+        assert_eq!(r.snapshot(), before, "{flags:?}: nothing touched");
+    }
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    let next = r.run_replay(&wo, &replay, &["--worktree", "--force"]);
+    assert_eq!(next.status.code(), Some(0), "{}", stderr_of(&next));
+}

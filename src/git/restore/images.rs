@@ -68,6 +68,29 @@ impl Restore {
             .collect()
     }
 
+    /// Takes a change back by compare and swap, touching nothing else: each path that still
+    /// holds exactly what the change wrote gets its pre-image back; a path that holds anything
+    /// else now (someone's edit) is left as it is. Returns (taken back, left).
+    pub fn take_back_change(
+        &self,
+        repo: &Repository,
+        outcomes: &[FileOutcome],
+    ) -> Result<(Vec<String>, Vec<String>)> {
+        let after = self.change_images(repo, outcomes)?;
+        let (mut taken, mut left) = (Vec::new(), Vec::new());
+        for (image, outcome) in after.iter().zip(outcomes) {
+            let before = self.images.iter().find(|i| i.path == image.path);
+            match before {
+                Some(before) if image_matches(&self.root, image) => {
+                    write_image(repo, &self.root, before)?;
+                    taken.push(outcome.path.clone());
+                }
+                _ => left.push(outcome.path.clone()),
+            }
+        }
+        Ok((taken, left))
+    }
+
     /// Tracked files with a recorded odd mode (0600) that are not what they were: a checkout
     /// wrote them 644, or a command chmodded them. Paths `images` own are theirs.
     pub(super) fn restore_modes(&self, images: &[Image], report: &mut Report) {

@@ -226,6 +226,8 @@ fn command(
     for name in &spec.env_remove {
         cmd.env_remove(name);
     }
+    // A batch's baseline is for its own runs, not for a `git factory` a check starts.
+    cmd.env_remove(crate::env::BATCH_BASELINE);
     for (k, v) in &spec.env_set {
         cmd.env(k, v);
     }
@@ -485,9 +487,9 @@ fn sweep_orphans(settle: bool) {
     }
     for round in 0..20 {
         let me = rustix::process::getpid().as_raw_nonzero().get();
-        // Children in our own process group are helpers another thread started (`git
-        // worktree add` while a race's candidates run), never a command's leftovers: commands
-        // run in groups of their own, and killing our group would kill us.
+        // Children in our own process group, and the harness's own git that runs in a group
+        // of its own (`git worktree add` while a race's candidates run), are helpers another
+        // thread started, never a command's leftovers; and killing our group would kill us.
         let own_group = rustix::process::getpgrp().as_raw_nonzero().get();
         let mut found = false;
         let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -500,7 +502,10 @@ fn sweep_orphans(settle: bool) {
             else {
                 continue;
             };
-            let spared = live.contains(&pid) || live.contains(&pgrp) || pgrp == own_group;
+            let spared = live.contains(&pid)
+                || live.contains(&pgrp)
+                || pgrp == own_group
+                || u32::try_from(pid).is_ok_and(crate::git::worktree::is_helper);
             if parent == me && !spared {
                 // An exited leftover (a sandbox's own process, whose parent ended first) is
                 // only reaped: nothing of it is left to settle.

@@ -82,6 +82,21 @@ impl Nodes for Session<'_> {
         };
         if passed {
             if let Some(plan) = current.plan.take() {
+                // An in-situ race's final check: what the user did meanwhile is theirs, never
+                // a side effect to restore (SPEC §5.1).
+                if let Some(expected) = self.winner_side_effects.take() {
+                    let change: Vec<String> =
+                        plan.outcomes.iter().map(|o| o.path.clone()).collect();
+                    let changed = crate::run::race::guard::changed_during_final_check(
+                        self, &change, &expected,
+                    )?;
+                    if !changed.is_empty() {
+                        crate::run::race::guard::keep_users_work(self, &plan, &changed)?;
+                        current.record.duration_seconds = current.started.elapsed().as_secs_f64();
+                        self.summary.attempts.push(current.record);
+                        return if last { Ok(()) } else { self.save() };
+                    }
+                }
                 // The restore forgot the bytecode of the change's files and of what it put back.
                 let (mut side, left) = self.restore_side_effects(&plan)?;
                 // Read-only files the sandbox itself had to put back (SPEC §7.1).

@@ -49,6 +49,7 @@ impl<'a> Session<'a> {
             budget,
             board: None,
             candidate: None,
+            winner_side_effects: None,
             passed_answer: None,
             pycache: PyCache::in_factory_dir(&plan.factory_dir),
             pyview: None,

@@ -48,6 +48,10 @@ pub(crate) struct Session<'a> {
     /// A race's candidate: its line on the race's board and its index.
     pub(crate) board: Option<&'a ui::Board>,
     pub(crate) candidate: Option<u32>,
+    /// An in-situ race's final check: what the winner's checks changed outside its change in
+    /// their own worktree. Anything else that changes in the user's tree meanwhile is the
+    /// user's (SPEC §5.1).
+    pub(crate) winner_side_effects: Option<Vec<String>>,
     /// The passing attempt's answer.
     pub(crate) passed_answer: Option<(Vec<u8>, proposal::OutputFormat)>,
     /// The repo's bytecode cache (SPEC §3.7): entries of every path the run writes are

@@ -54,6 +54,8 @@ pub(crate) struct CandidateRun {
     /// On PASS: the answer that made it.
     pub answer: Option<(Vec<u8>, proposal::OutputFormat)>,
     pub attempt_commits: Vec<git2::Oid>,
+    /// What its checks changed outside its change, as its PASS listed them (SPEC §5).
+    pub side_effects: Vec<String>,
     pub error: Option<String>,
     /// Its provider turned out misconfigured: the whole run is refused.
     pub refusal: Option<Error>,
@@ -79,6 +81,7 @@ pub(crate) fn run_candidate(
         tree: None,
         answer: None,
         attempt_commits: Vec::new(),
+        side_effects: Vec::new(),
         error: None,
         refusal: None,
         duration: Duration::ZERO,
@@ -164,6 +167,7 @@ fn candidate_session(
             budget: shared.budget,
             board: Some(board),
             candidate: Some(index),
+            winner_side_effects: None,
             passed_answer: None,
             pycache: PyCache::in_factory_dir(&plan.factory_dir),
             pyview: None,
@@ -244,6 +248,7 @@ fn drive(session: &mut Session<'_>, run: &mut CandidateRun) {
     if ending.verdict == Verdict::Pass {
         run.tree = session.passed.as_ref().map(|(_, tree)| *tree);
         run.answer = session.passed_answer.take();
+        run.side_effects = session.summary.side_effects.clone();
     }
     run.attempt_commits = session.writer.attempt_commits.clone();
     run.error = session.fatal.clone();

@@ -31,6 +31,38 @@ pub(crate) fn changed_since_preflight(session: &Session<'_>) -> Result<Vec<Strin
     Ok(changed)
 }
 
+/// What changed in the user's tree during an in-situ race's final check that neither the
+/// winner's change nor its checks account for (its checks changed `expected` in their own
+/// worktree): the user's work, one phrase per difference; empty when there is none.
+pub(crate) fn changed_during_final_check(
+    session: &Session<'_>,
+    change: &[String],
+    expected: &[String],
+) -> Result<Vec<String>> {
+    let repo = session.repo;
+    let restore = &session.journal.restore;
+    let mut changed = head_changes(repo, restore)?;
+    if index_changed(repo, restore)? {
+        changed.push("the index changed".to_string());
+    }
+    if let Some(preflight) = session.preflight {
+        let ours = |path: &str| change.iter().chain(expected).any(|p| p == path);
+        let dirty: Vec<_> = (preflight.changes_since(repo)?.into_iter())
+            .filter(|d| !ours(&d.path))
+            .collect();
+        changed.extend(
+            dirty
+                .iter()
+                .take(10)
+                .map(|d| format!("{} ({})", d.path, d.label)),
+        );
+        if dirty.len() > 10 {
+            changed.push(format!("… and {} more paths", dirty.len() - 10));
+        }
+    }
+    Ok(changed)
+}
+
 /// HEAD and its branch: the same ref checked out, at the same commit.
 fn head_changes(repo: &Repository, restore: &Restore) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -83,6 +115,33 @@ fn index_changed(repo: &Repository, restore: &Restore) -> Result<bool> {
             .collect()
     };
     Ok(entries(&git2::Index::open(&now_path)?) != entries(&saved))
+}
+
+/// The user worked in their tree while the winner was checked there once more: their work is
+/// kept, the winner's change taken back where it is still as written, nothing restored as
+/// a side effect; the run keeps the winner undelivered (PASS, `delivered: false`).
+pub(crate) fn keep_users_work(
+    session: &mut Session<'_>,
+    plan: &crate::roles::tr::Plan,
+    changed: &[String],
+) -> Result<()> {
+    let (_, left) = (session.journal.restore).take_back_change(session.repo, &plan.outcomes)?;
+    let run_id = session.summary.run_id.clone();
+    session.summary.delivered = Some(false);
+    let mut why = format!(
+        "not delivered: your work changed while the winner was checked once more in your tree ({}); \
+         your changes are kept and the winner's change was taken back",
+        changed.join("; ")
+    );
+    if !left.is_empty() {
+        why.push_str(&format!(
+            ", except where you had changed it too ({}), left as you made it",
+            left.join(", ")
+        ));
+    }
+    why.push_str(&format!(" — bring it in with git factory apply {run_id}"));
+    session.fatal = Some(why);
+    Ok(())
 }
 
 /// The run ends with the winner kept but not delivered: PASS, `delivered: false`, the winner's

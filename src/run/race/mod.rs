@@ -4,7 +4,7 @@
 //! attempt works, and a candidate nothing of the others: `candidate::run_candidate` runs one.
 
 pub(crate) mod candidate;
-mod guard;
+pub(crate) mod guard;
 pub mod leftovers;
 
 use crate::error::{Error, Result};
@@ -134,6 +134,7 @@ impl CandidateRun {
             tree: None,
             answer: None,
             attempt_commits: Vec::new(),
+            side_effects: Vec::new(),
             error: None,
             refusal: None,
             duration: Duration::ZERO,
@@ -355,6 +356,9 @@ fn hand_over(session: &mut Session<'_>, runs: &[CandidateRun], index: u32) -> Re
     // no request to pay for.
     session.audited = false;
     session.priced = None;
+    if !session.plan.worktree {
+        session.winner_side_effects = Some(won.side_effects.clone());
+    }
     Ok(())
 }
 
