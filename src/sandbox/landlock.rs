@@ -226,7 +226,10 @@ pub fn enter(args: &[OsString]) -> ! {
         if a == "--no-net" {
             network = false;
         } else if a == "--filter" {
-            who = args.get(i + 1).and_then(|n| n.to_str()).and_then(super::process::Confined::from_name);
+            who = args
+                .get(i + 1)
+                .and_then(|n| n.to_str())
+                .and_then(super::process::Confined::from_name);
             i += 1;
         } else if a == "--status" {
             // Opened before the restriction; closed on exec (std opens with O_CLOEXEC).

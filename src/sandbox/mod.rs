@@ -149,13 +149,8 @@ impl Confinement {
                 let (tmp, status) = self.spares.take()?;
                 let rules = landlock::rules(&self.policy, tmp.path());
                 let who = process::Confined::of(&self.policy, true);
-                prepared.argv = landlock::command_line(
-                    &rules,
-                    self.policy.network,
-                    who,
-                    status.path(),
-                    argv,
-                )?;
+                prepared.argv =
+                    landlock::command_line(&rules, self.policy.network, who, status.path(), argv)?;
                 prepared.env_set = vec![("TMPDIR".into(), tmp.path().into())];
                 prepared.tmp = Some(tmp);
                 prepared.status_file = Some(status);
