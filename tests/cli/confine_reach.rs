@@ -185,19 +185,23 @@ fn a_sandboxed_agent_reaches_no_unix_socket_but_those_named() {
 }
 
 /// A tracked script that starts a chain of `depth` processes, each in a session of its own
-/// and waiting on the next; the last rewrites `app.txt` after `delay` seconds.
-const CHAIN: &str = "n=$1\nif [ \"$n\" -gt 0 ]; then\n  setsid sh ./chain.sh $((n-1)) &\n  wait\nelse\n  sleep 2\n  echo escaped > app.txt\nfi\n";
+/// and waiting on the next; the last says it is there (a file in `$READY`) and rewrites
+/// `sub/data.txt` 3 s later.
+const CHAIN: &str = "n=$1\nif [ \"$n\" -gt 0 ]; then\n  setsid sh ./chain.sh $((n-1)) &\n  wait\nelse\n  touch $READY/r.$$\n  sleep 3\n  echo escaped > sub/data.txt\nfi\n";
 
 /// A bounded fork bomb: each process starts two in sessions of their own, `depth` deep (2^8
-/// processes); the leaves rewrite `app.txt` after a while.
-const BOMB: &str = "n=$1\nif [ \"$n\" -gt 0 ]; then\n  setsid sh ./bomb.sh $((n-1)) &\n  setsid sh ./bomb.sh $((n-1)) &\n  wait\nelse\n  sleep 2\n  echo escaped > app.txt\nfi\n";
+/// processes); the leaves rewrite `sub/data.txt` after a while.
+const BOMB: &str = "n=$1\nif [ \"$n\" -gt 0 ]; then\n  setsid sh ./bomb.sh $((n-1)) &\n  setsid sh ./bomb.sh $((n-1)) &\n  wait\nelse\n  touch $READY/r.$$\n  sleep 3\n  echo escaped > sub/data.txt\nfi\n";
 
 fn chained_repo() -> TestRepo {
-    TestRepo::with_files(&[
+    let r = TestRepo::with_files(&[
         ("app.txt", "one\ntwo\nthree\n"),
         ("chain.sh", CHAIN),
         ("bomb.sh", BOMB),
-    ])
+        ("sub/data.txt", "data\n"),
+    ]);
+    r.git(&["config", "factory.verify", "true"]);
+    r
 }
 
 /// A check that leaves a chain of 100 processes, each in a session of its own, or a bounded
@@ -205,9 +209,10 @@ fn chained_repo() -> TestRepo {
 /// so none rewrites the tree after the run returned — confined or not.
 #[test]
 fn no_process_a_check_left_outlives_its_run_however_deep() {
+    // Each check fails once all its processes are there (the last ones said so).
     let checks = [
-        "sh -c 'setsid sh ./chain.sh 100 & sleep 1; exit 1'",
-        "sh -c 'setsid sh ./bomb.sh 7 & sleep 1; exit 1'",
+        "sh -c 'export READY=$(mktemp -d); setsid sh ./chain.sh 100 & until [ $(ls $READY | grep -c .) -ge 1 ]; do sleep 0.05; done; exit 1'",
+        "sh -c 'export READY=$(mktemp -d); setsid sh ./bomb.sh 7 & until [ $(ls $READY | grep -c .) -ge 128 ]; do sleep 0.05; done; exit 1'",
     ];
     let mut all: Vec<Option<Way>> = ways().into_iter().map(Some).collect();
     all.push(None);
@@ -226,10 +231,14 @@ fn no_process_a_check_left_outlives_its_run_however_deep() {
             let out = cmd.output().expect("runs");
             let s = summary(way, &out);
             assert_eq!(s["verdict"], "FAIL", "{way:?} {check}: {s}");
-            std::thread::sleep(std::time::Duration::from_secs(3));
             assert_eq!(
-                r.read("app.txt").as_deref(),
-                Some("one\ntwo\nthree\n"),
+                s["attempts"][0]["acceptance"][0]["exit_code"], 1,
+                "{way:?} {check}: {s}"
+            );
+            std::thread::sleep(std::time::Duration::from_secs(4));
+            assert_eq!(
+                r.read("sub/data.txt").as_deref(),
+                Some("data\n"),
                 "{way:?} {check}"
             );
             let left = processes_in(&r.root, true);
@@ -299,24 +308,34 @@ fn modes_a_check_took_from_inside_git_are_put_back() {
 
 /// Without `--sandbox`, a check runs as the user but cannot read the API keys and
 /// `SSH_AUTH_SOCK` removed from its environment out of the harness's `/proc/<pid>/environ`.
-/// Run as root, the check is given no capabilities (as a user's check has none).
+/// Run as root, the harness (and so its check) is given no capabilities, as a user's has none.
 #[test]
 fn an_unconfined_check_cannot_read_the_harness_environment() {
     use std::os::unix::fs::MetadataExt;
     let r = TestRepo::simple();
     let read = "python3 -c \"import os,sys\nfound=[]\nfor p in os.listdir('/proc'):\n    if not p.isdigit(): continue\n    try:\n        if b'sk-harness-secret' in open('/proc/'+p+'/environ','rb').read(): found.append(p)\n    except OSError: pass\nprint(found)\nsys.exit(9 if found else 0)\"";
+    let (wo, replay) = crate::sandbox::upper_two_order(&r, read);
+    let mut cmd = replay_std(&r, &wo, &replay, &["--json", "--max-attempts", "1"]);
+    cmd.env("OPENAI_API_KEY", "sk-harness-secret")
+        .env("SSH_AUTH_SOCK", "/tmp/sk-harness-secret.sock");
     let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-    let check = match root {
-        true => format!("setpriv --inh-caps=-all --bounding-set=-all -- {read}"),
-        false => read.to_string(),
-    };
-    let (wo, replay) = crate::sandbox::upper_two_order(&r, &check);
-    let out = r
-        .replay_command(&wo, &replay, &["--json", "--max-attempts", "1"])
-        .env("OPENAI_API_KEY", "sk-harness-secret")
-        .env("SSH_AUTH_SOCK", "/tmp/sk-harness-secret.sock")
-        .output()
-        .expect("runs");
+    if root {
+        let mut bare = std::process::Command::new("setpriv");
+        bare.args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        if let Some(dir) = cmd.get_current_dir() {
+            bare.current_dir(dir);
+        }
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => bare.env(k, v),
+                None => bare.env_remove(k),
+            };
+        }
+        cmd = bare;
+    }
+    let out = cmd.output().expect("runs");
     let s = summary(None, &out);
     assert_eq!(s["verdict"], "PASS", "{s}");
 }
