@@ -73,7 +73,9 @@ pub const TMP: &str = "git-factory-tmp-";
 pub const STATUS: &str = "git-factory-status-";
 /// The scratch tree of a backend's probe.
 pub const PROBE: &str = "git-factory-probe-";
-const KINDS: [&str; 3] = [TMP, STATUS, PROBE];
+/// The copies of a command's read-only files (see `keep.rs`), when its run keeps none.
+pub const KEPT: &str = "git-factory-kept-";
+const KINDS: [&str; 4] = [TMP, STATUS, PROBE, KEPT];
 
 /// The name prefix for one of ours made by this process.
 pub fn prefix(kind: &str) -> String {
