@@ -148,12 +148,13 @@ mod tests {
 
     #[test]
     fn only_the_commands_of_the_named_harness_are_stopped() {
-        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        use std::os::unix::process::ExitStatusExt;
+        // In this process's group: the command runner's orphan sweep, run by other tests in
+        // this process meanwhile, takes any other child of ours for a leftover.
         let spawn = |marker: &str| {
             std::process::Command::new("sleep")
                 .arg("30")
                 .env(VAR, marker)
-                .process_group(0)
                 .spawn()
                 .expect("sleep")
         };

@@ -238,6 +238,11 @@ pub fn main() -> std::process::ExitCode {
     {
         crate::sandbox::landlock::enter(&args[2..]);
     }
+    // Not dumpable, as ssh-agent makes itself: our `/proc/<pid>/environ`, `mem` and `fd/`
+    // are then closed to other processes of the user, so a check (which runs as the user
+    // without `--sandbox`) cannot read the API keys and `SSH_AUTH_SOCK` removed from its own
+    // environment (SPEC §3.7, §6.1) out of ours. What it executes is dumpable again.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     install_panic_hook();
     crate::trace::mark("started");
     let cli = match Cli::try_parse_from(with_log_counts(std::env::args_os().collect())) {

@@ -139,7 +139,8 @@ impl Store {
         }
     }
 
-    /// A store for one command, removed with it.
+    /// A store for one command, removed with it (named by this process, so what a killed
+    /// harness left is swept by the next, see `leftovers.rs`).
     pub fn temporary() -> std::io::Result<Store> {
         let tmp = tempfile::Builder::new()
             .prefix(&super::leftovers::prefix(super::leftovers::KEPT))

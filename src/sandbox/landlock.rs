@@ -19,7 +19,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-/// The hidden subcommand: `git-factory __confine [RULE PATH]… [--no-net] --status FILE -- ARGV…`.
+/// The hidden subcommand: `git-factory __confine [RULE PATH]… [--no-net] --filter WHO --status FILE -- ARGV…`.
 /// Not a clap command, so it shows in no help, man page or completion.
 pub const INTERNAL: &str = "__confine";
 
@@ -210,6 +210,7 @@ fn carve(
 pub fn command_line(
     rules: &Rules,
     network: bool,
+    who: super::process::Confined,
     status: &Path,
     argv: &[String],
 ) -> std::io::Result<Vec<OsString>> {
@@ -222,6 +223,7 @@ pub fn command_line(
     if !network {
         out.push("--no-net".into());
     }
+    out.extend(["--filter".into(), who.name().into()]);
     out.extend(["--status".into(), status.into(), "--".into()]);
     out.extend(argv.iter().map(OsString::from));
     Ok(out)
@@ -232,6 +234,7 @@ pub fn command_line(
 pub fn enter(args: &[OsString]) -> ! {
     let mut grants = Vec::new();
     let mut network = true;
+    let mut who = None;
     let mut status: Option<std::fs::File> = None;
     let mut i = 0;
     while i < args.len() {
@@ -242,6 +245,12 @@ pub fn enter(args: &[OsString]) -> ! {
         }
         if a == "--no-net" {
             network = false;
+        } else if a == "--filter" {
+            who = args
+                .get(i + 1)
+                .and_then(|n| n.to_str())
+                .and_then(super::process::Confined::from_name);
+            i += 1;
         } else if a == "--status" {
             // Opened before the restriction; closed on exec (std opens with O_CLOEXEC).
             status = args
@@ -263,7 +272,10 @@ pub fn enter(args: &[OsString]) -> ! {
     if let Err(e) = restrict(&grants, network) {
         fail(&mut status, &format!("landlock: {e}"));
     }
-    if let Err(e) = super::process::confine_process(network) {
+    let Some(who) = who else {
+        fail(&mut status, "no filter named");
+    };
+    if let Err(e) = super::process::confine_process(who) {
         fail(&mut status, &e);
     }
     let err = std::process::Command::new(program).args(rest).exec();

@@ -122,7 +122,10 @@ impl Confinement {
         };
         kept.save(&keep::wanted(&self.policy))?;
         prepared.kept = Some(kept);
-        prepared.modes = Some(modes::Noted::of(&self.policy));
+        prepared.modes = Some(modes::Noted::of(
+            &self.policy,
+            self.backend == Backend::Landlock,
+        ));
         match self.backend {
             Backend::Bwrap => {
                 let (read, write) = rustix::pipe::pipe_with(
@@ -130,7 +133,7 @@ impl Confinement {
                 )?;
                 // Only bwrap's end is passed on (inherited by the child it starts).
                 rustix::io::fcntl_setfd(&write, rustix::io::FdFlags::empty())?;
-                let seccomp = Some(seccomp_pipe(self.policy.network)?);
+                let seccomp = Some(seccomp_pipe(process::Confined::of(&self.policy, false))?);
                 prepared.argv = bwrap::command_line(
                     &self.policy,
                     cwd,
@@ -145,8 +148,9 @@ impl Confinement {
             Backend::Landlock => {
                 let (tmp, status) = self.spares.take()?;
                 let rules = landlock::rules(&self.policy, tmp.path());
+                let who = process::Confined::of(&self.policy, true);
                 prepared.argv =
-                    landlock::command_line(&rules, self.policy.network, status.path(), argv)?;
+                    landlock::command_line(&rules, self.policy.network, who, status.path(), argv)?;
                 prepared.env_set = vec![("TMPDIR".into(), tmp.path().into())];
                 prepared.tmp = Some(tmp);
                 prepared.status_file = Some(status);
@@ -157,13 +161,9 @@ impl Confinement {
     }
 }
 
-/// A pipe holding the seccomp program of an agent (`network` on) or a check (see
-/// `process.rs`), its reading end to pass on to bwrap (which reads it to its end).
-fn seccomp_pipe(network: bool) -> std::io::Result<OwnedFd> {
-    let who = match network {
-        true => process::Confined::Agent,
-        false => process::Confined::CheckInNamespaces,
-    };
+/// A pipe holding the seccomp program of `who` (see `process.rs`), its reading end to pass
+/// on to bwrap (which reads it to its end).
+fn seccomp_pipe(who: process::Confined) -> std::io::Result<OwnedFd> {
     let program = process::filter(who).map_err(std::io::Error::other)?;
     let bytes = process::program_bytes(&program);
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;

@@ -51,8 +51,13 @@ pub struct PutBack {
 
 impl Noted {
     /// Notes the modes of the policy's writable roots, its read-only and hidden entries, and
-    /// of what is in each read-only git dir ([`GIT_DIR_ENTRIES`], each hook).
-    pub fn of(policy: &Policy) -> Noted {
+    /// of what is in each read-only git dir ([`GIT_DIR_ENTRIES`], each hook). `whole_git_dirs`
+    /// (Landlock, where `chmod` reaches into a git dir, unlike bubblewrap's read-only mounts):
+    /// everything in each git dir — loose-object folders and objects, packs, refs, the index,
+    /// logs — but the harness's own `factory/` below its first level (its pooled worktrees and
+    /// caches are large, and proven or rebuilt before they are trusted); a `chmod 0` there
+    /// would leave the repo unreadable to its user, with the run a PASS.
+    pub fn of(policy: &Policy, whole_git_dirs: bool) -> Noted {
         let mut paths: Vec<PathBuf> = (policy.writable.iter())
             .chain(&policy.read_only)
             .chain(&policy.hidden)
@@ -64,6 +69,12 @@ impl Noted {
                 paths.extend(hooks.flatten().map(|h| h.path()));
             }
             paths.push(dir.join("factory").join(super::VERIFY_KEY));
+            if whole_git_dirs {
+                walk(dir, &dir.join("factory"), &mut paths);
+                if let Ok(own) = std::fs::read_dir(dir.join("factory")) {
+                    paths.extend(own.flatten().map(|e| e.path()));
+                }
+            }
         }
         let mut seen = std::collections::HashSet::new();
         paths.retain(|p| seen.insert(p.clone()));
@@ -112,6 +123,26 @@ impl Noted {
     }
 }
 
+/// Every entry below `dir`, each folder before its entries (links as themselves, never
+/// followed), `skip` and what lies below it aside.
+fn walk(dir: &Path, skip: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == skip {
+            continue;
+        }
+        // A folder before what is in it: its mode goes back first, so what is in it can be
+        // reached again.
+        out.push(path.clone());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            walk(&path, skip, out);
+        }
+    }
+}
+
 /// Whether `dir` is a git dir (a folder with a `HEAD`), not a `.git` file or a tree.
 fn is_git_dir(dir: &Path) -> bool {
     std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) && dir.join("HEAD").is_file()
@@ -140,7 +171,7 @@ mod tests {
             .iter()
             .map(|p| mode(p))
             .collect();
-        let noted = Noted::of(&policy);
+        let noted = Noted::of(&policy, false);
         let set = |p: &Path, m: u32| {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
         };

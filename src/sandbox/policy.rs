@@ -17,6 +17,13 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// Checks never get the network; agents talk to their model.
     pub network: bool,
+    /// The named unix sockets an agent may reach (git config `factory.agentSocket`). Empty:
+    /// no unix socket can be made at all (see `process.rs`). Not empty: unix sockets can be
+    /// made, and which paths they reach is the file rules' to say — under bubblewrap the
+    /// hidden agent sockets stay covered, under Landlock (which cannot refuse `connect(2)` to
+    /// a socket file) every socket file the agent can find is reachable: what the user
+    /// accepts by naming one (README, "Confinement").
+    pub agent_sockets: Vec<PathBuf>,
     /// A writable folder shown at another path, where the command then starts (bubblewrap
     /// only: an agent's scratch worktree lives under `.git/`, where some agents refuse to
     /// edit; under Landlock the agent starts in the folder itself).
@@ -70,6 +77,7 @@ impl Policy {
             read_only,
             hidden: hidden(repo),
             network: false,
+            agent_sockets: Vec::new(),
             remap: None,
             git_file_proven_after: is_pooled(repo, tree),
         }
@@ -107,6 +115,7 @@ impl Policy {
             read_only,
             hidden: hidden(repo),
             network: true,
+            agent_sockets: agent_sockets(repo),
             remap: Some((scratch.to_path_buf(), shown_at)),
             git_file_proven_after: true,
         }
@@ -129,6 +138,7 @@ impl Policy {
             read_only,
             hidden: hidden(repo),
             network: true,
+            agent_sockets: agent_sockets(repo),
             remap: None,
             git_file_proven_after: false,
         }
@@ -142,6 +152,24 @@ impl Policy {
         }
         self
     }
+}
+
+/// git config: a unix socket an agent may connect to under `--sandbox` (multi-valued).
+pub const AGENT_SOCKET_KEY: &str = "factory.agentSocket";
+
+/// The sockets git config `factory.agentSocket` names, `~/` expanded; a relative path names
+/// nothing (an agent starts in a folder of its own).
+fn agent_sockets(repo: &git2::Repository) -> Vec<PathBuf> {
+    let home = crate::env::home();
+    let mut out: Vec<PathBuf> = (crate::config::Config::of(repo).multi(AGENT_SOCKET_KEY))
+        .into_iter()
+        .filter_map(|raw| match (raw.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => Some(home.join(rest)),
+            _ => Some(PathBuf::from(&raw)).filter(|p| p.is_absolute()),
+        })
+        .collect();
+    dedup(&mut out);
+    out
 }
 
 /// Whether `tree` is one of the pool's worktrees (under the common dir's
@@ -232,14 +260,20 @@ fn ignored_entries(repo_at_tree: &git2::Repository, tree: &Path) -> Vec<PathBuf>
 }
 
 /// What no confined command may read (SPEC §6.1, §7.1): the verify cache's sealing key, the
-/// signing key files named by `user.signingKey`, `~/.ssh`, `~/.gnupg`, the gpg agent's
-/// socket folder and the ssh agent's socket.
+/// signing key files named by `user.signingKey`, `~/.ssh`, `~/.gnupg` and the keyring
+/// `GNUPGHOME` names (the one the signer's gpg uses, as it inherits our environment), the
+/// gpg agent's socket folder, and the ssh agent's socket — by its name and where that leads.
 fn hidden(repo: &git2::Repository) -> Vec<PathBuf> {
     let mut out = vec![repo.commondir().join("factory").join(VERIFY_KEY)];
     let home = crate::env::home();
     if let Some(home) = &home {
         out.push(home.join(".ssh"));
         out.push(home.join(".gnupg"));
+    }
+    if let Some(keyring) = crate::env::var("GNUPGHOME") {
+        let keyring = PathBuf::from(keyring);
+        out.extend(keyring.canonicalize().ok());
+        out.push(keyring);
     }
     let cfg = crate::config::Config::of(repo);
     if let Some(key) = cfg.string("user.signingKey") {
@@ -258,7 +292,10 @@ fn hidden(repo: &git2::Repository) -> Vec<PathBuf> {
         }
     }
     if let Some(sock) = std::env::var_os("SSH_AUTH_SOCK") {
-        out.push(PathBuf::from(sock));
+        let sock = PathBuf::from(sock);
+        // A link (`~/.ssh/agent.sock` -> `/tmp/ssh-…/agent.…`) hides nothing of its target.
+        out.extend(sock.canonicalize().ok());
+        out.push(sock);
     }
     let uid = rustix::process::getuid().as_raw();
     out.push(PathBuf::from(format!("/run/user/{uid}/gnupg")));

@@ -117,6 +117,7 @@ fn probe(backend: Backend) -> std::result::Result<(), String> {
         read_only: vec![git.clone()],
         hidden: Vec::new(),
         network: false,
+        agent_sockets: Vec::new(),
         remap: None,
         git_file_proven_after: false,
     };

@@ -16,10 +16,17 @@
 //! working. Under Landlock the metadata of every path is still reachable otherwise (a
 //! mode without those bits, a timestamp): SPEC §7.1's put-back covers the tree's own.
 //!
-//! For checks, no sockets but pairs: a check cannot make a unix socket, so it cannot connect
-//! to one by path (Docker's, D-Bus, the user's ssh or gpg agent), which no Landlock ABI up to
-//! 7 can deny and bubblewrap cannot hide wherever it lies (`$HOME`), nor a vsock one, which
-//! reaches the hypervisor and no network namespace covers. `socketpair(2)` and pipes stay
+//! For all, no typing into a terminal: `ioctl(TIOCSTI)` and `TIOCLINUX` are refused, whatever
+//! terminal a command finds (it has no controlling one: every command starts in a session of
+//! its own, see `exec.rs`).
+//!
+//! For checks and agents alike, no unix sockets but pairs: a command cannot make a unix
+//! socket, so it cannot connect to one by path (Docker's, D-Bus, the user's ssh or gpg agent),
+//! which no Landlock ABI up to 7 can deny and bubblewrap cannot hide wherever it lies
+//! (`$HOME`, `/run/user`), nor to an abstract one (the X server's), which an agent sharing the
+//! host's network namespace would otherwise reach; nor a vsock one, which reaches the
+//! hypervisor and no network namespace covers. An agent the user lets reach named sockets
+//! (git config `factory.agentSocket`) keeps unix sockets, see `policy.rs`. `socketpair(2)` and pipes stay
 //! allowed (subprocesses, Python's `multiprocessing` with the fork start method). Under
 //! Landlock, which denies TCP but not UDP, the IP families are refused too, and the host's
 //! System V IPC (shared memory, message queues, semaphores), which bubblewrap's IPC namespace
@@ -40,6 +47,7 @@ use std::collections::BTreeMap;
 #[cfg(target_arch = "x86_64")]
 mod nr {
     pub const SOCKET: i64 = 41;
+    pub const IOCTL: i64 = 16;
     /// shmget shmat shmctl semget semop semctl semtimedop msgget msgsnd msgrcv msgctl.
     pub const SYSV_IPC: &[i64] = &[29, 30, 31, 64, 65, 66, 220, 68, 69, 70, 71];
     /// setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr.
@@ -56,6 +64,7 @@ mod nr {
 #[cfg(any(target_arch = "aarch64", target_arch = "riscv64"))]
 mod nr {
     pub const SOCKET: i64 = 198;
+    pub const IOCTL: i64 = 29;
     pub const SYSV_IPC: &[i64] = &[194, 196, 195, 190, 193, 191, 192, 186, 189, 188, 187];
     pub const XATTR_WRITES: &[i64] = &[5, 6, 7, 14, 15, 16];
     pub const CHMODS: &[(i64, u8)] = &[(52, 1), (53, 2)];
@@ -69,6 +78,10 @@ const FCHMODAT2: (i64, u8) = (452, 2);
 const XATTRAT_WRITES: [i64; 2] = [463, 466];
 const OPENAT2: i64 = 437;
 const IO_URING_SETUP: i64 = 425;
+
+/// The terminal requests that type into a terminal's input (`TIOCSTI`) or drive the Linux
+/// console (`TIOCLINUX`, which can paste its selection as input too).
+const TTY_INPUT_IOCTLS: [u64; 2] = [0x5412, 0x541C];
 
 const AF_UNIX: u64 = 1;
 const AF_INET: u64 = 2;
@@ -95,8 +108,45 @@ pub enum Confined {
     CheckInNamespaces,
     /// A check under Landlock: no unix, vsock or IP sockets, no System V IPC.
     CheckUnderLandlock,
-    /// An agent (network on): the metadata rule only.
+    /// An agent (network on): no unix or vsock sockets.
     Agent,
+    /// An agent the user let reach named sockets (git config `factory.agentSocket`): no
+    /// vsock sockets; unix ones are left to the backend's file rules (see `policy.rs`).
+    AgentWithSockets,
+}
+
+impl Confined {
+    /// Whose filter a command confined by `policy` under Landlock (`landlock`) or bubblewrap
+    /// gets.
+    pub fn of(policy: &super::Policy, landlock: bool) -> Confined {
+        match (policy.network, landlock) {
+            (true, _) if policy.agent_sockets.is_empty() => Confined::Agent,
+            (true, _) => Confined::AgentWithSockets,
+            (false, true) => Confined::CheckUnderLandlock,
+            (false, false) => Confined::CheckInNamespaces,
+        }
+    }
+
+    /// The name the Landlock backend's internal subcommand is told (`--filter NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Confined::CheckInNamespaces => "check-ns",
+            Confined::CheckUnderLandlock => "check",
+            Confined::Agent => "agent",
+            Confined::AgentWithSockets => "agent-sockets",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Confined> {
+        [
+            Confined::CheckInNamespaces,
+            Confined::CheckUnderLandlock,
+            Confined::Agent,
+            Confined::AgentWithSockets,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
+    }
 }
 
 /// `arg & mask == value`, on the argument's low 32 bits (modes and flags are `int`s).
@@ -156,9 +206,17 @@ fn rules(who: Confined) -> Result<Rules, String> {
         }
         map.insert(n, rules);
     }
-    // The socket rule and System V IPC, for checks.
+    // No typing into a terminal, whatever terminal a command finds.
+    let tty = TTY_INPUT_IOCTLS.map(|request| {
+        let cond = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+            .map_err(|e| e.to_string())?;
+        rule(vec![cond])
+    });
+    map.insert(nr::IOCTL, tty.into_iter().collect::<Result<_, _>>()?);
+    // The socket rule, for checks and agents alike; System V IPC, for checks.
     let families: &[u64] = match who {
-        Confined::Agent => &[],
+        Confined::Agent => &[AF_UNIX, AF_VSOCK],
+        Confined::AgentWithSockets => &[AF_VSOCK],
         Confined::CheckInNamespaces => &[AF_UNIX, AF_VSOCK],
         Confined::CheckUnderLandlock => &[AF_UNIX, AF_VSOCK, AF_INET, AF_INET6],
     };
@@ -244,13 +302,9 @@ pub fn program_bytes(program: &BpfProgram) -> Vec<u8> {
 }
 
 /// The Landlock backend's last step before it executes the command (`no_new_privs` is set):
-/// no capabilities, and the filter of a check (`network` off) or of an agent.
-pub fn confine_process(network: bool) -> Result<(), String> {
+/// no capabilities, and `who`'s filter.
+pub fn confine_process(who: Confined) -> Result<(), String> {
     drop_capabilities()?;
-    let who = match network {
-        true => Confined::Agent,
-        false => Confined::CheckUnderLandlock,
-    };
     seccompiler::apply_filter(&filter(who)?).map_err(|e| format!("seccomp: {e}"))
 }
 
@@ -295,7 +349,9 @@ mod tests {
             Confined::CheckInNamespaces,
             Confined::CheckUnderLandlock,
             Confined::Agent,
+            Confined::AgentWithSockets,
         ] {
+            assert_eq!(Confined::from_name(who.name()), Some(who));
             let program = filter(who).expect("builds");
             assert!(!program.is_empty());
             assert_eq!(program_bytes(&program).len(), program.len() * 8);
@@ -303,11 +359,16 @@ mod tests {
     }
 
     #[test]
-    fn only_checks_lose_sockets_and_only_under_landlock_system_v_ipc() {
+    fn unix_sockets_go_unless_named_and_only_under_landlock_system_v_ipc() {
         let agent = rules(Confined::Agent).expect("rules");
+        let named = rules(Confined::AgentWithSockets).expect("rules");
         let bwrap = rules(Confined::CheckInNamespaces).expect("rules");
         let landlock = rules(Confined::CheckUnderLandlock).expect("rules");
-        assert!(!agent.contains_key(&nr::SOCKET));
+        assert_eq!(agent[&nr::SOCKET].len(), 2);
+        assert_eq!(named[&nr::SOCKET].len(), 1);
+        for map in [&agent, &named, &bwrap, &landlock] {
+            assert_eq!(map[&nr::IOCTL].len(), 2, "no typing into a terminal");
+        }
         assert_eq!(bwrap[&nr::SOCKET].len(), 2);
         assert_eq!(landlock[&nr::SOCKET].len(), 4);
         assert!(nr::SYSV_IPC.iter().all(|n| landlock.contains_key(n)));

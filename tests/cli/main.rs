@@ -9,6 +9,7 @@ mod audit_concurrent;
 mod batch;
 mod candidates;
 mod confine_a;
+mod confine_reach;
 mod contracts;
 mod delivery;
 mod demo;

@@ -7,7 +7,7 @@ use rustix::process::{kill_process_group, Pid, Signal};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -119,12 +119,12 @@ pub fn run(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         return result;
     };
     become_subreaper();
-    let mut cmd = command(spec, program, args, confined.as_ref());
+    let cmd = command(spec, program, args, confined.as_ref());
     // Spawning and registering happen under the lock the orphan sweep takes, so a sweep
     // never mistakes a command being started for a leftover.
     let spawned = {
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-        cmd.spawn().inspect(|c| live.push(c.id() as i32))
+        in_a_session_of_its_own(cmd).inspect(|c| live.push(c.id() as i32))
     };
     if let Some(p) = &mut confined {
         p.started();
@@ -215,7 +215,6 @@ fn command(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&spec.cwd)
-        .process_group(0)
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -239,6 +238,18 @@ fn command(
     // Checks and agents never reach the user's ssh or gpg agent (SPEC §6.1).
     crate::secrets::keep_from_signing(&mut cmd);
     cmd
+}
+
+/// Starts `cmd` as the leader of a session (and so a process group) of its own: it has no
+/// controlling terminal, so nothing it runs can open the user's terminal (`/dev/tty`) and type
+/// a command line into it (`TIOCSTI`) for the user's shell to run after we return; and its
+/// group (its pid) is what a timeout, an interruption and `recover` stop, as before. Nothing
+/// a command needs comes from the terminal: its stdin is null or given bytes, and Ctrl-C
+/// reaches it through the harness, which stops its group.
+fn in_a_session_of_its_own(cmd: Command) -> io::Result<Child> {
+    use process_wrap::std::{ProcessSession, StdCommandWrap};
+    let child = StdCommandWrap::from(cmd).wrap(ProcessSession).spawn()?;
+    Ok(child.into_inner())
 }
 
 /// Prepares the sandbox of a `--sandbox` command; `Err` when it cannot start (the reason is
@@ -471,11 +482,18 @@ fn proc_stat(pid: i32) -> Option<ProcStat> {
     })
 }
 
-/// Kills and reaps every process re-parented to us after a command ended. No child is
-/// expected to live past its command, so any child here is a leftover.
-/// `settle`: processes were just killed, so give their children a moment to be re-parented.
+/// How long the sweep keeps at it when every round still finds leftovers (a fork bomb
+/// outrunning it): far longer than any bounded one needs, never forever.
+const SWEEP_LIMIT: Duration = Duration::from_secs(30);
+
+/// Kills and reaps every process re-parented to us after a command ended, and every
+/// descendant of those, however deep: a chain of processes each in a session of its own
+/// would otherwise outlive the run, a generation re-parented per round, keeping what rights
+/// its sandbox gave it to the tree. No child is expected to live past its command, so any
+/// child here is a leftover. `settle`: processes were just killed, so give their children a
+/// moment to be re-parented.
 fn sweep_orphans(settle: bool) {
-    use rustix::process::{waitid, waitpid, WaitId, WaitIdOptions, WaitOptions};
+    use rustix::process::{waitid, WaitId, WaitIdOptions};
     // No child at all (the usual case, checked without reaping anything): nothing to sweep.
     if waitid(
         WaitId::All,
@@ -485,46 +503,88 @@ fn sweep_orphans(settle: bool) {
     {
         return;
     }
-    for round in 0..20 {
-        let me = rustix::process::getpid().as_raw_nonzero().get();
-        // Children in our own process group, and the harness's own git that runs in a group
-        // of its own (`git worktree add` while a race's candidates run), are helpers another
-        // thread started, never a command's leftovers; and killing our group would kill us.
-        let own_group = rustix::process::getpgrp().as_raw_nonzero().get();
-        let mut found = false;
-        let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-        for pid in candidate_children() {
-            let Some(ProcStat {
-                parent,
-                group: pgrp,
-                zombie,
-            }) = proc_stat(pid)
-            else {
-                continue;
-            };
-            let spared = live.contains(&pid)
-                || live.contains(&pgrp)
-                || pgrp == own_group
-                || u32::try_from(pid).is_ok_and(crate::git::worktree::is_helper);
-            if parent == me && !spared {
-                // An exited leftover (a sandbox's own process, whose parent ended first) is
-                // only reaped: nothing of it is left to settle.
-                found |= !zombie;
-                if let Some(p) = Pid::from_raw(pgrp) {
-                    let _ = kill_process_group(p, Signal::KILL);
-                }
-                if let Some(p) = Pid::from_raw(pid) {
-                    let _ = rustix::process::kill_process(p, Signal::KILL);
-                    let _ = waitpid(Some(p), WaitOptions::NOHANG);
-                }
-            }
-        }
-        drop(live);
-        if !found && (round > 0 || !settle) {
+    let deadline = Instant::now() + SWEEP_LIMIT;
+    for round in 0.. {
+        let found = sweep_round();
+        if (!found && (round > 0 || !settle)) || Instant::now() > deadline {
             return;
         }
-        thread::sleep(Duration::from_millis(5));
+        thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// One round of [`sweep_orphans`]: whether any leftover still ran.
+fn sweep_round() -> bool {
+    use rustix::process::{waitpid, WaitOptions};
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    // Children in our own process group, and the harness's own git that runs in a group of
+    // its own (`git worktree add` while a race's candidates run), are helpers another thread
+    // started, never a command's leftovers; and killing our group would kill us.
+    let own_group = rustix::process::getpgrp().as_raw_nonzero().get();
+    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut leftovers = Vec::new();
+    let mut found = false;
+    for pid in candidate_children() {
+        let Some(stat) = proc_stat(pid) else {
+            continue;
+        };
+        let spared = live.contains(&pid)
+            || live.contains(&stat.group)
+            || stat.group == own_group
+            || u32::try_from(pid).is_ok_and(crate::git::worktree::is_helper);
+        if stat.parent == me && !spared {
+            // An exited leftover (a sandbox's own process, whose parent ended first) is
+            // only reaped: nothing of it is left to settle.
+            found |= !stat.zombie;
+            leftovers.push((pid, stat));
+        }
+    }
+    if found {
+        // Their descendants first, all at once (a killed parent's children would only come
+        // back to us a generation at a time): each is killed, so none forks again.
+        let roots: Vec<i32> = leftovers.iter().map(|(p, _)| *p).collect();
+        for pid in descendants_of(&roots) {
+            if let Some(p) = Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(p, Signal::KILL);
+            }
+        }
+    }
+    for (pid, stat) in leftovers {
+        if let Some(p) = Pid::from_raw(stat.group) {
+            let _ = kill_process_group(p, Signal::KILL);
+        }
+        if let Some(p) = Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(p, Signal::KILL);
+            let _ = waitpid(Some(p), WaitOptions::NOHANG);
+        }
+    }
+    drop(live);
+    found
+}
+
+/// Every process below `roots` (not the roots), from one walk of `/proc`.
+fn descendants_of(roots: &[i32]) -> Vec<i32> {
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = Default::default();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        if let Some(stat) = proc_stat(pid) {
+            children.entry(stat.parent).or_default().push(pid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo: Vec<i32> = roots.to_vec();
+    let mut seen: std::collections::HashSet<i32> = roots.iter().copied().collect();
+    while let Some(pid) = todo.pop() {
+        for &child in children.get(&pid).into_iter().flatten() {
+            if seen.insert(child) {
+                out.push(child);
+                todo.push(child);
+            }
+        }
+    }
+    out
 }
 
 /// Copies a pipe to a file up to the cap, then keeps reading (so the writer never blocks)
