@@ -27,6 +27,9 @@ pub const AGENT_WRITABLE: &str = "factory.agentWritable";
 pub const DEFAULT_AGENT_IGNORE: [&str; 3] = [".aider*", ".codex/", ".claude/"];
 /// Whether `run` checks the contract on the baseline first (SPEC §3.8).
 pub const BASELINE_CHECK: &str = "factory.baselineCheck";
+/// Whether a test that failed and passed when re-run fails its command (`fail`) or not
+/// (`pass`, the default; SPEC §3.9).
+pub const FLAKY: &str = "factory.flaky";
 /// Whether `run` and `reverify` run their checks under bubblewrap (`--sandbox`).
 pub const SANDBOX: &str = "factory.sandbox";
 /// Whether a PASS of `run` is recorded as signed evidence (`--attest`, SPEC §6.1).

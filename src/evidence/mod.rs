@@ -550,6 +550,7 @@ mod tests {
             duration_seconds: 0.0,
             sandbox: None,
             sandbox_put_back: Vec::new(),
+            tests: None,
         };
         let words: Vec<String> = passed_commands(&[
             &[ran(&["bash", "scripts/verify.sh"], 0)],

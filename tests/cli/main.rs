@@ -21,6 +21,7 @@ mod isolation;
 mod log_show;
 mod newcomer;
 mod patch;
+mod per_test;
 mod pool;
 mod providers;
 mod pycache;

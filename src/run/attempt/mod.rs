@@ -149,6 +149,7 @@ impl Session<'_> {
                 api_switch: None,
                 served_model: None,
                 reasoning_path: None,
+                tests: None,
             },
             dir: dir.clone(),
             rel: rel.clone(),

@@ -2,13 +2,13 @@
 
 use crate::error::Result;
 use crate::graph::Outcome;
-use crate::roles::po::baseline;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
+use crate::roles::po::{baseline, grade, report};
 use crate::run::artifacts::write_json;
-use crate::run::attempt::brief::command_excerpt;
+use crate::run::attempt::brief::{command_excerpt, with_tests_first};
 use crate::run::attempt::session::Session;
-use crate::store::records::{BaselineCheck, Stage};
+use crate::store::records::{BaselineCheck, Stage, TestsRecord};
 
 impl Session<'_> {
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
@@ -19,6 +19,7 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
+        let tests = report::Private::new(&self.plan.factory_dir.join("tmp")).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -28,6 +29,7 @@ impl Session<'_> {
             log_rel: "baseline".to_string(),
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
+            tests: tests.as_ref(),
         };
         let contract = baseline::Contract {
             repo: self.repo,
@@ -50,6 +52,10 @@ impl Session<'_> {
         }
         let report = checked?;
         let satisfied = report.finding == baseline::Finding::Satisfied;
+        if !report.tests.is_empty() {
+            let _ = write_json(&self.run_dir.join("baseline_tests.json"), &report.tests);
+        }
+        self.baseline_tests = report.tests.clone();
         self.red = report.red().into_iter().cloned().collect();
         let cached = report.results.iter().filter(|r| r.cached).count();
         self.ui.info(format!(
@@ -92,6 +98,7 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
+        let tests = report::Private::new(&self.plan.factory_dir.join("tmp")).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -101,6 +108,7 @@ impl Session<'_> {
             log_rel: rel,
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
+            tests: tests.as_ref(),
         };
         let ui = self.ui;
         let checks = verify::Checks {
@@ -108,6 +116,8 @@ impl Session<'_> {
             pass_to_pass: &self.pass_to_pass,
             fail_to_pass: &self.fail_to_pass,
             acceptance: &self.acceptance,
+            baseline: &self.baseline_tests,
+            flaky_fails: flaky_fails(self.repo),
         };
         let started = self.bytecode_mark();
         let outcome = po.run_checks(&checks, |kind, argv| {
@@ -129,8 +139,27 @@ impl Session<'_> {
         }
         let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);
         let failing = outcome.failing_command().cloned();
+        let record = TestsRecord {
+            commands: (outcome.verify.iter())
+                .chain(&outcome.pass_to_pass)
+                .chain(&outcome.fail_to_pass)
+                .chain(&outcome.acceptance)
+                .filter_map(|c| c.tests.clone())
+                .collect(),
+            weakening: Vec::new(),
+        };
+        if !record.commands.is_empty() {
+            let _ = write_json(&dir.join("tests.json"), &record);
+        }
+        let counts = grade::counts(
+            (outcome.verify.iter())
+                .chain(&outcome.pass_to_pass)
+                .chain(&outcome.fail_to_pass)
+                .chain(&outcome.acceptance),
+        );
         {
             let a = self.current();
+            a.record.tests = counts;
             a.record.verify = outcome.verify;
             a.record.pass_to_pass = outcome.pass_to_pass;
             a.record.fail_to_pass = outcome.fail_to_pass;
@@ -138,10 +167,17 @@ impl Session<'_> {
         }
         match (outcome.failed, failing) {
             (Some(stage), Some(cmd)) => {
-                let text = command_excerpt(&cmd);
+                let text = with_tests_first(outcome.why.as_deref(), &command_excerpt(&cmd));
                 self.fail(stage, Some(&cmd), &text)
             }
             _ => Outcome::Ok,
         }
     }
+}
+
+/// `factory.flaky=fail`: a test that passes only when re-run fails its command.
+fn flaky_fails(repo: &git2::Repository) -> bool {
+    crate::config::Config::of(repo)
+        .string(crate::config::FLAKY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
 }

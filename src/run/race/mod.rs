@@ -75,6 +75,7 @@ pub(crate) fn record(
         duration_seconds: run.duration.as_secs_f64(),
         error: run.error.clone(),
         served_model: served_model(run),
+        tests: run.attempts.iter().rev().find_map(|a| a.tests.clone()),
     }
 }
 
@@ -170,6 +171,7 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         pass_to_pass: &session.pass_to_pass,
         fail_to_pass: &session.fail_to_pass,
         red: &session.red,
+        baseline_tests: &session.baseline_tests,
         budget: session.budget,
         summary: &session.summary,
         ui: session.ui,
