@@ -374,6 +374,7 @@ mod tests {
             duration_seconds: 0.0,
             error: None,
             served_model: None,
+            tests: None,
         }
     }
 
