@@ -106,6 +106,13 @@ impl Folded {
                     t.duration_seconds = duration;
                 }
                 if t.status.is_red() {
+                    // It stays red; a later line may still say why.
+                    if t.message.is_none() {
+                        t.message = message;
+                    }
+                    if t.excerpt.is_none() {
+                        t.excerpt = excerpt;
+                    }
                     return;
                 }
                 t.status = status;
