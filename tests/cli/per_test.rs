@@ -304,3 +304,64 @@ fn a_report_that_says_pass_while_the_command_fails_is_a_fail_and_the_users_junit
     let xml = std::fs::read_to_string(r.outside.join("user.xml")).expect("the user's own report");
     assert!(xml.contains("test_positive_zero"), "{xml}");
 }
+
+/// A project whose `pass_to_pass` command runs a real test runner over `tests_file`, which
+/// checks `lib_file`; the proposal breaks one test of two. Only a per-test report can name it.
+fn a_broken_test_is_named(
+    files: &[(&str, &str)],
+    lib: (&str, &str, &str),
+    command: &str,
+    id: &str,
+) {
+    let r = TestRepo::with_files(files);
+    r.git(&["config", "factory.verify", "true"]);
+    let (path, old, new) = lib;
+    let o = json!({
+        "id": "abs",
+        "title": "change the library",
+        "intent": "Change it.",
+        "allowed_files": [path],
+        "context_files": [path],
+        "pass_to_pass": [command],
+        "acceptance_commands": ["true"],
+    });
+    let out = run_with(&r, &rewrite(path, old, new), o, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let (summary, tests) = records(&r);
+    let brief = &summary["attempts"][0]["failure_brief"];
+    assert_eq!(brief["stage"], "regression", "{summary}");
+    let excerpt = brief["primary_error_excerpt"].as_str().unwrap_or("");
+    assert!(excerpt.starts_with("regression: 1 test(s)"), "{excerpt}");
+    assert!(excerpt.contains(&format!("{id} — failed")), "{excerpt}");
+    assert_eq!(test_of(&tests, id)["baseline"], "passed", "{tests}");
+    assert_eq!(
+        summary["attempts"][0]["tests"]["pass_to_pass_total"], 2,
+        "{summary}"
+    );
+}
+
+#[test]
+fn libtest_lines_of_a_real_rust_test_binary_are_graded_per_test() {
+    let lib = "pub fn double(x: i32) -> i32 {\n    x * 2\n}\n";
+    let tests = "include!(\"lib.rs\");\n\n#[test]\nfn doubles_two() {\n    assert_eq!(double(2), 4);\n}\n\n#[test]\nfn doubles_zero() {\n    assert_eq!(double(0), 0);\n}\n";
+    let broken = "pub fn double(x: i32) -> i32 {\n    if x == 0 { 1 } else { x * 2 }\n}\n";
+    a_broken_test_is_named(
+        &[("lib.rs", lib), ("t.rs", tests)],
+        ("lib.rs", lib, broken),
+        "sh -c 'd=$(mktemp -d) && rustc --edition 2021 --test t.rs -o $d/t && $d/t'",
+        "doubles_zero",
+    );
+}
+
+#[test]
+fn tap_from_nodes_own_test_runner_is_graded_per_test() {
+    let lib = "exports.double = (x) => x * 2;\n";
+    let tests = "const test = require('node:test');\nconst assert = require('node:assert');\nconst { double } = require('../lib.js');\n\ntest('doubles two', () => {\n  assert.strictEqual(double(2), 4);\n});\n\ntest('doubles zero', () => {\n  assert.strictEqual(double(0), 0);\n});\n";
+    let broken = "exports.double = (x) => (x === 0 ? 1 : x * 2);\n";
+    a_broken_test_is_named(
+        &[("lib.js", lib), ("test/double.test.js", tests)],
+        ("lib.js", lib, broken),
+        "node --test --test-reporter=tap test/",
+        "doubles zero",
+    );
+}
