@@ -365,3 +365,16 @@ fn tap_from_nodes_own_test_runner_is_graded_per_test() {
         "doubles zero",
     );
 }
+
+#[test]
+fn go_test_json_events_are_graded_per_test() {
+    let lib = "package calc\n\nfunc Double(x int) int {\n\treturn x * 2\n}\n";
+    let tests = "package calc\n\nimport \"testing\"\n\nfunc TestDoubleTwo(t *testing.T) {\n\tif Double(2) != 4 {\n\t\tt.Fatal(\"two\")\n\t}\n}\n\nfunc TestDoubleZero(t *testing.T) {\n\tif got := Double(0); got != 0 {\n\t\tt.Fatalf(\"got %d, want 0\", got)\n\t}\n}\n";
+    let broken = "package calc\n\nfunc Double(x int) int {\n\tif x == 0 {\n\t\treturn 1\n\t}\n\treturn x * 2\n}\n";
+    a_broken_test_is_named(
+        &[("go.mod", "module example.com/calc\n\ngo 1.18\n"), ("calc.go", lib), ("calc_test.go", tests)],
+        ("calc.go", lib, broken),
+        "sh -c 'GOCACHE=$(mktemp -d) GOFLAGS=-mod=mod go test -json ./...'",
+        "example.com/calc/TestDoubleZero",
+    );
+}
