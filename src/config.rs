@@ -30,6 +30,8 @@ pub const BASELINE_CHECK: &str = "factory.baselineCheck";
 /// Whether a test that failed and passed when re-run fails its command (`fail`) or not
 /// (`pass`, the default; SPEC §3.9).
 pub const FLAKY: &str = "factory.flaky";
+/// JUnit XML files a check writes, as globs relative to the tree root (multi-valued, SPEC §3.9).
+pub const TEST_REPORT: &str = "factory.testReport";
 /// Whether `run` and `reverify` run their checks under bubblewrap (`--sandbox`).
 pub const SANDBOX: &str = "factory.sandbox";
 /// Whether a PASS of `run` is recorded as signed evidence (`--attest`, SPEC §6.1).

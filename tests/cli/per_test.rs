@@ -313,8 +313,21 @@ fn a_broken_test_is_named(
     command: &str,
     id: &str,
 ) {
+    a_broken_test_is_named_with(files, &[], lib, command, id);
+}
+
+fn a_broken_test_is_named_with(
+    files: &[(&str, &str)],
+    config: &[(&str, &str)],
+    lib: (&str, &str, &str),
+    command: &str,
+    id: &str,
+) -> Value {
     let r = TestRepo::with_files(files);
     r.git(&["config", "factory.verify", "true"]);
+    for (k, v) in config {
+        r.git(&["config", "--add", k, v]);
+    }
     let (path, old, new) = lib;
     let o = json!({
         "id": "abs",
@@ -338,6 +351,7 @@ fn a_broken_test_is_named(
         summary["attempts"][0]["tests"]["pass_to_pass_total"], 2,
         "{summary}"
     );
+    tests
 }
 
 #[test]
@@ -372,9 +386,38 @@ fn go_test_json_events_are_graded_per_test() {
     let tests = "package calc\n\nimport \"testing\"\n\nfunc TestDoubleTwo(t *testing.T) {\n\tif Double(2) != 4 {\n\t\tt.Fatal(\"two\")\n\t}\n}\n\nfunc TestDoubleZero(t *testing.T) {\n\tif got := Double(0); got != 0 {\n\t\tt.Fatalf(\"got %d, want 0\", got)\n\t}\n}\n";
     let broken = "package calc\n\nfunc Double(x int) int {\n\tif x == 0 {\n\t\treturn 1\n\t}\n\treturn x * 2\n}\n";
     a_broken_test_is_named(
-        &[("go.mod", "module example.com/calc\n\ngo 1.18\n"), ("calc.go", lib), ("calc_test.go", tests)],
+        &[
+            ("go.mod", "module example.com/calc\n\ngo 1.18\n"),
+            ("calc.go", lib),
+            ("calc_test.go", tests),
+        ],
         ("calc.go", lib, broken),
         "sh -c 'GOCACHE=$(mktemp -d) GOFLAGS=-mod=mod go test -json ./...'",
         "example.com/calc/TestDoubleZero",
+    );
+}
+
+#[test]
+fn a_junit_file_named_by_factory_test_report_is_graded_and_a_stale_one_is_not() {
+    let lib = "exports.double = (x) => x * 2;\n";
+    let tests = "const test = require('node:test');\nconst assert = require('node:assert');\nconst { double } = require('../lib.js');\n\ntest('doubles two', () => {\n  assert.strictEqual(double(2), 4);\n});\n\ntest('doubles zero', () => {\n  assert.strictEqual(double(0), 0);\n});\n";
+    let broken = "exports.double = (x) => (x === 0 ? 1 : x * 2);\n";
+    let stale = "<?xml version=\"1.0\"?>\n<testsuites><testsuite name=\"old\"><testcase name=\"gone\" classname=\"old\"><failure message=\"stale\">x</failure></testcase></testsuite></testsuites>\n";
+    let tests = a_broken_test_is_named_with(
+        &[
+            ("lib.js", lib),
+            ("test/double.test.js", tests),
+            ("reports/stale.xml", stale),
+        ],
+        &[("factory.testReport", "reports/*.xml")],
+        ("lib.js", lib, broken),
+        "node --test --test-reporter=junit --test-reporter-destination=reports/node.xml test/",
+        "test::doubles zero",
+    );
+    assert_eq!(tests["commands"][0]["source"], "junit", "{tests}");
+    assert_eq!(
+        test_of(&tests, "old::gone"),
+        &Value::Null,
+        "a file the command did not write"
     );
 }

@@ -114,7 +114,7 @@ pub fn run_in_temporary_worktree<G>(
         .as_ref()
         .map_or(cache.dir(), super::pycache::View::path)
         .to_path_buf();
-    let tests = report::Private::new(&scratch).ok();
+    let tests = report::Private::new(&scratch, cfg.multi(crate::config::TEST_REPORT)).ok();
     let po = PoRun {
         root: &wt.path,
         timeout,
@@ -303,12 +303,21 @@ impl PoRun<'_> {
             pgid_file: self.pgid_file.clone(),
         };
         let logs = LogFiles::in_dir(&self.log_dir, &self.log_rel, stem);
+        let junit = self.tests.filter(|t| !t.junit.is_empty());
+        let before = junit.map(|t| report::junit::files(self.root, &t.junit));
         let mut r = exec::run(&spec, &logs);
         if self.tests.is_some() {
+            let written = match (junit, before) {
+                (Some(t), Some(before)) => {
+                    report::junit::changed(&before, report::junit::files(self.root, &t.junit))
+                }
+                _ => Vec::new(),
+            };
             r.tests = report::read(
                 kind,
                 argv,
                 pytest_file.as_deref(),
+                &written,
                 &logs.stdout,
                 r.stdout_bytes,
             );

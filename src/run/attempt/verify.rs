@@ -19,7 +19,8 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
-        let tests = report::Private::new(&self.plan.factory_dir.join("tmp")).ok();
+        let tests =
+            report::Private::new(&self.plan.factory_dir.join("tmp"), test_reports(self.repo)).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -98,7 +99,8 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let tests = report::Private::new(&self.plan.factory_dir.join("tmp")).ok();
+        let tests =
+            report::Private::new(&self.plan.factory_dir.join("tmp"), test_reports(self.repo)).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -180,4 +182,9 @@ fn flaky_fails(repo: &git2::Repository) -> bool {
     crate::config::Config::of(repo)
         .string(crate::config::FLAKY)
         .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
+}
+
+/// `factory.testReport`: the JUnit files' globs (SPEC §3.9).
+fn test_reports(repo: &git2::Repository) -> Vec<String> {
+    crate::config::Config::of(repo).multi(crate::config::TEST_REPORT)
 }

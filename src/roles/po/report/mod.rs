@@ -4,6 +4,7 @@
 //! costs one short read of its stdout's head, and is judged by its exit code alone.
 
 mod gotest;
+pub mod junit;
 mod libtest;
 pub mod pytest;
 mod tap;
@@ -27,11 +28,13 @@ pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
 pub struct Private {
     dir: tempfile::TempDir,
     next: AtomicUsize,
+    /// `factory.testReport`: JUnit files' globs, relative to the tree root.
+    pub junit: Vec<String>,
 }
 
 impl Private {
     /// Made under `scratch` (the repo's `.git/factory/tmp`); the plugin is written there.
-    pub fn new(scratch: &Path) -> std::io::Result<Private> {
+    pub fn new(scratch: &Path, junit: Vec<String>) -> std::io::Result<Private> {
         std::fs::create_dir_all(scratch)?;
         let dir = tempfile::Builder::new()
             .prefix("tests-")
@@ -43,6 +46,7 @@ impl Private {
         Ok(Private {
             dir,
             next: AtomicUsize::new(0),
+            junit,
         })
     }
 
@@ -166,12 +170,16 @@ pub(crate) fn bound(text: &str) -> String {
     s
 }
 
-/// The tests one command reported: the pytest plugin's file when it wrote one, else a
-/// stream recognised on stdout. `None`: no per-test report.
+/// The most of one JUnit file that is read.
+const JUNIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The tests one command reported: the pytest plugin's file when it wrote one, else the
+/// JUnit files it wrote, else a stream recognised on stdout. `None`: no per-test report.
 pub fn read(
     kind: &str,
     argv: &[String],
     pytest_file: Option<&Path>,
+    junit_files: &[PathBuf],
     stdout: &Path,
     stdout_bytes: u64,
 ) -> Option<CommandTests> {
@@ -183,6 +191,21 @@ pub fn read(
             if let Some(r) = folded.into_report(kind, argv, "pytest") {
                 return Some(r);
             }
+        }
+    }
+    if !junit_files.is_empty() {
+        let mut folded = Folded::default();
+        for f in junit_files {
+            let mut bytes = Vec::new();
+            if std::fs::File::open(f)
+                .and_then(|h| h.take(JUNIT_BYTES).read_to_end(&mut bytes))
+                .is_ok()
+            {
+                junit::parse(&String::from_utf8_lossy(&bytes), &mut folded);
+            }
+        }
+        if let Some(r) = folded.into_report(kind, argv, "junit") {
+            return Some(r);
         }
     }
     if stdout_bytes == 0 {
