@@ -115,6 +115,12 @@ fn red_to_green_with_pytest_is_graded_per_test_and_recorded() {
         base.contains("tests/test_positive.py::test_positive_zero"),
         "{base}"
     );
+    let show = r.factory().arg("show").output().expect("show");
+    let shown = stdout_of(&show);
+    assert!(
+        shown.contains("tests: 3 passed, 0 failed, 0 skipped; fail_to_pass 1/1; pass_to_pass 2/2"),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -93,6 +93,15 @@ pub struct Folded {
 }
 
 impl Folded {
+    /// How many distinct tests it holds.
+    pub fn len(&self) -> usize {
+        self.tests.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tests.is_empty()
+    }
+
     /// Records a result for `id`: a later one replaces an earlier one, except that a red
     /// result stays (a test that failed in one of a command's runs failed the command).
     pub fn put(
