@@ -201,61 +201,10 @@ pub fn check<G>(
     }
     // The red tests: every one runs, and every result is cached (failing is the answer).
     if !contract.fail_to_pass.is_empty() {
-        let phase = Phase::FailToPass;
         let cached: Option<Vec<BaselineResult>> =
             cache::results(contract.repo, contract.tree, contract.fail_to_pass)
                 .filter(|c: &Vec<BaselineResult>| same_commands(c, contract.fail_to_pass));
-        let cached_reports = cached_tests(contract.repo, contract.tree, contract.fail_to_pass);
-        let red = match cached.zip(cached_reports) {
-            Some((list, reports)) => {
-                tests.extend(reports);
-                list.into_iter()
-                    .map(|r| BaselineResult {
-                        kind: phase.as_str().to_string(),
-                        cached: true,
-                        ..r
-                    })
-                    .collect()
-            }
-            None => {
-                let mut list = Vec::new();
-                let mut reported = Vec::new();
-                for (i, argv) in contract.fail_to_pass.iter().enumerate() {
-                    let shown = on_command(phase.as_str(), argv);
-                    let cmd = po.run_one(phase.as_str(), i, argv);
-                    drop(shown);
-                    ran = true;
-                    interrupted(&cmd)?;
-                    if let Some(why) = &cmd.spawn_error {
-                        // Red because it cannot even start is no test at all: no model could
-                        // turn it green.
-                        return Err(Error::new(format!(
-                            "the fail_to_pass command `{}` could not start: {why}",
-                            cmd.display()
-                        ))
-                        .hint("check the program's name and that it is installed; nothing was recorded"));
-                    }
-                    let red = !cmd.succeeded()
-                        || cmd.tests.as_ref().is_some_and(|t| t.red().next().is_some());
-                    if red {
-                        confirm_red(po, i, argv, &cmd)?;
-                    }
-                    let mut r = result(phase, &cmd);
-                    r.passed = !red;
-                    list.push(r);
-                    reported.extend(cmd.tests);
-                }
-                cache::record_results(contract.repo, contract.tree, contract.fail_to_pass, &list)?;
-                record_tests(
-                    contract.repo,
-                    contract.tree,
-                    contract.fail_to_pass,
-                    &reported,
-                )?;
-                tests.extend(reported);
-                list
-            }
-        };
+        let red = red_results(contract, po, &mut on_command, &mut ran, &mut tests, cached)?;
         results.extend(red);
     }
     let green: Vec<&BaselineResult> = results
@@ -289,20 +238,13 @@ pub fn check<G>(
     })
 }
 
-/// The key of a command list's per-test reports in the cache: the list, marked.
-fn tests_key(commands: &[Vec<String>]) -> Vec<Vec<String>> {
-    let mut key = vec![vec!["\u{0}tests".to_string()]];
-    key.extend(commands.iter().cloned());
-    key
-}
-
 /// The per-test reports recorded with a cached result (an empty list: none reported).
 fn cached_tests(
     repo: &Repository,
     tree: Oid,
     commands: &[Vec<String>],
 ) -> Option<Vec<CommandTests>> {
-    cache::results(repo, tree, &tests_key(commands))
+    cache::tests(repo, tree, commands)
 }
 
 /// Records a command list's per-test reports on `tree`, so a cached baseline grades as a
@@ -313,7 +255,7 @@ pub fn record_tests(
     commands: &[Vec<String>],
     reports: &[CommandTests],
 ) -> Result<()> {
-    cache::record_results(repo, tree, &tests_key(commands), &reports)
+    cache::record_tests(repo, tree, commands, &reports)
 }
 
 /// Red first (SPEC §3.9): a red result the contract relies on is run a second time; one that
@@ -348,6 +290,73 @@ fn confirm_red(po: &PoRun<'_>, index: usize, argv: &[String], first: &CmdResult)
         "a red test must fail every time before the change: fix the flaky test first, or move \
          it out of fail_to_pass; nothing was recorded",
     ))
+}
+
+/// The `fail_to_pass` results: from the cache (with their tests), or run, each red one
+/// confirmed by a second run.
+fn red_results<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    on_command: &mut impl FnMut(&str, &[String]) -> G,
+    ran: &mut bool,
+    tests: &mut Vec<CommandTests>,
+    cached: Option<Vec<BaselineResult>>,
+) -> Result<Vec<BaselineResult>> {
+    let phase = Phase::FailToPass;
+    let cached_reports = cached_tests(contract.repo, contract.tree, contract.fail_to_pass);
+    let red = match cached.zip(cached_reports) {
+        Some((list, reports)) => {
+            tests.extend(reports);
+            list.into_iter()
+                .map(|r| BaselineResult {
+                    kind: phase.as_str().to_string(),
+                    cached: true,
+                    ..r
+                })
+                .collect()
+        }
+        None => {
+            let mut list = Vec::new();
+            let mut reported = Vec::new();
+            for (i, argv) in contract.fail_to_pass.iter().enumerate() {
+                let shown = on_command(phase.as_str(), argv);
+                let cmd = po.run_one(phase.as_str(), i, argv);
+                drop(shown);
+                *ran = true;
+                interrupted(&cmd)?;
+                if let Some(why) = &cmd.spawn_error {
+                    // Red because it cannot even start is no test at all: no model could
+                    // turn it green.
+                    return Err(Error::new(format!(
+                        "the fail_to_pass command `{}` could not start: {why}",
+                        cmd.display()
+                    ))
+                    .hint(
+                        "check the program's name and that it is installed; nothing was recorded",
+                    ));
+                }
+                let red = !cmd.succeeded()
+                    || cmd.tests.as_ref().is_some_and(|t| t.red().next().is_some());
+                if red {
+                    confirm_red(po, i, argv, &cmd)?;
+                }
+                let mut r = result(phase, &cmd);
+                r.passed = !red;
+                list.push(r);
+                reported.extend(cmd.tests);
+            }
+            cache::record_results(contract.repo, contract.tree, contract.fail_to_pass, &list)?;
+            record_tests(
+                contract.repo,
+                contract.tree,
+                contract.fail_to_pass,
+                &reported,
+            )?;
+            tests.extend(reported);
+            list
+        }
+    };
+    Ok(red)
 }
 
 /// The red `fail_to_pass` results the cache holds for this baseline, without running anything
