@@ -114,7 +114,7 @@ pub fn run_in_temporary_worktree<G>(
         .as_ref()
         .map_or(cache.dir(), super::pycache::View::path)
         .to_path_buf();
-    let tests = report::Private::new(&scratch, cfg.multi(crate::config::TEST_REPORT)).ok();
+    let tests = report::Private::new(cfg.multi(crate::config::TEST_REPORT)).ok();
     let po = PoRun {
         root: &wt.path,
         timeout,

@@ -19,8 +19,7 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
-        let tests =
-            report::Private::new(&self.plan.factory_dir.join("tmp"), test_reports(self.repo)).ok();
+        let tests = report::Private::new(test_reports(self.repo)).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -99,8 +98,7 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let tests =
-            report::Private::new(&self.plan.factory_dir.join("tmp"), test_reports(self.repo)).ok();
+        let tests = report::Private::new(test_reports(self.repo)).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,

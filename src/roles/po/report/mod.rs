@@ -24,7 +24,10 @@ const SNIFF_BYTES: u64 = 64 * 1024;
 pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
 
 /// A private folder for one PO pass (an attempt, a baseline check, a `verify`): the pytest
-/// plugin and the files it writes, under a random name the tree's code cannot know ahead.
+/// plugin and the files it writes, in the system's temporary folder under a random name —
+/// outside the tree (a check walking the tree, `compileall .` say, never meets it) and at no
+/// path the tree's code can know ahead. Under `--sandbox` it is the one folder outside the
+/// tree the checks may write.
 pub struct Private {
     dir: tempfile::TempDir,
     next: AtomicUsize,
@@ -33,12 +36,10 @@ pub struct Private {
 }
 
 impl Private {
-    /// Made under `scratch` (the repo's `.git/factory/tmp`); the plugin is written there.
-    pub fn new(scratch: &Path, junit: Vec<String>) -> std::io::Result<Private> {
-        std::fs::create_dir_all(scratch)?;
+    pub fn new(junit: Vec<String>) -> std::io::Result<Private> {
         let dir = tempfile::Builder::new()
-            .prefix("tests-")
-            .tempdir_in(scratch)?;
+            .prefix("git-factory-tests-")
+            .tempdir()?;
         std::fs::write(
             dir.path().join(format!("{}.py", pytest::MODULE)),
             pytest::PLUGIN,
