@@ -427,3 +427,32 @@ fn a_junit_file_named_by_factory_test_report_is_graded_and_a_stale_one_is_not() 
         "a file the command did not write"
     );
 }
+
+#[test]
+fn under_the_sandbox_the_plugin_still_reports_and_a_deleted_test_is_a_regression() {
+    if !bwrap_or_skip() {
+        return;
+    }
+    let r = project();
+    let only_positive =
+        "from calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2\n";
+    let diff = rewrite("calc.py", CALC, FIXED)
+        + &rewrite("tests/test_positive.py", GREEN_TESTS, only_positive);
+    // The proposal is replayed: a sandboxed agent could not read a file outside the tree.
+    let replay = r.replay("rp", &[("1.json", proposal(&diff, "change"))]);
+    let wo = r.work_order(order(json!({})));
+    let out = r
+        .factory()
+        .args(["run", "--sandbox", "--max-attempts", "1", "--replay"])
+        .arg(&replay)
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let (summary, _) = records(&r);
+    assert_eq!(
+        summary["attempts"][0]["failure_brief"]["stage"], "regression",
+        "{summary}"
+    );
+}
