@@ -1,7 +1,8 @@
 //! The harness's own cost, measured side by side with git's: `cargo bench --bench bench`.
 //!
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
-//! names from: attempt, log, startup, cost, worktree, apply, baseline, pycache, candidates, pool, batch,
+//! names from: attempt, log, startup, cost, worktree, apply, baseline, pycache, weakened, page, junit,
+//! candidates, pool, batch,
 //! fleet, sandbox, flask (`--flask PATH`: a clone of the Flask repository). `--repos DIR` keeps
 //! the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
@@ -435,6 +436,46 @@ fn bench_attempts(work: &Path, keep: Option<&Path>, size: usize, runs: usize, tr
 /// once with `--no-baseline-check` and once with the check answered from
 /// `refs/notes/factory-verify` (filled by a first run). The model's answer is invalid, so the
 /// attempt costs the same little in both.
+/// Reading a 10,000-test JUnit report (SPEC §3.9: under 50 ms), one in ten failing.
+fn bench_junit(runs: usize) {
+    use git_factory::roles::po::report::{junit, Folded};
+    let mut xml = String::from("<?xml version=\"1.0\"?>\n<testsuites>\n");
+    for suite in 0..100 {
+        xml.push_str(&format!("<testsuite name=\"s{suite}\" tests=\"100\">\n"));
+        for case in 0..100 {
+            if case % 10 == 0 {
+                xml.push_str(&format!("<testcase classname=\"pkg.S{suite}\" name=\"t{case}\" time=\"0.01\"><failure message=\"expected 1, got 2\">trace line\ntrace line</failure></testcase>\n"));
+            } else {
+                xml.push_str(&format!(
+                    "<testcase classname=\"pkg.S{suite}\" name=\"t{case}\" time=\"0.01\"/>\n"
+                ));
+            }
+        }
+        xml.push_str("</testsuite>\n");
+    }
+    xml.push_str("</testsuites>\n");
+    let mut times = Vec::new();
+    for _ in 0..runs.max(3) {
+        let started = Instant::now();
+        let mut f = Folded::default();
+        junit::parse(&xml, &mut f);
+        times.push(started.elapsed());
+        assert_eq!(f.len(), 10_000);
+    }
+    times.sort();
+    println!(
+        "{:<34} {:>8} {:>10.1} {:>18}",
+        "parse a JUnit report (tests)",
+        10_000,
+        times[times.len() / 2].as_secs_f64() * 1000.0,
+        format!(
+            "{:.1}–{:.1}",
+            times[0].as_secs_f64() * 1000.0,
+            times[times.len() - 1].as_secs_f64() * 1000.0
+        )
+    );
+}
+
 fn bench_baseline(work: &Path, size: usize, runs: usize) {
     let root = work.join(format!("repo-baseline-{size}"));
     let first = generate(&root, size);
@@ -2802,6 +2843,9 @@ fn main() {
     }
     if only.contains("pycache") {
         bench_pycache(work.path(), runs);
+    }
+    if only.contains("junit") {
+        bench_junit(runs);
     }
     // Opt-in: three runs of every size of check per round, under each backend.
     if only.contains("sandbox") {

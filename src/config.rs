@@ -15,8 +15,6 @@ pub const REASONING_EFFORT: &str = "factory.reasoningEffort";
 pub const LLM_TIMEOUT: &str = "factory.llmTimeout";
 pub const AGENT_TIMEOUT: &str = "factory.agentTimeout";
 pub const VERIFY: &str = "factory.verify";
-/// `fail`: a test that is flaky counts as failed (part of a run's identity, SPEC §4.3).
-pub const FLAKY: &str = "factory.flaky";
 pub const SCRUB_ENV: &str = "factory.scrubEnv";
 pub const PRE_PUSH: &str = "factory.prePush";
 /// `false` skips the pre-commit and commit-msg hooks on `--commit`/`--branch` (default true).
@@ -31,6 +29,11 @@ pub const AGENT_WRITABLE: &str = "factory.agentWritable";
 pub const DEFAULT_AGENT_IGNORE: [&str; 3] = [".aider*", ".codex/", ".claude/"];
 /// Whether `run` checks the contract on the baseline first (SPEC §3.8).
 pub const BASELINE_CHECK: &str = "factory.baselineCheck";
+/// Whether a test that failed and passed when re-run fails its command (`fail`) or not
+/// (`pass`, the default; SPEC §3.9); `fail` is part of a run's identity (SPEC §4.3).
+pub const FLAKY: &str = "factory.flaky";
+/// JUnit XML files a check writes, as globs relative to the tree root (multi-valued, SPEC §3.9).
+pub const TEST_REPORT: &str = "factory.testReport";
 /// Whether `run` and `reverify` run their checks under bubblewrap (`--sandbox`).
 pub const SANDBOX: &str = "factory.sandbox";
 /// Whether a PASS of `run` is recorded as signed evidence (`--attest`, SPEC §6.1).

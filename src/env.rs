@@ -73,6 +73,11 @@ pub fn pytest_addopts() -> Option<String> {
     var("PYTEST_ADDOPTS")
 }
 
+/// The user's `PYTHONPATH`, which the harness's pytest plugin folder is put in front of.
+pub fn pythonpath() -> Option<String> {
+    var("PYTHONPATH")
+}
+
 /// A named stop point for crash-injection tests: the binary exits at once when it is reached.
 pub fn crash_point() -> Option<String> {
     var("GIT_FACTORY_TEST_CRASH_AT")

@@ -381,6 +381,20 @@ pub fn report(ui: &Ui, s: &RunSummary) {
             a.apply_method.as_deref().unwrap_or("-"),
             a.duration_seconds
         ));
+        if let Some(t) = &a.tests {
+            ui.info(format!("    tests: {}", super::show::tests_line(t)));
+        }
+    }
+    // A race with no PASS says how far each candidate got with the red tests (SPEC §3.9).
+    if s.verdict != crate::store::records::Verdict::Pass {
+        for c in &s.candidates {
+            if let Some(t) = c.tests.as_ref().filter(|t| t.fail_to_pass_total > 0) {
+                ui.info(format!(
+                    "  candidate {}: turned {} of {} fail_to_pass tests green",
+                    c.index, t.fail_to_pass_met, t.fail_to_pass_total
+                ));
+            }
+        }
     }
     if !s.side_effects.is_empty() {
         ui.info(format!(

@@ -35,6 +35,8 @@ pub struct Evidence<'a> {
     pub work_order_sha256: Option<&'a str>,
     /// `refs/factory/<run_id>`.
     pub run_ref: Option<&'a str>,
+    /// The tests the commands reported, one by one (SPEC §3.9).
+    pub tests: statement::TestLists,
 }
 
 /// Evidence written: who signed, and the note line.
@@ -76,6 +78,7 @@ pub fn attest(repo: &Repository, signer: &Signer, evidence: &Evidence<'_>) -> Re
         work_order_sha256: evidence.work_order_sha256,
         run_ref: evidence.run_ref,
         environment: statement::environment(evidence.commands),
+        tests: &evidence.tests,
     });
     let message = dsse::pae(dsse::IN_TOTO_PAYLOAD_TYPE, &payload);
     let (sig, keyid) = signer.sign(&message)?;
@@ -98,6 +101,30 @@ pub fn commands_of(attempt: &crate::store::records::AttemptRecord) -> Vec<Vec<St
         &attempt.fail_to_pass,
         &attempt.acceptance,
     ])
+}
+
+/// The tests a passing attempt's commands reported, as the statement lists them: `COMMAND ::
+/// TEST` in passedTests, a flaky one in warnedTests, a red one in failedTests.
+pub fn tests_of(attempt: &crate::store::records::AttemptRecord) -> statement::TestLists {
+    let mut lists = statement::TestLists::default();
+    for report in attempt.commands().filter_map(|c| c.tests.as_ref()) {
+        let cmd = statement::command_text(&report.command);
+        for t in &report.tests {
+            let entry = format!("{cmd} :: {}", t.id);
+            if t.flaky {
+                lists.warned.push(entry);
+            } else if t.status.is_red() || t.status == crate::store::records::TestStatus::Missing {
+                lists.failed.push(entry);
+            } else if matches!(
+                t.status,
+                crate::store::records::TestStatus::Passed
+                    | crate::store::records::TestStatus::Xpassed
+            ) {
+                lists.passed.push(entry);
+            }
+        }
+    }
+    lists
 }
 
 fn passed_commands(lists: &[&[crate::store::records::CmdResult]]) -> Vec<Vec<String>> {
@@ -130,6 +157,7 @@ pub fn attest_verified(repo: &Repository, signer: &Signer, commit: Oid) -> Resul
             commands: &commands,
             work_order_sha256: None,
             run_ref: None,
+            tests: statement::TestLists::default(),
         },
     )
 }
@@ -608,6 +636,7 @@ mod tests {
             duration_seconds: 0.0,
             sandbox: None,
             sandbox_put_back: Vec::new(),
+            tests: None,
         };
         let words: Vec<String> = passed_commands(&[
             &[ran(&["bash", "scripts/verify.sh"], 0)],

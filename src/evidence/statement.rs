@@ -10,6 +10,15 @@ use std::time::{Duration, Instant};
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const TEST_RESULT_TYPE: &str = "https://in-toto.io/attestation/test-result/v0.1";
 
+/// The tests behind the commands (SPEC §3.9), each `COMMAND :: TEST`.
+#[derive(Debug, Clone, Default)]
+pub struct TestLists {
+    pub passed: Vec<String>,
+    /// Flaky: failed once, passed when run again.
+    pub warned: Vec<String>,
+    pub failed: Vec<String>,
+}
+
 /// What a statement says about one PASS.
 pub struct Facts<'a> {
     pub tree: git2::Oid,
@@ -21,6 +30,7 @@ pub struct Facts<'a> {
     /// `refs/factory/<run_id>`.
     pub run_ref: Option<&'a str>,
     pub environment: Value,
+    pub tests: &'a TestLists,
 }
 
 /// A command as one test name: its argv in shell quoting, so it reads back word for word.
@@ -57,16 +67,13 @@ pub fn build(facts: &Facts<'_>) -> Vec<u8> {
     }));
     let mut predicate = Map::new();
     predicate.insert("result".into(), "PASSED".into());
-    predicate.insert(
-        "passedTests".into(),
-        facts
-            .commands
-            .iter()
-            .map(|c| Value::from(command_text(c)))
-            .collect(),
-    );
-    predicate.insert("warnedTests".into(), json!([]));
-    predicate.insert("failedTests".into(), json!([]));
+    // The commands first (what `attest verify` checks), then their tests one by one.
+    let passed: Vec<Value> = (facts.commands.iter().map(|c| Value::from(command_text(c))))
+        .chain(facts.tests.passed.iter().map(|t| Value::from(t.as_str())))
+        .collect();
+    predicate.insert("passedTests".into(), passed.into());
+    predicate.insert("warnedTests".into(), json!(facts.tests.warned));
+    predicate.insert("failedTests".into(), json!(facts.tests.failed));
     predicate.insert("configuration".into(), configuration.into());
     if let Some(run) = facts.run_ref {
         predicate.insert("url".into(), run.into());
@@ -307,6 +314,11 @@ mod tests {
             work_order_sha256: Some("ab"),
             run_ref: Some("refs/factory/0123456789ab"),
             environment: json!({"os": "linux"}),
+            tests: &TestLists {
+                passed: vec!["pytest -q :: tests/t.py::test_a".into()],
+                warned: vec!["pytest -q :: tests/t.py::test_b".into()],
+                failed: Vec::new(),
+            },
         });
         let v: Value = serde_json::from_slice(&bytes).expect("json");
         assert_eq!(v["_type"], STATEMENT_TYPE);
@@ -314,6 +326,14 @@ mod tests {
         assert_eq!(v["subject"][1]["digest"]["gitCommit"], commit.to_string());
         assert_eq!(v["predicate"]["url"], "refs/factory/0123456789ab");
         assert_eq!(v["predicate"]["passedTests"][1], "sh -c 'a && b'");
+        assert_eq!(
+            v["predicate"]["passedTests"][commands.len()],
+            "pytest -q :: tests/t.py::test_a"
+        );
+        assert_eq!(
+            v["predicate"]["warnedTests"][0],
+            "pytest -q :: tests/t.py::test_b"
+        );
         let claims = read(&bytes).expect("reads");
         assert_eq!(claims.trees, [tree.to_string()]);
         assert_eq!(claims.result, "PASSED");

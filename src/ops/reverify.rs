@@ -150,6 +150,7 @@ impl Checker<'_> {
                 pass_to_pass: &self.order.pass_to_pass_argv(),
                 fail_to_pass: &self.order.fail_to_pass_argv(),
                 acceptance: &self.order.acceptance_argv(),
+                ..verify::Checks::default()
             },
             self.timeout,
             self.sandboxed,

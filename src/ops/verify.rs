@@ -68,6 +68,13 @@ pub fn verify_commit(
     };
     if passed {
         cache::record_pass(repo, tree.id(), &commands)?;
+        // With the tests they reported, so a run's baseline check can grade against them.
+        let reports: Vec<_> = outcome
+            .verify
+            .iter()
+            .filter_map(|c| c.tests.clone())
+            .collect();
+        crate::roles::po::baseline::record_tests(repo, tree.id(), &commands, &reports)?;
     }
     Ok(Verified {
         passed,

@@ -83,6 +83,9 @@ fn attest_if_asked(session: &Session<'_>, landed: &Landed) {
         commands: &commands,
         work_order_sha256: Some(&session.plan.wo.hash),
         run_ref: Some(&run_ref),
+        tests: (s.attempts.last())
+            .map(crate::evidence::tests_of)
+            .unwrap_or_default(),
     };
     match crate::evidence::attest(session.repo, signer, &evidence) {
         Ok(done) => session.ui.info(format!(

@@ -15,7 +15,7 @@ pub enum Stage {
     /// work order does not allow it (SPEC §3.9).
     TestsWeakened,
     VerifyFailed,
-    /// A `pass_to_pass` command that passed on the baseline fails after the change.
+    /// A `pass_to_pass` command, or a test, that passed on the baseline fails after the change.
     Regression,
     AcceptanceFailed,
     /// An agent changed the repo outside its scratch worktree (`.git/config`, hooks, refs, the
@@ -104,6 +104,10 @@ pub struct CmdResult {
     /// could not single them out), relative to the tree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sandbox_put_back: Vec<String>,
+    /// The tests the command reported, graded (SPEC §3.9); stored in `tests.json`, not in
+    /// the summary.
+    #[serde(skip)]
+    pub tests: Option<CommandTests>,
 }
 
 impl CmdResult {
@@ -358,6 +362,9 @@ pub struct AttemptRecord {
     /// What the attempt's requests cost (SPEC §3.3 Cost); none when it made no request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// Per-test counts (SPEC §3.9), when any of the attempt's checks reported tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestCounts>,
 }
 
 impl AttemptRecord {
@@ -405,6 +412,7 @@ impl AttemptRecord {
             api_switch: None,
             served_model: None,
             cost: None,
+            tests: None,
             weakening: field("weakening")
                 .and_then(|w| serde_json::from_value(w.clone()).ok())
                 .unwrap_or_default(),
@@ -512,6 +520,9 @@ pub struct CandidateRecord {
     /// What the candidate's attempts cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// Per-test counts of the candidate's last attempt that ran checks (SPEC §3.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestCounts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -567,4 +578,108 @@ where
     T: Deserialize<'de>,
 {
     T::deserialize(d).map(Some)
+}
+
+/// One test's status in a report (SPEC §3.9). `Missing`: the baseline's report of the same
+/// command named it and this one does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestStatus {
+    Passed,
+    Failed,
+    Error,
+    Skipped,
+    Xfailed,
+    Xpassed,
+    Missing,
+}
+
+impl TestStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestStatus::Passed => "passed",
+            TestStatus::Failed => "failed",
+            TestStatus::Error => "error",
+            TestStatus::Skipped => "skipped",
+            TestStatus::Xfailed => "xfailed",
+            TestStatus::Xpassed => "xpassed",
+            TestStatus::Missing => "missing",
+        }
+    }
+
+    /// A red result: what fails its command.
+    pub fn is_red(self) -> bool {
+        matches!(self, TestStatus::Failed | TestStatus::Error)
+    }
+}
+
+/// One test of one command's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub id: String,
+    pub status: TestStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<f64>,
+    /// The failure message's first line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A bounded excerpt of the failure text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+    /// Failed, then passed when its command ran once more (SPEC §3.9, flakes once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flaky: bool,
+    /// Its status on the baseline, when the baseline's report of the command had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<TestStatus>,
+}
+
+/// The tests one command reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandTests {
+    /// `verify`, `pass_to_pass`, `fail_to_pass` or `acceptance`.
+    pub kind: String,
+    pub command: Vec<String>,
+    /// Where the results came from: `pytest`, `junit`, `go`, `tap`, `libtest`.
+    pub source: String,
+    pub tests: Vec<TestResult>,
+    /// Whether the command was run a second time (flakes once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rerun: bool,
+}
+
+impl CommandTests {
+    pub fn display(&self) -> String {
+        shlex::try_join(self.command.iter().map(String::as_str))
+            .unwrap_or_else(|_| self.command.join(" "))
+    }
+
+    /// The tests that fail the command (red, never a flake that passed again).
+    pub fn red(&self) -> impl Iterator<Item = &TestResult> {
+        self.tests.iter().filter(|t| t.status.is_red() && !t.flaky)
+    }
+}
+
+/// An attempt's `tests.json` (SPEC §3.9).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TestsRecord {
+    pub commands: Vec<CommandTests>,
+    /// Test-weakening edits allowed by `tests_may_change` (file, line, what), as TR found them.
+    #[serde(default)]
+    pub weakening: Vec<Weakening>,
+}
+
+/// Per-test counts in `run_summary.json` (per attempt and per candidate).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestCounts {
+    pub passed: u32,
+    pub failed: u32,
+    pub skipped: u32,
+    pub flaky: u32,
+    /// Baseline-red tests of `fail_to_pass` commands (or named ones) that pass now, of all.
+    pub fail_to_pass_met: u32,
+    pub fail_to_pass_total: u32,
+    /// Tests that passed on the baseline and pass again, of all that passed on it.
+    pub pass_to_pass_kept: u32,
+    pub pass_to_pass_total: u32,
 }

@@ -322,7 +322,8 @@ fn the_second_run_on_the_same_baseline_runs_no_baseline_command() {
     let agent = Agent::new(&r, "I think the fix is easy.");
     let out = run(&r, &agent, order.clone(), &["--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    assert_eq!(checks_run(&r), ["verify", "green", "red"]);
+    // The red result is confirmed by a second run (SPEC §3.9).
+    assert_eq!(checks_run(&r), ["verify", "green", "red", "red"]);
     assert_eq!(agent.calls(), 1);
     // Same baseline, same contract, another run (forced): the baseline check is free, and the
     // red result still reaches the prompt.
@@ -335,7 +336,7 @@ fn the_second_run_on_the_same_baseline_runs_no_baseline_command() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(
         checks_run(&r),
-        ["verify", "green", "red"],
+        ["verify", "green", "red", "red"],
         "nothing ran again"
     );
     assert_eq!(agent.calls(), 2);
@@ -350,7 +351,7 @@ fn the_second_run_on_the_same_baseline_runs_no_baseline_command() {
     let v = r.factory().args(["verify"]).output().expect("verify");
     assert_eq!(v.status.code(), Some(0), "{}", stderr_of(&v));
     assert!(stderr_of(&v).contains("cached"), "{}", stderr_of(&v));
-    assert_eq!(checks_run(&r).len(), 3);
+    assert_eq!(checks_run(&r).len(), 4);
 }
 
 #[test]
@@ -650,7 +651,7 @@ fn dry_run_shows_the_cached_red_result_and_runs_nothing() {
     assert!(!stdout_of(&out).contains("## The failing tests"));
     let out = run(&r, &agent, order.clone(), &["--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    assert_eq!(checks_run(&r), ["red"]);
+    assert_eq!(checks_run(&r), ["red", "red"]);
     let out = run(&r, &agent, order, &["--dry-run"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(
@@ -658,7 +659,7 @@ fn dry_run_shows_the_cached_red_result_and_runs_nothing() {
         "{}",
         stdout_of(&out)
     );
-    assert_eq!(checks_run(&r), ["red"]);
+    assert_eq!(checks_run(&r), ["red", "red"]);
     assert_eq!(agent.calls(), 1);
 }
 

@@ -10,7 +10,7 @@ use super::cache;
 use super::exec::tail_chars;
 use super::verify::{Phase, PoRun};
 use crate::error::{Error, Result};
-use crate::store::records::{BaselineResult, CmdResult};
+use crate::store::records::{BaselineResult, CmdResult, CommandTests};
 use git2::{Oid, Repository};
 
 /// The bound on each command's excerpt (a failure brief's).
@@ -32,6 +32,9 @@ pub struct Report {
     pub finding: Finding,
     /// Whether any command actually ran (the tree may then need its side effects removed).
     pub ran: bool,
+    /// The per-test reports of the commands that had one (SPEC §3.9): what every later
+    /// report of the same command is graded against.
+    pub tests: Vec<CommandTests>,
 }
 
 impl Report {
@@ -152,8 +155,10 @@ pub fn check<G>(
     mut on_command: impl FnMut(&str, &[String]) -> G,
 ) -> Result<Report> {
     let mut results: Vec<BaselineResult> = Vec::new();
+    let mut tests: Vec<CommandTests> = Vec::new();
     let mut ran = false;
-    // Lists that must pass: a cached pass stands for all of them; only passes are cached.
+    // Lists that must pass: a cached pass (with the tests it reported) stands for all of
+    // them; only passes are cached.
     for (phase, commands) in [
         (Phase::Verify, contract.verify),
         (Phase::PassToPass, contract.pass_to_pass),
@@ -162,9 +167,13 @@ pub fn check<G>(
             continue;
         }
         if cache::passed(contract.repo, contract.tree, commands) {
-            results.extend(commands.iter().map(|argv| cached_pass(phase, argv)));
-            continue;
+            if let Some(cached) = cached_tests(contract.repo, contract.tree, commands) {
+                results.extend(commands.iter().map(|argv| cached_pass(phase, argv)));
+                tests.extend(cached);
+                continue;
+            }
         }
+        let mut reported = Vec::new();
         for (i, argv) in commands.iter().enumerate() {
             let shown = on_command(phase.as_str(), argv);
             let cmd = po.run_one(phase.as_str(), i, argv);
@@ -175,48 +184,27 @@ pub fn check<G>(
             if !r.passed {
                 return Err(broken(&r));
             }
+            if let Some(red) = cmd.tests.as_ref().and_then(|t| t.red().next()) {
+                // Exit 0 with a failing test is no passing baseline either.
+                return Err(broken(&BaselineResult {
+                    passed: false,
+                    outcome: format!("exit 0, but test {} {}", red.id, red.status.as_str()),
+                    ..r
+                }));
+            }
+            reported.extend(cmd.tests);
             results.push(r);
         }
         cache::record_pass(contract.repo, contract.tree, commands)?;
+        record_tests(contract.repo, contract.tree, commands, &reported)?;
+        tests.extend(reported);
     }
     // The red tests: every one runs, and every result is cached (failing is the answer).
     if !contract.fail_to_pass.is_empty() {
-        let phase = Phase::FailToPass;
         let cached: Option<Vec<BaselineResult>> =
             cache::results(contract.repo, contract.tree, contract.fail_to_pass)
                 .filter(|c: &Vec<BaselineResult>| same_commands(c, contract.fail_to_pass));
-        let red = match cached {
-            Some(list) => list
-                .into_iter()
-                .map(|r| BaselineResult {
-                    kind: phase.as_str().to_string(),
-                    cached: true,
-                    ..r
-                })
-                .collect(),
-            None => {
-                let mut list = Vec::new();
-                for (i, argv) in contract.fail_to_pass.iter().enumerate() {
-                    let shown = on_command(phase.as_str(), argv);
-                    let cmd = po.run_one(phase.as_str(), i, argv);
-                    drop(shown);
-                    ran = true;
-                    interrupted(&cmd)?;
-                    if let Some(why) = &cmd.spawn_error {
-                        // Red because it cannot even start is no test at all: no model could
-                        // turn it green.
-                        return Err(Error::new(format!(
-                            "the fail_to_pass command `{}` could not start: {why}",
-                            cmd.display()
-                        ))
-                        .hint("check the program's name and that it is installed; nothing was recorded"));
-                    }
-                    list.push(result(phase, &cmd));
-                }
-                cache::record_results(contract.repo, contract.tree, contract.fail_to_pass, &list)?;
-                list
-            }
-        };
+        let red = red_results(contract, po, &mut on_command, &mut ran, &mut tests, cached)?;
         results.extend(red);
     }
     let green: Vec<&BaselineResult> = results
@@ -246,7 +234,129 @@ pub fn check<G>(
         results,
         finding,
         ran,
+        tests,
     })
+}
+
+/// The per-test reports recorded with a cached result (an empty list: none reported).
+fn cached_tests(
+    repo: &Repository,
+    tree: Oid,
+    commands: &[Vec<String>],
+) -> Option<Vec<CommandTests>> {
+    cache::tests(repo, tree, commands)
+}
+
+/// Records a command list's per-test reports on `tree`, so a cached baseline grades as a
+/// fresh one does.
+pub fn record_tests(
+    repo: &Repository,
+    tree: Oid,
+    commands: &[Vec<String>],
+    reports: &[CommandTests],
+) -> Result<()> {
+    cache::record_tests(repo, tree, commands, &reports)
+}
+
+/// Red first (SPEC §3.9): a red result the contract relies on is run a second time; one that
+/// passes then is refused as flaky, never a red to turn green.
+fn confirm_red(po: &PoRun<'_>, index: usize, argv: &[String], first: &CmdResult) -> Result<()> {
+    let again = po.run_one("fail_to_pass_confirm", index, argv);
+    interrupted(&again)?;
+    let now: std::collections::HashMap<&str, crate::store::records::TestStatus> = again
+        .tests
+        .iter()
+        .flat_map(|t| t.tests.iter().map(|t| (t.id.as_str(), t.status)))
+        .collect();
+    let now_red = now.values().any(|s| s.is_red());
+    let flaky: Vec<&str> = first
+        .tests
+        .iter()
+        .flat_map(|t| t.red().map(|t| t.id.as_str()))
+        .filter(|id| now.get(id) == Some(&crate::store::records::TestStatus::Passed))
+        .collect();
+    let whole = again.succeeded() && !now_red;
+    if flaky.is_empty() && !whole {
+        return Ok(());
+    }
+    let mut e = Error::new(format!(
+        "the fail_to_pass command `{}` is flaky on the baseline: red, then green when run again",
+        first.display()
+    ));
+    for id in flaky.iter().take(20) {
+        e = e.detail(format!("  flaky: {id}"));
+    }
+    Err(e.hint(
+        "a red test must fail every time before the change: fix the flaky test first, or move \
+         it out of fail_to_pass; nothing was recorded",
+    ))
+}
+
+/// The `fail_to_pass` results: from the cache (with their tests), or run, each red one
+/// confirmed by a second run.
+fn red_results<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    on_command: &mut impl FnMut(&str, &[String]) -> G,
+    ran: &mut bool,
+    tests: &mut Vec<CommandTests>,
+    cached: Option<Vec<BaselineResult>>,
+) -> Result<Vec<BaselineResult>> {
+    let phase = Phase::FailToPass;
+    let cached_reports = cached_tests(contract.repo, contract.tree, contract.fail_to_pass);
+    let red = match cached.zip(cached_reports) {
+        Some((list, reports)) => {
+            tests.extend(reports);
+            list.into_iter()
+                .map(|r| BaselineResult {
+                    kind: phase.as_str().to_string(),
+                    cached: true,
+                    ..r
+                })
+                .collect()
+        }
+        None => {
+            let mut list = Vec::new();
+            let mut reported = Vec::new();
+            for (i, argv) in contract.fail_to_pass.iter().enumerate() {
+                let shown = on_command(phase.as_str(), argv);
+                let cmd = po.run_one(phase.as_str(), i, argv);
+                drop(shown);
+                *ran = true;
+                interrupted(&cmd)?;
+                if let Some(why) = &cmd.spawn_error {
+                    // Red because it cannot even start is no test at all: no model could
+                    // turn it green.
+                    return Err(Error::new(format!(
+                        "the fail_to_pass command `{}` could not start: {why}",
+                        cmd.display()
+                    ))
+                    .hint(
+                        "check the program's name and that it is installed; nothing was recorded",
+                    ));
+                }
+                let red = !cmd.succeeded()
+                    || cmd.tests.as_ref().is_some_and(|t| t.red().next().is_some());
+                if red {
+                    confirm_red(po, i, argv, &cmd)?;
+                }
+                let mut r = result(phase, &cmd);
+                r.passed = !red;
+                list.push(r);
+                reported.extend(cmd.tests);
+            }
+            cache::record_results(contract.repo, contract.tree, contract.fail_to_pass, &list)?;
+            record_tests(
+                contract.repo,
+                contract.tree,
+                contract.fail_to_pass,
+                &reported,
+            )?;
+            tests.extend(reported);
+            list
+        }
+    };
+    Ok(red)
 }
 
 /// The red `fail_to_pass` results the cache holds for this baseline, without running anything

@@ -182,14 +182,32 @@ pub fn results<T: DeserializeOwned>(
     tree: Oid,
     commands: &[Vec<String>],
 ) -> Option<T> {
+    read_kind(repo, tree, commands, "RESULTS")
+}
+
+/// The per-test reports recorded by this clone for `commands` on `tree` (SPEC §3.9).
+pub fn tests<T: DeserializeOwned>(
+    repo: &Repository,
+    tree: Oid,
+    commands: &[Vec<String>],
+) -> Option<T> {
+    read_kind(repo, tree, commands, "TESTS")
+}
+
+fn read_kind<T: DeserializeOwned>(
+    repo: &Repository,
+    tree: Oid,
+    commands: &[Vec<String>],
+    kind: &str,
+) -> Option<T> {
     let secret = secret(repo, false)?;
     let key = key(commands);
-    let prefix = format!("RESULTS {key} ");
+    let prefix = format!("{kind} {key} ");
     let text = note_text(repo, tree)?;
     text.lines()
         .rev()
         .filter_map(|l| l.strip_prefix(&prefix)?.split_once(' '))
-        .filter(|(mac, json)| *mac == seal(&secret, tree, "RESULTS", &key, json))
+        .filter(|(mac, json)| *mac == seal(&secret, tree, kind, &key, json))
         .find_map(|(_, json)| serde_json::from_str(json).ok())
 }
 
@@ -199,13 +217,32 @@ pub fn record_results<T: Serialize>(
     commands: &[Vec<String>],
     results: &T,
 ) -> Result<()> {
+    record_kind(repo, tree, commands, results, "RESULTS")
+}
+
+pub fn record_tests<T: Serialize>(
+    repo: &Repository,
+    tree: Oid,
+    commands: &[Vec<String>],
+    reports: &T,
+) -> Result<()> {
+    record_kind(repo, tree, commands, reports, "TESTS")
+}
+
+fn record_kind<T: Serialize>(
+    repo: &Repository,
+    tree: Oid,
+    commands: &[Vec<String>],
+    results: &T,
+    kind: &str,
+) -> Result<()> {
     let secret = secret(repo, true).ok_or_else(no_secret)?;
     // Compact JSON escapes every newline, so the record stays one line.
     let json = serde_json::to_string(results)
         .map_err(|e| Error::new(format!("cannot serialise results: {e}")))?;
     let key = key(commands);
-    let mac = seal(&secret, tree, "RESULTS", &key, &json);
-    let line = format!("RESULTS {key} {mac} {json}");
+    let mac = seal(&secret, tree, kind, &key, &json);
+    let line = format!("{kind} {key} {mac} {json}");
     crate::store::append_note_in(repo, NOTES_REF, tree, &line)
 }
 

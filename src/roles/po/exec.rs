@@ -87,6 +87,7 @@ fn blank_result(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
         duration_seconds: 0.0,
         sandbox: None,
         sandbox_put_back: Vec::new(),
+        tests: None,
     }
 }
 

@@ -6,5 +6,7 @@ pub mod baseline;
 pub mod cache;
 pub mod exec;
 mod fill;
+pub mod grade;
 pub mod pycache;
+pub mod report;
 pub mod verify;

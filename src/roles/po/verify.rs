@@ -1,7 +1,8 @@
 //! Global verification rules (seed 000 §6.5, SPEC §3.7) and the PO pass over an attempt.
 
 use super::exec::{self, CommandSpec, LogFiles};
-use crate::store::records::{CmdResult, Stage};
+use super::{grade, report};
+use crate::store::records::{CmdResult, CommandTests, Stage};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -113,6 +114,7 @@ pub fn run_in_temporary_worktree<G>(
         .as_ref()
         .map_or(cache.dir(), super::pycache::View::path)
         .to_path_buf();
+    let tests = report::Private::new(cfg.multi(crate::config::TEST_REPORT)).ok();
     let po = PoRun {
         root: &wt.path,
         timeout,
@@ -122,6 +124,7 @@ pub fn run_in_temporary_worktree<G>(
         log_rel: String::new(),
         sandbox,
         pgid_file: None,
+        tests: tests.as_ref(),
     };
     // Unsandboxed checks write the shared cache: what they wrote for files outside the
     // worktree goes, compiled again from the real sources (SPEC §7.1), and what they compiled
@@ -165,6 +168,8 @@ pub struct PoRun<'a> {
     pub log_rel: String,
     pub sandbox: Option<exec::Sandbox>,
     pub pgid_file: Option<PathBuf>,
+    /// The private folder of the per-test reports (SPEC §3.9); `None`: exit codes only.
+    pub tests: Option<&'a report::Private>,
 }
 
 /// The commands PO runs, in SPEC §3.8's order: verification, then `pass_to_pass` (a failure
@@ -175,6 +180,10 @@ pub struct Checks<'a> {
     pub pass_to_pass: &'a [Vec<String>],
     pub fail_to_pass: &'a [Vec<String>],
     pub acceptance: &'a [Vec<String>],
+    /// The baseline's per-test reports (SPEC §3.9): what every command is graded against.
+    pub baseline: &'a [CommandTests],
+    /// `factory.flaky=fail`: a test that passed only when re-run still fails its command.
+    pub flaky_fails: bool,
 }
 
 /// One group of PO's commands: its name (also the stem of its log files) and the stage a
@@ -231,6 +240,9 @@ pub struct PoOutcome {
     /// The stage of the first failing command (the last result of its phase).
     pub failed: Option<Stage>,
     failed_phase: Option<Phase>,
+    /// What per-test grading found wrong with the failing command (lost and failing tests),
+    /// for the head of the brief.
+    pub why: Option<String>,
 }
 
 impl PoOutcome {
@@ -258,25 +270,83 @@ impl PoOutcome {
 }
 
 impl PoRun<'_> {
-    /// Runs one command; its logs are `<kind>_<index>_stdout.txt` / `_stderr.txt`.
+    /// Runs one command; its logs are `<kind>_<index>_stdout.txt` / `_stderr.txt`, and its
+    /// per-test report, if any, is read into its result.
     pub fn run_one(&self, kind: &str, index: usize, argv: &[String]) -> CmdResult {
+        self.run_as(kind, &format!("{kind}_{index}"), argv)
+    }
+
+    fn run_as(&self, kind: &str, stem: &str, argv: &[String]) -> CmdResult {
+        let mut env_set = self.env_set.clone();
+        let mut sandbox = self.sandbox.clone();
+        let pytest_file = self.tests.map(|t| {
+            let file = t.next_file(stem);
+            t.add_env(&mut env_set, &file);
+            sandbox = sandbox
+                .take()
+                .map(|s| s.with_writable(t.path().to_path_buf()));
+            file
+        });
         let spec = CommandSpec {
             argv: argv.to_vec(),
             cwd: self.root.to_path_buf(),
             timeout: self.timeout,
             env_remove: self.env_remove.to_vec(),
-            env_set: self.env_set.clone(),
+            env_set,
             stdin: None,
             label: if kind == "verify" {
                 "verify"
             } else {
                 "acceptance"
             },
-            sandbox: self.sandbox.clone(),
+            sandbox,
             pgid_file: self.pgid_file.clone(),
         };
-        let logs = LogFiles::in_dir(&self.log_dir, &self.log_rel, &format!("{kind}_{index}"));
-        exec::run(&spec, &logs)
+        let logs = LogFiles::in_dir(&self.log_dir, &self.log_rel, stem);
+        let junit = self.tests.filter(|t| !t.junit.is_empty());
+        let before = junit.map(|t| report::junit::files(self.root, &t.junit));
+        let mut r = exec::run(&spec, &logs);
+        if self.tests.is_some() {
+            let written = match (junit, before) {
+                (Some(t), Some(before)) => {
+                    report::junit::changed(&before, report::junit::files(self.root, &t.junit))
+                }
+                _ => Vec::new(),
+            };
+            r.tests = report::read(
+                kind,
+                argv,
+                pytest_file.as_deref(),
+                &written,
+                &logs.stdout,
+                r.stdout_bytes,
+            );
+        }
+        r
+    }
+
+    /// Runs one command and grades it per test against the baseline; a command whose only
+    /// failures are tests that passed on the baseline runs once more (flakes once).
+    pub fn run_graded(
+        &self,
+        phase: Phase,
+        index: usize,
+        argv: &[String],
+        checks: &Checks<'_>,
+    ) -> (CmdResult, grade::Judgement) {
+        let kind = phase.as_str();
+        let base = grade::find(checks.baseline, kind, argv);
+        let mut r = self.run_one(kind, index, argv);
+        grade::join(&mut r, base);
+        let f2p = phase == Phase::FailToPass;
+        let mut j = grade::judge(&r, f2p, checks.flaky_fails);
+        if j.wants_rerun(&r) && !r.interrupted {
+            let mut again = self.run_as(kind, &format!("{kind}_{index}_rerun"), argv);
+            grade::join(&mut again, base);
+            r = grade::merge_rerun(r, again);
+            j = grade::judge(&r, f2p, checks.flaky_fails);
+        }
+        (r, j)
     }
 
     /// Runs verification then acceptance (no contract).
@@ -306,13 +376,13 @@ impl PoRun<'_> {
         for phase in Phase::ALL {
             for (i, argv) in phase.commands(checks).iter().enumerate() {
                 let shown = on_command(phase.as_str(), argv);
-                let r = self.run_one(phase.as_str(), i, argv);
+                let (r, judged) = self.run_graded(phase, i, argv, checks);
                 drop(shown);
-                let ok = r.succeeded();
                 out.results_mut(phase).push(r);
-                if !ok {
-                    out.failed = Some(phase.stage());
+                if !judged.ok {
+                    out.failed = Some(judged.stage(phase.stage()));
                     out.failed_phase = Some(phase);
+                    out.why = Some(grade::describe(&judged)).filter(|w| !w.is_empty());
                     return out;
                 }
             }
@@ -338,6 +408,7 @@ mod tests {
             log_rel: String::new(),
             sandbox: None,
             pgid_file: None,
+            tests: None,
         };
         let argv = |s: &str| -> Vec<Vec<String>> { vec![shlex::split(s).expect("splits")] };
         let (t, f) = (argv("true"), argv("false"));
@@ -347,6 +418,7 @@ mod tests {
             pass_to_pass: &t,
             fail_to_pass: &t,
             acceptance: &t,
+            ..Checks::default()
         };
         let out = po.run_checks(&all, |kind, _| seen.push(kind.to_string()));
         assert_eq!(

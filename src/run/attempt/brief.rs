@@ -154,6 +154,24 @@ fn named_paths(line: &str) -> Vec<&str> {
     names
 }
 
+/// A brief that names the failing tests first (SPEC §3.9), then as much of the log's tail as
+/// the bound leaves room for.
+pub(crate) fn with_tests_first(tests: Option<&str>, log: &str) -> String {
+    let Some(tests) = tests.filter(|t| !t.trim().is_empty()) else {
+        return log.to_string();
+    };
+    let tests = tests.trim_end();
+    let room = BRIEF_CHARS.saturating_sub(tests.chars().count() + 1);
+    if room < 80 {
+        return tests.chars().take(BRIEF_CHARS).collect();
+    }
+    // The log's first line (the command and how it ended) stays; then its tail.
+    let (head, rest) = log.split_once('\n').unwrap_or((log, ""));
+    let head: String = head.chars().take(room.min(300)).collect();
+    let left = room.saturating_sub(head.chars().count() + 1);
+    format!("{tests}\n{head}\n{}", tail_chars(rest, left))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,6 +173,7 @@ impl Session<'_> {
                 reasoning_path: None,
                 weakening: Vec::new(),
                 cost: None,
+                tests: None,
             },
             dir: dir.clone(),
             rel: rel.clone(),

@@ -76,6 +76,7 @@ impl<'a> Session<'a> {
             fail_to_pass: plan.wo.fail_to_pass_argv(),
             verify_cmds,
             red: Vec::new(),
+            baseline_tests: Vec::new(),
             current: None,
             brief: None,
             seen: Vec::new(),

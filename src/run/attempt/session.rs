@@ -93,6 +93,8 @@ pub(crate) struct Session<'a> {
     pub(crate) fail_to_pass: Vec<Vec<String>>,
     /// The baseline's red `fail_to_pass` results, for the first prompt.
     pub(crate) red: Vec<BaselineResult>,
+    /// The baseline's per-test reports (SPEC §3.9), graded against after every change.
+    pub(crate) baseline_tests: Vec<crate::store::records::CommandTests>,
     pub(crate) current: Option<Attempt>,
     /// The previous attempt's brief, fed to the next prompt.
     pub(crate) brief: Option<FailureBrief>,

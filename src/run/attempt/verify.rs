@@ -2,13 +2,13 @@
 
 use crate::error::Result;
 use crate::graph::Outcome;
-use crate::roles::po::baseline;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
+use crate::roles::po::{baseline, grade, report};
 use crate::run::artifacts::write_json;
-use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note};
+use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note, with_tests_first};
 use crate::run::attempt::session::Session;
-use crate::store::records::{BaselineCheck, CmdResult, Stage};
+use crate::store::records::{BaselineCheck, CmdResult, Stage, TestsRecord};
 
 impl Session<'_> {
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
@@ -19,6 +19,7 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
+        let tests = report::Private::new(test_reports(self.repo)).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -28,6 +29,7 @@ impl Session<'_> {
             log_rel: "baseline".to_string(),
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
+            tests: tests.as_ref(),
         };
         let contract = baseline::Contract {
             repo: self.repo,
@@ -50,6 +52,10 @@ impl Session<'_> {
         }
         let report = checked?;
         let satisfied = report.finding == baseline::Finding::Satisfied;
+        if !report.tests.is_empty() {
+            let _ = write_json(&self.run_dir.join("baseline_tests.json"), &report.tests);
+        }
+        self.baseline_tests = report.tests.clone();
         self.red = report.red().into_iter().cloned().collect();
         let cached = report.results.iter().filter(|r| r.cached).count();
         self.ui.info(format!(
@@ -92,6 +98,7 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
+        let tests = report::Private::new(test_reports(self.repo)).ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -101,6 +108,7 @@ impl Session<'_> {
             log_rel: rel,
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
+            tests: tests.as_ref(),
         };
         let ui = self.ui;
         let checks = verify::Checks {
@@ -108,6 +116,8 @@ impl Session<'_> {
             pass_to_pass: &self.pass_to_pass,
             fail_to_pass: &self.fail_to_pass,
             acceptance: &self.acceptance,
+            baseline: &self.baseline_tests,
+            flaky_fails: flaky_fails(self.repo),
         };
         let started = self.bytecode_mark();
         let outcome = po.run_checks(&checks, |kind, argv| {
@@ -129,8 +139,27 @@ impl Session<'_> {
         }
         let _ = write_json(&dir.join("acceptance_result.json"), &outcome.acceptance);
         let failing = outcome.failing_command().cloned();
+        let record = TestsRecord {
+            commands: (outcome.verify.iter())
+                .chain(&outcome.pass_to_pass)
+                .chain(&outcome.fail_to_pass)
+                .chain(&outcome.acceptance)
+                .filter_map(|c| c.tests.clone())
+                .collect(),
+            weakening: self.current().record.weakening.clone(),
+        };
+        if !record.commands.is_empty() || !record.weakening.is_empty() {
+            let _ = write_json(&dir.join("tests.json"), &record);
+        }
+        let counts = grade::counts(
+            (outcome.verify.iter())
+                .chain(&outcome.pass_to_pass)
+                .chain(&outcome.fail_to_pass)
+                .chain(&outcome.acceptance),
+        );
         {
             let a = self.current();
+            a.record.tests = counts;
             a.record.verify = outcome.verify;
             a.record.pass_to_pass = outcome.pass_to_pass;
             a.record.fail_to_pass = outcome.fail_to_pass;
@@ -138,7 +167,7 @@ impl Session<'_> {
         }
         match (outcome.failed, failing) {
             (Some(stage), Some(cmd)) => {
-                let mut text = command_excerpt(&cmd);
+                let mut text = with_tests_first(outcome.why.as_deref(), &command_excerpt(&cmd));
                 if self.failed_at_closed_root(&cmd) {
                     text = with_note(&text, crate::sandbox::landlock::ROOT_CLOSED);
                 }
@@ -160,4 +189,16 @@ impl Session<'_> {
             && denied_at_root(&[&cmd.stderr_trunc, &cmd.stdout_trunc], &self.root)
             && crate::sandbox::landlock::root_closed(&sandbox.policy, &self.root)
     }
+}
+
+/// `factory.flaky=fail`: a test that passes only when re-run fails its command.
+fn flaky_fails(repo: &git2::Repository) -> bool {
+    crate::config::Config::of(repo)
+        .string(crate::config::FLAKY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
+}
+
+/// `factory.testReport`: the JUnit files' globs (SPEC §3.9).
+fn test_reports(repo: &git2::Repository) -> Vec<String> {
+    crate::config::Config::of(repo).multi(crate::config::TEST_REPORT)
 }

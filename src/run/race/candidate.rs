@@ -31,6 +31,7 @@ pub(crate) struct RaceShared<'a> {
     pub pass_to_pass: &'a [Vec<String>],
     pub fail_to_pass: &'a [Vec<String>],
     pub red: &'a [BaselineResult],
+    pub baseline_tests: &'a [crate::store::records::CommandTests],
     pub budget: &'a Budget,
     pub summary: &'a RunSummary,
     pub ui: &'a Ui,
@@ -194,6 +195,7 @@ fn candidate_session(
             pass_to_pass: shared.pass_to_pass.to_vec(),
             fail_to_pass: shared.fail_to_pass.to_vec(),
             red: shared.red.to_vec(),
+            baseline_tests: shared.baseline_tests.to_vec(),
             current: None,
             brief: None,
             seen: Vec::new(),
@@ -208,8 +210,16 @@ fn candidate_session(
     }
     drop(wt_repo);
     let _ = std::fs::remove_dir_all(&saved);
-    match (worktree, shared.reserve) {
-        // Swept while the race goes on; the run waits for it before it ends.
+    give_back(worktree, shared.reserve)
+}
+
+/// A candidate's pooled worktree goes back: swept while the race goes on when the race keeps
+/// a reserve (the run waits for it before it ends), else now.
+fn give_back(
+    worktree: Option<git::pool::Pooled>,
+    reserve: Option<&git::pool::Reserve>,
+) -> Result<()> {
+    match (worktree, reserve) {
         (Some(wt), Some(reserve)) => {
             reserve.give_back_later(wt);
             Ok(())

@@ -76,6 +76,7 @@ pub(crate) fn record(
         error: run.error.clone(),
         served_model: served_model(run),
         cost: crate::store::records::Cost::sum(run.attempts.iter().filter_map(|a| a.cost.as_ref())),
+        tests: run.attempts.iter().rev().find_map(|a| a.tests.clone()),
     }
 }
 
@@ -172,6 +173,7 @@ pub(crate) fn race(session: &mut Session<'_>, race: &Race) -> Result<Option<Endi
         pass_to_pass: &session.pass_to_pass,
         fail_to_pass: &session.fail_to_pass,
         red: &session.red,
+        baseline_tests: &session.baseline_tests,
         budget: session.budget,
         summary: &session.summary,
         ui: session.ui,
@@ -380,6 +382,7 @@ mod tests {
             error: None,
             served_model: None,
             cost: None,
+            tests: None,
         }
     }
 

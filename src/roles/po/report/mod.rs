@@ -1,0 +1,277 @@
+//! Per-test reports (SPEC §3.9): where a check command's tests come from, one parser per
+//! format. pytest reports through a plugin of ours loaded from a private folder; `go test
+//! -json`, TAP and libtest's lines are recognised on stdout. A command that reports nothing
+//! costs one short read of its stdout's head, and is judged by its exit code alone.
+
+mod gotest;
+pub mod junit;
+mod libtest;
+pub mod pytest;
+mod tap;
+
+use crate::store::records::{CommandTests, TestResult, TestStatus};
+use std::collections::HashMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The bound on a test's failure excerpt.
+const EXCERPT_CHARS: usize = 1500;
+/// How much of stdout is read to recognise a stream's shape.
+const SNIFF_BYTES: u64 = 64 * 1024;
+
+/// The variable naming the pytest plugin's output file for one command.
+pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
+
+/// A private folder for one PO pass (an attempt, a baseline check, a `verify`): the pytest
+/// plugin and the files it writes, in the system's temporary folder under a random name —
+/// outside the tree (a check walking the tree, `compileall .` say, never meets it) and at no
+/// path the tree's code can know ahead. Under `--sandbox` it is the one folder outside the
+/// tree the checks may write.
+pub struct Private {
+    dir: tempfile::TempDir,
+    next: AtomicUsize,
+    /// `factory.testReport`: JUnit files' globs, relative to the tree root.
+    pub junit: Vec<String>,
+}
+
+impl Private {
+    pub fn new(junit: Vec<String>) -> std::io::Result<Private> {
+        let dir = tempfile::Builder::new()
+            .prefix("git-factory-tests-")
+            .tempdir()?;
+        std::fs::write(
+            dir.path().join(format!("{}.py", pytest::MODULE)),
+            pytest::PLUGIN,
+        )?;
+        Ok(Private {
+            dir,
+            next: AtomicUsize::new(0),
+            junit,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A fresh file name for one command's pytest results.
+    pub fn next_file(&self, stem: &str) -> PathBuf {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.dir.path().join(format!("{stem}-{n}.jsonl"))
+    }
+
+    /// The environment that loads the plugin, writing to `file`: `-p` appended to the
+    /// `PYTEST_ADDOPTS` already set (the user's come first), the folder put before the user's
+    /// `PYTHONPATH`.
+    pub fn add_env(&self, env: &mut Vec<(String, String)>, file: &Path) {
+        let load = format!("-p {}", pytest::MODULE);
+        match env.iter_mut().find(|(k, _)| k == "PYTEST_ADDOPTS") {
+            Some((_, v)) => *v = format!("{v} {load}"),
+            None => env.push((
+                "PYTEST_ADDOPTS".to_string(),
+                match crate::env::pytest_addopts() {
+                    Some(v) => format!("{v} {load}"),
+                    None => load,
+                },
+            )),
+        }
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        let path = match crate::env::pythonpath().filter(|p| !p.is_empty()) {
+            Some(user) => format!("{dir}:{user}"),
+            None => dir,
+        };
+        env.push(("PYTHONPATH".to_string(), path));
+        env.push((REPORT_VAR.to_string(), file.to_string_lossy().into_owned()));
+    }
+}
+
+/// Tests folded by id, in the order first seen: each id counts once per command.
+#[derive(Default)]
+pub struct Folded {
+    tests: Vec<TestResult>,
+    index: HashMap<String, usize>,
+}
+
+impl Folded {
+    /// How many distinct tests it holds.
+    pub fn len(&self) -> usize {
+        self.tests.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tests.is_empty()
+    }
+
+    /// Records a result for `id`: a later one replaces an earlier one, except that a red
+    /// result stays (a test that failed in one of a command's runs failed the command).
+    pub fn put(
+        &mut self,
+        id: &str,
+        status: TestStatus,
+        duration: Option<f64>,
+        message: Option<String>,
+        excerpt: Option<String>,
+    ) {
+        match self.index.get(id) {
+            Some(&i) => {
+                let t = &mut self.tests[i];
+                if duration.is_some() {
+                    t.duration_seconds = duration;
+                }
+                if t.status.is_red() {
+                    // It stays red; a later line may still say why.
+                    if t.message.is_none() {
+                        t.message = message;
+                    }
+                    if t.excerpt.is_none() {
+                        t.excerpt = excerpt;
+                    }
+                    return;
+                }
+                t.status = status;
+                if message.is_some() {
+                    t.message = message;
+                }
+                if excerpt.is_some() {
+                    t.excerpt = excerpt;
+                }
+            }
+            None => {
+                self.index.insert(id.to_string(), self.tests.len());
+                self.tests.push(TestResult {
+                    id: id.to_string(),
+                    status,
+                    duration_seconds: duration,
+                    message,
+                    excerpt,
+                    flaky: false,
+                    baseline: None,
+                });
+            }
+        }
+    }
+
+    fn into_report(self, kind: &str, argv: &[String], source: &str) -> Option<CommandTests> {
+        (!self.tests.is_empty()).then(|| CommandTests {
+            kind: kind.to_string(),
+            command: argv.to_vec(),
+            source: source.to_string(),
+            tests: self.tests,
+            rerun: false,
+        })
+    }
+}
+
+/// The first line of a message, bounded.
+pub(crate) fn first_line(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.trim().chars().take(300).collect()
+}
+
+/// A bounded excerpt of a failure text (its head: where the assertion is named).
+pub(crate) fn bound(text: &str) -> String {
+    let text = text.trim_end();
+    if text.chars().count() <= EXCERPT_CHARS {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(EXCERPT_CHARS).collect();
+    s.push_str("\n[…]");
+    s
+}
+
+/// The most of one JUnit file that is read.
+const JUNIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The tests one command reported: the pytest plugin's file when it wrote one, else the
+/// JUnit files it wrote, else a stream recognised on stdout. `None`: no per-test report.
+pub fn read(
+    kind: &str,
+    argv: &[String],
+    pytest_file: Option<&Path>,
+    junit_files: &[PathBuf],
+    stdout: &Path,
+    stdout_bytes: u64,
+) -> Option<CommandTests> {
+    if let Some(file) = pytest_file {
+        if let Ok(text) = std::fs::read(file) {
+            let mut folded = Folded::default();
+            pytest::parse(&String::from_utf8_lossy(&text), &mut folded);
+            let _ = std::fs::remove_file(file);
+            if let Some(r) = folded.into_report(kind, argv, "pytest") {
+                return Some(r);
+            }
+        }
+    }
+    if !junit_files.is_empty() {
+        let mut folded = Folded::default();
+        for f in junit_files {
+            let mut bytes = Vec::new();
+            if std::fs::File::open(f)
+                .and_then(|h| h.take(JUNIT_BYTES).read_to_end(&mut bytes))
+                .is_ok()
+            {
+                junit::parse(&String::from_utf8_lossy(&bytes), &mut folded);
+            }
+        }
+        if let Some(r) = folded.into_report(kind, argv, "junit") {
+            return Some(r);
+        }
+    }
+    if stdout_bytes == 0 {
+        return None;
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(stdout)
+        .and_then(|f| f.take(SNIFF_BYTES).read_to_end(&mut head))
+        .ok()?;
+    let head = String::from_utf8_lossy(&head);
+    let (source, parse): (&str, fn(&str, &mut Folded)) = if gotest::recognise(&head) {
+        ("go", gotest::parse)
+    } else if tap::recognise(&head) {
+        ("tap", tap::parse)
+    } else if libtest::recognise(&head) {
+        ("libtest", libtest::parse)
+    } else {
+        return None;
+    };
+    let whole = if stdout_bytes <= SNIFF_BYTES {
+        head.into_owned()
+    } else {
+        String::from_utf8_lossy(&std::fs::read(stdout).ok()?).into_owned()
+    };
+    let mut folded = Folded::default();
+    parse(&whole, &mut folded);
+    folded.into_report(kind, argv, source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pytest_lines_fold_into_one_status_per_node_id() {
+        let text = r#"{"id":"t.py::a","when":"call","outcome":"passed","xfail":false,"duration":0.1,"message":"","text":""}
+{"id":"t.py::b","when":"call","outcome":"failed","xfail":false,"duration":0.1,"message":"assert 1 == 2","text":"def test_b():\n>  assert 1 == 2\nE  assert 1 == 2"}
+{"id":"t.py::c","when":"setup","outcome":"skipped","xfail":false,"message":"no"}
+{"id":"t.py::d","when":"call","outcome":"skipped","xfail":true,"message":"known"}
+{"id":"t.py::a","when":"teardown","outcome":"failed","xfail":false,"message":"boom"}
+not json
+{"id":"t.py::e","when":"call","outcome":"passed","xfail":true}"#;
+        let mut f = Folded::default();
+        pytest::parse(text, &mut f);
+        let got: Vec<(&str, TestStatus)> =
+            f.tests.iter().map(|t| (t.id.as_str(), t.status)).collect();
+        assert_eq!(
+            got,
+            [
+                ("t.py::a", TestStatus::Error),
+                ("t.py::b", TestStatus::Failed),
+                ("t.py::c", TestStatus::Skipped),
+                ("t.py::d", TestStatus::Xfailed),
+                ("t.py::e", TestStatus::Xpassed),
+            ]
+        );
+        assert_eq!(f.tests[1].message.as_deref(), Some("assert 1 == 2"));
+    }
+}
