@@ -97,6 +97,7 @@ fn facts(page: &RunPage) -> Markup {
             }
             @if let Some(e) = &s.error { dt { "error" } dd.bad { (e) } }
             dt { "tokens" } dd { (tokens_total(page)) }
+            dt { "cost" } dd { (cost_text(s.cost.as_ref())) }
             dt { "evidence" } dd { (evidence(&page.evidence)) }
         }
     }
@@ -173,7 +174,7 @@ fn candidates_table(page: &RunPage) -> Markup {
         table {
             thead { tr {
                 th.num { "#" } th { "verdict" } th { "ended" } th.num { "attempts" }
-                th.num { "lines" } th.num { "tokens" } th.num { "time" } th { "model" }
+                th.num { "lines" } th.num { "tokens" } th.num { "cost" } th.num { "time" } th { "model" }
             } }
             tbody {
                 @for c in &page.candidates {
@@ -186,6 +187,7 @@ fn candidates_table(page: &RunPage) -> Markup {
                         td.num { (r.attempts) }
                         td.num { (r.changed_lines.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
                         td.num { (r.tokens) }
+                        td.num { (cost_text(r.cost.as_ref())) }
                         td.num { (seconds(r.duration_seconds)) }
                         td.mono { (r.model) @if let Some(m) = &r.served_model { " (served by " (m) ")" } }
                     }
@@ -228,6 +230,7 @@ fn attempt(s: &RunSummary, view: &AttemptView, prefix: &str, open: bool) -> Mark
                     span.(if failed { "bad" } else { "ok" }) { (if failed { "✗ " } else { "✓ " }) (stage_of(a)) }
                     span.muted { (seconds(a.duration_seconds)) }
                     @if let Some(u) = &a.usage { span.muted { (usage_text(u)) } }
+                    @if let Some(c) = &a.cost { span.muted { (c.display()) } }
                 }
             }
             div.body {
@@ -236,6 +239,12 @@ fn attempt(s: &RunSummary, view: &AttemptView, prefix: &str, open: bool) -> Mark
                     p { b { "summary: " } (sum) }
                 }
                 (scope(a))
+                @if !a.weakening.is_empty() {
+                    div.brief {
+                        b { "tests weakened" (if a.failure_brief.as_ref().is_some_and(|b| b.stage.as_str() == "tests_weakened") { " (refused)" } else { " (allowed by tests_may_change)" }) }
+                        ul { @for w in &a.weakening { li.mono { (w.to_string()) } } }
+                    }
+                }
                 @if let Some(p) = &view.patch { (patch(p)) }
                 (checks(a))
                 @if let Some(b) = &a.failure_brief {
@@ -378,14 +387,32 @@ fn kinds(a: &AttemptRecord) -> Vec<(&'static str, &CmdResult)> {
 }
 
 fn usage_text(u: &crate::store::records::Usage) -> String {
-    match (u.input_tokens, u.output_tokens) {
-        (None, None) => String::new(),
+    let mut text = match (u.input_tokens, u.output_tokens) {
+        (None, None) => return String::new(),
         (i, o) => format!(
             "{} in / {} out tokens",
             i.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
             o.map(|n| n.to_string()).unwrap_or_else(|| "?".into())
         ),
+    };
+    for (n, what) in [
+        (u.cache_read_tokens, "cached"),
+        (u.cache_write_tokens, "cache written"),
+        (u.reasoning_tokens, "reasoning"),
+    ] {
+        if let Some(n) = n.filter(|n| *n > 0) {
+            text.push_str(&format!(", {n} {what}"));
+        }
     }
+    if u.failed_requests > 0 {
+        text.push_str(&format!(", {} billed request(s) failed", u.failed_requests));
+    }
+    text
+}
+
+/// A cost as people read it; a record made before costs were kept has none.
+pub(super) fn cost_text(c: Option<&crate::store::records::Cost>) -> String {
+    c.map(|c| c.display()).unwrap_or_else(|| "-".to_string())
 }
 
 fn tokens_total(page: &RunPage) -> String {

@@ -1,7 +1,7 @@
 //! `git factory report`: many runs side by side (a batch, a fleet's fetched records), as a
 //! table on the terminal or one page (SPEC §8).
 
-use super::html::{anchor, attempts_made, document, run_section, seconds};
+use super::html::{anchor, attempts_made, cost_text, document, run_section, seconds};
 use super::RunPage;
 use crate::error::{Error, Result};
 use crate::store::records::{RunSummary, Verdict};
@@ -77,6 +77,9 @@ impl Row<'_> {
     fn duration(&self) -> String {
         seconds(self.s.duration_seconds)
     }
+    fn cost(&self) -> String {
+        cost_text(self.s.cost.as_ref())
+    }
 }
 
 /// Per model: runs (or candidates) it took part in, how many passed, attempts and time.
@@ -86,6 +89,7 @@ struct ModelTotal {
     passed: usize,
     attempts: usize,
     seconds: f64,
+    cost: Vec<crate::store::records::Cost>,
 }
 
 fn per_model(pages: &[RunPage]) -> BTreeMap<String, ModelTotal> {
@@ -98,6 +102,7 @@ fn per_model(pages: &[RunPage]) -> BTreeMap<String, ModelTotal> {
             t.passed += usize::from(s.verdict == Verdict::Pass);
             t.attempts += s.attempts.len();
             t.seconds += s.duration_seconds;
+            t.cost.extend(s.cost.clone());
         } else {
             for c in &s.candidates {
                 let t = totals.entry(c.model.clone()).or_default();
@@ -105,6 +110,7 @@ fn per_model(pages: &[RunPage]) -> BTreeMap<String, ModelTotal> {
                 t.passed += usize::from(c.verdict == Verdict::Pass);
                 t.attempts += c.attempts as usize;
                 t.seconds += c.duration_seconds;
+                t.cost.extend(c.cost.clone());
             }
         }
     }
@@ -114,18 +120,19 @@ fn per_model(pages: &[RunPage]) -> BTreeMap<String, ModelTotal> {
 /// The report as a table for the terminal (every value already escaped by [`RunPage::load`]).
 pub fn table(pages: &[RunPage]) -> String {
     let mut out = format!(
-        "{:<24} {:<12} {:<11} {:>8} {:>9}  {}\n",
-        "work order", "run", "verdict", "attempts", "time", "model"
+        "{:<24} {:<12} {:<11} {:>8} {:>9} {:>10}  {}\n",
+        "work order", "run", "verdict", "attempts", "time", "cost", "model"
     );
     for p in pages {
         let r = Row { s: &p.summary };
         out.push_str(&format!(
-            "{:<24} {:<12} {:<11} {:>8} {:>9}  {}\n",
+            "{:<24} {:<12} {:<11} {:>8} {:>9} {:>10}  {}\n",
             crate::ui::clip(&r.s.work_order_id, 24),
             r.s.run_id,
             r.s.verdict.as_str(),
             r.attempts(),
             r.duration(),
+            r.cost(),
             r.s.config.model
         ));
     }
@@ -136,11 +143,12 @@ pub fn table(pages: &[RunPage]) -> String {
     out.push_str(&format!("\n{} run(s), {passed} passed\n", pages.len()));
     for (model, t) in per_model(pages) {
         out.push_str(&format!(
-            "  {model}: {}/{} passed, {} attempt(s), {}\n",
+            "  {model}: {}/{} passed, {} attempt(s), {}, {}\n",
             t.passed,
             t.runs,
             t.attempts,
-            seconds(t.seconds)
+            seconds(t.seconds),
+            cost_text(crate::store::records::Cost::sum(&t.cost).as_ref())
         ));
     }
     out
@@ -159,7 +167,7 @@ pub fn render(pages: &[RunPage]) -> String {
         table {
             thead { tr {
                 th { "work order" } th { "run" } th { "verdict" } th.num { "attempts" }
-                th.num { "time" } th { "model" }
+                th.num { "time" } th.num { "cost" } th { "model" }
             } }
             tbody {
                 @for p in pages {
@@ -170,6 +178,7 @@ pub fn render(pages: &[RunPage]) -> String {
                         td { span.badge.(r.s.verdict.as_str()) { (r.s.verdict.as_str()) } }
                         td.num { (r.attempts()) }
                         td.num { (r.duration()) }
+                        td.num { (r.cost()) }
                         td.mono { (r.s.config.model) }
                     }
                 }
@@ -177,7 +186,7 @@ pub fn render(pages: &[RunPage]) -> String {
         }
         h2 { "Per model" }
         table {
-            thead { tr { th { "model" } th.num { "passed" } th.num { "attempts" } th.num { "time" } } }
+            thead { tr { th { "model" } th.num { "passed" } th.num { "attempts" } th.num { "time" } th.num { "cost" } } }
             tbody {
                 @for (model, t) in &totals {
                     tr {
@@ -185,6 +194,7 @@ pub fn render(pages: &[RunPage]) -> String {
                         td.num { (t.passed) "/" (t.runs) }
                         td.num { (t.attempts) }
                         td.num { (seconds(t.seconds)) }
+                        td.num { (cost_text(crate::store::records::Cost::sum(&t.cost).as_ref())) }
                     }
                 }
             }
