@@ -256,3 +256,56 @@ fn show_html_refuses_a_folder_as_its_file() {
         "{err}"
     );
 }
+
+/// A fix of the red test that breaks another one, judged per test by real pytest: the page
+/// lists the broken test first with its status before and after and the assertion that failed.
+#[test]
+fn the_per_test_table_shows_what_broke_with_its_assertion() {
+    let calc = "def absolute(x):\n    return x\n";
+    let tests = "from calc import absolute\n\n\ndef test_negative():\n    assert absolute(-3) == 3\n\n\ndef test_zero():\n    assert absolute(0) == 0\n";
+    let r = TestRepo::with_files(&[("calc.py", calc), ("tests/test_calc.py", tests)]);
+    r.git(&["config", "factory.verify", "true"]);
+    let broken = "def absolute(x):\n    return -x if x < 0 else x + 1\n";
+    let diff = format!(
+        "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def absolute(x):\n-    return x\n+{}\n",
+        broken.lines().nth(1).unwrap_or_default()
+    );
+    let answer = r.outside.join("answer.json");
+    std::fs::write(&answer, proposal(&diff, "fix negatives")).expect("write");
+    let wo = r.work_order(serde_json::json!({
+        "id": "abs", "title": "absolute", "intent": "absolute(-3) is 3",
+        "allowed_files": ["calc.py"],
+        "fail_to_pass": ["python -m pytest -q tests/test_calc.py"],
+        "acceptance_commands": [],
+    }));
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "1", "--agent-command"])
+        .arg(format!("cat {}", answer.display()))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let id = s["run_id"].as_str().expect("id");
+    let (code, _, err) = factory_outside(&r, &["show", id, "--html", "-o", "tests.html"]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(r.outside.join("tests.html")).expect("page");
+    let row = html
+        .split("<tr>")
+        .find(|row| row.contains("tests/test_calc.py::test_zero"))
+        .unwrap_or_else(|| panic!("test_zero listed:\n{html}"));
+    assert!(row.contains("<td>passed</td>"), "passed before: {row}");
+    assert!(row.contains(">failed"), "failed after: {row}");
+    assert!(row.contains("assert 1 == 0"), "its assertion: {row}");
+    let first = html.find("test_zero").expect("zero");
+    let green = html
+        .find("tests/test_calc.py::test_negative")
+        .expect("negative");
+    assert!(first < green, "what broke comes first");
+    let Some(loaded) = browser::load(&r.outside.join("tests.html")) else {
+        return;
+    };
+    assert_clean_load(&loaded);
+}

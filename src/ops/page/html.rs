@@ -2,7 +2,10 @@
 //! from strings, and the page loads nothing (its policy forbids scripts and every fetch).
 
 use super::{AttemptView, CandidateView, Evidence, Patch, RunPage};
-use crate::store::records::{AttemptRecord, CmdResult, RunSummary, Verdict};
+use crate::store::records::{
+    AttemptRecord, CmdResult, CommandTests, RunSummary, TestCounts, TestResult, TestsRecord,
+    Verdict,
+};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 const STYLE: &str = include_str!("page.css");
@@ -174,7 +177,7 @@ fn candidates_table(page: &RunPage) -> Markup {
         table {
             thead { tr {
                 th.num { "#" } th { "verdict" } th { "ended" } th.num { "attempts" }
-                th.num { "lines" } th.num { "tokens" } th.num { "cost" } th.num { "time" } th { "model" }
+                th.num { "lines" } th.num { "green" } th.num { "tokens" } th.num { "cost" } th.num { "time" } th { "model" }
             } }
             tbody {
                 @for c in &page.candidates {
@@ -186,6 +189,7 @@ fn candidates_table(page: &RunPage) -> Markup {
                         td { (r.ended_stage) }
                         td.num { (r.attempts) }
                         td.num { (r.changed_lines.map(|n| n.to_string()).unwrap_or_else(|| "-".into())) }
+                        td.num { (green_text(r.tests.as_ref())) }
                         td.num { (r.tokens) }
                         td.num { (cost_text(r.cost.as_ref())) }
                         td.num { (seconds(r.duration_seconds)) }
@@ -231,6 +235,7 @@ fn attempt(s: &RunSummary, view: &AttemptView, prefix: &str, open: bool) -> Mark
                     span.muted { (seconds(a.duration_seconds)) }
                     @if let Some(u) = &a.usage { span.muted { (usage_text(u)) } }
                     @if let Some(c) = &a.cost { span.muted { (c.display()) } }
+                    @if let Some(t) = &a.tests { span.muted { (counts_text(t)) } }
                 }
             }
             div.body {
@@ -246,6 +251,7 @@ fn attempt(s: &RunSummary, view: &AttemptView, prefix: &str, open: bool) -> Mark
                     }
                 }
                 @if let Some(p) = &view.patch { (patch(p)) }
+                @if let Some(t) = &view.tests { (tests_table(t)) }
                 (checks(a))
                 @if let Some(b) = &a.failure_brief {
                     details.brief open {
@@ -256,6 +262,122 @@ fn attempt(s: &RunSummary, view: &AttemptView, prefix: &str, open: bool) -> Mark
                 }
             }
         }
+    }
+}
+
+/// The tests each command reported (SPEC §3.9): the ones that fail, changed or went missing
+/// first, each with its status before (the baseline) and after, and the failure's message.
+fn tests_table(record: &TestsRecord) -> Markup {
+    html! {
+        @for c in &record.commands {
+            @let rows = look_first(c);
+            @let red = c.red().count();
+            details.tests open[red > 0] {
+                summary {
+                    span.(if red > 0 { "bad" } else { "ok" }) { (if red > 0 { "✗ " } else { "✓ " }) }
+                    "tests of " (c.kind) ": " code { (c.display()) } " — " (command_counts(c))
+                    span.muted { " (" (c.source) @if c.rerun { ", re-run once" } ")" }
+                }
+                div.body {
+                    table {
+                        thead { tr { th { "test" } th { "before" } th { "after" } th { "message" } } }
+                        tbody {
+                            @for t in rows {
+                                tr {
+                                    td.mono { (t.id) }
+                                    td { (t.baseline.map(|b| b.as_str()).unwrap_or("new")) }
+                                    td.(status_class(t)) {
+                                        (t.status.as_str()) @if t.flaky { " (flaky)" }
+                                    }
+                                    td {
+                                        @if let Some(m) = &t.message { (m) }
+                                        @if let Some(x) = &t.excerpt {
+                                            details { summary { "excerpt" } pre { (x) } }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The command's tests, those to read first at the top, then by id.
+fn look_first(c: &CommandTests) -> Vec<&TestResult> {
+    let mut rows: Vec<&TestResult> = c.tests.iter().collect();
+    rows.sort_by_key(|t| (!needs_a_look(t), t.id.clone()));
+    rows
+}
+
+/// A test to read first: red now, flaky, or not passing where it passed on the baseline.
+fn needs_a_look(t: &TestResult) -> bool {
+    use crate::store::records::TestStatus;
+    t.status.is_red()
+        || t.flaky
+        || (t.baseline == Some(TestStatus::Passed) && t.status != TestStatus::Passed)
+}
+
+fn status_class(t: &TestResult) -> &'static str {
+    if needs_a_look(t) {
+        "bad"
+    } else if t.status == crate::store::records::TestStatus::Passed {
+        "ok"
+    } else {
+        "muted"
+    }
+}
+
+fn command_counts(c: &CommandTests) -> String {
+    use crate::store::records::TestStatus;
+    let count = |s: TestStatus| c.tests.iter().filter(|t| t.status == s).count();
+    let mut text = format!(
+        "{} passed, {} failed",
+        count(TestStatus::Passed),
+        count(TestStatus::Failed) + count(TestStatus::Error)
+    );
+    for (s, word) in [
+        (TestStatus::Skipped, "skipped"),
+        (TestStatus::Xfailed, "xfailed"),
+        (TestStatus::Xpassed, "xpassed"),
+        (TestStatus::Missing, "missing"),
+    ] {
+        let n = count(s);
+        if n > 0 {
+            text.push_str(&format!(", {n} {word}"));
+        }
+    }
+    let flaky = c.tests.iter().filter(|t| t.flaky).count();
+    if flaky > 0 {
+        text.push_str(&format!(", {flaky} flaky"));
+    }
+    text
+}
+
+/// An attempt's counts in one line.
+fn counts_text(t: &TestCounts) -> String {
+    let mut text = format!("tests {} passed, {} failed", t.passed, t.failed);
+    if t.fail_to_pass_total > 0 {
+        text.push_str(&format!(
+            ", {}/{} turned green",
+            t.fail_to_pass_met, t.fail_to_pass_total
+        ));
+    }
+    if t.flaky > 0 {
+        text.push_str(&format!(", {} flaky", t.flaky));
+    }
+    text
+}
+
+/// Red tests turned green, of those the contract names (SPEC §3.9).
+pub(super) fn green_text(t: Option<&TestCounts>) -> String {
+    match t {
+        Some(t) if t.fail_to_pass_total > 0 => {
+            format!("{}/{}", t.fail_to_pass_met, t.fail_to_pass_total)
+        }
+        _ => "-".to_string(),
     }
 }
 

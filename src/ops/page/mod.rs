@@ -8,7 +8,7 @@ mod html;
 pub mod report;
 
 use crate::error::{Error, Result};
-use crate::store::records::{AttemptRecord, CandidateRecord, RunSummary, Verdict};
+use crate::store::records::{AttemptRecord, CandidateRecord, RunSummary, TestsRecord, Verdict};
 use crate::store::{read_artifact, StoredRun};
 use git2::{Oid, Repository};
 use std::path::{Path, PathBuf};
@@ -42,10 +42,11 @@ pub struct RunPage {
     pub evidence: Evidence,
 }
 
-/// One attempt and what it proposed.
+/// One attempt, what it proposed, and the tests its checks reported (SPEC §3.9).
 pub struct AttemptView {
     pub record: AttemptRecord,
     pub patch: Option<Patch>,
+    pub tests: Option<TestsRecord>,
 }
 
 /// A proposed change as stored, made safe to show.
@@ -142,9 +143,13 @@ fn attempt_views(
                 break;
             }
         }
+        let tests = read_artifact(repo, commit, &format!("{prefix}attempt_{n}/tests.json"))?
+            .and_then(|b| serde_json::from_slice::<TestsRecord>(&b).ok())
+            .and_then(|t| crate::ui::for_terminal(&t, MULTILINE));
         out.push(AttemptView {
             record: record.clone(),
             patch,
+            tests,
         });
     }
     Ok(out)

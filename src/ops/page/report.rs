@@ -1,7 +1,7 @@
 //! `git factory report`: many runs side by side (a batch, a fleet's fetched records), as a
 //! table on the terminal or one page (SPEC §8).
 
-use super::html::{anchor, attempts_made, cost_text, document, run_section, seconds};
+use super::html::{anchor, attempts_made, cost_text, document, green_text, run_section, seconds};
 use super::RunPage;
 use crate::error::{Error, Result};
 use crate::store::records::{RunSummary, Verdict};
@@ -80,6 +80,13 @@ impl Row<'_> {
     fn cost(&self) -> String {
         cost_text(self.s.cost.as_ref())
     }
+    /// The most red tests any attempt or candidate turned green.
+    fn green(&self) -> String {
+        let best = (self.s.attempts.iter().filter_map(|a| a.tests.as_ref()))
+            .chain(self.s.candidates.iter().filter_map(|c| c.tests.as_ref()))
+            .max_by_key(|t| (t.fail_to_pass_met, t.fail_to_pass_total));
+        green_text(best)
+    }
 }
 
 /// Per model: runs (or candidates) it took part in, how many passed, attempts and time.
@@ -120,17 +127,18 @@ fn per_model(pages: &[RunPage]) -> BTreeMap<String, ModelTotal> {
 /// The report as a table for the terminal (every value already escaped by [`RunPage::load`]).
 pub fn table(pages: &[RunPage]) -> String {
     let mut out = format!(
-        "{:<24} {:<12} {:<11} {:>8} {:>9} {:>10}  {}\n",
-        "work order", "run", "verdict", "attempts", "time", "cost", "model"
+        "{:<24} {:<12} {:<11} {:>8} {:>6} {:>9} {:>10}  {}\n",
+        "work order", "run", "verdict", "attempts", "green", "time", "cost", "model"
     );
     for p in pages {
         let r = Row { s: &p.summary };
         out.push_str(&format!(
-            "{:<24} {:<12} {:<11} {:>8} {:>9} {:>10}  {}\n",
+            "{:<24} {:<12} {:<11} {:>8} {:>6} {:>9} {:>10}  {}\n",
             crate::ui::clip(&r.s.work_order_id, 24),
             r.s.run_id,
             r.s.verdict.as_str(),
             r.attempts(),
+            r.green(),
             r.duration(),
             r.cost(),
             r.s.config.model
@@ -167,7 +175,7 @@ pub fn render(pages: &[RunPage]) -> String {
         table {
             thead { tr {
                 th { "work order" } th { "run" } th { "verdict" } th.num { "attempts" }
-                th.num { "time" } th.num { "cost" } th { "model" }
+                th.num { "green" } th.num { "time" } th.num { "cost" } th { "model" }
             } }
             tbody {
                 @for p in pages {
@@ -177,6 +185,7 @@ pub fn render(pages: &[RunPage]) -> String {
                         td.mono { a href={ "#" (anchor(&r.s.run_id, "", 1)) } { (r.s.run_id) } }
                         td { span.badge.(r.s.verdict.as_str()) { (r.s.verdict.as_str()) } }
                         td.num { (r.attempts()) }
+                        td.num { (r.green()) }
                         td.num { (r.duration()) }
                         td.num { (r.cost()) }
                         td.mono { (r.s.config.model) }
