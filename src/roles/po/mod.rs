@@ -7,4 +7,5 @@ pub mod cache;
 pub mod exec;
 mod fill;
 pub mod pycache;
+mod pyc_paths;
 pub mod verify;
