@@ -276,9 +276,6 @@ impl RunArgs {
 }
 
 pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
-    if args.work_order.len() > 1 {
-        return super::batch::cmd_batch(ui, &args);
-    }
     let opts = args.asked().resolve(args.load_work_order()?)?;
     crate::interrupt::install();
     let order = opts.work_order.order.clone();
