@@ -457,3 +457,26 @@ fn fn_name(line: &str) -> Option<&str> {
     }
     None
 }
+
+/// The import reader itself: inline `super::`/`self::`/`crate::` paths count as imports, but
+/// not the tail of a longer path (`x::super::y`, `my_crate::z`).
+#[test]
+fn inline_paths_are_read_as_imports() {
+    let src = Source {
+        room: vec!["roles".into(), "tr".into(), "apply".into()],
+        file: PathBuf::from("roles/tr/apply.rs"),
+        code: "fn f() { super::ladder::Index::default(); self::inner::g(); crate::git::pool::h(); \
+               a::super::skipped::x(); my_crate::also_skipped(); }"
+            .to_owned(),
+    };
+    let found: BTreeSet<String> = named_paths(&src).iter().map(|p| p.join("/")).collect();
+    let want: BTreeSet<String> = [
+        "roles/tr/ladder/Index/default",
+        "roles/tr/apply/inner/g",
+        "git/pool/h",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(found, want);
+}

@@ -6,6 +6,6 @@ pub mod baseline;
 pub mod cache;
 pub mod exec;
 mod fill;
-pub mod pycache;
 mod pyc_paths;
+pub mod pycache;
 pub mod verify;
