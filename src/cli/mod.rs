@@ -283,6 +283,8 @@ pub fn main() -> std::process::ExitCode {
         return e.exit.into();
     }
     let result: Result<Exit, Error> = match command {
+        // Several work orders are a batch: each runs as its own `run` child (cli/batch.rs).
+        Command::Run(args) if args.work_order.len() > 1 => batch::cmd_batch(&ui, &args),
         Command::Run(args) => run::cmd_run(&ui, *args),
         Command::Log(args) => log::cmd_log(&ui, args),
         Command::Show(args) => show::cmd_show(&ui, args),

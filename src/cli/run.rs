@@ -276,9 +276,6 @@ impl RunArgs {
 }
 
 pub fn cmd_run(ui: &Ui, args: RunArgs) -> Result<Exit> {
-    if args.work_order.len() > 1 {
-        return super::batch::cmd_batch(ui, &args);
-    }
     let opts = args.asked().resolve(args.load_work_order()?)?;
     crate::interrupt::install();
     let order = opts.work_order.order.clone();
@@ -382,7 +379,7 @@ pub fn report(ui: &Ui, s: &RunSummary) {
             a.duration_seconds
         ));
         if let Some(t) = &a.tests {
-            ui.info(format!("    tests: {}", super::show::tests_line(t)));
+            ui.info(format!("    tests: {}", t.line()));
         }
     }
     // A race with no PASS says how far each candidate got with the red tests (SPEC §3.9).

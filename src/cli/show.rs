@@ -304,7 +304,7 @@ fn attempt_lines(out: &mut String, a: &AttemptRecord) {
         out.push('\n');
     }
     if let Some(t) = &a.tests {
-        out.push_str(&format!("  tests: {}\n", tests_line(t)));
+        out.push_str(&format!("  tests: {}\n", t.line()));
     }
     if let Some(b) = &a.failure_brief {
         out.push_str("  failure brief:\n");
@@ -398,28 +398,4 @@ fn coloured_diff(text: &str) -> String {
         out.push_str(end);
     }
     out
-}
-
-/// An attempt's per-test counts in one line (SPEC §3.9).
-pub(crate) fn tests_line(t: &crate::store::records::TestCounts) -> String {
-    let mut s = format!(
-        "{} passed, {} failed, {} skipped",
-        t.passed, t.failed, t.skipped
-    );
-    if t.flaky > 0 {
-        s.push_str(&format!(", {} flaky", t.flaky));
-    }
-    if t.fail_to_pass_total > 0 {
-        s.push_str(&format!(
-            "; fail_to_pass {}/{}",
-            t.fail_to_pass_met, t.fail_to_pass_total
-        ));
-    }
-    if t.pass_to_pass_total > 0 {
-        s.push_str(&format!(
-            "; pass_to_pass {}/{}",
-            t.pass_to_pass_kept, t.pass_to_pass_total
-        ));
-    }
-    s
 }

@@ -11,6 +11,7 @@
 
 pub mod dsse;
 pub mod sign;
+pub mod signature;
 pub mod statement;
 pub mod trust;
 

@@ -4,6 +4,7 @@
 //! file (`gpg.ssh.allowedSignersFile`) for SSH, the keyring for OpenPGP. A key carried by an
 //! envelope is never used to check it.
 
+use super::signature::{gpg_program, ssh_key_blob, ssh_program, SSHSIG_MAGIC};
 use super::trust::{expand_home, Trust, TRUST_LEVELS};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -19,9 +20,6 @@ pub const NAMESPACE: &str = "git-factory";
 
 const SIGNING_KEY: &str = "user.signingKey";
 const FORMAT: &str = "gpg.format";
-
-/// The magic an SSH signature blob starts with.
-const SSHSIG_MAGIC: &[u8] = b"SSHSIG";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -75,17 +73,6 @@ fn format_of(cfg: &Config) -> Result<Format> {
         ))
         .hint("git config gpg.format ssh (or openpgp), with user.signingKey naming the key")),
     }
-}
-
-pub(super) fn ssh_program(cfg: &Config) -> String {
-    cfg.string("gpg.ssh.program")
-        .unwrap_or_else(|| "ssh-keygen".into())
-}
-
-pub(super) fn gpg_program(cfg: &Config) -> String {
-    cfg.string("gpg.openpgp.program")
-        .or_else(|| cfg.string("gpg.program"))
-        .unwrap_or_else(|| "gpg".into())
 }
 
 /// Whether `program` can be started: a path to a file, or a name found on PATH.
@@ -369,14 +356,6 @@ pub fn visible_key(sig: &[u8]) -> Option<String> {
         );
     }
     None
-}
-
-/// The public key inside an SSH signature blob, as the allowed signers file writes it (before
-/// base64).
-pub(super) fn ssh_key_blob(blob: &[u8]) -> Option<&[u8]> {
-    let rest = blob.strip_prefix(SSHSIG_MAGIC)?.get(4..)?;
-    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-    rest.get(4..4usize.checked_add(len)?)
 }
 
 /// What checking one signature found. The key id is always the one the signature was made

@@ -150,8 +150,8 @@ impl Trust {
             })
             .unwrap_or_default();
         Ok(Trust {
-            ssh_program: super::sign::ssh_program(&cfg),
-            gpg_program: super::sign::gpg_program(&cfg),
+            ssh_program: super::signature::ssh_program(&cfg),
+            gpg_program: super::signature::gpg_program(&cfg),
             allowed,
             revoked,
             min_trust,
@@ -170,7 +170,7 @@ impl Trust {
     /// Whether the key visible in `sig` is one the verifier trusts (a hint of which envelopes
     /// to check first: the check itself is `ssh-keygen`'s or `gpg`'s).
     pub fn vouches_hint(&self, sig: &[u8]) -> bool {
-        if let Some(blob) = super::sign::ssh_key_blob(sig) {
+        if let Some(blob) = super::signature::ssh_key_blob(sig) {
             return self.allowed_blobs.contains(&super::dsse::encode(blob));
         }
         let Some(issuer) = openpgp_issuer(sig) else {

@@ -1,6 +1,6 @@
 //! Worktrees under `.git/factory/worktrees/`, administered by git itself (its own behaviour
 //! is the point here): git aimed at the repository, the turn taken while git adds or removes
-//! one, and their removal with their administrative files. The pool ([`super::pool`]) keeps
+//! one, and their removal with their administrative files. The pool (`pool.rs`, above this) keeps
 //! the worktrees runs use; what is here removes them and the leftovers of killed processes.
 
 use crate::error::{Error, Result};

@@ -683,3 +683,29 @@ pub struct TestCounts {
     pub pass_to_pass_kept: u32,
     pub pass_to_pass_total: u32,
 }
+
+impl TestCounts {
+    /// An attempt's per-test counts in one line (SPEC §3.9).
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        );
+        if self.flaky > 0 {
+            s.push_str(&format!(", {} flaky", self.flaky));
+        }
+        if self.fail_to_pass_total > 0 {
+            s.push_str(&format!(
+                "; fail_to_pass {}/{}",
+                self.fail_to_pass_met, self.fail_to_pass_total
+            ));
+        }
+        if self.pass_to_pass_total > 0 {
+            s.push_str(&format!(
+                "; pass_to_pass {}/{}",
+                self.pass_to_pass_kept, self.pass_to_pass_total
+            ));
+        }
+        s
+    }
+}

@@ -168,24 +168,41 @@ fn named_paths(src: &Source) -> Vec<Room> {
         let end = statement.find(';').unwrap_or(statement.len());
         expand_use(&statement[..end], &mut Vec::new(), &mut paths);
     }
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        let tail = &rest[at + "crate::".len()..];
-        let len = tail
-            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-            .unwrap_or(tail.len());
-        paths.push(
-            std::iter::once("crate")
-                .chain(tail[..len].split("::").filter(|s| !s.is_empty()))
-                .map(str::to_owned)
-                .collect(),
-        );
-        rest = &tail[len..];
+    for root in ["crate", "super", "self"] {
+        inline_paths(code, root, &mut paths);
     }
     paths
         .into_iter()
         .filter_map(|p| absolute(&src.room, &p))
         .collect()
+}
+
+/// Every inline `root::a::b` path in `code`, where `root` starts a token (so `x::super::y` and
+/// `my_crate::z` are not read as `super::y` or `crate::z`).
+fn inline_paths(code: &str, root: &str, paths: &mut Vec<Room>) {
+    let marker = format!("{root}::");
+    let mut from = 0;
+    while let Some(found) = code[from..].find(&marker) {
+        let at = from + found;
+        let tail = &code[at + marker.len()..];
+        let len = tail
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(tail.len());
+        from = at + marker.len() + len;
+        let starts_token = code[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'));
+        if !starts_token {
+            continue;
+        }
+        paths.push(
+            std::iter::once(root)
+                .chain(tail[..len].split("::").filter(|s| !s.is_empty()))
+                .map(str::to_owned)
+                .collect(),
+        );
+    }
 }
 
 /// Expands `a::{b, c::{d}}` into `a::b`, `a::c::d`.
@@ -439,4 +456,27 @@ fn fn_name(line: &str) -> Option<&str> {
         }
     }
     None
+}
+
+/// The import reader itself: inline `super::`/`self::`/`crate::` paths count as imports, but
+/// not the tail of a longer path (`x::super::y`, `my_crate::z`).
+#[test]
+fn inline_paths_are_read_as_imports() {
+    let src = Source {
+        room: vec!["roles".into(), "tr".into(), "apply".into()],
+        file: PathBuf::from("roles/tr/apply.rs"),
+        code: "fn f() { super::ladder::Index::default(); self::inner::g(); crate::git::pool::h(); \
+               a::super::skipped::x(); my_crate::also_skipped(); }"
+            .to_owned(),
+    };
+    let found: BTreeSet<String> = named_paths(&src).iter().map(|p| p.join("/")).collect();
+    let want: BTreeSet<String> = [
+        "roles/tr/ladder/Index/default",
+        "roles/tr/apply/inner/g",
+        "git/pool/h",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(found, want);
 }

@@ -110,9 +110,9 @@ pub struct Restore {
     #[serde(default)]
     pub records: Vec<RefFact>,
     /// The run's saved folder: its `state` file holds the bytes of the index, `.git/config`,
-    /// `info/exclude` and the hooks, written once before any change (see
-    /// [`saved`](super::saved)); a run from before it kept them as files here. The sandbox's
-    /// kept copies live here too.
+    /// `info/exclude` and the hooks, written once before any change (`saved.rs` reads and
+    /// writes it); a run from before it kept them as files here. The sandbox's kept copies
+    /// live here too.
     pub saved: PathBuf,
     pub had_index: bool,
     pub dirs: Vec<DirFact>,
@@ -142,7 +142,7 @@ pub struct Restore {
     pub hooks: Option<HooksFact>,
     /// The change time (seconds, nanoseconds) of the saved state, written at capture: Python
     /// bytecode in the work tree that changed since is a command's, and goes (see
-    /// [`is_bytecode`](super::python::is_bytecode)).
+    /// `is_bytecode` in `python.rs`).
     #[serde(default)]
     pub since: Option<(i64, i64)>,
     /// SHA-256 (hex) of the saved state file as the capture wrote it: `recover` reads the
@@ -152,7 +152,7 @@ pub struct Restore {
     /// The saved state as captured, kept in memory: a restore within the run never reads it
     /// back from disk, where a command could have damaged or rewritten it.
     #[serde(skip)]
-    pub(super) state: Option<std::sync::Arc<super::saved::SavedState>>,
+    pub(super) state: Option<std::sync::Arc<SavedState>>,
     /// The commands run in this worktree are confined (`--sandbox`, SPEC §7.1): what they
     /// made is removed when the attempt ends — new files the baseline's rules ignore too (a
     /// native module or a `.pth` the user's next `python` would import) — and listed. Without
@@ -214,6 +214,24 @@ pub struct HookFile {
     pub name: RelPath,
     /// The exact permission bits, or 0o120000 for a symbolic link.
     pub mode: u32,
+}
+
+/// One hook's saved entry: its name, exact mode (0o120000 for a link) and bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SavedHook {
+    pub name: Vec<u8>,
+    pub mode: u32,
+    pub bytes: Vec<u8>,
+}
+
+/// What a capture saved (the file it is kept in is `saved.rs`'s); `None` for a file that did
+/// not exist (or, for the config, could not be read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct SavedState {
+    pub index: Option<Vec<u8>>,
+    pub config: Option<Vec<u8>>,
+    pub exclude: Option<Vec<u8>>,
+    pub hooks: Vec<SavedHook>,
 }
 
 #[cfg(test)]

@@ -41,9 +41,8 @@ pub struct Report {
     /// the refs and `.git/config`/`info/exclude` shared with the user's ongoing work — named
     /// so no message claims it restored.
     pub left: Vec<String>,
-    /// Bytecode commands wrote in the work tree, removed (see
-    /// [`is_bytecode`](super::python::is_bytecode)): a cache, not a change, so kept apart from
-    /// `paths`.
+    /// Bytecode commands wrote in the work tree, removed (see `is_bytecode` in `python.rs`): a
+    /// cache, not a change, so kept apart from `paths`.
     pub bytecode: Vec<String>,
     /// Work-tree paths this restore removed that `files` does not list (the bytecode above),
     /// as bytes: with `files`, what tells the folder pass which folders may have changed.

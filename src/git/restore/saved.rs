@@ -30,6 +30,8 @@
 //! so `recover` can finish such a run.
 
 use super::facts::HooksFact;
+/// The records this file's format holds are declared with the other records, in `facts.rs`.
+pub(super) use super::facts::{SavedHook, SavedState};
 use crate::error::{Error, Result};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::ffi::OsStr;
@@ -46,24 +48,6 @@ const CONFIG: u8 = b'C';
 const EXCLUDE: u8 = b'X';
 const HOOK: u8 = b'H';
 const END: u8 = b'E';
-
-/// One hook's saved entry: its name, exact mode (0o120000 for a link) and bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SavedHook {
-    pub name: Vec<u8>,
-    pub mode: u32,
-    pub bytes: Vec<u8>,
-}
-
-/// What a capture saved; `None` for a file that did not exist (or, for the config, could
-/// not be read).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct SavedState {
-    pub index: Option<Vec<u8>>,
-    pub config: Option<Vec<u8>>,
-    pub exclude: Option<Vec<u8>>,
-    pub hooks: Vec<SavedHook>,
-}
 
 /// The saved-state file of the saved folder `saved`.
 pub(super) fn state_path(saved: &Path) -> PathBuf {

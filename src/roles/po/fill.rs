@@ -14,7 +14,6 @@
 //! record names (the user may have changed those files since, within the same second).
 
 use super::pycache::PyCache;
-use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -146,28 +145,4 @@ impl PyCache {
             self.set_record(root, Some(tree));
         }
     }
-}
-
-/// Whether a repo-relative path is one of `wanted` or inside one of them.
-pub(crate) fn wanted(path: &[u8], wanted: &[Vec<u8>]) -> bool {
-    wanted
-        .iter()
-        .any(|w| path == w.as_slice() || (path.starts_with(w) && path.get(w.len()) == Some(&b'/')))
-}
-
-/// The source a bytecode entry is of, by the import system's naming (`<stem>.<tag>.pyc`,
-/// repo-relative folder `rel`): `rel/<stem>.py`.
-pub(crate) fn source_of(rel: &Path, name: &OsStr) -> Option<Vec<u8>> {
-    let bytes = name.as_bytes();
-    if !bytes.ends_with(b".pyc") {
-        return None;
-    }
-    let stem = bytes.split(|b| *b == b'.').next()?;
-    let mut path = rel.as_os_str().as_bytes().to_vec();
-    if !path.is_empty() {
-        path.push(b'/');
-    }
-    path.extend_from_slice(stem);
-    path.extend_from_slice(b".py");
-    Some(path)
 }

@@ -7,6 +7,7 @@ pub mod cache;
 pub mod exec;
 mod fill;
 pub mod grade;
+mod pyc_paths;
 pub mod pycache;
 pub mod report;
 pub mod verify;

@@ -256,7 +256,7 @@ impl PyCache {
             let blob = entry.filemode() == 0o100644 || entry.filemode() == 0o100755;
             if blob && name.ends_with(b".py") {
                 let path = [dir.as_bytes(), name].concat();
-                if only.is_some_and(|only| !super::fill::wanted(&path, only)) {
+                if only.is_some_and(|only| !super::pyc_paths::wanted(&path, only)) {
                     return git2::TreeWalkResult::Ok;
                 }
                 // One name a line, as text: names that cannot be told so are left to the checks.
@@ -1057,7 +1057,7 @@ fn drop_newer(dir: &Path, rel: &Path, since: (i64, i64), dropped: &mut Vec<Vec<u
         } else if (meta.file_type().is_symlink() || (meta.ctime(), meta.ctime_nsec()) >= since)
             && std::fs::remove_file(entry.path()).is_ok()
         {
-            dropped.extend(super::fill::source_of(rel, &entry.file_name()));
+            dropped.extend(super::pyc_paths::source_of(rel, &entry.file_name()));
         }
     }
 }

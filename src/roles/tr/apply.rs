@@ -5,6 +5,8 @@
 
 use super::diff::{FilePatch, Hunk, Line};
 use serde::Serialize;
+use std::cell::OnceCell;
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -98,13 +100,26 @@ impl Endings {
     }
 }
 
+/// Per-file hashes, computed on first use and shared by every hunk and pass. Declared beside
+/// the `Text` that carries it so this file need not import the fallback passes; the passes
+/// (`ladder.rs`) fill and read it.
+#[derive(Default)]
+pub struct Index {
+    pub(super) exact: OnceCell<Vec<u64>>,
+    pub(super) tokens: OnceCell<Vec<u64>>,
+    /// The non-blank lines' indices and token hashes (the fuzzy pass's skeleton).
+    pub(super) nonblank: OnceCell<(Vec<usize>, Vec<u64>)>,
+    /// Token hash → the lines that have it, for failure briefs.
+    pub(super) places: OnceCell<HashMap<u64, Vec<usize>>>,
+}
+
 /// A file's current content, split into lines once and indexed lazily, so every pass and
 /// every hunk reuses the same line hashes (SPEC §3.6: locating hunks is linear).
 pub struct Text {
     bytes: Vec<u8>,
     spans: Vec<(usize, usize)>,
     pub eol: bool,
-    pub(crate) index: super::ladder::Index,
+    pub(crate) index: Index,
 }
 
 impl Text {
@@ -122,7 +137,7 @@ impl Text {
             bytes,
             spans,
             eol,
-            index: super::ladder::Index::default(),
+            index: Index::default(),
         }
     }
 

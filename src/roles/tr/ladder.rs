@@ -9,27 +9,15 @@
 //! and the next hunk), and a hunk's lines are found with a KMP search over those hashes;
 //! each hash match is confirmed byte for byte.
 
-use super::apply::{show, Assembly, Text};
+use super::apply::{show, Assembly, Index, Text};
 use super::diff::{Hunk, Line};
 use bstr::ByteSlice;
-use std::cell::OnceCell;
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pass {
     Recount,
     Fuzzy,
-}
-
-/// Per-file hashes, computed on first use and shared by every hunk and pass.
-#[derive(Default)]
-pub struct Index {
-    exact: OnceCell<Vec<u64>>,
-    tokens: OnceCell<Vec<u64>>,
-    /// The non-blank lines' indices and token hashes (the fuzzy pass's skeleton).
-    nonblank: OnceCell<(Vec<usize>, Vec<u64>)>,
-    /// Token hash → the lines that have it, for failure briefs.
-    places: OnceCell<HashMap<u64, Vec<usize>>>,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
