@@ -4,6 +4,7 @@ mod common;
 
 mod agents;
 mod architecture;
+mod attack;
 mod attest;
 mod audit_concurrent;
 mod batch;
@@ -22,8 +23,8 @@ mod isolation;
 mod judges;
 mod log_show;
 mod newcomer;
-mod page;
 mod package;
+mod page;
 mod patch;
 mod platform;
 mod pool;

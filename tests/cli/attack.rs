@@ -1,0 +1,184 @@
+//! What `git factory recover` trusts in `.git/factory/` (SPEC §7): a journal and a
+//! `--worktree` run's owner file are files an unconfined check or agent can write, and
+//! `recover` acts on what they name — it rewrites a worktree, puts hooks back, removes the
+//! saved state and a run's worktree. A file naming another repository or any folder of the
+//! user's must leave them alone.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A run killed while its check ran: its journal is left for `recover`.
+fn killed_run(r: &TestRepo) -> PathBuf {
+    use std::os::unix::process::ExitStatusExt;
+    let wo = r.work_order(basic_order(&["true"]));
+    let replay = r.replay(
+        "rp",
+        &[(
+            "1.json",
+            proposal(
+                &diff_replace("app.txt", &["one", "two", "three"], "two", "TWO"),
+                "s",
+            ),
+        )],
+    );
+    let out = r
+        .factory()
+        .env("GIT_FACTORY_TEST_CRASH_AT", "during_acceptance")
+        .args(["run", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--replay")
+        .arg(&replay)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr_of(&out));
+    let journal = std::fs::read_dir(r.root.join(".git/factory"))
+        .expect("factory dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("journal.") && name.ends_with(".json")
+        });
+    journal.expect("a journal is left")
+}
+
+/// Rewrites the journal at `path` with `edit`.
+fn forge(path: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut j: Value = serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json");
+    edit(&mut j);
+    std::fs::write(path, serde_json::to_vec_pretty(&j).expect("json")).expect("write");
+}
+
+/// A folder of the user's outside the repo, with a file in it.
+fn precious(r: &TestRepo, name: &str) -> PathBuf {
+    let dir = r.outside.join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("keep.txt"), "precious\n").expect("write");
+    dir
+}
+
+fn recover(r: &TestRepo) -> std::process::Output {
+    r.factory().arg("recover").output().expect("recover runs")
+}
+
+/// A journal whose hooks folder, saved state or worktree is not this repository's is
+/// refused, and nothing it names is touched: `recover` would otherwise empty the folder it
+/// names as the hooks (removing every "hook" not in the journal), remove the folder it names
+/// as the saved state, or put another repository's tree and index back over its user's work.
+#[test]
+fn recover_refuses_a_journal_that_names_places_outside_its_repository() {
+    type Edit = fn(&mut Value, &Path, &TestRepo);
+    let cases: [(&str, Edit); 3] = [
+        ("hooks", |j, victim, _| {
+            j["restore"]["hooks"]["dir"] = victim.to_string_lossy().into();
+        }),
+        ("saved", |j, victim, _| {
+            j["restore"]["saved"] = victim.to_string_lossy().into();
+        }),
+        ("another repo", |j, _, other| {
+            let root = format!("{}/", other.root.display());
+            j["restore"]["root"] = root.clone().into();
+            j["restore"]["git_dir"] = format!("{root}.git/").into();
+            j["restore"]["baseline"] = other.git(&["rev-parse", "HEAD"]).trim().into();
+            j["restore"]["refs"] = serde_json::json!([]);
+            j["restore"]["kept"] = serde_json::json!([]);
+        }),
+    ];
+    for (what, edit) in cases {
+        let r = TestRepo::simple();
+        let other = TestRepo::simple();
+        other.write("app.txt", "the user's own work\n");
+        other.write("notes.txt", "untracked, the user's\n");
+        let other_before = other.snapshot();
+        let journal = killed_run(&r);
+        let victim = precious(&r, "victim");
+        forge(&journal, |j| edit(j, &victim, &other));
+        let forged = std::fs::read(&journal).expect("read");
+
+        let out = recover(&r);
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            err.contains("was not written by a run of this repository") && err.contains("hint:"),
+            "{what}: {err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(victim.join("keep.txt"))
+                .ok()
+                .as_deref(),
+            Some("precious\n"),
+            "{what}: the user's folder was touched"
+        );
+        assert_eq!(
+            std::fs::read_dir(&victim).expect("victim").count(),
+            1,
+            "{what}"
+        );
+        assert_eq!(
+            other.snapshot(),
+            other_before,
+            "{what}: another repo changed"
+        );
+        assert_eq!(
+            std::fs::read(&journal).ok(),
+            Some(forged),
+            "{what}: journal kept"
+        );
+    }
+}
+
+/// A journal whose run id is a path (its files' names are made from it) is refused before
+/// anything is stopped, removed or put back.
+#[test]
+fn recover_refuses_a_journal_whose_run_id_is_a_path() {
+    let r = TestRepo::simple();
+    let journal = killed_run(&r);
+    forge(&journal, |j| j["run_id"] = "../../outside/x".into());
+    let out = recover(&r);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("is not a run id"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(journal.exists());
+}
+
+/// An owner file (a `--worktree` run's, `.git/factory/run.<id>.<harness>.json`) that names a
+/// folder outside the pool of worktrees is not a run's: `recover` removed the folder it
+/// named, whole.
+#[test]
+fn recover_never_removes_a_folder_a_forged_owner_file_names() {
+    let r = TestRepo::simple();
+    let victim = precious(&r, "project");
+    std::fs::create_dir_all(victim.join("src")).expect("mkdir");
+    std::fs::write(victim.join("src/main.c"), "int main;\n").expect("write");
+    std::fs::create_dir_all(r.root.join(".git/factory")).expect("mkdir");
+    let owner = r.root.join(".git/factory/run.aaaaaaaaaaaa.999999.1.json");
+    std::fs::write(
+        &owner,
+        serde_json::json!({
+            "run_id": "aaaaaaaaaaaa",
+            "harness": "999999.1",
+            "worktree": victim,
+            "race": false,
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let out = recover(&r);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep.txt"))
+            .ok()
+            .as_deref(),
+        Some("precious\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("src/main.c"))
+            .ok()
+            .as_deref(),
+        Some("int main;\n")
+    );
+}
