@@ -182,3 +182,37 @@ fn recover_never_removes_a_folder_a_forged_owner_file_names() {
         Some("int main;\n")
     );
 }
+
+/// A process-group file (`command.<run>.<harness>.*.pgid`) beside a killed run's journal
+/// names the group `recover` stops: one a command wrote, naming a process of the user's
+/// that no harness started (their editor, their shell), was killed with SIGKILL.
+#[test]
+fn recover_never_kills_a_process_group_that_no_run_started() {
+    let r = TestRepo::simple();
+    let journal = killed_run(&r);
+    let mut victim = std::process::Command::new("setsid")
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("setsid sleep");
+    // `setsid` execs sleep as the leader of a session (and group) of its own once forked.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let name = journal
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .trim_start_matches("journal.")
+        .trim_end_matches(".json")
+        .to_string();
+    std::fs::write(
+        r.root
+            .join(format!(".git/factory/command.{name}.evil.pgid")),
+        victim.id().to_string(),
+    )
+    .expect("write");
+    let out = recover(&r);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let still = victim.try_wait().expect("wait").is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(still, "recover killed a process no run started");
+}
