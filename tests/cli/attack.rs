@@ -235,3 +235,43 @@ fn a_check_under_landlock_cannot_change_modes_outside_the_tree() {
     let mode = std::fs::metadata(&key).expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", stdout_of(&out));
 }
+
+/// SPEC §7.1 (read-only outside the tree) and the terminal rule (a command has no terminal
+/// to type into): under Landlock `/dev/pts` is granted whole (a check's own pseudo-terminals
+/// need it), so a confined check opens the terminal `git factory` runs in by its path —
+/// `/dev/pts/N`, not `/dev/tty` — and writes to it (escape sequences: a forged verdict, the
+/// clipboard) or reads the user's keystrokes from it. `TIOCSTI` stays refused. Bubblewrap's
+/// own `/dev` has no host terminal.
+#[test]
+#[ignore = "open: under Landlock a confined check opens the user's terminal by its /dev/pts path and writes to it"]
+fn a_check_under_landlock_cannot_write_to_the_users_terminal() {
+    let r = TestRepo::simple();
+    let check = "sh -c 'for t in /dev/pts/[0-9]*; do (echo PTS-$((6*7))-WRITTEN > $t) 2>/dev/null; done; true'";
+    let (wo, replay) = crate::sandbox::upper_two_order(&r, check);
+    let mut line = vec![assert_cmd::cargo::cargo_bin("git-factory")
+        .to_string_lossy()
+        .into_owned()];
+    line.extend(["run", "--sandbox", "--max-attempts", "1", "-w"].map(String::from));
+    line.push(wo.to_string_lossy().into_owned());
+    line.push("--replay".into());
+    line.push(replay.to_string_lossy().into_owned());
+    let line = shlex::try_join(line.iter().map(String::as_str)).expect("quotable");
+    let mut script = std::process::Command::new("script");
+    script.args(["-qefc", &line, "/dev/null"]);
+    let mut plain = r.spawn(&[]);
+    plain.envs(crate::sandbox::Way::Landlock.env(&r));
+    for (k, v) in plain.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    script.current_dir(&r.root).env("SHELL", "/bin/sh");
+    let out = script
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script runs");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("PASS"), "{shown}");
+    assert!(!shown.contains("PTS-42-WRITTEN"), "{shown}");
+}
