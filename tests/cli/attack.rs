@@ -275,3 +275,23 @@ fn a_check_under_landlock_cannot_write_to_the_users_terminal() {
     assert!(shown.contains("PASS"), "{shown}");
     assert!(!shown.contains("PTS-42-WRITTEN"), "{shown}");
 }
+
+/// The harness keeps API keys from checks: it scrubs them from a check's environment and
+/// makes itself non-dumpable so `/proc/<harness>/environ` cannot be read. A harness run as
+/// root (a CI container) gives an unconfined check `CAP_SYS_PTRACE`, which reads a
+/// non-dumpable process's environment anyway: the check reads the key its parent started
+/// with.
+#[test]
+#[ignore = "open: run as root, an unconfined check reads the harness's API key from /proc/<harness>/environ (CAP_SYS_PTRACE overrides non-dumpable)"]
+fn an_unconfined_check_run_by_root_cannot_read_the_harness_api_key() {
+    let r = TestRepo::simple();
+    let check = "sh -c 'tr \"\\0\" \"\\n\" < /proc/$PPID/environ | grep -q attack-key-value && exit 1; exit 0'";
+    let (wo, replay) = crate::sandbox::upper_two_order(&r, check);
+    let out = r
+        .replay_command(&wo, &replay, &["--json", "--max-attempts", "1"])
+        .env("OPENAI_API_KEY", "sk-attack-key-value")
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    assert_eq!(s["verdict"], "PASS", "{s}");
+}
