@@ -295,3 +295,77 @@ fn an_unconfined_check_run_by_root_cannot_read_the_harness_api_key() {
     let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
     assert_eq!(s["verdict"], "PASS", "{s}");
 }
+
+/// The agent audit (SPEC §7) left `.git/factory/`'s live files alone (`journal.*`, owner
+/// and command files), so an unconfined agent planted a journal — here the one an earlier
+/// killed run left, kept aside — and its run still PASSed, naming nothing. Every later
+/// command then pointed the user at `recover`, which put the planted journal's baseline
+/// back: the branch lost the user's newer commit and the tree its change.
+#[test]
+fn an_agent_cannot_plant_a_journal_that_recover_then_acts_on() {
+    let r = TestRepo::simple();
+    let journal = killed_run(&r);
+    let factory = r.root.join(".git/factory");
+    let stash = r.outside.join("stash");
+    std::fs::create_dir_all(&stash).expect("mkdir");
+    let copy = |from: &Path, to: &Path| {
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .expect("cp");
+        assert!(ok.success());
+    };
+    copy(&journal, &stash);
+    let run_id = journal
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .split('.')
+        .nth(1)
+        .expect("run id")
+        .to_string();
+    copy(&factory.join(format!("saved-{run_id}")), &stash);
+    assert_eq!(recover(&r).status.code(), Some(0));
+    r.git(&["checkout", "-q", "."]);
+    r.write("work.txt", "the user's newer commit\n");
+    r.git(&["add", "work.txt"]);
+    r.git(&["commit", "-qm", "newer"]);
+    let newer = r.git(&["rev-parse", "HEAD"]);
+
+    let agent = r.outside.join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "sed -i 's/two/TWO/' app.txt\ncp -a {}/. {}/\n",
+            stash.display(),
+            factory.display()
+        ),
+    )
+    .expect("write");
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let out = r
+        .factory()
+        .args(["run", "--json", "--max-attempts", "1", "-w"])
+        .arg(&wo)
+        .arg("--agent-edits")
+        .arg(format!("sh {}", agent.display()))
+        .output()
+        .expect("runs");
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let planted = std::fs::read_dir(&factory)
+        .expect("factory")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("journal."));
+    assert!(
+        !planted || s["verdict"] != "PASS",
+        "a planted journal survived a PASS run: {s}"
+    );
+    let _ = recover(&r);
+    assert_eq!(
+        r.git(&["rev-parse", "HEAD"]),
+        newer,
+        "recover moved the branch back"
+    );
+}
