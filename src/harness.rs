@@ -108,6 +108,19 @@ fn carrying(marker: &str) -> Vec<Pid> {
     found
 }
 
+/// Whether process `pid` is a command a harness that is gone started (it carries a marker
+/// naming no live harness): a process group noted in a file of `.git/factory/`, which an
+/// unconfined command can write, is stopped only when its leader is one.
+pub fn started_by_a_gone_harness(pid: i32) -> bool {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let prefix = format!("{VAR}=").into_bytes();
+    env.split(|b| *b == 0)
+        .filter_map(|kv| kv.strip_prefix(prefix.as_slice()))
+        .any(|m| std::str::from_utf8(m).is_ok_and(|m| !alive(m)))
+}
+
 /// Stops every command the harness `marker` left (their process groups, and each process
 /// itself in case it left its group), until none is left or 5 s pass. Returns how many
 /// processes were found. Never stops this process's own group.

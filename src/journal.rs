@@ -58,6 +58,26 @@ fn journal_files(factory_dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// A run id as [`crate::identity::run_id`] makes it: 12 hex digits (never a path).
+pub fn is_run_id(id: &str) -> bool {
+    id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A harness marker as [`crate::harness::marker`] makes it: `<pid>.<start>`, digits only.
+fn is_marker(marker: &str) -> bool {
+    marker.split_once('.').is_some_and(|(pid, start)| {
+        [pid, start]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// Whether `a` and `b` name the same folder (links resolved where they exist).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    canon(a) == canon(b)
+}
+
 /// The folder of a run's saved state: one file holding the bytes of its index, config,
 /// excludes and hooks, and under `--sandbox` the kept copies of read-only files.
 pub fn saved_dir(factory_dir: &Path, run_id: &str) -> PathBuf {
@@ -80,6 +100,51 @@ impl Journal {
             }
         }
         Ok(None)
+    }
+
+    /// Why this journal, found in `factory_dir`, cannot be one a run of `repo`'s (the
+    /// worktree its facts name, already opened) wrote; `None` when it can. `recover` acts
+    /// on what a journal names — it writes the worktree and the hooks folder and removes the
+    /// saved folder — and a journal is a file in `.git/factory/` that an unconfined command
+    /// can write: one naming another repository, or any folder of the user's, would have
+    /// `recover` rewrite or remove it.
+    pub fn foreign(&self, factory_dir: &Path, repo: &Repository) -> Option<String> {
+        if let Some(why) = self.foreign_names() {
+            return Some(why);
+        }
+        // `factory_dir` is `<common git dir>/factory`.
+        let common = factory_dir.parent().unwrap_or(factory_dir);
+        if !same_dir(common, repo.commondir()) {
+            return Some(format!(
+                "it names the worktree {}, which belongs to another repository",
+                self.restore.root.display()
+            ));
+        }
+        if !same_dir(&self.restore.saved, &saved_dir(factory_dir, &self.run_id)) {
+            return Some(format!(
+                "it names {} as its saved state, not {}",
+                self.restore.saved.display(),
+                saved_dir(factory_dir, &self.run_id).display()
+            ));
+        }
+        match &self.restore.hooks {
+            Some(h) if !self.restore.hooks_are_the_repos(repo) => Some(format!(
+                "it names {} as the hooks folder, which is not this repository's",
+                h.dir.display()
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why the names this journal gives its own files (its run id and harness, which make
+    /// up the paths of its files) cannot be a run's; `None` when they can.
+    pub fn foreign_names(&self) -> Option<String> {
+        if !is_run_id(&self.run_id) {
+            return Some(format!("its run id {:?} is not a run id", self.run_id));
+        }
+        (self.harness.as_deref())
+            .filter(|h| !is_marker(h))
+            .map(|h| format!("its harness {h:?} names no process"))
     }
 
     /// This journal's file.
@@ -214,6 +279,18 @@ impl Owner {
         Ok(owner)
     }
 
+    /// Whether this owner file (at `file`) is one a run of ours wrote: named by its run and
+    /// harness, and naming a worktree of the pool (`.git/factory/worktrees/<name>`).
+    fn is_ours(&self, factory_dir: &Path, file: &Path) -> bool {
+        let named = is_run_id(&self.run_id)
+            && is_marker(&self.harness)
+            && file.file_name() == owner_path(factory_dir, &self.run_id, &self.harness).file_name();
+        let pool = factory_dir.join("worktrees");
+        let in_pool = self.worktree.file_name().is_some()
+            && self.worktree.parent().is_some_and(|p| same_dir(p, &pool));
+        named && in_pool
+    }
+
     /// The run is over: its owner file goes.
     pub fn remove(&self, factory_dir: &Path) {
         let _ = std::fs::remove_file(owner_path(factory_dir, &self.run_id, &self.harness));
@@ -235,7 +312,10 @@ impl Owner {
             let owner = std::fs::read(entry.path())
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Owner>(&b).ok());
-            if let Some(owner) = owner {
+            // `recover` removes the worktree an owner file names: only one of the pool's,
+            // named by a run of ours, is ever a run's (a file a command wrote could name any
+            // folder of the user's).
+            if let Some(owner) = owner.filter(|o| o.is_ours(factory_dir, &entry.path())) {
                 found.push((entry.path(), owner));
             }
         }

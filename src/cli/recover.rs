@@ -43,6 +43,10 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         }
         return Ok(Exit::Success);
     };
+    // Nothing a journal names is acted on before its names are known to be a run's.
+    if let Some(why) = j.foreign_names() {
+        return Err(foreign_journal(&j, &factory_dir, &why));
+    }
     // The killed run's commands are stopped before anything is put back: by the files its
     // harness noted and by the marker they carry — never another run's.
     match &j.harness {
@@ -64,6 +68,9 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
     } else {
         j.restore.open_worktree()?
     };
+    if let Some(why) = j.foreign(&factory_dir, &repo) {
+        return Err(foreign_journal(&j, &factory_dir, &why));
+    }
     let baseline_id = git2::Oid::from_str(&j.restore.baseline)?;
     repo.find_commit(baseline_id).map_err(|_| {
         Error::new(format!(
@@ -104,4 +111,23 @@ pub fn cmd_recover(ui: &Ui, args: RecoverArgs) -> Result<Exit> {
         }
     ));
     Ok(Exit::Success)
+}
+
+/// The refusal for a journal that names places no run of this repository's would: `recover`
+/// leaves it, and everything it names, alone.
+fn foreign_journal(j: &Journal, factory_dir: &std::path::Path, why: &str) -> Error {
+    let file = j.path(factory_dir);
+    let shown = if j.foreign_names().is_some() {
+        factory_dir.join("journal.*.json")
+    } else {
+        file
+    };
+    Error::new(format!(
+        "the journal {} was not written by a run of this repository: {why}; nothing was put back",
+        shown.display()
+    ))
+    .hint(format!(
+        "a run writes only journals about its own repository: inspect {} and remove it, then run git factory recover",
+        shown.display()
+    ))
 }

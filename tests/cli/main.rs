@@ -4,6 +4,7 @@ mod common;
 
 mod agents;
 mod architecture;
+mod attack;
 mod attest;
 mod audit_concurrent;
 mod batch;

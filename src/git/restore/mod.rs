@@ -76,6 +76,17 @@ impl Restore {
         same_dir(repo.path(), &self.git_dir)
     }
 
+    /// Whether the hooks folder this restore names is `repo`'s own: the one its config names
+    /// now, or git's default one.
+    pub fn hooks_are_the_repos(&self, repo: &Repository) -> bool {
+        let Some(h) = &self.hooks else {
+            return true;
+        };
+        let default = repo.commondir().join("hooks");
+        same_dir(&h.dir, &default)
+            || hooks::hooks_dir(repo, &self.root).is_some_and(|d| same_dir(&h.dir, &d))
+    }
+
     /// Opens the worktree this restore belongs to, or says why it cannot be.
     pub fn open_worktree(&self) -> Result<Repository> {
         let refuse = |why: &str| {

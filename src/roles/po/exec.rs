@@ -407,6 +407,7 @@ pub fn stop_noted_group(file: &Path) {
     if let Some(pid) = std::fs::read_to_string(file)
         .ok()
         .and_then(|t| t.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0 && crate::harness::started_by_a_gone_harness(p))
         .and_then(Pid::from_raw)
     {
         let _ = kill_process_group(pid, Signal::KILL);

@@ -312,6 +312,45 @@ pub struct Watched {
     notes: BTreeMap<String, Oid>,
     /// `None` for a sandboxed agent, to which the objects are read-only.
     objects: Option<ObjectFiles>,
+    /// The names of the files `recover` acts on (see [`RECOVERY_FILES`]) as they were.
+    recovery: BTreeSet<Vec<u8>>,
+}
+
+/// The files in `.git/factory/` that `recover` acts on: a killed in-situ run's journal, a
+/// killed `--worktree` run's owner file, the process groups a killed harness noted. Each is
+/// named `<kind>.<run_id>.<pid>.<start>…` by the harness that writes it. Live state, so the
+/// audit does not put back what other runs write there; but one an agent planted (an old
+/// journal kept aside) would have the user's next `recover` put an old baseline back.
+const RECOVERY_FILES: [&str; 3] = ["journal.", "run.", "command."];
+
+fn recovery_files(dir: &Path) -> BTreeSet<Vec<u8>> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().as_bytes().to_vec())
+        .filter(|n| RECOVERY_FILES.iter().any(|k| n.starts_with(k.as_bytes())))
+        .collect()
+}
+
+/// Whether a recovery file named `name` can be a live run's: its harness (the pid and start
+/// in its name) runs now and is a `git factory` (the same program as this one).
+fn a_live_harness_wrote(name: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(name);
+    let mut parts = text.split('.').skip(2);
+    let (Some(pid), Some(start)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let marker = format!("{pid}.{start}");
+    if marker == crate::harness::marker() {
+        return true;
+    }
+    let same_program = |pid: &str| {
+        let theirs = std::fs::metadata(format!("/proc/{pid}/exe"));
+        let ours = std::env::current_exe().and_then(std::fs::metadata);
+        matches!((theirs, ours), (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino())
+    };
+    crate::harness::alive(&marker) && same_program(pid)
 }
 
 /// What putting back did: names put back, names that could not be.
@@ -342,6 +381,7 @@ impl Watched {
             } else {
                 Some(ObjectFiles::capture(repo)?)
             },
+            recovery: recovery_files(&dir),
         })
     }
 
@@ -359,6 +399,17 @@ impl Watched {
             &mut out.failed,
         );
         put_back_notes(repo, &self.notes, &mut out)?;
+        for name in recovery_files(&self.factory.root) {
+            if self.recovery.contains(&name) || a_live_harness_wrote(&name) {
+                continue;
+            }
+            let path = self.factory.root.join(std::ffi::OsStr::from_bytes(&name));
+            let shown = format!(".git/factory/{}", String::from_utf8_lossy(&name));
+            match std::fs::remove_file(&path) {
+                Ok(()) => out.restored.push(format!("{shown} (removed)")),
+                Err(e) => out.failed.push(format!("{shown}: {e}")),
+            }
+        }
         Ok(out)
     }
 }
