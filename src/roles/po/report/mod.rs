@@ -35,11 +35,21 @@ pub struct Private {
     pub junit: Vec<String>,
 }
 
+/// Where the private folders are made when the system has it (FHS: temporary files kept
+/// between reboots, so never a tmpfs a sandbox puts over /tmp).
+const SHARED_TMP: &str = "/var/tmp";
+
 impl Private {
     pub fn new(junit: Vec<String>) -> std::io::Result<Private> {
-        let dir = tempfile::Builder::new()
-            .prefix("git-factory-tests-")
-            .tempdir()?;
+        // Not in /tmp: a sandboxed check gets a /tmp of its own, and a folder granted to it
+        // there would show in that /tmp's listing.
+        let parent = Path::new(SHARED_TMP);
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("git-factory-tests-");
+        let dir = match parent.is_dir() {
+            true => builder.tempdir_in(parent)?,
+            false => builder.tempdir()?,
+        };
         std::fs::write(
             dir.path().join(format!("{}.py", pytest::MODULE)),
             pytest::PLUGIN,
