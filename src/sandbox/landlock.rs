@@ -74,19 +74,19 @@ pub struct Rules {
     pub grants: Vec<(PathBuf, Grant)>,
 }
 
-/// Devices a command writes as a matter of course.
-const DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-];
+/// Devices a command writes as a matter of course. No terminal: a confined command has no
+/// controlling one, and Landlock cannot give a private `/dev/pts` as bubblewrap's `--dev`
+/// does, so granting the shared one would let a check write to (and read from) the user's
+/// own terminal by its path. Test suites that make a pseudo-terminal need bubblewrap.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Hidden outright, never even readable: the terminals of the user's sessions.
+const TERMINALS: &str = "/dev/pts";
 
 pub fn rules(policy: &Policy, tmp: &Path) -> Rules {
     let mut grants = Vec::new();
-    let hidden: Vec<PathBuf> = policy.hidden.iter().map(|p| real(p)).collect();
+    let mut hidden: Vec<PathBuf> = policy.hidden.iter().map(|p| real(p)).collect();
+    hidden.push(PathBuf::from(TERMINALS));
     carve(
         Path::new("/"),
         &hidden,

@@ -243,7 +243,6 @@ fn a_check_under_landlock_cannot_change_modes_outside_the_tree() {
 /// clipboard) or reads the user's keystrokes from it. `TIOCSTI` stays refused. Bubblewrap's
 /// own `/dev` has no host terminal.
 #[test]
-#[ignore = "open: under Landlock a confined check opens the user's terminal by its /dev/pts path and writes to it"]
 fn a_check_under_landlock_cannot_write_to_the_users_terminal() {
     let r = TestRepo::simple();
     let check = "sh -c 'for t in /dev/pts/[0-9]*; do (echo PTS-$((6*7))-WRITTEN > $t) 2>/dev/null; done; true'";
