@@ -464,3 +464,100 @@ fn under_the_sandbox_the_plugin_still_reports_and_a_deleted_test_is_a_regression
         "{summary}"
     );
 }
+
+const KNOWN_BROKEN: &str = "def test_known_broken():\n    assert 1 == 2\n";
+const NAMED_RED: &str = "tests/test_calc.py::test_negative";
+
+/// A real suite with an unrelated known failure, judged by named tests only (SPEC §3.9).
+fn named_project() -> TestRepo {
+    let r = project();
+    r.write("tests/test_known.py", KNOWN_BROKEN);
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "a known failure"]);
+    r
+}
+
+fn named_order(tests: &[&str]) -> Value {
+    json!({
+        "id": "abs",
+        "title": "absolute() of negative numbers",
+        "intent": "absolute(x) must return -x for negative x.",
+        "allowed_files": ["calc.py"],
+        "acceptance_commands": ["python -m pytest -q"],
+        "fail_to_pass_tests": tests,
+    })
+}
+
+#[test]
+fn named_tests_judge_a_suite_with_an_unrelated_known_failure() {
+    let r = named_project();
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("calc.py").as_deref(), Some(FIXED));
+    let (summary, tests) = records(&r);
+    assert_eq!(summary["verdict"], "PASS", "{summary}");
+    assert_eq!(test_of(&tests, NAMED_RED)["status"], "passed");
+    assert_eq!(
+        test_of(&tests, "tests/test_known.py::test_known_broken")["status"],
+        "failed"
+    );
+}
+
+#[test]
+fn a_proposal_that_leaves_the_named_red_test_failing_fails() {
+    let r = named_project();
+    let still_wrong = "def absolute(x):\n    return x + 0\n";
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, still_wrong),
+        named_order(&["tests/test_calc.py::test_neg*"]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let (summary, _) = records(&r);
+    assert_eq!(summary["verdict"], "FAIL", "{summary}");
+    assert_eq!(r.read("calc.py").as_deref(), Some(CALC), "rolled back");
+}
+
+#[test]
+fn a_named_test_no_report_contains_is_refused_before_any_model_call() {
+    let r = named_project();
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&["tests/test_calc.py::test_nonexistent"]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("no such test") && err.contains("tests/test_calc.py::test_nonexistent"),
+        "{err}"
+    );
+    assert!(err.contains("hint:"), "{err}");
+    assert!(r.run_ids().is_empty(), "nothing recorded");
+    assert_eq!(r.read("calc.py").as_deref(), Some(CALC));
+}
+
+#[test]
+fn a_named_fail_to_pass_test_that_passes_on_the_baseline_is_refused() {
+    let r = named_project();
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED, "tests/test_positive.py::test_positive"]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("not a failing test"), "{err}");
+    assert!(
+        err.contains("tests/test_positive.py::test_positive"),
+        "{err}"
+    );
+}

@@ -184,6 +184,8 @@ pub struct Checks<'a> {
     pub baseline: &'a [CommandTests],
     /// `factory.flaky=fail`: a test that passed only when re-run still fails its command.
     pub flaky_fails: bool,
+    /// The tests the work order names: the commands that report them are graded by them.
+    pub named: grade::Named<'a>,
 }
 
 /// One group of PO's commands: its name (also the stem of its log files) and the stage a
@@ -339,12 +341,17 @@ impl PoRun<'_> {
         let mut r = self.run_one(kind, index, argv);
         grade::join(&mut r, base);
         let f2p = phase == Phase::FailToPass;
-        let mut j = grade::judge(&r, f2p, checks.flaky_fails);
+        let by_names = checks.named.judges(base);
+        let judge = |r: &CmdResult| match by_names {
+            true => grade::judge_named(r, &checks.named, checks.flaky_fails),
+            false => grade::judge(r, f2p, checks.flaky_fails),
+        };
+        let mut j = judge(&r);
         if j.wants_rerun(&r) && !r.interrupted {
             let mut again = self.run_as(kind, &format!("{kind}_{index}_rerun"), argv);
             grade::join(&mut again, base);
             r = grade::merge_rerun(r, again);
-            j = grade::judge(&r, f2p, checks.flaky_fails);
+            j = judge(&r);
         }
         (r, j)
     }

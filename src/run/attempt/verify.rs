@@ -37,6 +37,11 @@ impl Session<'_> {
             verify: &self.verify_cmds,
             pass_to_pass: &self.pass_to_pass,
             fail_to_pass: &self.fail_to_pass,
+            acceptance: &self.acceptance,
+            named: grade::Named {
+                fail_to_pass: &self.plan.wo.order.fail_to_pass_tests,
+                pass_to_pass: &self.plan.wo.order.pass_to_pass_tests,
+            },
         };
         let ui = self.ui;
         let started = self.bytecode_mark();
@@ -118,6 +123,10 @@ impl Session<'_> {
             acceptance: &self.acceptance,
             baseline: &self.baseline_tests,
             flaky_fails: flaky_fails(self.repo),
+            named: grade::Named {
+                fail_to_pass: &self.plan.wo.order.fail_to_pass_tests,
+                pass_to_pass: &self.plan.wo.order.pass_to_pass_tests,
+            },
         };
         let started = self.bytecode_mark();
         let outcome = po.run_checks(&checks, |kind, argv| {
