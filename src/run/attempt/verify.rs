@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::graph::Outcome;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
-use crate::roles::po::{baseline, grade, report};
+use crate::roles::po::{baseline, cache, grade, report};
 use crate::run::artifacts::write_json;
 use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note, with_tests_first};
 use crate::run::attempt::session::Session;
@@ -159,6 +159,20 @@ impl Session<'_> {
         };
         if !record.commands.is_empty() || !record.weakening.is_empty() {
             let _ = write_json(&dir.join("tests.json"), &record);
+        }
+        let flaky: Vec<cache::FlakyTest> = (record.commands.iter())
+            .flat_map(|c| {
+                let command =
+                    shlex::try_join(c.command.iter().map(String::as_str)).unwrap_or_default();
+                (c.tests.iter().filter(|t| t.flaky)).map(move |t| cache::FlakyTest {
+                    id: t.id.clone(),
+                    command: command.clone(),
+                })
+            })
+            .collect();
+        if let Err(e) = cache::remember_flaky(self.repo, &flaky) {
+            self.ui
+                .warn(format!("cannot remember the flaky tests: {e}"));
         }
         let counts = grade::counts(
             (outcome.verify.iter())

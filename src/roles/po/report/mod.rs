@@ -22,6 +22,8 @@ const SNIFF_BYTES: u64 = 64 * 1024;
 
 /// The variable naming the pytest plugin's output file for one command.
 pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
+/// Names a file of pytest node ids: the plugin deselects every other test (a re-run).
+pub const ONLY_VAR: &str = "GIT_FACTORY_TEST_ONLY";
 
 /// A private folder for one PO pass (an attempt, a baseline check, a `verify`): the pytest
 /// plugin and the files it writes, in the system's temporary folder under a random name —
