@@ -247,9 +247,11 @@ fn a_second_test_broken_while_fixing_the_first_fails_naming_it_first_in_the_brie
 fn a_test_that_fails_once_after_the_change_is_flaky_and_does_not_fail_the_attempt() {
     let r = project();
     let counter = r.outside.join("flaky-count");
+    let steady = r.outside.join("steady-count");
     let flaky = format!(
-        "from calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    import os\n    p = {path:?}\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n != 1\n",
-        path = counter.display().to_string()
+        "import os\nfrom calc import absolute\n\n\ndef test_positive():\n    p = {steady:?}\n    open(p, 'a').write('.')\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    import os\n    p = {path:?}\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n != 1\n",
+        path = counter.display().to_string(),
+        steady = steady.display().to_string()
     );
     r.write("tests/test_positive.py", &flaky);
     r.git(&["commit", "-qam", "a test that fails on its second run"]);
@@ -260,6 +262,26 @@ fn a_test_that_fails_once_after_the_change_is_flaky_and_does_not_fail_the_attemp
     assert_eq!(
         test_of(&tests, "tests/test_positive.py::test_positive_zero")["flaky"],
         true
+    );
+    // pytest re-ran only the failing node id: the steady test ran on the baseline and once
+    // after the change, not a third time.
+    assert_eq!(
+        std::fs::read_to_string(&steady).ok().as_deref(),
+        Some(".."),
+        "the re-run ran only the test that failed"
+    );
+    let remembered =
+        std::fs::read_to_string(r.root.join(".git/factory/flaky.json")).unwrap_or_default();
+    assert_eq!(
+        remembered,
+        format!(
+            "[{{\"command\":\"{GREEN}\",\"id\":\"tests/test_positive.py::test_positive_zero\"}}]\n"
+        ),
+    );
+    let shown = stdout_of(&r.factory().arg("show").output().expect("show"));
+    assert!(
+        shown.contains("flaky tests (1):\n  tests/test_positive.py::test_positive_zero ("),
+        "{shown}"
     );
 
     // factory.flaky=fail: the same flake fails the attempt.
@@ -506,6 +528,32 @@ fn named_tests_judge_a_suite_with_an_unrelated_known_failure() {
         test_of(&tests, "tests/test_known.py::test_known_broken")["status"],
         "failed"
     );
+    let shown = stdout_of(&r.factory().arg("show").output().expect("show"));
+    assert!(
+        shown.contains("  python -m pytest -q: 3 passed, 1 failed, 0 skipped\n    failed tests/test_known.py::test_known_broken"),
+        "{shown}"
+    );
+    let listed = stdout_of(
+        &r.factory()
+            .args(["show", "--tests"])
+            .output()
+            .expect("show"),
+    );
+    for line in [
+        "    failed → passed  tests/test_calc.py::test_negative\n",
+        "    failed → failed  tests/test_known.py::test_known_broken\n",
+        "    passed → passed  tests/test_positive.py::test_positive_zero\n",
+    ] {
+        assert!(listed.contains(line), "{line} in {listed}");
+    }
+    let log = stdout_of(&r.factory().arg("log").output().expect("log"));
+    assert!(log.contains("(tests: 3 passed, 1 failed)"), "{log}");
+    let listing: Value = serde_json::from_str(&stdout_of(
+        &r.factory().args(["log", "--json"]).output().expect("log"),
+    ))
+    .expect("json");
+    assert_eq!(listing[0]["tests"]["passed"], 3, "{listing}");
+    assert_eq!(listing[0]["tests"]["failed"], 1, "{listing}");
 }
 
 #[test]
