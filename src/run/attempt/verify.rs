@@ -19,7 +19,12 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
-        let tests = report::Private::new(test_reports(self.repo)).ok();
+        let tests = report::Private::for_run(
+            test_reports(self.repo),
+            &self.plan.factory_dir,
+            &self.plan.run_id,
+        )
+        .ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -103,7 +108,12 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let tests = report::Private::new(test_reports(self.repo)).ok();
+        let tests = report::Private::for_run(
+            test_reports(self.repo),
+            &self.plan.factory_dir,
+            &self.plan.run_id,
+        )
+        .ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
