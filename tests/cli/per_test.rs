@@ -523,6 +523,11 @@ fn named_tests_judge_a_suite_with_an_unrelated_known_failure() {
     assert_eq!(r.read("calc.py").as_deref(), Some(FIXED));
     let (summary, tests) = records(&r);
     assert_eq!(summary["verdict"], "PASS", "{summary}");
+    assert_eq!(
+        summary["attempts"][0]["tests"]["fail_to_pass_met"], 1,
+        "{summary}"
+    );
+    assert_eq!(summary["attempts"][0]["tests"]["fail_to_pass_total"], 1);
     assert_eq!(test_of(&tests, NAMED_RED)["status"], "passed");
     assert_eq!(
         test_of(&tests, "tests/test_known.py::test_known_broken")["status"],

@@ -270,7 +270,10 @@ fn list(out: &mut String, items: impl ExactSizeIterator<Item = String>) {
 
 /// The counts of `run_summary.json` over the commands an attempt ran; `None` when none of
 /// them reported tests.
-pub fn counts<'a>(commands: impl Iterator<Item = &'a CmdResult>) -> Option<TestCounts> {
+pub fn counts<'a>(
+    commands: impl Iterator<Item = &'a CmdResult>,
+    named: &Named<'_>,
+) -> Option<TestCounts> {
     let mut c = TestCounts::default();
     let mut any = false;
     for cmd in commands {
@@ -287,12 +290,13 @@ pub fn counts<'a>(commands: impl Iterator<Item = &'a CmdResult>) -> Option<TestC
             }
             c.flaky += u32::from(t.flaky);
             let passing = t.status == TestStatus::Passed;
+            let named_red = named.fail_to_pass.iter().any(|p| matches(p, &t.id));
             match t.baseline {
                 Some(TestStatus::Passed) => {
                     c.pass_to_pass_total += 1;
                     c.pass_to_pass_kept += u32::from(passing);
                 }
-                Some(b) if f2p && b.is_red() => {
+                Some(b) if (f2p || named_red) && b.is_red() => {
                     c.fail_to_pass_total += 1;
                     c.fail_to_pass_met += u32::from(passing);
                 }

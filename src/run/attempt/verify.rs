@@ -11,6 +11,15 @@ use crate::run::attempt::session::Session;
 use crate::store::records::{BaselineCheck, CmdResult, Stage, TestsRecord};
 
 impl Session<'_> {
+    /// The tests the work order names (SPEC §3.9).
+    fn named(&self) -> grade::Named<'_> {
+        let order = &self.plan.wo.order;
+        grade::Named {
+            fail_to_pass: &order.fail_to_pass_tests,
+            pass_to_pass: &order.pass_to_pass_tests,
+        }
+    }
+
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
     /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
     /// tree as it was. What the commands leave behind is removed as after an attempt.
@@ -43,10 +52,7 @@ impl Session<'_> {
             pass_to_pass: &self.pass_to_pass,
             fail_to_pass: &self.fail_to_pass,
             acceptance: &self.acceptance,
-            named: grade::Named {
-                fail_to_pass: &self.plan.wo.order.fail_to_pass_tests,
-                pass_to_pass: &self.plan.wo.order.pass_to_pass_tests,
-            },
+            named: self.named(),
         };
         let ui = self.ui;
         let started = self.bytecode_mark();
@@ -133,10 +139,7 @@ impl Session<'_> {
             acceptance: &self.acceptance,
             baseline: &self.baseline_tests,
             flaky_fails: flaky_fails(self.repo),
-            named: grade::Named {
-                fail_to_pass: &self.plan.wo.order.fail_to_pass_tests,
-                pass_to_pass: &self.plan.wo.order.pass_to_pass_tests,
-            },
+            named: self.named(),
         };
         let started = self.bytecode_mark();
         let outcome = po.run_checks(&checks, |kind, argv| {
@@ -189,6 +192,7 @@ impl Session<'_> {
                 .chain(&outcome.pass_to_pass)
                 .chain(&outcome.fail_to_pass)
                 .chain(&outcome.acceptance),
+            &self.named(),
         );
         {
             let a = self.current();
