@@ -1169,7 +1169,7 @@ _git__factory() {
             return 0
             ;;
         git__factory__subcmd__show)
-            opts="-o -q -v -h --patch --attempt --log --json --html --output --repo --color --quiet --verbose --no-pager --help"
+            opts="-o -q -v -h --patch --attempt --log --tests --json --html --output --repo --color --quiet --verbose --no-pager --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -123,6 +123,7 @@ complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l color -
 always\t''
 never\t''"
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l patch -d 'Print the passing (or else the last) attempt\'s proposed patch'
+complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l tests -d 'List every test of each attempt, per command, with its status before (baseline) and after'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l json -d 'Print the stored run_summary.json exactly'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -l html -d 'Write the run as one self-contained HTML page (default file: factory-<run_id>.html)'
 complete -c git-factory -n "__fish_git_factory_using_subcommand show" -s q -l quiet -d 'Print only results and the final verdict line'

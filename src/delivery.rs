@@ -587,6 +587,8 @@ mod tests {
             notes: None,
             fail_to_pass: vec![],
             pass_to_pass: vec![],
+            fail_to_pass_tests: vec![],
+            pass_to_pass_tests: vec![],
             tests_may_change: false,
         }
     }

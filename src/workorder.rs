@@ -9,7 +9,7 @@ use std::path::Path;
 pub const MAX_CONTEXT_FILES: usize = 10;
 pub const CONTEXT_BUDGET_BYTES: usize = 200 * 1024;
 
-const KNOWN_FIELDS: [&str; 11] = [
+const KNOWN_FIELDS: [&str; 13] = [
     "id",
     "title",
     "intent",
@@ -20,6 +20,8 @@ const KNOWN_FIELDS: [&str; 11] = [
     "notes",
     "fail_to_pass",
     "pass_to_pass",
+    "fail_to_pass_tests",
+    "pass_to_pass_tests",
     "tests_may_change",
 ];
 
@@ -37,6 +39,11 @@ pub struct WorkOrder {
     pub fail_to_pass: Vec<String>,
     /// Must pass both before and after the change (no regressions).
     pub pass_to_pass: Vec<String>,
+    /// Named tests (SPEC §3.9): ids any check command reports; a trailing `*` matches a
+    /// prefix. Each must be red on the baseline and pass after the change.
+    pub fail_to_pass_tests: Vec<String>,
+    /// Named tests that must pass before and after the change.
+    pub pass_to_pass_tests: Vec<String>,
     /// The change may skip, remove or loosen tests and change test configuration (SPEC §3.9);
     /// such edits are then listed instead of failing the attempt.
     pub tests_may_change: bool,
@@ -45,7 +52,12 @@ pub struct WorkOrder {
 impl WorkOrder {
     /// Whether the order states a red→green contract (turns the baseline check on by default).
     pub fn has_contract(&self) -> bool {
-        !self.fail_to_pass.is_empty() || !self.pass_to_pass.is_empty()
+        !self.fail_to_pass.is_empty() || !self.pass_to_pass.is_empty() || self.names_tests()
+    }
+
+    /// Whether the order names tests (SPEC §3.9): the baseline check then runs every check.
+    pub fn names_tests(&self) -> bool {
+        !self.fail_to_pass_tests.is_empty() || !self.pass_to_pass_tests.is_empty()
     }
 }
 
@@ -213,9 +225,12 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
     let forbidden = string_list(obj, "forbidden", false)?;
     let fail_to_pass = commands(obj, "fail_to_pass", false)?;
     let pass_to_pass = commands(obj, "pass_to_pass", false)?;
+    let fail_to_pass_tests = test_ids(obj, "fail_to_pass_tests")?;
+    let pass_to_pass_tests = test_ids(obj, "pass_to_pass_tests")?;
     // A red→green contract is a complete statement of done: acceptance may then be empty
     // (or left out).
-    let acceptance_commands = commands(obj, "acceptance_commands", fail_to_pass.is_empty())?;
+    let red_named = !fail_to_pass.is_empty() || !fail_to_pass_tests.is_empty();
+    let acceptance_commands = commands(obj, "acceptance_commands", !red_named)?;
     let tests_may_change = match obj.get("tests_may_change") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -232,10 +247,10 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         Some(other) => return Err(invalid("notes", format!("expected a string, got {other}"))),
     };
 
-    if acceptance_commands.is_empty() && fail_to_pass.is_empty() {
+    if acceptance_commands.is_empty() && !red_named {
         return Err(invalid(
             "acceptance_commands",
-            "must list at least one command (or give fail_to_pass)",
+            "must list at least one command (or give fail_to_pass or fail_to_pass_tests)",
         ));
     }
     if context_files.len() > MAX_CONTEXT_FILES {
@@ -266,8 +281,22 @@ fn validate(raw: &Value) -> Result<WorkOrder> {
         notes,
         fail_to_pass,
         pass_to_pass,
+        fail_to_pass_tests,
+        pass_to_pass_tests,
         tests_may_change,
     })
+}
+
+/// A list of test ids: non-empty, one line each (an id is printed in briefs and `show`).
+fn test_ids(obj: &Map<String, Value>, field: &str) -> Result<Vec<String>> {
+    let list = string_list(obj, field, false)?;
+    for id in &list {
+        if id.is_empty() || id == "*" {
+            return Err(invalid(field, format!("{id:?} names no test")));
+        }
+        one_line(id.clone(), field)?;
+    }
+    Ok(list)
 }
 
 /// Refuses control characters in a one-line field: a newline in the id would forge `log` and
@@ -530,6 +559,26 @@ mod tests {
             }
             let err = LoadedWorkOrder::from_value(v, "x").expect_err(field);
             assert!(err.message.contains(field), "{} lacks {field}", err.message);
+        }
+    }
+
+    #[test]
+    fn named_tests_stand_in_for_acceptance_and_must_be_one_line() {
+        let mut v = base();
+        let plain = LoadedWorkOrder::from_value(v.clone(), "x")
+            .expect("valid")
+            .hash;
+        v.as_object_mut()
+            .expect("object")
+            .remove("acceptance_commands");
+        v["fail_to_pass_tests"] = json!(["tests/test_x.py::test_y*"]);
+        let wo = LoadedWorkOrder::from_value(v.clone(), "x").expect("valid");
+        assert!(wo.order.names_tests() && wo.order.has_contract());
+        assert_ne!(wo.hash, plain);
+        for bad in [json!([""]), json!(["a\nb"]), json!([3]), json!("t")] {
+            v["fail_to_pass_tests"] = bad;
+            let e = LoadedWorkOrder::from_value(v.clone(), "x").expect_err("refused");
+            assert!(e.to_string().contains("fail_to_pass_tests"), "{e}");
         }
     }
 

@@ -191,6 +191,7 @@ fn tour(ui: &Ui, dir: &Path, run_id: &str) -> Result<()> {
             patch: false,
             attempt: None,
             log: None,
+            tests: false,
             json: false,
             html: false,
             output: None,

@@ -123,6 +123,23 @@ fn full_lines(runs: &[RunHeader], now: i64) -> String {
             ),
             None => mark,
         };
+        // The last attempt's tests, in short (SPEC §3.9).
+        let mark = match &r.tests {
+            Some(t) => format!(
+                "{mark} {}",
+                ui::dim(format!(
+                    "(tests: {} passed, {} failed{})",
+                    t.passed,
+                    t.failed,
+                    if t.flaky > 0 {
+                        format!(", {} flaky", t.flaky)
+                    } else {
+                        String::new()
+                    }
+                ))
+            ),
+            None => mark,
+        };
         text.push_str(&format!(
             "{} {verdict} {} {:>9} {} {}{mark} {} {}\n",
             console::style(&r.run_id).yellow(),

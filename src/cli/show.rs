@@ -22,6 +22,9 @@ pub struct ShowArgs {
     /// Print a command's full output, e.g. acceptance:0 or verify:1 (of --attempt N, default the last)
     #[arg(long, value_name = "KIND:I")]
     pub log: Option<String>,
+    /// List every test of each attempt, per command, with its status before (baseline) and after
+    #[arg(long)]
+    pub tests: bool,
     /// Print the stored run_summary.json exactly
     #[arg(long)]
     pub json: bool,
@@ -186,9 +189,83 @@ pub fn cmd_show(ui: &Ui, args: ShowArgs) -> Result<Exit> {
     candidate_lines(&mut out, &view.summary);
     for a in view.attempts(args.attempt) {
         attempt_lines(&mut out, a);
+        if let Some(record) = view.tests(&repo, a.attempt_index) {
+            test_lines(&mut out, &record, args.tests);
+        }
     }
+    flaky_lines(&mut out, &crate::roles::po::cache::flaky_tests(&repo));
     ui.page(out, core_pager);
     Ok(Exit::Success)
+}
+
+/// How many failing tests `show` names per command before "and N more".
+const SHOWN_FAILING: usize = 20;
+
+/// Per command: a summary line of its tests and the failing ones; with `every`, each test
+/// with its status on the baseline and after the change. Ids are anyone's bytes: escaped.
+fn test_lines(out: &mut String, record: &crate::store::records::TestsRecord, every: bool) {
+    use crate::store::records::TestStatus;
+    for c in &record.commands {
+        let command = shlex::try_join(c.command.iter().map(String::as_str)).unwrap_or_default();
+        let count = |s: TestStatus| c.tests.iter().filter(|t| t.status == s).count();
+        let red: Vec<_> = c.tests.iter().filter(|t| t.status.is_red()).collect();
+        let flaky = c.tests.iter().filter(|t| t.flaky).count();
+        out.push_str(&format!(
+            "  {}: {} passed, {} failed, {} skipped{}\n",
+            ui::escape_line(&command),
+            count(TestStatus::Passed),
+            red.len(),
+            count(TestStatus::Skipped) + count(TestStatus::Xfailed),
+            if flaky > 0 {
+                format!(", {flaky} flaky")
+            } else {
+                String::new()
+            }
+        ));
+        if every {
+            for t in &c.tests {
+                let before = t.baseline.map_or("-", |b| b.as_str());
+                out.push_str(&format!(
+                    "    {before} → {}{}  {}\n",
+                    t.status.as_str(),
+                    if t.flaky { " (flaky)" } else { "" },
+                    ui::escape_line(&t.id)
+                ));
+            }
+            continue;
+        }
+        for t in red.iter().take(SHOWN_FAILING) {
+            let message = t
+                .message
+                .as_deref()
+                .and_then(|m| m.lines().next())
+                .unwrap_or("");
+            out.push_str(&format!(
+                "    {} {} {}\n",
+                t.status.as_str(),
+                ui::escape_line(&t.id),
+                ui::escape_line(message)
+            ));
+        }
+        if red.len() > SHOWN_FAILING {
+            out.push_str(&format!("    and {} more\n", red.len() - SHOWN_FAILING));
+        }
+    }
+}
+
+/// The tests this clone found flaky (SPEC §3.9), remembered in `.git/factory/flaky.json`.
+fn flaky_lines(out: &mut String, flaky: &[crate::roles::po::cache::FlakyTest]) {
+    if flaky.is_empty() {
+        return;
+    }
+    out.push_str(&format!("flaky tests ({}):\n", flaky.len()));
+    for t in flaky {
+        out.push_str(&format!(
+            "  {} ({})\n",
+            ui::escape_line(&t.id),
+            ui::escape_line(&t.command)
+        ));
+    }
 }
 
 /// The run's header: verdict, work order, baseline, how it ended, its result and error.

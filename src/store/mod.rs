@@ -248,6 +248,14 @@ pub fn run_message(s: &RunSummary) -> String {
             .count();
         m.push_str(&format!("candidates: {passed}/{}\n", s.candidates.len()));
     }
+    // The last attempt's per-test counts (SPEC §3.9), for `log`: one line of canonical JSON.
+    let counts = (s.attempts.iter().rev()).find_map(|a| a.tests.as_ref());
+    if let Some(value) = counts.and_then(|t| serde_json::to_value(t).ok()) {
+        m.push_str(&format!(
+            "tests: {}\n",
+            crate::identity::canonical_json(&value)
+        ));
+    }
     if let Some(c) = &s.cost {
         m.push_str(&format!("cost: {}\n", cost_field(c)));
         for (model, cost) in costs_by_model(s) {
@@ -336,6 +344,9 @@ pub struct RunHeader {
     /// Its cost per model asked, for `log --cost`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cost_by_model: Vec<(String, records::Cost)>,
+    /// The last attempt's per-test counts (SPEC §3.9); none when no check reported tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<records::TestCounts>,
 }
 
 impl RunHeader {
@@ -375,6 +386,7 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
         candidates: None,
         cost: None,
         cost_by_model: Vec::new(),
+        tests: None,
     };
     for line in lines {
         if let Some(v) = line.strip_prefix("title: ") {
@@ -389,6 +401,8 @@ pub fn parse_header(run_id: &str, message: &str, time: i64) -> RunHeader {
             h.started_ms = v.trim().parse().ok();
         } else if let Some(v) = line.strip_prefix("candidates: ") {
             h.candidates = Some(v.to_string());
+        } else if let Some(v) = line.strip_prefix("tests: ") {
+            h.tests = serde_json::from_str(v).ok();
         } else if let Some(v) = line.strip_prefix("cost: ") {
             h.cost = parse_cost(v).map(|(c, _)| c);
         } else if let Some((cost, model)) = line.strip_prefix("cost_model: ").and_then(parse_cost) {

@@ -100,6 +100,12 @@ impl RunView {
         Ok(found)
     }
 
+    /// Attempt `n`'s `tests.json` (SPEC §3.9); `None` when it has none or it does not parse.
+    pub fn tests(&self, repo: &Repository, n: u32) -> Option<crate::store::records::TestsRecord> {
+        let bytes = read_artifact(repo, self.commit, &format!("attempt_{n}/tests.json")).ok()??;
+        serde_json::from_slice(&bytes).ok()
+    }
+
     /// Attempt `n`'s proposed change as stored, or a refusal naming why there is none.
     pub fn patch(&self, repo: &Repository, n: u32) -> Result<ProposedPatch> {
         for name in ["proposed_patch.diff", "proposed_writes.json"] {

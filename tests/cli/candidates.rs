@@ -727,11 +727,15 @@ fn kill_9_mid_race_then_recover_leaves_nothing() {
         marker.display()
     );
     let wo = r.work_order(basic_order(&[&hang]));
+    // The run's temp dir, to count what it leaves there.
+    let tmp = r.outside.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir");
     let mut child = r
         .spawn(&["run", "--candidates", "3", "--jobs", "3", "-w"])
         .arg(&wo)
         .arg("--agent-command")
         .arg(&agent)
+        .env("TMPDIR", &tmp)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -752,6 +756,22 @@ fn kill_9_mid_race_then_recover_leaves_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before);
     assert_nothing_left(&r);
+    let leaked: Vec<_> = std::fs::read_dir(&tmp)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("git-factory-tests-"))
+        .collect();
+    assert!(leaked.is_empty(), "left in the temp dir: {leaked:?}");
+    let factory: Vec<_> = std::fs::read_dir(r.root.join(".git/factory"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("tests."))
+        .collect();
+    assert!(factory.is_empty(), "left in .git/factory: {factory:?}");
     // The checks' process groups were stopped by recover (the kernel may take a moment).
     let mut left = processes_with(&marker.display().to_string());
     // (Bounded at 10 s: a loaded machine reaps slowly; an empty list returns at once.)

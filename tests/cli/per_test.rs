@@ -247,9 +247,11 @@ fn a_second_test_broken_while_fixing_the_first_fails_naming_it_first_in_the_brie
 fn a_test_that_fails_once_after_the_change_is_flaky_and_does_not_fail_the_attempt() {
     let r = project();
     let counter = r.outside.join("flaky-count");
+    let steady = r.outside.join("steady-count");
     let flaky = format!(
-        "from calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    import os\n    p = {path:?}\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n != 1\n",
-        path = counter.display().to_string()
+        "import os\nfrom calc import absolute\n\n\ndef test_positive():\n    p = {steady:?}\n    open(p, 'a').write('.')\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    import os\n    p = {path:?}\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n != 1\n",
+        path = counter.display().to_string(),
+        steady = steady.display().to_string()
     );
     r.write("tests/test_positive.py", &flaky);
     r.git(&["commit", "-qam", "a test that fails on its second run"]);
@@ -260,6 +262,26 @@ fn a_test_that_fails_once_after_the_change_is_flaky_and_does_not_fail_the_attemp
     assert_eq!(
         test_of(&tests, "tests/test_positive.py::test_positive_zero")["flaky"],
         true
+    );
+    // pytest re-ran only the failing node id: the steady test ran on the baseline and once
+    // after the change, not a third time.
+    assert_eq!(
+        std::fs::read_to_string(&steady).ok().as_deref(),
+        Some(".."),
+        "the re-run ran only the test that failed"
+    );
+    let remembered =
+        std::fs::read_to_string(r.root.join(".git/factory/flaky.json")).unwrap_or_default();
+    assert_eq!(
+        remembered,
+        format!(
+            "[{{\"command\":\"{GREEN}\",\"id\":\"tests/test_positive.py::test_positive_zero\"}}]\n"
+        ),
+    );
+    let shown = stdout_of(&r.factory().arg("show").output().expect("show"));
+    assert!(
+        shown.contains("flaky tests (1):\n  tests/test_positive.py::test_positive_zero ("),
+        "{shown}"
     );
 
     // factory.flaky=fail: the same flake fails the attempt.
@@ -462,5 +484,133 @@ fn under_the_sandbox_the_plugin_still_reports_and_a_deleted_test_is_a_regression
     assert_eq!(
         summary["attempts"][0]["failure_brief"]["stage"], "regression",
         "{summary}"
+    );
+}
+
+const KNOWN_BROKEN: &str = "def test_known_broken():\n    assert 1 == 2\n";
+const NAMED_RED: &str = "tests/test_calc.py::test_negative";
+
+/// A real suite with an unrelated known failure, judged by named tests only (SPEC §3.9).
+fn named_project() -> TestRepo {
+    let r = project();
+    r.write("tests/test_known.py", KNOWN_BROKEN);
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "a known failure"]);
+    r
+}
+
+fn named_order(tests: &[&str]) -> Value {
+    json!({
+        "id": "abs",
+        "title": "absolute() of negative numbers",
+        "intent": "absolute(x) must return -x for negative x.",
+        "allowed_files": ["calc.py"],
+        "acceptance_commands": ["python -m pytest -q"],
+        "fail_to_pass_tests": tests,
+    })
+}
+
+#[test]
+fn named_tests_judge_a_suite_with_an_unrelated_known_failure() {
+    let r = named_project();
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(r.read("calc.py").as_deref(), Some(FIXED));
+    let (summary, tests) = records(&r);
+    assert_eq!(summary["verdict"], "PASS", "{summary}");
+    assert_eq!(
+        summary["attempts"][0]["tests"]["fail_to_pass_met"], 1,
+        "{summary}"
+    );
+    assert_eq!(summary["attempts"][0]["tests"]["fail_to_pass_total"], 1);
+    assert_eq!(test_of(&tests, NAMED_RED)["status"], "passed");
+    assert_eq!(
+        test_of(&tests, "tests/test_known.py::test_known_broken")["status"],
+        "failed"
+    );
+    let shown = stdout_of(&r.factory().arg("show").output().expect("show"));
+    assert!(
+        shown.contains("  python -m pytest -q: 3 passed, 1 failed, 0 skipped\n    failed tests/test_known.py::test_known_broken"),
+        "{shown}"
+    );
+    let listed = stdout_of(
+        &r.factory()
+            .args(["show", "--tests"])
+            .output()
+            .expect("show"),
+    );
+    for line in [
+        "    failed → passed  tests/test_calc.py::test_negative\n",
+        "    failed → failed  tests/test_known.py::test_known_broken\n",
+        "    passed → passed  tests/test_positive.py::test_positive_zero\n",
+    ] {
+        assert!(listed.contains(line), "{line} in {listed}");
+    }
+    let log = stdout_of(&r.factory().arg("log").output().expect("log"));
+    assert!(log.contains("(tests: 3 passed, 1 failed)"), "{log}");
+    let listing: Value = serde_json::from_str(&stdout_of(
+        &r.factory().args(["log", "--json"]).output().expect("log"),
+    ))
+    .expect("json");
+    assert_eq!(listing[0]["tests"]["passed"], 3, "{listing}");
+    assert_eq!(listing[0]["tests"]["failed"], 1, "{listing}");
+}
+
+#[test]
+fn a_proposal_that_leaves_the_named_red_test_failing_fails() {
+    let r = named_project();
+    let still_wrong = "def absolute(x):\n    return x + 0\n";
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, still_wrong),
+        named_order(&["tests/test_calc.py::test_neg*"]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let (summary, _) = records(&r);
+    assert_eq!(summary["verdict"], "FAIL", "{summary}");
+    assert_eq!(r.read("calc.py").as_deref(), Some(CALC), "rolled back");
+}
+
+#[test]
+fn a_named_test_no_report_contains_is_refused_before_any_model_call() {
+    let r = named_project();
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&["tests/test_calc.py::test_nonexistent"]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("no such test") && err.contains("tests/test_calc.py::test_nonexistent"),
+        "{err}"
+    );
+    assert!(err.contains("hint:"), "{err}");
+    assert!(r.run_ids().is_empty(), "nothing recorded");
+    assert_eq!(r.read("calc.py").as_deref(), Some(CALC));
+}
+
+#[test]
+fn a_named_fail_to_pass_test_that_passes_on_the_baseline_is_refused() {
+    let r = named_project();
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED, "tests/test_positive.py::test_positive"]),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("not a failing test"), "{err}");
+    assert!(
+        err.contains("tests/test_positive.py::test_positive"),
+        "{err}"
     );
 }

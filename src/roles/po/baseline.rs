@@ -8,6 +8,7 @@
 
 use super::cache;
 use super::exec::tail_chars;
+use super::grade::{self, Named};
 use super::verify::{Phase, PoRun};
 use crate::error::{Error, Result};
 use crate::store::records::{BaselineResult, CmdResult, CommandTests};
@@ -55,6 +56,9 @@ pub struct Contract<'a> {
     pub verify: &'a [Vec<String>],
     pub pass_to_pass: &'a [Vec<String>],
     pub fail_to_pass: &'a [Vec<String>],
+    /// Run on the baseline only when the order names tests (SPEC §3.9).
+    pub acceptance: &'a [Vec<String>],
+    pub named: Named<'a>,
 }
 
 fn excerpt(cmd: &CmdResult) -> String {
@@ -154,6 +158,9 @@ pub fn check<G>(
     po: &PoRun<'_>,
     mut on_command: impl FnMut(&str, &[String]) -> G,
 ) -> Result<Report> {
+    if !contract.named.is_empty() {
+        return check_named(contract, po, on_command);
+    }
     let mut results: Vec<BaselineResult> = Vec::new();
     let mut tests: Vec<CommandTests> = Vec::new();
     let mut ran = false;
@@ -236,6 +243,126 @@ pub fn check<G>(
         ran,
         tests,
     })
+}
+
+/// The baseline check of an order that names tests (SPEC §3.9): every check command runs
+/// (uncached: which command reports a named test is only known by running it). A command
+/// that reports a named test is judged by its tests alone; the others as in §3.8.
+fn check_named<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    mut on_command: impl FnMut(&str, &[String]) -> G,
+) -> Result<Report> {
+    let named = &contract.named;
+    let mut results: Vec<BaselineResult> = Vec::new();
+    let mut tests: Vec<CommandTests> = Vec::new();
+    for (phase, commands) in [
+        (Phase::Verify, contract.verify),
+        (Phase::PassToPass, contract.pass_to_pass),
+        (Phase::FailToPass, contract.fail_to_pass),
+        (Phase::Acceptance, contract.acceptance),
+    ] {
+        for (i, argv) in commands.iter().enumerate() {
+            let shown = on_command(phase.as_str(), argv);
+            let cmd = po.run_one(phase.as_str(), i, argv);
+            drop(shown);
+            interrupted(&cmd)?;
+            let r = result(phase, &cmd);
+            let by_names = named.judges(cmd.tests.as_ref());
+            if !by_names && !r.passed && matches!(phase, Phase::Verify | Phase::PassToPass) {
+                return Err(broken(&r));
+            }
+            tests.extend(cmd.tests);
+            results.push(r);
+        }
+    }
+    let found = |pattern: &str| -> Vec<&crate::store::records::TestResult> {
+        (tests.iter().flat_map(|c| c.tests.iter()))
+            .filter(|t| grade::matches(pattern, &t.id))
+            .collect()
+    };
+    for pattern in named.fail_to_pass.iter().chain(named.pass_to_pass) {
+        if found(pattern).is_empty() {
+            return Err(no_such_test(pattern, &tests));
+        }
+    }
+    for pattern in named.pass_to_pass {
+        for t in found(pattern) {
+            if t.status != crate::store::records::TestStatus::Passed {
+                return Err(Error::new(format!(
+                    "the baseline is broken: pass_to_pass test {} is {} before any change",
+                    t.id,
+                    t.status.as_str()
+                ))
+                .hint("a pass_to_pass test must pass before the change: fix the baseline or the work order; nothing was recorded"));
+            }
+        }
+    }
+    let mut green: Vec<String> = (named.fail_to_pass.iter())
+        .flat_map(|p| found(p))
+        .filter(|t| !t.status.is_red())
+        .map(|t| format!("test {} ({})", t.id, t.status.as_str()))
+        .collect();
+    let mut red = (named.fail_to_pass.iter())
+        .flat_map(|p| found(p))
+        .filter(|t| t.status.is_red())
+        .count();
+    for r in results
+        .iter()
+        .filter(|r| r.kind == Phase::FailToPass.as_str())
+    {
+        match r.passed {
+            true => green.push(format!("command {}", r.display())),
+            false => red += 1,
+        }
+    }
+    green.sort();
+    green.dedup();
+    let finding = match (green.is_empty(), red) {
+        (true, _) => Finding::Red,
+        (false, 0) => Finding::Satisfied,
+        (false, _) => {
+            let mut e = Error::new(format!(
+                "{} named fail_to_pass test(s) or command(s) already pass on the baseline: not a failing test",
+                green.len()
+            ));
+            for g in &green {
+                e = e.detail(format!("  passes already: {g}"));
+            }
+            return Err(e.hint(
+                "a fail_to_pass test must fail before the change: move it to pass_to_pass_tests, \
+                 or fix the work order; nothing was recorded",
+            ));
+        }
+    };
+    Ok(Report {
+        results,
+        finding,
+        ran: true,
+        tests,
+    })
+}
+
+/// The refusal for a named test no report contains, with the nearest ids reported.
+fn no_such_test(pattern: &str, tests: &[CommandTests]) -> Error {
+    let mut e = Error::new(format!(
+        "no such test: {pattern} is named by the work order, but no check command reports it on the baseline"
+    ));
+    let stem = pattern.split("::").next().unwrap_or(pattern);
+    let mut near: Vec<&str> = (tests.iter().flat_map(|c| c.tests.iter()))
+        .map(|t| t.id.as_str())
+        .filter(|id| id.starts_with(stem))
+        .collect();
+    near.sort_unstable();
+    near.dedup();
+    for id in near.iter().take(10) {
+        e = e.detail(format!("  reported: {id}"));
+    }
+    let reporters = tests.iter().filter(|c| !c.tests.is_empty()).count();
+    e.hint(format!(
+        "name a test id exactly as its report gives it (pytest: path::Class::test[param]; a trailing * \
+         matches a prefix); {reporters} command(s) reported tests; nothing was recorded"
+    ))
 }
 
 /// The per-test reports recorded with a cached result (an empty list: none reported).

@@ -246,6 +246,50 @@ fn record_kind<T: Serialize>(
     crate::store::append_note_in(repo, NOTES_REF, tree, &line)
 }
 
+/// A test found flaky after a change (SPEC §3.9): its id and the command that reported it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+pub struct FlakyTest {
+    pub id: String,
+    pub command: String,
+}
+
+/// Where flaky tests are remembered: `.git/factory/flaky.json`, shared by every worktree.
+const FLAKY_FILE: &str = "flaky.json";
+
+/// The tests this clone found flaky, sorted; none when the file is absent, a link or not ours.
+pub fn flaky_tests(repo: &Repository) -> Vec<FlakyTest> {
+    let path = repo.commondir().join("factory").join(FLAKY_FILE);
+    let Some(mut file) = crate::git::nofollow::open_own(&path, rustix::fs::OFlags::RDONLY) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    if file.read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+/// Adds `found` to the remembered flaky tests: sorted, without duplicates, canonical JSON,
+/// written without following a link a command planted in `.git/factory/`.
+pub fn remember_flaky(repo: &Repository, found: &[FlakyTest]) -> Result<()> {
+    if found.is_empty() {
+        return Ok(());
+    }
+    let mut all = flaky_tests(repo);
+    all.extend(found.iter().cloned());
+    all.sort();
+    all.dedup();
+    let value = serde_json::to_value(&all).map_err(|e| Error::new(e.to_string()))?;
+    let text = crate::identity::canonical_json(&value) + "\n";
+    crate::git::nofollow::replace_file(
+        &repo.commondir().join("factory"),
+        FLAKY_FILE.as_bytes(),
+        text.as_bytes(),
+        0o644,
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

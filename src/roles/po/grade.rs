@@ -10,6 +10,66 @@ const BRIEF_TESTS: usize = 20;
 /// The room the test list may take in a brief.
 const BRIEF_TESTS_CHARS: usize = 1400;
 
+/// The tests a work order names (SPEC §3.9); empty lists: none named.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Named<'a> {
+    pub fail_to_pass: &'a [String],
+    pub pass_to_pass: &'a [String],
+}
+
+impl Named<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.fail_to_pass.is_empty() && self.pass_to_pass.is_empty()
+    }
+
+    fn all(&self) -> impl Iterator<Item = &String> {
+        self.fail_to_pass.iter().chain(self.pass_to_pass)
+    }
+
+    /// Whether a report holds a named test: its command is then graded by them only.
+    pub fn judges(&self, report: Option<&CommandTests>) -> bool {
+        report.is_some_and(|r| {
+            r.tests
+                .iter()
+                .any(|t| self.all().any(|p| matches(p, &t.id)))
+        })
+    }
+}
+
+/// Whether test `id` is named by `pattern`: equal, or a prefix of it when `pattern` ends in `*`.
+pub fn matches(pattern: &str, id: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => id.starts_with(prefix),
+        None => pattern == id,
+    }
+}
+
+/// Judges a command that reports named tests (SPEC §3.9): every named test and every test
+/// that passed on the baseline must pass; tests red on the baseline and not named may stay
+/// red, and the exit code does not count (a suite with known failures can be the judge).
+pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Judgement {
+    let mut j = Judgement::default();
+    for t in cmd.tests.iter().flat_map(|r| r.tests.iter()) {
+        let passing = t.status == TestStatus::Passed && !(t.flaky && flaky_fails);
+        if passing {
+            continue;
+        }
+        let was_green = t.baseline == Some(TestStatus::Passed);
+        let is_named = named.all().any(|p| matches(p, &t.id));
+        if was_green {
+            j.regression.push((t.id.clone(), t.status));
+        } else if is_named {
+            j.unmet.push((t.id.clone(), t.status));
+        } else {
+            continue;
+        }
+        j.red
+            .push((t.id.clone(), t.message.clone().unwrap_or_default()));
+    }
+    j.ok = j.regression.is_empty() && j.unmet.is_empty();
+    j
+}
+
 /// The baseline's report of the same command in the same group, if it had one.
 pub fn find<'a>(
     baseline: &'a [CommandTests],
@@ -210,7 +270,10 @@ fn list(out: &mut String, items: impl ExactSizeIterator<Item = String>) {
 
 /// The counts of `run_summary.json` over the commands an attempt ran; `None` when none of
 /// them reported tests.
-pub fn counts<'a>(commands: impl Iterator<Item = &'a CmdResult>) -> Option<TestCounts> {
+pub fn counts<'a>(
+    commands: impl Iterator<Item = &'a CmdResult>,
+    named: &Named<'_>,
+) -> Option<TestCounts> {
     let mut c = TestCounts::default();
     let mut any = false;
     for cmd in commands {
@@ -227,12 +290,13 @@ pub fn counts<'a>(commands: impl Iterator<Item = &'a CmdResult>) -> Option<TestC
             }
             c.flaky += u32::from(t.flaky);
             let passing = t.status == TestStatus::Passed;
+            let named_red = named.fail_to_pass.iter().any(|p| matches(p, &t.id));
             match t.baseline {
                 Some(TestStatus::Passed) => {
                     c.pass_to_pass_total += 1;
                     c.pass_to_pass_kept += u32::from(passing);
                 }
-                Some(b) if f2p && b.is_red() => {
+                Some(b) if (f2p || named_red) && b.is_red() => {
                     c.fail_to_pass_total += 1;
                     c.fail_to_pass_met += u32::from(passing);
                 }

@@ -184,6 +184,8 @@ pub struct Checks<'a> {
     pub baseline: &'a [CommandTests],
     /// `factory.flaky=fail`: a test that passed only when re-run still fails its command.
     pub flaky_fails: bool,
+    /// The tests the work order names: the commands that report them are graded by them.
+    pub named: grade::Named<'a>,
 }
 
 /// One group of PO's commands: its name (also the stem of its log files) and the stage a
@@ -273,15 +275,26 @@ impl PoRun<'_> {
     /// Runs one command; its logs are `<kind>_<index>_stdout.txt` / `_stderr.txt`, and its
     /// per-test report, if any, is read into its result.
     pub fn run_one(&self, kind: &str, index: usize, argv: &[String]) -> CmdResult {
-        self.run_as(kind, &format!("{kind}_{index}"), argv)
+        self.run_as(kind, &format!("{kind}_{index}"), argv, &[])
     }
 
-    fn run_as(&self, kind: &str, stem: &str, argv: &[String]) -> CmdResult {
+    /// `only`: pytest node ids to run, the others deselected by the harness's plugin (a
+    /// re-run of the tests that failed); empty: every test the command selects.
+    fn run_as(&self, kind: &str, stem: &str, argv: &[String], only: &[String]) -> CmdResult {
         let mut env_set = self.env_set.clone();
         let mut sandbox = self.sandbox.clone();
         let pytest_file = self.tests.map(|t| {
             let file = t.next_file(stem);
             t.add_env(&mut env_set, &file);
+            if !only.is_empty() {
+                let ids = t.path().join(format!("{stem}_only.txt"));
+                if std::fs::write(&ids, only.join("\n")).is_ok() {
+                    env_set.push((
+                        report::ONLY_VAR.to_string(),
+                        ids.to_string_lossy().into_owned(),
+                    ));
+                }
+            }
             sandbox = sandbox
                 .take()
                 .map(|s| s.with_writable(t.path().to_path_buf()));
@@ -339,12 +352,23 @@ impl PoRun<'_> {
         let mut r = self.run_one(kind, index, argv);
         grade::join(&mut r, base);
         let f2p = phase == Phase::FailToPass;
-        let mut j = grade::judge(&r, f2p, checks.flaky_fails);
+        let by_names = checks.named.judges(base);
+        let judge = |r: &CmdResult| match by_names {
+            true => grade::judge_named(r, &checks.named, checks.flaky_fails),
+            false => grade::judge(r, f2p, checks.flaky_fails),
+        };
+        let mut j = judge(&r);
         if j.wants_rerun(&r) && !r.interrupted {
-            let mut again = self.run_as(kind, &format!("{kind}_{index}_rerun"), argv);
+            // pytest re-runs only the tests that failed; other runners the whole command.
+            let only: Vec<String> = match r.tests.as_ref().filter(|t| t.source == "pytest") {
+                Some(_) => j.regression.iter().map(|(id, _)| id.clone()).collect(),
+                None => Vec::new(),
+            };
+            let stem = format!("{kind}_{index}_rerun");
+            let mut again = self.run_as(kind, &stem, argv, &only);
             grade::join(&mut again, base);
             r = grade::merge_rerun(r, again);
-            j = grade::judge(&r, f2p, checks.flaky_fails);
+            j = judge(&r);
         }
         (r, j)
     }

@@ -132,6 +132,12 @@ fn checks_section(p: &mut String, order: &WorkOrder, acceptance: &[String]) {
     for c in acceptance {
         let _ = writeln!(p, "- {c}");
     }
+    for t in &order.fail_to_pass_tests {
+        let _ = writeln!(p, "- test {t} (fails now and must pass after your change)");
+    }
+    for t in &order.pass_to_pass_tests {
+        let _ = writeln!(p, "- test {t} (passes now and must keep passing)");
+    }
     if order.has_contract() {
         let _ = writeln!(
             p,

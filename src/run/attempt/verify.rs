@@ -4,13 +4,22 @@ use crate::error::Result;
 use crate::graph::Outcome;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
-use crate::roles::po::{baseline, grade, report};
+use crate::roles::po::{baseline, cache, grade, report};
 use crate::run::artifacts::write_json;
 use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note, with_tests_first};
 use crate::run::attempt::session::Session;
 use crate::store::records::{BaselineCheck, CmdResult, Stage, TestsRecord};
 
 impl Session<'_> {
+    /// The tests the work order names (SPEC §3.9).
+    fn named(&self) -> grade::Named<'_> {
+        let order = &self.plan.wo.order;
+        grade::Named {
+            fail_to_pass: &order.fail_to_pass_tests,
+            pass_to_pass: &order.pass_to_pass_tests,
+        }
+    }
+
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
     /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
     /// tree as it was. What the commands leave behind is removed as after an attempt.
@@ -19,7 +28,12 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
-        let tests = report::Private::new(test_reports(self.repo)).ok();
+        let tests = report::Private::for_run(
+            test_reports(self.repo),
+            &self.plan.factory_dir,
+            &self.plan.run_id,
+        )
+        .ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -37,6 +51,8 @@ impl Session<'_> {
             verify: &self.verify_cmds,
             pass_to_pass: &self.pass_to_pass,
             fail_to_pass: &self.fail_to_pass,
+            acceptance: &self.acceptance,
+            named: self.named(),
         };
         let ui = self.ui;
         let started = self.bytecode_mark();
@@ -98,7 +114,12 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let tests = report::Private::new(test_reports(self.repo)).ok();
+        let tests = report::Private::for_run(
+            test_reports(self.repo),
+            &self.plan.factory_dir,
+            &self.plan.run_id,
+        )
+        .ok();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -118,6 +139,7 @@ impl Session<'_> {
             acceptance: &self.acceptance,
             baseline: &self.baseline_tests,
             flaky_fails: flaky_fails(self.repo),
+            named: self.named(),
         };
         let started = self.bytecode_mark();
         let outcome = po.run_checks(&checks, |kind, argv| {
@@ -151,11 +173,26 @@ impl Session<'_> {
         if !record.commands.is_empty() || !record.weakening.is_empty() {
             let _ = write_json(&dir.join("tests.json"), &record);
         }
+        let flaky: Vec<cache::FlakyTest> = (record.commands.iter())
+            .flat_map(|c| {
+                let command =
+                    shlex::try_join(c.command.iter().map(String::as_str)).unwrap_or_default();
+                (c.tests.iter().filter(|t| t.flaky)).map(move |t| cache::FlakyTest {
+                    id: t.id.clone(),
+                    command: command.clone(),
+                })
+            })
+            .collect();
+        if let Err(e) = cache::remember_flaky(self.repo, &flaky) {
+            self.ui
+                .warn(format!("cannot remember the flaky tests: {e}"));
+        }
         let counts = grade::counts(
             (outcome.verify.iter())
                 .chain(&outcome.pass_to_pass)
                 .chain(&outcome.fail_to_pass)
                 .chain(&outcome.acceptance),
+            &self.named(),
         );
         {
             let a = self.current();

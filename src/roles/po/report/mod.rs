@@ -22,6 +22,10 @@ const SNIFF_BYTES: u64 = 64 * 1024;
 
 /// The variable naming the pytest plugin's output file for one command.
 pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
+/// How a run's private folders in `.git/factory` begin (then the run id and a dot).
+pub const RUN_PREFIX: &str = "tests.";
+/// Names a file of pytest node ids: the plugin deselects every other test (a re-run).
+pub const ONLY_VAR: &str = "GIT_FACTORY_TEST_ONLY";
 
 /// A private folder for one PO pass (an attempt, a baseline check, a `verify`): the pytest
 /// plugin and the files it writes, in the system's temporary folder under a random name —
@@ -50,6 +54,24 @@ impl Private {
             true => builder.tempdir_in(parent)?,
             false => builder.tempdir()?,
         };
+        Self::with_dir(junit, dir)
+    }
+
+    /// The private folder of run `run_id`, in `factory_dir` under the run's own name
+    /// (`tests.<run_id>.*`): a run killed with SIGKILL cannot remove it, so `recover` does,
+    /// as it does the run's other scratch files (a folder in the system's temp dir leaked).
+    pub fn for_run(
+        junit: Vec<String>,
+        factory_dir: &Path,
+        run_id: &str,
+    ) -> std::io::Result<Private> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{RUN_PREFIX}{run_id}."))
+            .tempdir_in(factory_dir)?;
+        Self::with_dir(junit, dir)
+    }
+
+    fn with_dir(junit: Vec<String>, dir: tempfile::TempDir) -> std::io::Result<Private> {
         std::fs::write(
             dir.path().join(format!("{}.py", pytest::MODULE)),
             pytest::PLUGIN,

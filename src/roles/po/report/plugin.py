@@ -6,6 +6,7 @@ import json
 import os
 
 _PATH = os.environ.get("GIT_FACTORY_TEST_REPORT")
+_ONLY = os.environ.get("GIT_FACTORY_TEST_ONLY")
 
 
 def _message(report):
@@ -53,3 +54,20 @@ def pytest_runtest_logreport(report):
 def pytest_collectreport(report):
     if report.failed:
         _put(report.nodeid or "<collection>", "collect", report)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A re-run after a change runs only the tests that failed (GIT_FACTORY_TEST_ONLY names
+    a file of node ids, one a line)."""
+    if not _ONLY:
+        return
+    try:
+        with open(_ONLY, encoding="utf-8", errors="replace") as f:
+            wanted = set(f.read().splitlines())
+    except OSError:
+        return
+    keep = [i for i in items if i.nodeid in wanted]
+    drop = [i for i in items if i.nodeid not in wanted]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+    items[:] = keep
