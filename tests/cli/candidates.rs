@@ -756,12 +756,23 @@ fn kill_9_mid_race_then_recover_leaves_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(r.snapshot(), before);
     assert_nothing_left(&r);
-    let leaked: Vec<_> = std::fs::read_dir(&tmp)
-        .into_iter()
+    // The run's per-test folders are named after its run id (in /var/tmp, else TMPDIR).
+    let id = r
+        .run_ids()
+        .last()
+        .cloned()
+        .expect("the killed run's record");
+    let leaked: Vec<_> = [tmp.clone(), std::path::PathBuf::from("/var/tmp")]
+        .iter()
+        .flat_map(std::fs::read_dir)
         .flatten()
         .flatten()
         .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().starts_with("git-factory-tests-"))
+        .filter(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with("git-factory-tests-") && n.contains(&id)
+                || n.starts_with(&format!("git-factory-tests.{id}."))
+        })
         .collect();
     assert!(leaked.is_empty(), "left in the temp dir: {leaked:?}");
     let factory: Vec<_> = std::fs::read_dir(r.root.join(".git/factory"))

@@ -17,14 +17,16 @@ pub fn remove_leftovers(repo: &git2::Repository, run_id: &str) {
             crate::roles::po::exec::stop_noted_group(&entry.path());
         } else if name.starts_with(&format!("index.{run_id}.")) {
             let _ = std::fs::remove_file(entry.path());
-        } else if name.starts_with(&format!(
-            "{}{run_id}.",
-            crate::roles::po::report::RUN_PREFIX
-        )) {
-            // The private folder of its per-test reports.
-            let _ = std::fs::remove_dir_all(entry.path());
         } else if name.starts_with(&format!("saved-{run_id}.")) {
             // A candidate's saved state (`saved-<run>.<index>`): its worktree goes below.
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    // The private folder of its per-test reports.
+    let reports = crate::roles::po::report::run_folder_prefix(&factory_dir, run_id);
+    let shared = crate::roles::po::report::shared_tmp();
+    for entry in std::fs::read_dir(&shared).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&reports) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

@@ -22,8 +22,8 @@ const SNIFF_BYTES: u64 = 64 * 1024;
 
 /// The variable naming the pytest plugin's output file for one command.
 pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
-/// How a run's private folders in `.git/factory` begin (then the run id and a dot).
-pub const RUN_PREFIX: &str = "tests.";
+/// How a run's private folder begins (then the run id and its repository, see [`run_folder_prefix`]).
+pub const RUN_PREFIX: &str = "git-factory-tests.";
 /// Names a file of pytest node ids: the plugin deselects every other test (a re-run).
 pub const ONLY_VAR: &str = "GIT_FACTORY_TEST_ONLY";
 
@@ -43,31 +43,45 @@ pub struct Private {
 /// between reboots, so never a tmpfs a sandbox puts over /tmp).
 const SHARED_TMP: &str = "/var/tmp";
 
+/// The folder the private folders are made in.
+pub fn shared_tmp() -> PathBuf {
+    let shared = Path::new(SHARED_TMP);
+    if shared.is_dir() {
+        shared.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// The name a run's private folder starts with: the run and its repository, so `recover` of
+/// one clone never removes the folder of a live run of the same id in another.
+pub fn run_folder_prefix(factory_dir: &Path, run_id: &str) -> String {
+    let repo = crate::identity::sha256_hex(factory_dir.as_os_str().as_encoded_bytes());
+    format!("{RUN_PREFIX}{run_id}.{}.", &repo[..12])
+}
+
 impl Private {
     pub fn new(junit: Vec<String>) -> std::io::Result<Private> {
         // Not in /tmp: a sandboxed check gets a /tmp of its own, and a folder granted to it
         // there would show in that /tmp's listing.
-        let parent = Path::new(SHARED_TMP);
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("git-factory-tests-");
-        let dir = match parent.is_dir() {
-            true => builder.tempdir_in(parent)?,
-            false => builder.tempdir()?,
-        };
+        let dir = tempfile::Builder::new()
+            .prefix("git-factory-tests-")
+            .tempdir_in(shared_tmp())?;
         Self::with_dir(junit, dir)
     }
 
-    /// The private folder of run `run_id`, in `factory_dir` under the run's own name
-    /// (`tests.<run_id>.*`): a run killed with SIGKILL cannot remove it, so `recover` does,
-    /// as it does the run's other scratch files (a folder in the system's temp dir leaked).
+    /// The private folder of run `run_id` of the repository whose factory folder is
+    /// `factory_dir`, named after both ([`run_folder_prefix`]): a run killed with SIGKILL
+    /// cannot remove it, so `recover` does. Outside the repository, where no check's
+    /// `compileall .` or tree walk meets the plugin.
     pub fn for_run(
         junit: Vec<String>,
         factory_dir: &Path,
         run_id: &str,
     ) -> std::io::Result<Private> {
         let dir = tempfile::Builder::new()
-            .prefix(&format!("{RUN_PREFIX}{run_id}."))
-            .tempdir_in(factory_dir)?;
+            .prefix(&run_folder_prefix(factory_dir, run_id))
+            .tempdir_in(shared_tmp())?;
         Self::with_dir(junit, dir)
     }
 
