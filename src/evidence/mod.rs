@@ -622,22 +622,8 @@ mod tests {
     fn an_attempts_commands_are_listed_in_the_order_they_ran() {
         use crate::store::records::CmdResult;
         let ran = |argv: &[&str], code: i32| CmdResult {
-            command: argv.iter().map(|s| s.to_string()).collect(),
             exit_code: Some(code),
-            timed_out: false,
-            interrupted: false,
-            signal: None,
-            spawn_error: None,
-            stdout_trunc: String::new(),
-            stderr_trunc: String::new(),
-            stdout_path: String::new(),
-            stderr_path: String::new(),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            duration_seconds: 0.0,
-            sandbox: None,
-            sandbox_put_back: Vec::new(),
-            tests: None,
+            ..CmdResult::new(argv.iter().map(|s| s.to_string()).collect())
         };
         let words: Vec<String> = passed_commands(&[
             &[ran(&["bash", "scripts/verify.sh"], 0)],

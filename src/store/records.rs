@@ -111,6 +111,28 @@ pub struct CmdResult {
 }
 
 impl CmdResult {
+    /// The result of `argv` before it ran: no exit, no output, no logs.
+    pub fn new(argv: Vec<String>) -> CmdResult {
+        CmdResult {
+            command: argv,
+            exit_code: None,
+            timed_out: false,
+            interrupted: false,
+            signal: None,
+            spawn_error: None,
+            stdout_trunc: String::new(),
+            stderr_trunc: String::new(),
+            stdout_path: String::new(),
+            stderr_path: String::new(),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            duration_seconds: 0.0,
+            sandbox: None,
+            sandbox_put_back: Vec::new(),
+            tests: None,
+        }
+    }
+
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0)
             && !self.timed_out

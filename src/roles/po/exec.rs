@@ -72,22 +72,9 @@ impl LogFiles {
 
 fn blank_result(spec: &CommandSpec, logs: &LogFiles) -> CmdResult {
     CmdResult {
-        command: spec.argv.clone(),
-        exit_code: None,
-        timed_out: false,
-        interrupted: false,
-        signal: None,
-        spawn_error: None,
-        stdout_trunc: String::new(),
-        stderr_trunc: String::new(),
         stdout_path: logs.stdout_rel.clone(),
         stderr_path: logs.stderr_rel.clone(),
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        duration_seconds: 0.0,
-        sandbox: None,
-        sandbox_put_back: Vec::new(),
-        tests: None,
+        ..CmdResult::new(spec.argv.clone())
     }
 }
 

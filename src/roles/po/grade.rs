@@ -324,23 +324,9 @@ mod tests {
     }
 
     fn cmd(exit: i32, tests: Option<Vec<TestResult>>) -> CmdResult {
-        let mut c = crate::store::records::CmdResult {
-            command: vec!["pytest".into()],
+        let mut c = CmdResult {
             exit_code: Some(exit),
-            timed_out: false,
-            interrupted: false,
-            signal: None,
-            spawn_error: None,
-            stdout_trunc: String::new(),
-            stderr_trunc: String::new(),
-            stdout_path: String::new(),
-            stderr_path: String::new(),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            duration_seconds: 0.0,
-            sandbox: None,
-            sandbox_put_back: Vec::new(),
-            tests: None,
+            ..CmdResult::new(vec!["pytest".into()])
         };
         c.tests = tests.map(|tests| CommandTests {
             kind: "verify".into(),
