@@ -160,6 +160,13 @@ pub trait Wire {
     fn reader(&self) -> Box<dyn Reader>;
 }
 
+/// A cost in USD that a server or an agent reports of itself: a number that can be a bill (a
+/// negative or non-finite one would give a budget back).
+pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c >= 0.0)
+}
+
 /// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'
 /// `prompt_tokens`/`completion_tokens` with their `*_details`, the Responses API's
 /// `input_tokens`/`output_tokens` with theirs, Anthropic's `input_tokens` with its cache reads
@@ -168,10 +175,7 @@ pub trait Wire {
 pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
     let u = v.filter(|u| u.is_object())?;
     let n = |path: &str| u.pointer(path).and_then(Value::as_u64);
-    let cost = u
-        .get("cost")
-        .and_then(Value::as_f64)
-        .filter(|c| c.is_finite() && *c >= 0.0);
+    let cost = reported_cost(u.get("cost"));
     Some(match api {
         Api::Chat => Usage {
             input_tokens: n("/prompt_tokens"),

@@ -510,10 +510,7 @@ pub fn reported_usage(stdout: &[u8]) -> Option<(usize, Usage, Option<String>)> {
         cache_read_tokens: n("cache_read_tokens"),
         cache_write_tokens: n("cache_write_tokens"),
         reasoning_tokens: n("reasoning_tokens"),
-        server_cost_usd: u
-            .get("cost_usd")
-            .and_then(serde_json::Value::as_f64)
-            .filter(|c| c.is_finite() && *c >= 0.0),
+        server_cost_usd: super::api::reported_cost(u.get("cost_usd")),
         ..Usage::default()
     };
     let model = (u.get("model").and_then(serde_json::Value::as_str))
