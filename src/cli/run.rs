@@ -123,7 +123,7 @@ pub struct RunArgs {
     /// Dollar budget for the whole run (all attempts and candidates): the run stops with stage
     /// budget_exhausted (FAIL) before a request whose worst case would pass it; refused up
     /// front when a model has no price [config: factory.maxCost]
-    #[arg(long = "max-cost", value_name = "USD")]
+    #[arg(long = "max-cost", value_name = "USD", allow_hyphen_values = true)]
     pub max_cost: Option<f64>,
     /// On PASS, sign the evidence for the result tree with your git signing key (an in-toto
     /// statement in a DSSE envelope, noted in refs/notes/factory-attest); no key configured is

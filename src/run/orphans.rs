@@ -125,6 +125,8 @@ pub fn finish_interrupted(
         s.ended_utc = utc_now();
         s.repo_tree_hash_after = s.repo_tree_hash_before.clone();
         rebuild_attempts(&mut s, &run_dir);
+        // What its attempts cost, the one the kill cut short too (SPEC §3.3 Cost).
+        s.cost = crate::run::record::run_cost(&s);
         s.error = Some(match stage {
             Some(stage) => {
                 format!("interrupted at stage {stage}; recovered by git factory recover")

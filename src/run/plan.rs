@@ -221,8 +221,9 @@ fn check_priced(opts: &RunOptions, prices: &crate::cost::PriceBook) -> Result<()
                 "--max-cost: the model {name} has no price (it is not in the genai-prices table)"
             ))
             .hint(format!(
-                "set its price in USD per million tokens: git config {section}.{name}.input 0.5 && git config {section}.{name}.output 1.5 (or name a price file with factory.priceFile)",
-                section = crate::cost::PRICE_SECTION
+                "set its price in USD per million tokens: git config {} 0.5 && git config {} 1.5 (or name a price file with factory.priceFile)",
+                crate::cost::shell_word(&format!("{}.{name}.input", crate::cost::PRICE_SECTION)),
+                crate::cost::shell_word(&format!("{}.{name}.output", crate::cost::PRICE_SECTION)),
             )),
             _ => crate::error::Error::new(format!(
                 "--max-cost: {} has no price before it runs (an agent's cost is known only from what it reports)",

@@ -160,11 +160,15 @@ pub trait Wire {
     fn reader(&self) -> Box<dyn Reader>;
 }
 
+/// The most one request (or one agent's run) is believed to have cost, in USD: a larger
+/// figure is no bill, and summed it would overflow to a cost no record can hold.
+const MAX_REPORTED_COST: f64 = 1e6;
+
 /// A cost in USD that a server or an agent reports of itself: a number that can be a bill (a
-/// negative or non-finite one would give a budget back).
+/// negative or non-finite one would give a budget back; an absurd one is no bill either).
 pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
     v.and_then(Value::as_f64)
-        .filter(|c| c.is_finite() && *c >= 0.0)
+        .filter(|c| c.is_finite() && (0.0..=MAX_REPORTED_COST).contains(c))
 }
 
 /// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'
