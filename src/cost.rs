@@ -353,7 +353,7 @@ fn table_price(
     usage: &Usage,
     at: SystemTime,
 ) -> Option<f64> {
-    use genai_prices::{Calculator, PriceRequest, UsageKey};
+    use genai_prices::{PriceRequest, UsageKey};
     let mut counts = genai_prices::Usage::new();
     let mut put = |key: UsageKey, n: Option<u64>| {
         if let Some(n) = n {
@@ -364,7 +364,7 @@ fn table_price(
     put(UsageKey::OUTPUT_TOKENS, usage.output_tokens);
     put(UsageKey::CACHE_READ_TOKENS, usage.cache_read_tokens);
     put(UsageKey::CACHE_WRITE_TOKENS, usage.cache_write_tokens);
-    let calculator = Calculator::bundled();
+    let calculator = bundled();
     let plain = PriceRequest::new(model, &counts).with_timestamp(at);
     let hinted = match (provider, base_url) {
         (Some(id), _) => Some(plain.clone().with_provider_id(id)),
@@ -384,6 +384,16 @@ pub fn shell_word(word: &str) -> String {
     shlex::try_quote(word)
         .map(|w| w.into_owned())
         .unwrap_or_else(|_| word.to_string())
+}
+
+/// The genai-prices table, decoded on first use (tens of milliseconds, once per process);
+/// `GIT_FACTORY_TRACE=1` shows when, so what never prices (`log`, `show`) can be seen never
+/// to pay for it.
+fn bundled() -> &'static genai_prices::Calculator {
+    static DECODED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    let calculator = genai_prices::Calculator::bundled();
+    DECODED.get_or_init(|| crate::trace::mark("price table decoded"));
+    calculator
 }
 
 /// A price as the user wrote it: a finite, non-negative number.

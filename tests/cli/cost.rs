@@ -671,3 +671,50 @@ fn the_time_each_request_was_priced_at_is_recorded_and_no_identity_depends_on_it
     server.join().expect("server");
     assert_eq!(ids[0], ids[1]);
 }
+
+#[test]
+fn only_what_prices_a_request_decodes_the_price_table() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let traced = |cmd: &mut assert_cmd::Command| {
+        let out = cmd.env("GIT_FACTORY_TRACE", "1").output().expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        stderr_of(&out).contains("price table decoded")
+    };
+    // A replay costs $0 without the table; an unpriced model is looked up in it.
+    let replay = r.replay("rp", &[("1.json", good())]);
+    assert!(!traced(r.replay_command(&wo, &replay, &[]).arg("--force")));
+    r.git(&["reset", "--hard", "-q"]);
+    let (url, _seen, server) = serve_replies(vec![
+        chat_whole("gpt-4.1-2025-04-14", &good(), gpt_usage()),
+        chat_whole("house-model", &good(), gpt_usage()),
+    ]);
+    for model in ["gpt-4.1", "house-model"] {
+        let mut run = r.factory();
+        run.env("OPENAI_API_KEY", "sk-loop")
+            .args([
+                "run",
+                "--force",
+                "--llm-base-url",
+                &url,
+                "--llm-model",
+                model,
+                "-w",
+            ])
+            .arg(&wo);
+        assert!(traced(&mut run), "{model}");
+        r.git(&["reset", "--hard", "-q"]);
+    }
+    server.join().expect("server");
+    // Reading records never prices: their cost is recorded.
+    for args in [
+        &["log"][..],
+        &["log", "--cost"],
+        &["log", "--cost", "--json"],
+        &["show"],
+        &["show", "--json"],
+        &["report"],
+    ] {
+        assert!(!traced(r.factory().args(args)), "{args:?}");
+    }
+}
