@@ -718,3 +718,86 @@ fn only_what_prices_a_request_decodes_the_price_table() {
         assert!(!traced(r.factory().args(args)), "{args:?}");
     }
 }
+
+#[test]
+fn a_recovered_race_counts_what_every_candidate_cost() {
+    let r = TestRepo::simple();
+    let marks = r.outside.join("marks");
+    std::fs::create_dir_all(&marks).expect("mkdir");
+    // Both candidates reach their check, which is where the race is killed.
+    let accept = format!(
+        "sh -c 'grep -qx TWO app.txt || exit 1; mktemp -p {} >/dev/null; sleep 30'",
+        marks.display()
+    );
+    let wo = r.work_order(basic_order(&[&accept]));
+    let (url, _seen, server) = serve_replies(vec![
+        chat_whole("gpt-4.1-2025-04-14", &good(), gpt_usage()),
+        chat_whole("gpt-4.1-2025-04-14", &good(), gpt_usage()),
+    ]);
+    let before = r.snapshot();
+    let mut child = r
+        .spawn(&["run", "--llm-model", "gpt-4.1", "--llm-base-url", &url])
+        .args(["--candidates", "2", "--jobs", "2", "-w"])
+        .arg(&wo)
+        .env("OPENAI_API_KEY", "sk-loop")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&marks).map(|d| d.count()).unwrap_or(0) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the candidates never reached their check"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("kill");
+    let _ = child.wait();
+    server.join().expect("server");
+    let rec = r.factory().arg("recover").output().expect("recover");
+    assert_eq!(rec.status.code(), Some(0), "{}", stderr_of(&rec));
+    assert_eq!(r.snapshot(), before);
+    let shown = r.factory().args(["show", "--json"]).output().expect("show");
+    let s: Value = serde_json::from_str(&stdout_of(&shown)).expect("json");
+    assert_eq!(s["verdict"], "INTERRUPTED", "{s}");
+    close(&s["cost"]["usd"], 0.013);
+    let sums = r
+        .factory()
+        .args(["log", "--cost", "--json"])
+        .output()
+        .expect("log");
+    let sums: Value = serde_json::from_str(&stdout_of(&sums)).expect("json");
+    close(&sums["total"]["usd"], 0.013);
+}
+
+#[test]
+fn billed_requests_of_a_failed_attempt_count_in_max_tokens() {
+    // Attempt 1's four requests are each billed 3001 tokens and fail: the attempt fails with
+    // 12,004 tokens spent, past the 1000 of --max-tokens, so no second attempt is made.
+    let (_r, ran, seen) = run_served(
+        (0..4).map(|_| billed_then_overloaded()).collect(),
+        &[
+            "--llm-model",
+            "anthropic:claude-sonnet-4-5",
+            "--max-tokens",
+            "1000",
+            "--max-attempts",
+            "2",
+        ],
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 4, "{}", ran.stderr);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let s = &ran.summary;
+    assert_eq!(s["ended_stage"], "budget_exhausted", "{s}");
+    assert_eq!(s["attempts"].as_array().map(Vec::len), Some(1), "{s}");
+    assert!(
+        brief_of(&ran)
+            .contains("the --max-tokens budget of 1000 tokens is spent (12004 reported so far)"),
+        "{}",
+        brief_of(&ran)
+    );
+    assert_eq!(s["attempts"][0]["usage"]["failed_requests"], 4, "{s}");
+    assert_eq!(s["attempts"][0]["usage"]["input_tokens"], 12000, "{s}");
+    close(&s["cost"]["usd"], 4.0 * 0.009015);
+}

@@ -189,9 +189,14 @@ impl Session<'_> {
             a.record.dropped_params = learnt.dropped_params;
             a.record.api_switch = learnt.api_switch;
             // Requests that were billed and then failed count in --max-tokens too.
-            self.budget.spend(learnt.billed.as_ref());
+            let spent = self.budget.spend(learnt.billed.as_ref());
             let a = self.current();
             a.record.usage = learnt.billed;
+            if spent && matches!(answer, Err(ProviderError::Failed(_))) {
+                if let Some(outcome) = self.tokens_spent() {
+                    return Err(outcome);
+                }
+            }
         }
         match answer {
             Ok(r) => Ok(r),
@@ -217,6 +222,25 @@ impl Session<'_> {
         }
     }
 
+    /// `--max-tokens`: once the tokens reported pass it, the run stops (`Some`), every
+    /// candidate in flight too.
+    fn tokens_spent(&mut self) -> Option<Outcome> {
+        let limit = self.budget.limit()?;
+        if self.budget.used() <= limit {
+            return None;
+        }
+        if let Some(board) = self.board {
+            board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+        }
+        let text = format!(
+            "the --max-tokens budget of {limit} tokens is spent ({} reported so far)",
+            self.budget.used()
+        );
+        crate::interrupt::halt();
+        let _ = self.fail(Stage::BudgetExhausted, None, &text);
+        Some(Outcome::Exhausted(Stage::BudgetExhausted))
+    }
+
     /// Keeps the answer in the attempt's files and record, and spends its tokens: `Some`
     /// when that spent the `--max-tokens` budget.
     fn keep(&mut self, response: &Response, dir: &Path, rel: &str) -> Option<Outcome> {
@@ -230,19 +254,10 @@ impl Session<'_> {
             a.record.served_model = response.served_model.clone();
             a.agent_sandbox = response.sandbox.clone();
         }
-        if over_budget && self.budget.limit().is_some_and(|l| self.budget.used() > l) {
-            if let Some(board) = self.board {
-                board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+        if over_budget {
+            if let Some(outcome) = self.tokens_spent() {
+                return Some(outcome);
             }
-            let text = format!(
-                "the --max-tokens budget of {} tokens is spent ({} reported so far)",
-                self.budget.limit().unwrap_or(0),
-                self.budget.used()
-            );
-            // Every other candidate in flight stops too.
-            crate::interrupt::halt();
-            let _ = self.fail(Stage::BudgetExhausted, None, &text);
-            return Some(Outcome::Exhausted(Stage::BudgetExhausted));
         }
         if let Some(switch) = &response.api_switch {
             self.ui.info(format!(
