@@ -282,6 +282,7 @@ fn model_settings(
         total_timeout: std::time::Duration::from_secs(llm_timeout),
         memory: None,
         seed: 0,
+        output_cap: None,
     })
 }
 

@@ -242,6 +242,11 @@ fn open_provider(opts: &RunOptions, factory_dir: &Path, user_root: &Path) -> Res
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let mut settings = opts.model.clone();
     settings.memory = Some(factory_dir.join("providers.json"));
+    // Under a dollar budget every request is sent with the output limit its worst case
+    // assumes (SPEC §3.3 Cost).
+    if opts.max_cost.is_some() {
+        settings.output_cap = Some(crate::roles::se::provider::api::DEFAULT_OUTPUT_LIMIT);
+    }
     let race = Race::of(opts)?;
     let (provider, mut identity) = opts
         .provider

@@ -801,3 +801,47 @@ fn billed_requests_of_a_failed_attempt_count_in_max_tokens() {
     assert_eq!(s["attempts"][0]["usage"]["input_tokens"], 12000, "{s}");
     close(&s["cost"]["usd"], 4.0 * 0.009015);
 }
+
+#[test]
+fn under_a_dollar_budget_a_request_may_not_outgrow_its_worst_case() {
+    // A request's worst case assumes 32,768 output tokens when the user set no limit; sent
+    // without one, a model could answer with more. Under --max-cost the limit is sent; without
+    // a budget nothing changes.
+    let responses = {
+        let mut r = json!({"id": "resp_1", "object": "response", "created_at": 1, "status": "completed",
+            "error": null, "incomplete_details": null, "model": "gpt-4.1-2025-04-14",
+            "output": [{"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": good(), "annotations": []}]}]});
+        r["usage"] = json!({"input_tokens": 2000, "input_tokens_details": {"cached_tokens": 1000},
+            "output_tokens": 500, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2500});
+        r
+    };
+    for (api, field) in [
+        ("chat", "max_completion_tokens"),
+        ("responses", "max_output_tokens"),
+    ] {
+        for budget in [true, false] {
+            let reply = if api == "chat" {
+                chat_whole("gpt-4.1-2025-04-14", &good(), gpt_usage())
+            } else {
+                json_reply(200, responses.clone())
+            };
+            let mut flags = vec!["--llm-model", "gpt-4.1", "--llm-api", api];
+            if budget {
+                flags.extend(["--max-cost", "1"]);
+            }
+            let (_r, ran, seen) = run_served(vec![reply], &flags);
+            assert_eq!(ran.code, 0, "{api} {budget}: {}", ran.stderr);
+            close(&ran.summary["cost"]["usd"], 0.0065);
+            let body = &seen.lock().expect("lock")[0].body;
+            let want = if budget { json!(32768) } else { Value::Null };
+            assert_eq!(body[field], want, "{api} {budget}: {body}");
+            // The harness's cap is no setting of the user's: not in the recorded config.
+            assert_eq!(
+                ran.summary["config"].get("max_output_tokens"),
+                None,
+                "{api} {budget}"
+            );
+        }
+    }
+}

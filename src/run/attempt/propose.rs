@@ -6,16 +6,13 @@ use crate::graph::Outcome;
 use crate::roles::se::audit::Audit;
 use crate::roles::se::prompt;
 use crate::roles::se::proposal;
+use crate::roles::se::provider::api::DEFAULT_OUTPUT_LIMIT;
 use crate::roles::se::provider::client::Stop;
 use crate::roles::se::provider::{ProviderError, Request, Response};
 use crate::run::attempt::session::Session;
 use crate::store::records::Stage;
 use std::path::Path;
 use std::time::Instant;
-
-/// The output limit a request's worst case assumes when the user set none: the most any
-/// provider's default is taken to be (SPEC §1.1).
-const DEFAULT_OUTPUT_LIMIT: u64 = 32_768;
 
 impl Session<'_> {
     /// SE for one attempt: the prompt built and stored, the provider asked, its answer kept
@@ -40,7 +37,7 @@ impl Session<'_> {
         // API meters each request it sends; any other provider's call is one request.
         let priced = self.priced.clone();
         let plan = self.plan;
-        let output = (plan.settings.max_output_tokens).unwrap_or(DEFAULT_OUTPUT_LIMIT);
+        let output = (plan.settings.output_limit()).unwrap_or(DEFAULT_OUTPUT_LIMIT);
         let meter = Meter::new(self.budget, &plan.prices, priced.as_ref(), output);
         let whole = !self.provider.meters_requests();
         let held = match whole

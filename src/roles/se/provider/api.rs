@@ -82,6 +82,22 @@ pub struct Settings {
     /// The `seed` sent to OpenAI-compatible servers: 0, plus the candidate's index in a race
     /// (SPEC §5.1), so candidates sample differently yet reproducibly.
     pub seed: u64,
+    /// The output limit the harness sends when the user set none: under `--max-cost` a
+    /// request's worst case assumes `DEFAULT_OUTPUT_LIMIT`, so the request must not be
+    /// allowed more. Chosen by the harness, so a server that refuses it may have it dropped
+    /// (a model whose own limit is lower refuses it as too large). Not part of the identity.
+    pub output_cap: Option<u64>,
+}
+
+/// The output limit a request's worst case assumes when the user set none (SPEC §3.3 Cost):
+/// the harness sends it too under `--max-cost`.
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 32_768;
+
+impl Settings {
+    /// The output limit sent: the user's, else the harness's cap.
+    pub fn output_limit(&self) -> Option<u64> {
+        self.max_output_tokens.or(self.output_cap)
+    }
 }
 
 impl Default for Settings {
@@ -95,6 +111,7 @@ impl Default for Settings {
             total_timeout: http::DEFAULT_TOTAL,
             memory: None,
             seed: 0,
+            output_cap: None,
         }
     }
 }

@@ -179,7 +179,7 @@ impl ModelClient {
             .filter(|p| match p {
                 Param::Temperature => api != Api::Anthropic || self.settings.temperature_set,
                 Param::Effort => self.settings.reasoning_effort.is_some(),
-                Param::MaxOutput => self.settings.max_output_tokens.is_some() || w.required(*p),
+                Param::MaxOutput => self.settings.output_limit().is_some() || w.required(*p),
                 _ => true,
             })
             .filter(|p| !self.dropped.contains(&(api, *p)))

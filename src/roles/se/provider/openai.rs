@@ -64,7 +64,7 @@ impl Wire for Chat {
         } else if ask.has(Param::JsonMode) {
             b.insert("response_format".into(), json!({"type": "json_object"}));
         }
-        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.max_output_tokens) {
+        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.output_limit()) {
             b.insert("max_completion_tokens".into(), json!(n));
         }
         if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {
