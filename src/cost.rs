@@ -100,7 +100,12 @@ impl PriceBook {
     pub fn load(cfg: &Config, root: &Path) -> Result<PriceBook> {
         let mut overrides: BTreeMap<String, Rates> = BTreeMap::new();
         if let Some(file) = cfg.string(PRICE_FILE) {
-            overrides = read_price_file(&root.join(&file), &file)?;
+            // A leading `~/` is the home folder, as in git's own path settings.
+            let path = match (file.strip_prefix("~/"), crate::env::home()) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => root.join(&file),
+            };
+            overrides = read_price_file(&path, &file)?;
         }
         for (key, value) in cfg.section(PRICE_SECTION) {
             let bad = || {

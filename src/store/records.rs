@@ -272,10 +272,21 @@ impl Cost {
         }
     }
 
-    /// The sum of several costs; `None` when there are none.
+    /// The sum of several costs; `None` when there are none. A figure that is no bill
+    /// (negative, or not finite: a record can come from anyone) adds nothing.
     pub fn sum<'a>(costs: impl IntoIterator<Item = &'a Cost>) -> Option<Cost> {
         let mut total: Option<Cost> = None;
         for c in costs {
+            let sane;
+            let c = if c.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
+                sane = Cost {
+                    usd: None,
+                    ..c.clone()
+                };
+                &sane
+            } else {
+                c
+            };
             total = Some(match total {
                 None => c.clone(),
                 Some(t) => Cost {

@@ -845,3 +845,77 @@ fn under_a_dollar_budget_a_request_may_not_outgrow_its_worst_case() {
         }
     }
 }
+
+#[test]
+fn a_price_file_under_the_home_folder_is_found_as_git_finds_its_paths() {
+    let r = TestRepo::simple();
+    std::fs::write(
+        r.home.join("prices.json"),
+        r#"{"house-model": {"input": 4, "output": 40}}"#,
+    )
+    .expect("write");
+    // Written into the config as is (no shell expanded it), as a hand-edited file has it.
+    r.git(&["config", "factory.priceFile", "~/prices.json"]);
+    let (url, _seen, server) = serve_replies(vec![chat_whole("house-model", &good(), gpt_usage())]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "house-model"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // 2000 × $4 + 500 × $40 per million.
+    close(&ran.summary["cost"]["usd"], 0.028);
+    assert_eq!(ran.summary["cost"]["source"], "override");
+}
+
+#[test]
+fn a_fetched_record_that_claims_a_negative_cost_takes_nothing_off_the_sums() {
+    let r = TestRepo::simple();
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let (url, _seen, server) =
+        serve_replies(vec![chat_whole("gpt-4.1-2025-04-14", &good(), gpt_usage())]);
+    let ran = run_model(&r, &wo, &url, &["--llm-model", "gpt-4.1"]);
+    server.join().expect("server");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    r.git(&["reset", "--hard", "-q"]);
+    // A second run, replayed ($0), whose record is then forged as records fetched from
+    // anyone can be: its header says it cost minus five dollars.
+    let replay = r.replay("rp", &[("1.json", good())]);
+    let out = r.run_replay(&wo, &replay, &["--force", "--json"]);
+    let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+    let id = s["run_id"].as_str().expect("id").to_string();
+    let rref = format!("refs/factory/{id}");
+    let commit = r.git(&["rev-parse", &rref]).trim().to_string();
+    let message = r.git(&["log", "-1", "--format=%B", &commit]);
+    let forged_message = message
+        .lines()
+        .map(|l| {
+            if l.starts_with("cost: ") {
+                "cost: -5.000000000 0 server".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(forged_message.trim(), message.trim(), "{message}");
+    let tree = r.git(&["rev-parse", &format!("{commit}^{{tree}}")]);
+    let mut args = vec!["commit-tree".to_string(), tree.trim().to_string()];
+    for p in r.git(&["rev-parse", &format!("{commit}^@")]).lines() {
+        args.extend(["-p".to_string(), p.to_string()]);
+    }
+    args.extend(["-m".to_string(), forged_message]);
+    let forged = r.git(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    r.git(&["update-ref", &rref, forged.trim()]);
+    let sums = r
+        .factory()
+        .args(["log", "--cost", "--json"])
+        .output()
+        .expect("log");
+    let sums: Value = serde_json::from_str(&stdout_of(&sums)).expect("json");
+    close(&sums["total"]["usd"], 0.0065);
+    let listed = r
+        .factory()
+        .args(["log", "--color", "never"])
+        .output()
+        .expect("log");
+    assert!(!stdout_of(&listed).contains("-5"), "{}", stdout_of(&listed));
+}
