@@ -505,6 +505,45 @@ mod tests {
     }
 
     #[test]
+    fn a_meter_holds_each_request_and_settles_what_it_cost() {
+        let budget = Budget::new(None).with_max_cost(Some(1.0));
+        let mut book = PriceBook::default();
+        book.overrides.insert(
+            "m".into(),
+            Rates {
+                input: Some(0.0),
+                output: Some(100_000.0),
+                ..Rates::default()
+            },
+        );
+        let m = Priced::Model {
+            name: "m".into(),
+            provider: None,
+            base_url: None,
+        };
+        // Each request's worst case: 4 output tokens at $0.10 each.
+        let meter = Meter::new(&budget, &book, Some(&m), 4);
+        let a = meter.hold(|| 0).expect("fits");
+        let b = meter.hold(|| 0).expect("fits");
+        // Two in flight hold $0.80: a third would pass the dollar.
+        assert!(meter.hold(|| 0).is_err());
+        // Not billed: its hold is given back. Billed without a price: its worst case spent.
+        meter.settle(a, None, false, None);
+        meter.settle(b, None, true, None);
+        assert!((budget.spent_usd() - 0.4).abs() < 1e-12);
+        let c = meter.hold(|| 0).expect("fits again");
+        meter.settle(c, Some(&usage(0, 1, 0, 0)), true, None);
+        assert!((budget.spent_usd() - 0.5).abs() < 1e-12);
+        let metered = meter.take();
+        let cost = metered.cost.expect("billed");
+        assert_eq!((cost.usd, cost.unpriced_requests), (Some(0.1), 1));
+        assert_eq!(metered.requested_utc.len(), 2);
+        // Usage that counts no tokens prices nothing.
+        let none = book.cost(&m, None, Some(&Usage::default()), SystemTime::now());
+        assert_eq!(none, Cost::unpriced());
+    }
+
+    #[test]
     fn the_table_prices_a_known_model_and_not_an_unknown_one() {
         let book = PriceBook::default();
         let gpt = Priced::Model {

@@ -919,3 +919,58 @@ fn a_fetched_record_that_claims_a_negative_cost_takes_nothing_off_the_sums() {
         .expect("log");
     assert!(!stdout_of(&listed).contains("-5"), "{}", stdout_of(&listed));
 }
+
+#[test]
+fn a_race_of_four_at_once_never_spends_past_max_cost_and_counts_every_candidate() {
+    // Four candidates ask at once. Each request's worst case is its 10,000-token output
+    // limit ($0.08 at gpt-4.1's $8 per million) plus its input (under $0.01); each answer
+    // costs $0.04. With $0.175 at most two requests are in flight together and at most three
+    // are ever made: the others are stopped before they are sent.
+    let r = TestRepo::simple();
+    let usage = json!({"prompt_tokens": 0, "completion_tokens": 5000, "total_tokens": 5000});
+    let (url, seen, _server) = serve_replies(
+        (0..3)
+            .map(|_| chat_whole("gpt-4.1", &good(), usage.clone()))
+            .collect(),
+    );
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let ran = run_model(
+        &r,
+        &wo,
+        &url,
+        &[
+            "--llm-model",
+            "gpt-4.1",
+            "--candidates",
+            "4",
+            "--jobs",
+            "4",
+            "--max-attempts",
+            "1",
+            "--llm-max-output-tokens",
+            "10000",
+            "--max-cost",
+            "0.175",
+        ],
+    );
+    let sent = seen.lock().expect("lock").len();
+    assert!((2..=3).contains(&sent), "{sent} requests: {}", ran.stderr);
+    let s = &ran.summary;
+    assert_eq!(s["ended_stage"], "budget_exhausted", "{s}");
+    close(&s["cost"]["usd"], 0.04 * sent as f64);
+    let candidates = s["candidates"].as_array().expect("candidates");
+    assert_eq!(candidates.len(), 4);
+    let paid = candidates
+        .iter()
+        .filter(|c| {
+            c["cost"]["usd"]
+                .as_f64()
+                .is_some_and(|u| (u - 0.04).abs() < 1e-9)
+        })
+        .count();
+    let stopped = candidates
+        .iter()
+        .filter(|c| c["ended_stage"] == "budget_exhausted" && c["cost"].is_null())
+        .count();
+    assert_eq!((paid, stopped), (sent, 4 - sent), "{s}");
+}

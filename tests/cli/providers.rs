@@ -3655,7 +3655,7 @@ mod cost {
     fn a_race_of_four_stops_before_the_request_that_would_pass_max_cost() {
         // Each answer reports 5000 output tokens: $0.04 at gpt-4.1's $8 per million. Each
         // request's worst case is its whole 10,000-token output limit ($0.08) plus its input
-        // (the prompt's bytes ÷ 3 at $2 per million: well under $0.01), so with $0.175 three
+        // (the request body's bytes ÷ 3 at $2 per million: well under $0.01), so with $0.175 three
         // requests fit ($0.08 + W ≤ $0.175 before the third) and the fourth ($0.12 + W) would
         // pass the budget: it is never sent.
         let usage = json!({"prompt_tokens": 0, "completion_tokens": 5000, "total_tokens": 5000});
