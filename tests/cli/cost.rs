@@ -974,3 +974,31 @@ fn a_race_of_four_at_once_never_spends_past_max_cost_and_counts_every_candidate(
         .count();
     assert_eq!((paid, stopped), (sent, 4 - sent), "{s}");
 }
+
+#[test]
+fn a_model_whose_own_output_limit_is_lower_refuses_the_cap_and_is_asked_without_it() {
+    // gpt-4o answers at most 16,384 tokens: OpenAI refuses the 32,768 the budget's worst case
+    // assumes, naming the limit by its older name. The harness chose it, so it is dropped and
+    // the request sent again; the model's own lower limit keeps the worst case true.
+    let too_large = json_reply(
+        400,
+        json!({"error": {"message": "max_tokens is too large: 32768. This model supports at most 16384 completion tokens, whereas you provided 32768.",
+            "type": "invalid_request_error", "param": "max_tokens", "code": "invalid_value"}}),
+    );
+    let (_r, ran, seen) = run_served(
+        vec![
+            too_large,
+            chat_whole("gpt-4o-2024-08-06", &good(), gpt_usage()),
+        ],
+        &["--llm-model", "gpt-4o", "--max-cost", "1"],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let sent = seen.lock().expect("lock");
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].body["max_completion_tokens"], 32768);
+    assert_eq!(sent[1].body.get("max_completion_tokens"), None);
+    assert_eq!(
+        ran.summary["attempts"][0]["dropped_params"],
+        json!(["max_completion_tokens"])
+    );
+}

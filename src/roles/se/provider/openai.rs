@@ -33,7 +33,11 @@ impl Wire for Chat {
                 &["response_format", "json_object"],
             ),
             Param::Effort => ("reasoning_effort", &["reasoning_effort"]),
-            Param::MaxOutput => ("max_completion_tokens", &["max_completion_tokens"]),
+            // OpenAI words a limit too large for the model by its older alias, `max_tokens`.
+            Param::MaxOutput => (
+                "max_completion_tokens",
+                &["max_completion_tokens", "max_tokens"],
+            ),
             Param::Stream => ("stream", &["stream"]),
             Param::StreamOptions => ("stream_options", &["stream_options", "include_usage"]),
             Param::Store | Param::ToolChoice => return None,
