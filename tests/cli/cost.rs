@@ -105,6 +105,23 @@ fn a_dollar_budget_that_is_not_a_positive_number_is_refused_naming_the_fix() {
             assert_eq!(untouched(&r), before, "{spelled:?}");
         }
     }
+    // Not a number at all: refused before anything is read, naming the fix as well.
+    for budget in ["abc", "$5", "5 USD", ""] {
+        let mut args: Vec<&str> = model.to_vec();
+        let spelled = format!("--max-cost={budget}");
+        args.push(&spelled);
+        let (code, err) = bounded(&r, &args);
+        assert_eq!(code, Some(2), "{spelled}: {err}");
+        assert!(
+            err.contains("error: ") && err.contains("--max-cost"),
+            "{spelled}: {err}"
+        );
+        assert!(
+            err.contains("hint: give a positive number of US dollars"),
+            "{spelled}: {err}"
+        );
+        assert_eq!(untouched(&r), before, "{spelled}");
+    }
     // The same from git config.
     for budget in ["nan", "-1", "0", "inf"] {
         r.git(&["config", "factory.maxCost", budget]);
