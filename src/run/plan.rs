@@ -221,8 +221,9 @@ fn check_priced(opts: &RunOptions, prices: &crate::cost::PriceBook) -> Result<()
                 "--max-cost: the model {name} has no price (it is not in the genai-prices table)"
             ))
             .hint(format!(
-                "set its price in USD per million tokens: git config {section}.{name}.input 0.5 && git config {section}.{name}.output 1.5 (or name a price file with factory.priceFile)",
-                section = crate::cost::PRICE_SECTION
+                "set its price in USD per million tokens: git config {} 0.5 && git config {} 1.5 (or name a price file with factory.priceFile)",
+                crate::cost::shell_word(&format!("{}.{name}.input", crate::cost::PRICE_SECTION)),
+                crate::cost::shell_word(&format!("{}.{name}.output", crate::cost::PRICE_SECTION)),
             )),
             _ => crate::error::Error::new(format!(
                 "--max-cost: {} has no price before it runs (an agent's cost is known only from what it reports)",
@@ -241,6 +242,11 @@ fn open_provider(opts: &RunOptions, factory_dir: &Path, user_root: &Path) -> Res
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let mut settings = opts.model.clone();
     settings.memory = Some(factory_dir.join("providers.json"));
+    // Under a dollar budget every request is sent with the output limit its worst case
+    // assumes (SPEC §3.3 Cost).
+    if opts.max_cost.is_some() {
+        settings.output_cap = Some(crate::roles::se::provider::api::DEFAULT_OUTPUT_LIMIT);
+    }
     let race = Race::of(opts)?;
     let (provider, mut identity) = opts
         .provider

@@ -12,6 +12,7 @@ mod candidates;
 mod confine_a;
 mod confine_reach;
 mod contracts;
+mod cost;
 mod delivery;
 mod demo;
 mod escapes;
