@@ -280,7 +280,13 @@ impl PoRun<'_> {
 
     /// `only`: pytest node ids to run, the others deselected by the harness's plugin (a
     /// re-run of the tests that failed); empty: every test the command selects.
-    fn run_as(&self, kind: &str, stem: &str, argv: &[String], only: &[String]) -> CmdResult {
+    pub(super) fn run_as(
+        &self,
+        kind: &str,
+        stem: &str,
+        argv: &[String],
+        only: &[String],
+    ) -> CmdResult {
         let mut env_set = self.env_set.clone();
         let mut sandbox = self.sandbox.clone();
         let pytest_file = self.tests.map(|t| {

@@ -1,0 +1,182 @@
+//! Named tests (SPEC §3.9: `fail_to_pass_tests`, `pass_to_pass_tests`) beyond the run's own
+//! grading: red first on the baseline, the baseline's per-test results cached by tree and
+//! command list, the first prompt naming the red tests, and `reverify`/`verify`/the pre-push
+//! hook judging as the run did. Real pytest, real git, the real binary.
+
+use crate::common::*;
+use crate::per_test::{named_order, named_project, rewrite, CALC, FIXED, NAMED_RED};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// `git factory run` with an agent that leaves a mark each time it is asked, then prints a
+/// proposal of `diff`.
+fn run_marked(r: &TestRepo, diff: &str, order: Value) -> (std::process::Output, PathBuf) {
+    let answer = r.outside.join("answer.json");
+    let mark = r.outside.join("asked");
+    std::fs::write(&answer, proposal(diff, "change")).expect("write");
+    let wo = r.work_order(order);
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "--agent-command"])
+        .arg(format!(
+            "sh -c 'echo asked >> {}; cat {}'",
+            mark.display(),
+            answer.display()
+        ))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("git factory runs");
+    (out, mark)
+}
+
+/// The order of `named_order`, under another id (so another run on the same baseline).
+fn named_order_as(id: &str, tests: &[&str]) -> Value {
+    let mut o = named_order(tests);
+    o["id"] = Value::from(id);
+    o
+}
+
+/// A known failure that leaves a dot in `counter` each time the whole suite runs it.
+fn counted_known_failure(r: &TestRepo) -> PathBuf {
+    let counter = r.outside.join("suite-runs");
+    r.write(
+        "tests/test_known.py",
+        &format!(
+            "def test_known_broken():\n    open({:?}, 'a').write('.')\n    assert 1 == 2\n",
+            counter.display().to_string()
+        ),
+    );
+    r.git(&["commit", "-qam", "count the suite's runs"]);
+    counter
+}
+
+fn dots(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path).unwrap_or_default().len()
+}
+
+#[test]
+fn a_named_red_test_that_passes_when_run_again_is_refused_as_flaky_on_the_baseline() {
+    let r = named_project();
+    let counter = r.outside.join("red-count");
+    let steady = r.outside.join("steady");
+    r.write(
+        "tests/test_calc.py",
+        &format!(
+            "import os\n\n\ndef test_negative():\n    p = {c:?}\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n != 0\n\n\ndef test_steady():\n    open({s:?}, 'a').write('.')\n",
+            c = counter.display().to_string(),
+            s = steady.display().to_string()
+        ),
+    );
+    r.git(&[
+        "commit",
+        "-qam",
+        "a named red test that passes on its second run",
+    ]);
+    let before = r.snapshot();
+    let (out, asked) = run_marked(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED]),
+    );
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("flaky on the baseline"), "{err}");
+    assert!(err.contains(&format!("flaky: {NAMED_RED}")), "{err}");
+    assert!(err.contains("hint:"), "{err}");
+    assert!(r.run_ids().is_empty(), "nothing recorded");
+    assert!(!asked.exists(), "no model was asked");
+    assert_eq!(r.snapshot(), before);
+    // pytest ran the named red test again, and only it: the other test ran once.
+    assert_eq!(std::fs::read_to_string(&counter).ok().as_deref(), Some("2"));
+    assert_eq!(
+        dots(&steady),
+        1,
+        "the confirmation ran only the red node id"
+    );
+}
+
+#[test]
+fn a_named_red_test_that_stays_red_is_confirmed_and_the_run_proceeds() {
+    let r = named_project();
+    let counter = counted_known_failure(&r);
+    let (out, _) = run_marked(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // The baseline's whole suite and the attempt's; the confirmation ran only the named id.
+    assert_eq!(dots(&counter), 2);
+    let id = r.run_ids().last().cloned().expect("a run");
+    let logs = r.git(&[
+        "ls-tree",
+        "-r",
+        "--name-only",
+        &format!("refs/factory/{id}"),
+    ]);
+    assert!(
+        logs.contains("baseline/acceptance_0_confirm_stdout.txt"),
+        "{logs}"
+    );
+}
+
+#[test]
+fn a_second_run_on_the_same_baseline_reads_the_named_baseline_from_the_cache() {
+    let r = named_project();
+    let counter = counted_known_failure(&r);
+    let (out, _) = run_marked(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(dots(&counter), 2);
+    r.git(&["checkout", "--", "calc.py"]);
+
+    // Same tree, same commands, same names: the baseline is not run again, and its per-test
+    // statuses still grade the change.
+    let (out, _) = run_marked(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order_as("abs-again", &[NAMED_RED]),
+    );
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(dots(&counter), 3, "only the attempt ran the suite: {err}");
+    assert!(err.contains("from the cache"), "{err}");
+    let listed = stdout_of(
+        &r.factory()
+            .args(["show", "--tests"])
+            .output()
+            .expect("show"),
+    );
+    for line in [
+        "    failed → passed  tests/test_calc.py::test_negative\n",
+        "    failed → failed  tests/test_known.py::test_known_broken\n",
+    ] {
+        assert!(listed.contains(line), "{line} in {listed}");
+    }
+    r.git(&["checkout", "--", "calc.py"]);
+
+    // Other names: another entry, the baseline runs again.
+    let (out, _) = run_marked(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order_as("abs-other-names", &["tests/test_calc.py::test_neg*"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(dots(&counter), 5, "other names are not read from the cache");
+    r.git(&["checkout", "--", "calc.py"]);
+
+    // Other commands: another entry too.
+    let mut o = named_order_as("abs-other-commands", &[NAMED_RED]);
+    o["acceptance_commands"] = serde_json::json!(["python -m pytest -q tests"]);
+    let (out, _) = run_marked(&r, &rewrite("calc.py", CALC, FIXED), o);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        dots(&counter),
+        7,
+        "another command list is not read from the cache"
+    );
+}
