@@ -369,18 +369,20 @@ fn first_prompt(
     tree_before: Oid,
     context: &[ContextFile],
 ) -> String {
+    let red = if opts.baseline_check {
+        baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv())
+    } else {
+        Vec::new()
+    };
     prompt::build(
         &opts.work_order.order,
         context,
         &opts.work_order.order.acceptance_commands,
         None,
-        &if opts.baseline_check {
-            baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv())
-        } else {
-            Vec::new()
-        }
-        .iter()
-        .collect::<Vec<_>>(),
+        &prompt::Red {
+            commands: red.iter().collect(),
+            tests: Vec::new(),
+        },
     )
 }
 

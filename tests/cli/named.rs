@@ -180,3 +180,36 @@ fn a_second_run_on_the_same_baseline_reads_the_named_baseline_from_the_cache() {
         "another command list is not read from the cache"
     );
 }
+
+#[test]
+fn the_first_prompt_names_the_red_named_tests_with_their_messages_at_most_twenty() {
+    let r = named_project();
+    r.write(
+        "tests/test_many.py",
+        "import pytest\nfrom calc import absolute\n\n\n@pytest.mark.parametrize('n', range(1, 26))\ndef test_many(n):\n    assert absolute(-n) == n, f'absolute(-{n}) is not {n}'\n",
+    );
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "many red tests"]);
+    let (out, _) = run_marked(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        named_order(&[NAMED_RED, "tests/test_many.py::test_many*"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = r.run_ids().last().cloned().expect("a run");
+    let prompt = r.git(&["show", &format!("refs/factory/{id}:attempt_1/prompt.txt")]);
+    assert!(
+        prompt.contains("## The failing tests, run on the original files before you were asked\n\nfailing tests (26):\n- tests/test_calc.py::test_negative (failed): "),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains(
+            "- tests/test_many.py::test_many[1] (failed): AssertionError: absolute(-1) is not 1"
+        ),
+        "{prompt}"
+    );
+    assert!(prompt.contains("\n- … and 6 more\n"), "{prompt}");
+    assert!(!prompt.contains("test_many[25]"), "{prompt}");
+    // The unrelated known failure is no red test of the contract.
+    assert!(!prompt.contains("test_known_broken"), "{prompt}");
+}

@@ -5,6 +5,7 @@ use crate::graph::Outcome;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
 use crate::roles::po::{baseline, cache, grade, report};
+use crate::roles::se::prompt;
 use crate::run::artifacts::write_json;
 use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note, with_tests_first};
 use crate::run::attempt::session::Session;
@@ -17,6 +18,18 @@ impl Session<'_> {
         grade::Named {
             fail_to_pass: &order.fail_to_pass_tests,
             pass_to_pass: &order.pass_to_pass_tests,
+        }
+    }
+
+    /// What the baseline check found red, for attempt `attempt`'s prompt: the first one
+    /// only (SPEC §3.8), naming the red commands and the red tests the contract relies on.
+    pub(crate) fn red_for(&self, attempt: u32) -> prompt::Red<'_> {
+        if attempt != 1 {
+            return prompt::Red::default();
+        }
+        prompt::Red {
+            commands: self.red.iter().collect(),
+            tests: grade::red_on_baseline(&self.baseline_tests, &self.named()),
         }
     }
 
