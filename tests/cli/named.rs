@@ -213,3 +213,109 @@ fn the_first_prompt_names_the_red_named_tests_with_their_messages_at_most_twenty
     // The unrelated known failure is no red test of the contract.
     assert!(!prompt.contains("test_known_broken"), "{prompt}");
 }
+
+/// `git ARGS` with this build of git-factory first on PATH (so the installed hook runs it).
+fn git_with_factory(r: &TestRepo, args: &[&str]) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin("git-factory");
+    let dir = bin.parent().expect("a folder").display().to_string();
+    let mut cmd = assert_cmd::Command::new("git");
+    hermetic(&mut cmd, &r.home);
+    cmd.current_dir(&r.root)
+        .env(
+            "PATH",
+            format!("{dir}:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .args(args)
+        .output()
+        .expect("git runs")
+}
+
+#[test]
+fn a_commit_a_named_tests_run_made_is_judged_by_its_rule_in_reverify_verify_and_the_hook() {
+    // Verification is the whole suite, with its unrelated known failure.
+    let r = named_project();
+    r.git(&["config", "factory.verify", "python -m pytest -q"]);
+    let bare = bare_remote(&r);
+    r.git(&["push", "-q", "origin", "main"]);
+    let answer = r.outside.join("answer.json");
+    std::fs::write(&answer, proposal(&rewrite("calc.py", CALC, FIXED), "fix")).expect("write");
+    let wo = r.work_order(named_order(&[NAMED_RED]));
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "--commit", "--agent-command"])
+        .arg(format!("cat {}", answer.display()))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let id = r.run_ids().last().cloned().expect("a run");
+    assert!(r
+        .git(&["log", "-1", "--format=%B"])
+        .contains(&format!("Factory-Run: {id}")));
+
+    // reverify grades as the run did: the known failure does not fail verification.
+    let out = r.factory().arg("reverify").output().expect("reverify");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    assert!(
+        stdout_of(&out).contains("now passed"),
+        "{}",
+        stdout_of(&out)
+    );
+
+    // verify: the run's commit passes by its rule; the baseline commit fails plainly.
+    let out = r.factory().arg("verify").output().expect("verify");
+    let text = format!("{}{}", stdout_of(&out), stderr_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("judged per test by the tests run {id} named")),
+        "{text}"
+    );
+    let out = r
+        .factory()
+        .args(["verify", "HEAD~1"])
+        .output()
+        .expect("verify");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+
+    // The hook lets the run's commit through (and says why).
+    r.factory().args(["hook", "install"]).assert().success();
+    let out = git_with_factory(&r, &["push", "origin", "main"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("judged per test"),
+        "{}",
+        stderr_of(&out)
+    );
+    let pushed = std::process::Command::new("git")
+        .args([
+            "--git-dir",
+            bare.to_str().expect("utf8"),
+            "rev-parse",
+            "main",
+        ])
+        .output()
+        .expect("git");
+    assert_eq!(
+        stdout_of(&pushed).trim(),
+        r.git(&["rev-parse", "HEAD"]).trim()
+    );
+
+    // A hand-made commit naming the run is judged by the rule too: breaking a test that
+    // passed on the baseline blocks the push, naming the regression.
+    r.write("calc.py", "def absolute(x):\n    return -x\n");
+    r.git(&["commit", "-qam", &format!("worse\n\nFactory-Run: {id}")]);
+    let out = git_with_factory(&r, &["push", "origin", "main"]);
+    assert!(!out.status.success(), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("fails verification"),
+        "{}",
+        stderr_of(&out)
+    );
+}

@@ -54,6 +54,13 @@ pub fn commands_for_tree(
     decide(script, configured)
 }
 
+/// `factory.flaky=fail`: a test that passes only when re-run fails its command (SPEC §3.9).
+pub fn flaky_fails(repo: &git2::Repository) -> bool {
+    crate::config::Config::of(repo)
+        .string(crate::config::FLAKY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
+}
+
 /// Variables removed from every PO command's environment: the provider keys and the names
 /// listed in git config `factory.scrubEnv`.
 pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {

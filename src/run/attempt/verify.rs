@@ -151,7 +151,7 @@ impl Session<'_> {
             fail_to_pass: &self.fail_to_pass,
             acceptance: &self.acceptance,
             baseline: &self.baseline_tests,
-            flaky_fails: flaky_fails(self.repo),
+            flaky_fails: verify::flaky_fails(self.repo),
             named: self.named(),
         };
         let started = self.bytecode_mark();
@@ -239,13 +239,6 @@ impl Session<'_> {
             && denied_at_root(&[&cmd.stderr_trunc, &cmd.stdout_trunc], &self.root)
             && crate::sandbox::landlock::root_closed(&sandbox.policy, &self.root)
     }
-}
-
-/// `factory.flaky=fail`: a test that passes only when re-run fails its command.
-fn flaky_fails(repo: &git2::Repository) -> bool {
-    crate::config::Config::of(repo)
-        .string(crate::config::FLAKY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
 }
 
 /// `factory.testReport`: the JUnit files' globs (SPEC §3.9).
