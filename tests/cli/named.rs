@@ -319,3 +319,86 @@ fn a_commit_a_named_tests_run_made_is_judged_by_its_rule_in_reverify_verify_and_
         stderr_of(&out)
     );
 }
+
+/// The private report folder each check saw (the first entry of its `PYTHONPATH`), one line
+/// per check, across a run of two attempts whose checks all fail.
+fn report_folders_of_two_attempts(r: &TestRepo) -> Vec<String> {
+    let seen = r.outside.join("seen");
+    let lines = ["one", "two", "three"];
+    let replay = r.replay(
+        "two-attempts",
+        &[
+            (
+                "1.json",
+                proposal(&diff_replace("app.txt", &lines, "two", "TWO"), "first"),
+            ),
+            (
+                "2.json",
+                proposal(&diff_replace("app.txt", &lines, "two", "Two"), "second"),
+            ),
+        ],
+    );
+    let check = format!(
+        "sh -c 'echo \"${{PYTHONPATH%%:*}}\" >> {}; exit 1'",
+        seen.display()
+    );
+    let wo = r.work_order(basic_order(&[&check]));
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_report_folder_is_made_once_per_run_and_removed_at_its_end() {
+    let r = TestRepo::simple();
+    let folders = report_folders_of_two_attempts(&r);
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    assert!(folders[0].contains("git-factory-tests."), "{folders:?}");
+    assert_eq!(folders[0], folders[1], "one folder for both attempts");
+    assert!(
+        !std::path::Path::new(&folders[0]).exists(),
+        "removed when the run ended"
+    );
+}
+
+#[test]
+fn a_plugin_a_check_overwrote_is_put_back_for_the_next_attempt() {
+    let r = named_project();
+    let lines = CALC.lines().collect::<Vec<_>>();
+    let wrong = diff_replace("calc.py", &lines, "    return x", "    return x + 0");
+    let replay = r.replay(
+        "two-attempts",
+        &[
+            ("1.json", proposal(&wrong, "first")),
+            (
+                "2.json",
+                proposal(&rewrite("calc.py", CALC, FIXED), "second"),
+            ),
+        ],
+    );
+    // The first attempt's first check empties the plugin (then its pytest fails).
+    let mut o = named_order(&[NAMED_RED]);
+    o["acceptance_commands"] = serde_json::json!([
+        "sh -c 'grep -q \"x + 0\" calc.py && : > \"${PYTHONPATH%%:*}/_git_factory_tests.py\"; exit 0'",
+        "python -m pytest -q",
+    ]);
+    let wo = r.work_order(o);
+    let out = r.run_replay(&wo, &replay, &["--max-attempts", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let (summary, _) = crate::per_test::records(&r);
+    // Attempt 1's pytest reported nothing through the emptied plugin: its tests were lost.
+    assert_eq!(
+        summary["attempts"][0]["failure_brief"]["stage"],
+        "regression"
+    );
+    assert_eq!(
+        summary["attempts"].as_array().map(Vec::len),
+        Some(2),
+        "{summary}"
+    );
+    assert_eq!(summary["verdict"], "PASS", "{summary}");
+}

@@ -121,7 +121,7 @@ pub fn run_in_temporary_worktree<G>(
         .as_ref()
         .map_or(cache.dir(), super::pycache::View::path)
         .to_path_buf();
-    let tests = report::Private::new(cfg.multi(crate::config::TEST_REPORT)).ok();
+    let tests = report::Private::new(cfg.multi(crate::config::TEST_REPORT));
     let po = PoRun {
         root: &wt.path,
         timeout,
@@ -131,7 +131,7 @@ pub fn run_in_temporary_worktree<G>(
         log_rel: String::new(),
         sandbox,
         pgid_file: None,
-        tests: tests.as_ref(),
+        tests: Some(&tests),
     };
     // Unsandboxed checks write the shared cache: what they wrote for files outside the
     // worktree goes, compiled again from the real sources (SPEC §7.1), and what they compiled
@@ -296,11 +296,12 @@ impl PoRun<'_> {
     ) -> CmdResult {
         let mut env_set = self.env_set.clone();
         let mut sandbox = self.sandbox.clone();
-        let pytest_file = self.tests.map(|t| {
-            let file = t.next_file(stem);
+        let pytest_file = self.tests.and_then(|t| {
+            let file = t.next_file(stem)?;
+            let dir = t.path()?;
             t.add_env(&mut env_set, &file);
             if !only.is_empty() {
-                let ids = t.path().join(format!("{stem}_only.txt"));
+                let ids = dir.join(format!("{stem}_only.txt"));
                 if std::fs::write(&ids, only.join("\n")).is_ok() {
                     env_set.push((
                         report::ONLY_VAR.to_string(),
@@ -308,10 +309,8 @@ impl PoRun<'_> {
                     ));
                 }
             }
-            sandbox = sandbox
-                .take()
-                .map(|s| s.with_writable(t.path().to_path_buf()));
-            file
+            sandbox = sandbox.take().map(|s| s.with_writable(dir.to_path_buf()));
+            Some(file)
         });
         let spec = CommandSpec {
             argv: argv.to_vec(),

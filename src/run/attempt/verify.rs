@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::graph::Outcome;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
-use crate::roles::po::{baseline, cache, grade, report};
+use crate::roles::po::{baseline, cache, grade};
 use crate::roles::se::prompt;
 use crate::run::artifacts::write_json;
 use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note, with_tests_first};
@@ -41,12 +41,7 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
-        let tests = report::Private::for_run(
-            test_reports(self.repo),
-            &self.plan.factory_dir,
-            &self.plan.run_id,
-        )
-        .ok();
+        self.tests.fresh_pass();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -56,7 +51,7 @@ impl Session<'_> {
             log_rel: "baseline".to_string(),
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
-            tests: tests.as_ref(),
+            tests: Some(&self.tests),
         };
         let contract = baseline::Contract {
             repo: self.repo,
@@ -127,12 +122,7 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let tests = report::Private::for_run(
-            test_reports(self.repo),
-            &self.plan.factory_dir,
-            &self.plan.run_id,
-        )
-        .ok();
+        self.tests.fresh_pass();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -142,7 +132,7 @@ impl Session<'_> {
             log_rel: rel,
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
-            tests: tests.as_ref(),
+            tests: Some(&self.tests),
         };
         let ui = self.ui;
         let checks = verify::Checks {
@@ -239,9 +229,4 @@ impl Session<'_> {
             && denied_at_root(&[&cmd.stderr_trunc, &cmd.stdout_trunc], &self.root)
             && crate::sandbox::landlock::root_closed(&sandbox.policy, &self.root)
     }
-}
-
-/// `factory.testReport`: the JUnit files' globs (SPEC §3.9).
-fn test_reports(repo: &git2::Repository) -> Vec<String> {
-    crate::config::Config::of(repo).multi(crate::config::TEST_REPORT)
 }
