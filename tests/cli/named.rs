@@ -134,6 +134,23 @@ fn a_second_run_on_the_same_baseline_reads_the_named_baseline_from_the_cache() {
     assert_eq!(dots(&counter), 2);
     r.git(&["checkout", "--", "calc.py"]);
 
+    // --dry-run shows the cached red test in the first prompt, running nothing.
+    let wo = r.work_order(named_order_as("abs-dry", &[NAMED_RED]));
+    let out = r
+        .factory()
+        .args(["run", "--dry-run", "--agent-command", "false", "-w"])
+        .arg(&wo)
+        .output()
+        .expect("dry run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out)
+            .contains("failing tests (1):\n- tests/test_calc.py::test_negative (failed): "),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(dots(&counter), 2, "a dry run runs nothing");
+
     // Same tree, same commands, same names: the baseline is not run again, and its per-test
     // statuses still grade the change.
     let (out, _) = run_marked(

@@ -629,6 +629,19 @@ pub fn cached_red(
         .collect()
 }
 
+/// The baseline's per-test reports the cache holds for a named-tests order on this tree,
+/// without running anything (what `--dry-run` shows of the first prompt).
+pub fn cached_named_tests(contract: &Contract<'_>, junit: &[String]) -> Vec<CommandTests> {
+    if contract.named.is_empty() {
+        return Vec::new();
+    }
+    let key = named_key(contract, junit);
+    cache::results::<Vec<BaselineResult>>(contract.repo, contract.tree, &key)
+        .filter(|r| same_named_commands(r, contract))
+        .and_then(|_| cache::tests(contract.repo, contract.tree, &key))
+        .unwrap_or_default()
+}
+
 /// A cached record is used only if it is about exactly these commands, in this order.
 fn same_commands(cached: &[BaselineResult], commands: &[Vec<String>]) -> bool {
     cached.len() == commands.len() && cached.iter().zip(commands).all(|(r, c)| &r.command == c)

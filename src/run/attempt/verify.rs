@@ -82,9 +82,14 @@ impl Session<'_> {
         self.baseline_tests = report.tests.clone();
         self.red = report.red().into_iter().cloned().collect();
         let cached = report.results.iter().filter(|r| r.cached).count();
+        let red_tests = grade::red_on_baseline(&report.tests, &self.named()).len();
         self.ui.info(format!(
-            "  baseline check: {} red, {} command(s){}",
+            "  baseline check: {} red{}, {} command(s){}",
             self.red.len(),
+            match red_tests {
+                0 => String::new(),
+                n => format!(" ({n} red test(s))"),
+            },
             report.results.len(),
             if cached > 0 {
                 format!(", {cached} from the cache")
