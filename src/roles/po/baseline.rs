@@ -646,3 +646,76 @@ pub fn cached_named_tests(contract: &Contract<'_>, junit: &[String]) -> Vec<Comm
 fn same_commands(cached: &[BaselineResult], commands: &[Vec<String>]) -> bool {
     cached.len() == commands.len() && cached.iter().zip(commands).all(|(r, c)| &r.command == c)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_key_changes_with_every_command_phase_name_and_report_glob() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path()).expect("init");
+        let argv = |s: &str| -> Vec<Vec<String>> { vec![shlex::split(s).expect("splits")] };
+        let (pytest, other) = (argv("python -m pytest -q"), argv("python -m pytest tests"));
+        let names = ["tests/t.py::test_a".to_string()];
+        let other_names = ["tests/t.py::test_*".to_string()];
+        let base = Contract {
+            repo: &repo,
+            tree: Oid::zero(),
+            verify: &[],
+            pass_to_pass: &[],
+            fail_to_pass: &[],
+            acceptance: &pytest,
+            named: Named {
+                fail_to_pass: &names,
+                pass_to_pass: &[],
+            },
+        };
+        let key = |c: &Contract<'_>, junit: &[String]| cache::key(&named_key(c, junit));
+        let first = key(&base, &[]);
+        assert_eq!(first, key(&base, &[]));
+        let variants = [
+            key(
+                &Contract {
+                    acceptance: &other,
+                    ..base
+                },
+                &[],
+            ),
+            key(
+                &Contract {
+                    acceptance: &[],
+                    verify: &pytest,
+                    ..base
+                },
+                &[],
+            ),
+            key(
+                &Contract {
+                    named: Named {
+                        fail_to_pass: &other_names,
+                        pass_to_pass: &[],
+                    },
+                    ..base
+                },
+                &[],
+            ),
+            key(
+                &Contract {
+                    named: Named {
+                        fail_to_pass: &[],
+                        pass_to_pass: &names,
+                    },
+                    ..base
+                },
+                &[],
+            ),
+            key(&base, &["target/*.xml".to_string()]),
+            // The same commands as a plain §3.8 list never share the named entry.
+            cache::key(&pytest),
+        ];
+        for v in variants {
+            assert_ne!(first, v);
+        }
+    }
+}

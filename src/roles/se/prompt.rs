@@ -302,6 +302,34 @@ mod tests {
     }
 
     #[test]
+    fn the_red_tests_come_first_with_their_messages_twenty_at_most() {
+        use crate::store::records::TestStatus;
+        let o = order(serde_json::json!({"fail_to_pass_tests": ["tests/t.py::test_*"]}));
+        let tests: Vec<TestResult> = (0..23)
+            .map(|n| TestResult {
+                id: format!("tests/t.py::test_{n:02}"),
+                status: TestStatus::Failed,
+                duration_seconds: None,
+                message: (n != 1).then(|| format!("AssertionError: {n} != -{n}")),
+                excerpt: None,
+                flaky: false,
+                baseline: None,
+            })
+            .collect();
+        let red = Red {
+            commands: Vec::new(),
+            tests: tests.iter().collect(),
+        };
+        let p = build(&o, &[], &o.acceptance_commands, None, &red);
+        assert!(p.contains(
+            "before you were asked\n\nfailing tests (23):\n- tests/t.py::test_00 (failed): AssertionError: 0 != -0\n- tests/t.py::test_01 (failed)\n"
+        ));
+        assert!(p.contains("- tests/t.py::test_19 (failed)"));
+        assert!(!p.contains("test_20"));
+        assert!(p.contains("- … and 3 more\n"));
+    }
+
+    #[test]
     fn an_order_without_a_contract_gets_the_old_checks_section() {
         let o = order(serde_json::json!({}));
         let p = build(&o, &[], &o.acceptance_commands, None, &Red::default());
