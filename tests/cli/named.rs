@@ -419,3 +419,46 @@ fn a_plugin_a_check_overwrote_is_put_back_for_the_next_attempt() {
     );
     assert_eq!(summary["verdict"], "PASS", "{summary}");
 }
+
+#[test]
+fn a_link_a_check_planted_in_the_report_folder_is_never_written_through() {
+    use crate::per_test::{order, project, run_with};
+    let r = project();
+    let victim = r.outside.join("victim");
+    std::fs::write(&victim, "precious\n").expect("write");
+    // Verification plants a link where the re-run's list of node ids will be written.
+    r.git(&[
+        "config",
+        "factory.verify",
+        &format!(
+            "sh -c 'ln -sf {} \"${{PYTHONPATH%%:*}}/pass_to_pass_0_rerun_only.txt\"'",
+            victim.display()
+        ),
+    ]);
+    // A baseline-passing test that fails once after the change: its command is re-run.
+    let counter = r.outside.join("flaky-count");
+    r.write(
+        "tests/test_positive.py",
+        &format!(
+            "import os\nfrom calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    p = {:?}\n    n = int(open(p).read()) if os.path.exists(p) else 0\n    open(p, 'w').write(str(n + 1))\n    assert n != 1\n",
+            counter.display().to_string()
+        ),
+    );
+    r.git(&["commit", "-qam", "a test that fails on its second run"]);
+    let out = run_with(
+        &r,
+        &rewrite("calc.py", CALC, FIXED),
+        order(serde_json::json!({})),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(&counter).ok().as_deref(),
+        Some("3"),
+        "re-run"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).ok().as_deref(),
+        Some("precious\n")
+    );
+}

@@ -301,8 +301,7 @@ impl PoRun<'_> {
             let dir = t.path()?;
             t.add_env(&mut env_set, &file);
             if !only.is_empty() {
-                let ids = dir.join(format!("{stem}_only.txt"));
-                if std::fs::write(&ids, only.join("\n")).is_ok() {
+                if let Some(ids) = t.write_new(&format!("{stem}_only.txt"), &only.join("\n")) {
                     env_set.push((
                         report::ONLY_VAR.to_string(),
                         ids.to_string_lossy().into_owned(),

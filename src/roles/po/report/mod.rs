@@ -104,19 +104,19 @@ impl Private {
             .map(tempfile::TempDir::path)
     }
 
-    /// Whether the folder was made (a command was run with it).
-    pub fn made(&self) -> bool {
-        self.dir.get().is_some_and(Option::is_some)
-    }
-
     /// Before a pass: the plugin is put back if a check of an earlier pass changed it (under
     /// `--sandbox` the folder is the checks' to write). Nothing when the folder is not made.
     pub fn fresh_pass(&self) {
         let Some(Some(dir)) = self.dir.get() else {
             return;
         };
+        use std::os::unix::fs::MetadataExt as _;
         let plugin = dir.path().join(plugin_file());
-        if std::fs::read(&plugin).ok().as_deref() != Some(pytest::PLUGIN.as_bytes()) {
+        // A link (symbolic, or a second name a check could write through later) is replaced.
+        let intact = std::fs::symlink_metadata(&plugin)
+            .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1)
+            && std::fs::read(&plugin).ok().as_deref() == Some(pytest::PLUGIN.as_bytes());
+        if !intact {
             let _ = std::fs::remove_file(&plugin);
             let _ = std::fs::write(&plugin, pytest::PLUGIN);
         }
@@ -128,6 +128,21 @@ impl Private {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let file = self.path()?.join(format!("{stem}-{n}.jsonl"));
         let _ = std::fs::remove_file(&file);
+        Some(file)
+    }
+
+    /// Writes `text` to a new file `name` in the folder: whatever a check left under that
+    /// name (a link to a file of the user's, say) is removed first, never written through.
+    pub fn write_new(&self, name: &str, text: &str) -> Option<PathBuf> {
+        use std::io::Write as _;
+        let file = self.path()?.join(name);
+        let _ = std::fs::remove_file(&file);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .ok()?;
+        f.write_all(text.as_bytes()).ok()?;
         Some(file)
     }
 
