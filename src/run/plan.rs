@@ -8,7 +8,7 @@ use crate::delivery::Delivery;
 use crate::error::Result;
 use crate::git;
 use crate::identity;
-use crate::roles::po::{baseline, verify};
+use crate::roles::po::{baseline, grade, verify};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::provider::client::Settings;
 use crate::roles::se::provider::{Provider, ProviderSpec};
@@ -375,19 +375,61 @@ fn first_prompt(
     tree_before: Oid,
     context: &[ContextFile],
 ) -> String {
+    let (red, tests) = if opts.baseline_check {
+        (
+            baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv()),
+            cached_named_tests(repo, opts, tree_before),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let order = &opts.work_order.order;
+    let named = grade::Named {
+        fail_to_pass: &order.fail_to_pass_tests,
+        pass_to_pass: &order.pass_to_pass_tests,
+    };
     prompt::build(
         &opts.work_order.order,
         context,
         &opts.work_order.order.acceptance_commands,
         None,
-        &if opts.baseline_check {
-            baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv())
-        } else {
-            Vec::new()
-        }
-        .iter()
-        .collect::<Vec<_>>(),
+        &prompt::Red {
+            commands: red.iter().collect(),
+            tests: grade::red_on_baseline(&tests, &named),
+        },
     )
+}
+
+/// The per-test reports the cache holds for this baseline of a named-tests order (SPEC
+/// §3.9), with the commands a run would check it with; none when it holds none.
+fn cached_named_tests(
+    repo: &Repository,
+    opts: &RunOptions,
+    tree_before: Oid,
+) -> Vec<crate::store::records::CommandTests> {
+    let cfg = Config::of(repo);
+    let Ok(tree) = repo.find_tree(tree_before) else {
+        return Vec::new();
+    };
+    let Ok(verify) = verify::commands_for_tree(&tree, &cfg.multi(crate::config::VERIFY)) else {
+        return Vec::new();
+    };
+    let wo = &opts.work_order;
+    let (pass_to_pass, fail_to_pass) = (wo.pass_to_pass_argv(), wo.fail_to_pass_argv());
+    let acceptance = wo.acceptance_argv();
+    let contract = baseline::Contract {
+        repo,
+        tree: tree_before,
+        verify: &verify,
+        pass_to_pass: &pass_to_pass,
+        fail_to_pass: &fail_to_pass,
+        acceptance: &acceptance,
+        named: grade::Named {
+            fail_to_pass: &wo.order.fail_to_pass_tests,
+            pass_to_pass: &wo.order.pass_to_pass_tests,
+        },
+    };
+    baseline::cached_named_tests(&contract, &cfg.multi(crate::config::TEST_REPORT))
 }
 
 /// Where a PASS goes (SPEC §5): a worktree run's onto a branch, an in-situ run's into the

@@ -23,6 +23,7 @@ mod ignored_kept;
 mod isolation;
 mod judges;
 mod log_show;
+mod named;
 mod newcomer;
 mod package;
 mod page;

@@ -23,11 +23,7 @@ impl Session<'_> {
             &self.plan.context,
             &self.plan.wo.order.acceptance_commands,
             self.brief.as_ref(),
-            &if attempt == 1 {
-                self.red.iter().collect()
-            } else {
-                Vec::new()
-            },
+            &self.red_for(attempt),
         );
         if let Err(e) = std::fs::write(dir.join("prompt.txt"), &text) {
             self.fatal = Some(format!("cannot write prompt.txt: {e}"));
