@@ -89,6 +89,7 @@ impl Session<'_> {
     /// The change planned in memory within the work order's scope (SPEC §3.5).
     fn scope(&mut self, proposal: &Proposal, dir: &Path) -> Result<tr::Plan, Outcome> {
         let allowed = self.plan.wo.order.allowed_files.clone();
+        let judged = self.judged_files();
         let rules = Rules {
             allowed: Some(&allowed),
             protected: Some(&self.plan.protected),
@@ -100,6 +101,7 @@ impl Session<'_> {
             } else {
                 TestsGuard::Refuse
             },
+            judged: &judged,
         };
         match tr::plan(&proposal.change, &self.root, &rules) {
             Ok(plan) => Ok(plan),
@@ -119,6 +121,34 @@ impl Session<'_> {
                 Err(self.fail(refusal.stage, None, &refusal.message))
             }
         }
+    }
+
+    /// The files holding the tests the baseline's reports judged (SPEC §3.9), looked up in the
+    /// baseline's tree; none without a baseline report.
+    fn judged_files(&self) -> Vec<tr::weakened::JudgedFile> {
+        if self.baseline_tests.is_empty() {
+            return Vec::new();
+        }
+        let Ok(tree) = self.baseline.tree() else {
+            return Vec::new();
+        };
+        let is_file = |p: &str| {
+            tree.get_path(Path::new(p))
+                .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob))
+        };
+        let all = || {
+            let mut files = Vec::new();
+            let _ = tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+                if e.kind() == Some(git2::ObjectType::Blob) {
+                    if let Some(name) = e.name() {
+                        files.push(format!("{dir}{name}"));
+                    }
+                }
+                git2::TreeWalkResult::Ok
+            });
+            files
+        };
+        tr::weakened::judged_files(&self.baseline_tests, is_file, all)
     }
 
     /// A change an earlier attempt already tried fails again without being applied.

@@ -20,7 +20,9 @@ pub(super) enum ConfigKind {
 pub(super) fn kind_of(path: &str) -> Option<ConfigKind> {
     let name = super::lang::file_name(path);
     Some(match name {
-        "conftest.py" | "pytest.ini" | ".pytest.ini" | "tox.ini" => ConfigKind::Whole,
+        // pytest 9 reads `pytest.toml` and `.pytest.toml` as it reads `pytest.ini`.
+        "conftest.py" | "pytest.ini" | ".pytest.ini" | "pytest.toml" | ".pytest.toml"
+        | "tox.ini" => ConfigKind::Whole,
         "pyproject.toml" => ConfigKind::Pyproject,
         "setup.cfg" => ConfigKind::SetupCfg,
         "Cargo.toml" => ConfigKind::Cargo,
