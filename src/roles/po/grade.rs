@@ -49,9 +49,24 @@ pub fn matches(pattern: &str, id: &str) -> bool {
 /// red, and the exit code does not count (a suite with known failures can be the judge).
 pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Judgement {
     let mut j = Judgement::default();
-    for t in cmd.tests.iter().flat_map(|r| r.tests.iter()) {
-        let passing = t.status == TestStatus::Passed && !(t.flaky && flaky_fails);
-        if passing {
+    let tests: Vec<&TestResult> = cmd.tests.iter().flat_map(|r| r.tests.iter()).collect();
+    let passes = |t: &TestResult| t.status == TestStatus::Passed && !(t.flaky && flaky_fails);
+    // A named test in a module the baseline could not collect must be reported, and pass.
+    for t in tests
+        .iter()
+        .filter(|t| t.baseline.is_some_and(TestStatus::is_red))
+    {
+        for p in named_below(named, &t.id) {
+            if !tests.iter().any(|c| matches(p, &c.id)) {
+                j.unmet.push((p.clone(), TestStatus::Missing));
+                j.red
+                    .push((p.clone(), "not reported after the change".into()));
+            }
+        }
+    }
+    let mut new_red = false;
+    for t in tests {
+        if passes(t) {
             continue;
         }
         let was_green = t.baseline == Some(TestStatus::Passed);
@@ -60,13 +75,16 @@ pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Jud
             j.regression.push((t.id.clone(), t.status));
         } else if is_named {
             j.unmet.push((t.id.clone(), t.status));
+        } else if t.baseline.is_none() && t.status.is_red() {
+            // New after the change and failing: no known failure (SPEC §3.9).
+            new_red = true;
         } else {
             continue;
         }
         j.red
             .push((t.id.clone(), t.message.clone().unwrap_or_default()));
     }
-    j.ok = j.regression.is_empty() && j.unmet.is_empty();
+    j.ok = j.regression.is_empty() && j.unmet.is_empty() && !new_red;
     j
 }
 
@@ -106,18 +124,72 @@ pub fn join(cmd: &mut CmdResult, base: Option<&CommandTests>) {
         seen.insert(t.id.clone());
     }
     for b in &base.tests {
-        if !seen.contains(&b.id) {
-            report.tests.push(TestResult {
-                id: b.id.clone(),
-                status: TestStatus::Missing,
-                duration_seconds: None,
-                message: Some("not reported after the change".into()),
-                excerpt: None,
-                flaky: false,
-                baseline: Some(b.status),
-            });
+        if seen.contains(&b.id) {
+            continue;
         }
+        let (status, message) = match b.status.is_red() {
+            true => collected(&report.tests, &b.id),
+            false => None,
+        }
+        .unwrap_or((TestStatus::Missing, "not reported after the change".into()));
+        report.tests.push(TestResult {
+            id: b.id.clone(),
+            status,
+            duration_seconds: None,
+            message: Some(message),
+            excerpt: None,
+            flaky: false,
+            baseline: Some(b.status),
+        });
     }
+}
+
+/// A red result of the baseline that stood for tests it hid: a module (`tests/test_x.py`) or
+/// class that pytest could not collect — typically a red test importing what the fix is to
+/// add. Once it collects, its tests (`<id>::…`) are reported instead, and it is as green as
+/// they all are. `None`: no test below it is reported.
+fn collected(tests: &[TestResult], id: &str) -> Option<(TestStatus, String)> {
+    let below = format!("{id}::");
+    let children: Vec<&TestResult> = tests.iter().filter(|t| t.id.starts_with(&below)).collect();
+    if children.is_empty() {
+        return None;
+    }
+    let passing = children
+        .iter()
+        .filter(|t| t.status == TestStatus::Passed)
+        .count();
+    let status = match children.iter().find(|t| t.status != TestStatus::Passed) {
+        None => TestStatus::Passed,
+        Some(t) if t.status.is_red() || t.status == TestStatus::Missing => t.status,
+        Some(_) => TestStatus::Skipped,
+    };
+    Some((
+        status,
+        format!(
+            "collected now: {passing} of its {} test(s) pass",
+            children.len()
+        ),
+    ))
+}
+
+/// Whether the red result `id` (a module or class the baseline could not collect) hid the
+/// test `pattern` names.
+pub fn hides(id: &str, status: TestStatus, pattern: &str) -> bool {
+    status.is_red()
+        && pattern
+            .trim_end_matches('*')
+            .strip_prefix(id)
+            .is_some_and(|rest| rest.starts_with("::"))
+}
+
+/// Whether a named `fail_to_pass` pattern lies below `id` (a module or class the baseline
+/// could not collect): the named test is one it hid.
+fn named_below<'a>(named: &'a Named<'_>, id: &str) -> impl Iterator<Item = &'a String> {
+    let id = id.to_string();
+    named
+        .fail_to_pass
+        .iter()
+        .filter(move |p| hides(&id, TestStatus::Error, p))
 }
 
 /// What grading found in one command.
@@ -290,7 +362,8 @@ pub fn counts<'a>(
             }
             c.flaky += u32::from(t.flaky);
             let passing = t.status == TestStatus::Passed;
-            let named_red = named.fail_to_pass.iter().any(|p| matches(p, &t.id));
+            let named_red = (named.fail_to_pass.iter())
+                .any(|p| matches(p, &t.id) || hides(&t.id, TestStatus::Error, p));
             match t.baseline {
                 Some(TestStatus::Passed) => {
                     c.pass_to_pass_total += 1;
