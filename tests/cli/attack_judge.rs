@@ -314,6 +314,22 @@ fn a_test_deleted_from_the_acceptance_suite_is_a_regression() {
         "regression",
         "tests/test_positive.py::test_positive_zero — missing",
     );
+    // Without `tests_may_change`: loosening the test only the acceptance command runs.
+    let r = project();
+    let loose = GREEN_TESTS.replace("absolute(0) == 0", "absolute(0) in (0, 1)");
+    let diff = rewrite("calc.py", CALC, FIXED_BUT_ZERO)
+        + &rewrite("tests/test_positive.py", GREEN_TESTS, &loose);
+    let mut o = order(json!({"acceptance_commands": ["python -m pytest -q"]}));
+    if let Some(o) = o.as_object_mut() {
+        o.remove("pass_to_pass");
+    }
+    let out = replayed(&r, &diff, o);
+    fails_with(
+        &r,
+        &out,
+        "tests_weakened",
+        "tests/test_positive.py::test_positive",
+    );
 }
 
 /// The code under test runs inside pytest: it can read where the plugin writes, append

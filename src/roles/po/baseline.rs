@@ -151,7 +151,8 @@ fn broken(r: &BaselineResult) -> Error {
 }
 
 /// Runs (or reads from the cache) verification, `pass_to_pass` and `fail_to_pass` on the
-/// baseline and judges them. Refusals (exit 2) come back as `Err`: a broken baseline, or
+/// baseline and judges them; then, when the run proceeds, the acceptance commands for their
+/// per-test reports. Refusals (exit 2) come back as `Err`: a broken baseline, or
 /// `fail_to_pass` commands that pass already while others fail.
 pub fn check<G>(
     contract: &Contract<'_>,
@@ -237,12 +238,40 @@ pub fn check<G>(
              or fix the command; nothing was recorded",
         ));
     };
+    if finding == Finding::Red {
+        let reported = acceptance_reports(contract, po, &mut on_command, &mut results)?;
+        ran |= !contract.acceptance.is_empty();
+        tests.extend(reported);
+    }
     Ok(Report {
         results,
         finding,
         ran,
         tests,
     })
+}
+
+/// The acceptance commands on the baseline, for their per-test reports only (SPEC §3.9): a
+/// test that passed there must pass again, whichever command reports it — without them an
+/// acceptance command that runs the whole suite could lose a test (`tests_may_change`) or
+/// loosen one no other command reports, and no grading would see it. Red or green, they
+/// decide nothing here.
+fn acceptance_reports<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    on_command: &mut impl FnMut(&str, &[String]) -> G,
+    results: &mut Vec<BaselineResult>,
+) -> Result<Vec<CommandTests>> {
+    let mut reported = Vec::new();
+    for (i, argv) in contract.acceptance.iter().enumerate() {
+        let shown = on_command(Phase::Acceptance.as_str(), argv);
+        let cmd = po.run_one(Phase::Acceptance.as_str(), i, argv);
+        drop(shown);
+        interrupted(&cmd)?;
+        results.push(result(Phase::Acceptance, &cmd));
+        reported.extend(cmd.tests);
+    }
+    Ok(reported)
 }
 
 /// The baseline check of an order that names tests (SPEC §3.9): every check command runs
