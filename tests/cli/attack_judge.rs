@@ -369,3 +369,30 @@ fn a_regression_that_passes_only_when_run_again_is_not_a_pass() {
     let out = replayed(&r, &rewrite("calc.py", CALC, sneaky), order(json!({})));
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
 }
+
+/// With no contract there is no baseline to grade against: reading the proposal is all that
+/// stands between a deselecting configuration and a PASS. pytest reads its `pyproject.toml`
+/// section however TOML spells it — a dotted key below `[tool]`, at the root, an inline table.
+#[test]
+fn a_pytest_section_spelled_with_dotted_keys_or_an_inline_table_is_tests_weakened() {
+    for config in [
+        "[project]\nname = \"calc\"\n\n[tool]\npytest.addopts = [\"-k\", \"not zero\"]\n",
+        "tool.pytest.addopts = [\"-k\", \"not zero\"]\n\n[project]\nname = \"calc\"\n",
+        "[project]\nname = \"calc\"\n\n[tool]\npytest = { addopts = [\"-k\", \"not zero\"] }\n",
+    ] {
+        let r = project();
+        let diff =
+            rewrite("calc.py", CALC, FIXED_BUT_ZERO) + &rewrite("pyproject.toml", "", config);
+        let o = json!({
+            "id": "abs",
+            "title": "absolute() of negative numbers",
+            "intent": "absolute(x) must return -x for negative x.",
+            "allowed_files": ["calc.py", "pyproject.toml"],
+            "acceptance_commands": ["python -m pytest -q"],
+        });
+        let out = replayed(&r, &diff, o);
+        assert_eq!(out.status.code(), Some(1), "{config}: {}", stderr_of(&out));
+        assert_eq!(stage(&r), "tests_weakened", "{config}: {}", summary(&r));
+        assert!(brief(&r).contains("pyproject.toml"), "{}", brief(&r));
+    }
+}
