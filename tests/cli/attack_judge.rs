@@ -291,6 +291,43 @@ fn a_new_failing_test_fails_a_command_graded_by_named_tests() {
     fails_with(&r, &out, "acceptance_failed", "tests/test_new.py::test_new");
 }
 
+/// Named tests let a suite's exit code not count, but a suite that no longer ends — it hangs
+/// at exit, or dies by a signal — is no known failure: its command fails.
+#[test]
+fn a_suite_graded_by_named_tests_that_hangs_or_crashes_at_exit_fails() {
+    for (what, tail, flags) in [
+        (
+            "hang",
+            "import atexit, time\natexit.register(lambda: time.sleep(1000))\n",
+            &["--timeout-seconds", "5"][..],
+        ),
+        (
+            "signal",
+            "import atexit, os, signal\natexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))\n",
+            &[][..],
+        ),
+    ] {
+        let r = project();
+        r.write("tests/test_known.py", "def test_known_broken():\n    assert 1 == 2\n");
+        r.git(&["add", "-A"]);
+        r.git(&["commit", "-qm", "a known failure"]);
+        let o = json!({
+            "id": "abs",
+            "title": "absolute() of negative numbers",
+            "intent": "absolute(x) must return -x for negative x.",
+            "allowed_files": ["calc.py"],
+            "acceptance_commands": ["python -m pytest -q"],
+            "fail_to_pass_tests": ["tests/test_calc.py::test_negative"],
+        });
+        let replay = r.replay("rp", &[("1.diff", rewrite("calc.py", CALC, &format!("{FIXED}{tail}")))]);
+        let wo = r.work_order(o);
+        let out = r.run_replay(&wo, &replay, &[&["--max-attempts", "1"][..], flags].concat());
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr_of(&out));
+        assert_eq!(stage(&r), "acceptance_failed", "{what}: {}", summary(&r));
+        assert_eq!(r.read("calc.py").as_deref(), Some(CALC), "{what}: rolled back");
+    }
+}
+
 /// An acceptance command that runs the whole suite, and no `pass_to_pass`: with the baseline
 /// check on, a test the acceptance command passed on the baseline and the proposal deletes
 /// (`tests_may_change` lets it) is a regression — "a removed baseline test is a regression

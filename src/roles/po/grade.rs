@@ -46,7 +46,8 @@ pub fn matches(pattern: &str, id: &str) -> bool {
 
 /// Judges a command that reports named tests (SPEC §3.9): every named test and every test
 /// that passed on the baseline must pass; tests red on the baseline and not named may stay
-/// red, and the exit code does not count (a suite with known failures can be the judge).
+/// red, and the exit code does not count (a suite with known failures can be the judge) —
+/// but the command must have exited: a timeout or a signal fails it.
 pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Judgement {
     let mut j = Judgement::default();
     let tests: Vec<&TestResult> = cmd.tests.iter().flat_map(|r| r.tests.iter()).collect();
@@ -75,8 +76,8 @@ pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Jud
             j.regression.push((t.id.clone(), t.status));
         } else if is_named {
             j.unmet.push((t.id.clone(), t.status));
-        } else if t.baseline.is_none() && t.status.is_red() {
-            // New after the change and failing: no known failure (SPEC §3.9).
+        } else if t.status.is_red() && !t.baseline.is_some_and(TestStatus::is_red) {
+            // New after the change (or skipped before) and failing: no known failure.
             new_red = true;
         } else {
             continue;
@@ -84,7 +85,16 @@ pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Jud
         j.red
             .push((t.id.clone(), t.message.clone().unwrap_or_default()));
     }
-    j.ok = j.regression.is_empty() && j.unmet.is_empty() && !new_red;
+    // The exit code does not count; a command that did not end by itself (a hang, a crash at
+    // exit, a program that would not start) is no report of a finished suite.
+    let ended = cmd.exit_code.is_some()
+        && cmd.signal.is_none()
+        && !cmd.timed_out
+        && cmd.spawn_error.is_none();
+    if !ended {
+        j.red.push((cmd.display(), cmd.outcome()));
+    }
+    j.ok = ended && j.regression.is_empty() && j.unmet.is_empty() && !new_red;
     j
 }
 
