@@ -121,7 +121,7 @@ pub struct Rules<'a> {
     pub tests: TestsGuard,
     /// The files holding tests the baseline's report judged (SPEC §3.9): any change to one is
     /// a weakening; empty without a baseline report.
-    pub judged: &'a [weakened::JudgedFile],
+    pub judged: &'a weakened::Judged,
 }
 
 /// Validates and plans a change against the work tree at `root`, writing nothing.
@@ -228,7 +228,7 @@ fn plan_diff(
         rules.tests,
         || {
             let mut found = weakened::in_patches(&patches, root);
-            found.extend(weakened::in_judged(&touched, rules.judged));
+            found.extend(weakened::in_judged(&touched, rules.judged, root));
             found
         },
         &touched,
@@ -365,7 +365,7 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
         rules.tests,
         || {
             let mut found = weakened::in_writes(&outcomes);
-            found.extend(weakened::in_judged(&touched, rules.judged));
+            found.extend(weakened::in_judged(&touched, rules.judged, root));
             found
         },
         &touched,

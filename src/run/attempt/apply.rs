@@ -89,7 +89,7 @@ impl Session<'_> {
     /// The change planned in memory within the work order's scope (SPEC §3.5).
     fn scope(&mut self, proposal: &Proposal, dir: &Path) -> Result<tr::Plan, Outcome> {
         let allowed = self.plan.wo.order.allowed_files.clone();
-        let judged = self.judged_files();
+        let judged = self.judged();
         let rules = Rules {
             allowed: Some(&allowed),
             protected: Some(&self.plan.protected),
@@ -123,14 +123,14 @@ impl Session<'_> {
         }
     }
 
-    /// The files holding the tests the baseline's reports judged (SPEC §3.9), looked up in the
-    /// baseline's tree; none without a baseline report.
-    fn judged_files(&self) -> Vec<tr::weakened::JudgedFile> {
+    /// What the baseline's reports judged (SPEC §3.9): the files pytest's ids name, looked up
+    /// in the baseline's tree, and the other runners' test names; nothing without a report.
+    fn judged(&self) -> tr::weakened::Judged {
         if self.baseline_tests.is_empty() {
-            return Vec::new();
+            return tr::weakened::Judged::default();
         }
         let Ok(tree) = self.baseline.tree() else {
-            return Vec::new();
+            return tr::weakened::Judged::default();
         };
         let is_file = |p: &str| {
             tree.get_path(Path::new(p))
@@ -148,7 +148,8 @@ impl Session<'_> {
             });
             files
         };
-        tr::weakened::judged_files(&self.baseline_tests, is_file, all)
+        let files = tr::weakened::judged_files(&self.baseline_tests, is_file, all);
+        tr::weakened::Judged::of(&self.baseline_tests, files)
     }
 
     /// A change an earlier attempt already tried fails again without being applied.

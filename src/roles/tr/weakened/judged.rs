@@ -5,9 +5,49 @@
 //! judged weakens them cannot be decided by reading it (as with `conftest.py`), so any change
 //! to such a file is named; `tests_may_change` allows it.
 
-use super::finding;
+use super::{finding, lang};
 use crate::store::records::{CommandTests, TestStatus, Weakening};
+use bstr::ByteSlice;
 use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What the baseline's reports judged, as TR can find it in a proposal's files.
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    /// The files pytest's ids name.
+    pub files: Vec<JudgedFile>,
+    /// The tests of runners whose ids name no file (`go test`, libtest, TAP, JUnit): each
+    /// name a test definition may spell (`TestX`, `doubles_zero`, `'doubles zero'`), with the
+    /// test id it comes from. A test file that defines one holds a judged test.
+    pub names: BTreeMap<Vec<u8>, String>,
+}
+
+impl Judged {
+    pub fn of(reports: &[CommandTests], files: Vec<JudgedFile>) -> Judged {
+        let mut names = BTreeMap::new();
+        for report in reports.iter().filter(|r| r.source != "pytest") {
+            for t in report.tests.iter().filter(|t| judged(t.status)) {
+                let whole = std::iter::once(t.id.as_str());
+                for part in whole.chain(t.id.split("::")).chain(t.id.split('/')) {
+                    let part = part.split('[').next().unwrap_or(part).trim();
+                    if !part.is_empty() {
+                        names
+                            .entry(part.as_bytes().to_vec())
+                            .or_insert_with(|| t.id.clone());
+                    }
+                }
+            }
+        }
+        Judged { files, names }
+    }
+}
+
+fn judged(status: TestStatus) -> bool {
+    matches!(
+        status,
+        TestStatus::Passed | TestStatus::Failed | TestStatus::Error
+    )
+}
 
 /// A file holding tests of the baseline's reports, with the test that names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,10 +73,7 @@ pub fn judged_files(
     let mut by_file: BTreeMap<&str, (Option<&str>, Option<&str>, usize)> = BTreeMap::new();
     for report in reports.iter().filter(|r| r.source == "pytest") {
         for t in &report.tests {
-            if !matches!(
-                t.status,
-                TestStatus::Passed | TestStatus::Failed | TestStatus::Error
-            ) {
+            if !judged(t.status) {
                 continue;
             }
             let file = t.id.split("::").next().unwrap_or("");
@@ -79,14 +116,21 @@ pub fn judged_files(
     out.into_values().collect()
 }
 
-/// Names every touched path that holds judged tests.
-pub fn in_judged(touched: &[String], judged: &[JudgedFile]) -> Vec<Weakening> {
+/// Names every touched path that holds judged tests: a file pytest's ids name, or a test
+/// file (by its runner's naming rules, or Rust's `tests/`) whose baseline text at `root`
+/// defines a judged test of another runner. Rust unit tests share their file with the code
+/// they test, which must stay changeable: they are left to the other rules.
+pub fn in_judged(touched: &[String], judged: &Judged, root: &Path) -> Vec<Weakening> {
     let mut out = Vec::new();
     for path in touched {
-        let Some(j) = judged.iter().find(|j| &j.path == path) else {
+        let found = match judged.files.iter().find(|j| &j.path == path) {
+            Some(j) => Some((j.test.clone(), j.tests)),
+            None => defined_in(path, judged, root).map(|id| (id, 1)),
+        };
+        let Some((test, count)) = found else {
             continue;
         };
-        let more = match j.tests {
+        let more = match count {
             0 | 1 => String::new(),
             n => format!(" and {} more", n - 1),
         };
@@ -94,13 +138,42 @@ pub fn in_judged(touched: &[String], judged: &[JudgedFile]) -> Vec<Weakening> {
             path,
             None,
             format!(
-                "changes a file holding tests the baseline's report judged ({}{more}): whether \
-                 an edit to it weakens them cannot be decided by reading it",
-                j.test
+                "changes a file holding tests the baseline's report judged ({test}{more}): whether \
+                 an edit to it weakens them cannot be decided by reading it"
             ),
         ));
     }
     out
+}
+
+/// The judged test a test file defines on the baseline, if any.
+fn defined_in(path: &str, judged: &Judged, root: &Path) -> Option<String> {
+    if judged.names.is_empty() {
+        return None;
+    }
+    let lang = lang::lang_of(path)?;
+    let in_tests = path.starts_with("tests/") || path.contains("/tests/");
+    let test_file = match lang::by_path(path, lang) {
+        lang::ByPath::Yes => true,
+        _ => lang == lang::Lang::Rust && in_tests,
+    };
+    if !test_file {
+        return None;
+    }
+    let bytes = crate::roles::tr::apply::read_state(root, path).ok()??.bytes;
+    bytes.lines().find_map(|line| {
+        let t = line.trim_ascii();
+        let name = lang::test_def(lang, t).or_else(|| match lang {
+            lang::Lang::Rust | lang::Lang::Java => lang::def_name(lang, t),
+            _ => None,
+        })?;
+        // A JS test's name is its string literal, quotes and all.
+        let name = match name {
+            [q, inner @ .., end] if q == end && matches!(q, b'\'' | b'"' | b'`') => inner,
+            _ => name,
+        };
+        judged.names.get(name).cloned()
+    })
 }
 
 #[cfg(test)]
@@ -169,7 +242,8 @@ mod tests {
             ]
         );
         let touched = ["calc.py".to_string(), "tests/test_a.py".to_string()];
-        let found = in_judged(&touched, &judged);
+        let judged = Judged::of(&reports, judged);
+        let found = in_judged(&touched, &judged, Path::new("/nonexistent"));
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].file, "tests/test_a.py");
         assert!(

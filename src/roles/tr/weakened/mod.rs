@@ -20,7 +20,7 @@ mod config;
 mod judged;
 mod lang;
 
-pub use judged::{in_judged, judged_files, JudgedFile};
+pub use judged::{in_judged, judged_files, Judged, JudgedFile};
 
 use super::diff::{show, FilePatch, Line};
 use crate::git::files::FileOutcome;
