@@ -430,6 +430,97 @@ mod tests {
     }
 
     #[test]
+    fn a_module_red_for_a_collection_error_is_as_green_as_its_tests_once_collected() {
+        let base = cmd(1, Some(vec![t("t.py", TestStatus::Error)]))
+            .tests
+            .unwrap_or_else(|| unreachable!());
+        let mut now = cmd(
+            0,
+            Some(vec![
+                t("t.py::a", TestStatus::Passed),
+                t("t.py::b", TestStatus::Passed),
+            ]),
+        );
+        join(&mut now, Some(&base));
+        assert!(judge(&now, true, false).ok);
+        let mut half = cmd(
+            1,
+            Some(vec![
+                t("t.py::a", TestStatus::Passed),
+                t("t.py::b", TestStatus::Failed),
+            ]),
+        );
+        join(&mut half, Some(&base));
+        let j = judge(&half, true, false);
+        assert_eq!(j.unmet, [("t.py".to_string(), TestStatus::Failed)]);
+        // Nothing below it reported: the module is missing.
+        let mut gone = cmd(0, Some(vec![t("other.py::c", TestStatus::Passed)]));
+        join(&mut gone, Some(&base));
+        assert_eq!(
+            judge(&gone, true, false).unmet,
+            [("t.py".to_string(), TestStatus::Missing)]
+        );
+        // Named: the named test it hid must be reported, and pass.
+        let red = ["t.py::b".to_string()];
+        let named = Named {
+            fail_to_pass: &red,
+            pass_to_pass: &[],
+        };
+        let mut without_b = cmd(1, Some(vec![t("t.py::a", TestStatus::Passed)]));
+        join(&mut without_b, Some(&base));
+        let j = judge_named(&without_b, &named, false);
+        assert!(!j.ok);
+        assert_eq!(j.unmet, [("t.py::b".to_string(), TestStatus::Missing)]);
+        assert!(judge_named(&now, &named, false).ok);
+    }
+
+    #[test]
+    fn named_tests_do_not_forgive_a_timeout_or_a_new_failing_test() {
+        let base = cmd(
+            1,
+            Some(vec![
+                t("a", TestStatus::Failed),
+                t("known", TestStatus::Failed),
+            ]),
+        )
+        .tests
+        .unwrap_or_else(|| unreachable!());
+        let red = ["a".to_string()];
+        let named = Named {
+            fail_to_pass: &red,
+            pass_to_pass: &[],
+        };
+        let fixed = || {
+            let mut c = cmd(
+                1,
+                Some(vec![
+                    t("a", TestStatus::Passed),
+                    t("known", TestStatus::Failed),
+                ]),
+            );
+            join(&mut c, Some(&base));
+            c
+        };
+        assert!(
+            judge_named(&fixed(), &named, false).ok,
+            "exit 1 does not count"
+        );
+        let mut hung = fixed();
+        hung.exit_code = None;
+        hung.timed_out = true;
+        assert!(!judge_named(&hung, &named, false).ok);
+        let mut crashed = fixed();
+        crashed.exit_code = None;
+        crashed.signal = Some(11);
+        assert!(!judge_named(&crashed, &named, false).ok);
+        let mut new_red = fixed();
+        if let Some(r) = new_red.tests.as_mut() {
+            r.tests.push(t("new", TestStatus::Failed));
+        }
+        assert!(!judge_named(&new_red, &named, false).ok);
+    }
+
+    #[test]
     fn lost_skipped_or_xfailed_baseline_tests_are_regressions() {
         let base = cmd(
             0,
