@@ -480,3 +480,18 @@ fn rewriting_a_red_go_or_node_test_so_it_passes_is_tests_weakened() {
         assert_eq!(r.read(test_file).as_deref(), Some(old), "rolled back");
     }
 }
+
+/// A new test file runs in the same pytest process as the judged tests: at import it can
+/// patch the code they test (`calc.absolute = abs`), so the red test passes while `calc.py`
+/// stays wrong. Like `conftest.py`, whether a new test module changes other tests cannot be
+/// decided by reading it; refusing every new test file without `tests_may_change` would also
+/// forbid adding a test, so this is a decision left open.
+#[test]
+#[ignore = "open: a new test module runs in the judged tests' process and can patch the code under test; refusing new test files would forbid adding tests without tests_may_change"]
+fn a_new_test_file_that_patches_the_code_under_test_is_not_a_pass() {
+    let r = project();
+    let patcher = "import calc\ncalc.absolute = abs\n\n\ndef test_more():\n    assert calc.absolute(-1) == 1\n";
+    let o = order(json!({"allowed_files": ["calc.py", "tests/test_a0.py"]}));
+    let out = replayed(&r, &rewrite("tests/test_a0.py", "", patcher), o);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+}
