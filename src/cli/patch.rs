@@ -57,6 +57,7 @@ pub fn cmd_patch(ui: &Ui, args: PatchArgs) -> Result<Exit> {
         strict_only: args.strict,
         repo: None,
         tests: tr::TestsGuard::Off,
+        judged: &tr::weakened::Judged::default(),
     };
     let plan = match tr::plan(&change, &root, &rules) {
         Ok(plan) => plan,

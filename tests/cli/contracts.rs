@@ -316,14 +316,17 @@ fn a_red_command_that_is_already_green_is_refused_as_not_a_failing_test() {
 fn the_second_run_on_the_same_baseline_runs_no_baseline_command() {
     let r = python_project();
     r.git(&["config", "factory.verify", &counted(&r, "verify", "true")]);
-    let order = contract_order(&[&counted(&r, "red", RED)], &[&counted(&r, "green", GREEN)]);
+    let mut order = contract_order(&[&counted(&r, "red", RED)], &[&counted(&r, "green", GREEN)]);
+    // The acceptance commands run on the baseline too, for their per-test reports: cached
+    // like the rest.
+    order["acceptance_commands"] = json!([counted(&r, "accept", "true")]);
     // The model answers prose: PO never runs in an attempt, so every check line is the
     // baseline check's.
     let agent = Agent::new(&r, "I think the fix is easy.");
     let out = run(&r, &agent, order.clone(), &["--max-attempts", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     // The red result is confirmed by a second run (SPEC §3.9).
-    assert_eq!(checks_run(&r), ["verify", "green", "red", "red"]);
+    assert_eq!(checks_run(&r), ["verify", "green", "red", "red", "accept"]);
     assert_eq!(agent.calls(), 1);
     // Same baseline, same contract, another run (forced): the baseline check is free, and the
     // red result still reaches the prompt.
@@ -336,7 +339,7 @@ fn the_second_run_on_the_same_baseline_runs_no_baseline_command() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert_eq!(
         checks_run(&r),
-        ["verify", "green", "red", "red"],
+        ["verify", "green", "red", "red", "accept"],
         "nothing ran again"
     );
     assert_eq!(agent.calls(), 2);
@@ -351,7 +354,7 @@ fn the_second_run_on_the_same_baseline_runs_no_baseline_command() {
     let v = r.factory().args(["verify"]).output().expect("verify");
     assert_eq!(v.status.code(), Some(0), "{}", stderr_of(&v));
     assert!(stderr_of(&v).contains("cached"), "{}", stderr_of(&v));
-    assert_eq!(checks_run(&r).len(), 4);
+    assert_eq!(checks_run(&r).len(), 5);
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod common;
 mod agents;
 mod architecture;
 mod attack;
+mod attack_judge;
 mod attest;
 mod audit_concurrent;
 mod batch;

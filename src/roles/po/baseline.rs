@@ -151,7 +151,8 @@ fn broken(r: &BaselineResult) -> Error {
 }
 
 /// Runs (or reads from the cache) verification, `pass_to_pass` and `fail_to_pass` on the
-/// baseline and judges them. Refusals (exit 2) come back as `Err`: a broken baseline, or
+/// baseline and judges them; then, when the run proceeds, the acceptance commands for their
+/// per-test reports. Refusals (exit 2) come back as `Err`: a broken baseline, or
 /// `fail_to_pass` commands that pass already while others fail.
 pub fn check<G>(
     contract: &Contract<'_>,
@@ -237,12 +238,72 @@ pub fn check<G>(
              or fix the command; nothing was recorded",
         ));
     };
+    if finding == Finding::Red {
+        let (reported, ran_them) = acceptance_reports(contract, po, &mut on_command, &mut results)?;
+        ran |= ran_them;
+        tests.extend(reported);
+    }
     Ok(Report {
         results,
         finding,
         ran,
         tests,
     })
+}
+
+/// The acceptance commands on the baseline, for their per-test reports only (SPEC §3.9): a
+/// test that passed there must pass again, whichever command reports it — without them an
+/// acceptance command that runs the whole suite could lose a test (`tests_may_change`) or
+/// loosen one no other command reports, and no grading would see it. Red or green, they
+/// decide nothing here. Cached by tree like the red results, so a second run on the same
+/// baseline runs nothing; with whether they ran.
+fn acceptance_reports<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    on_command: &mut impl FnMut(&str, &[String]) -> G,
+    results: &mut Vec<BaselineResult>,
+) -> Result<(Vec<CommandTests>, bool)> {
+    if contract.acceptance.is_empty() {
+        return Ok((Vec::new(), false));
+    }
+    // Cached like the red results, by tree and commands (tagged: the same list in another
+    // role is another key), with the report globs that shape what they report.
+    let junit = po.tests.map_or(&[][..], |t| &t.junit[..]);
+    let key: Vec<Vec<String>> = (contract.acceptance.iter())
+        .map(|argv| {
+            std::iter::once("\0acceptance_reports".to_string())
+                .chain(argv.iter().cloned())
+                .collect()
+        })
+        .chain(std::iter::once(
+            std::iter::once("\0testReport".to_string())
+                .chain(junit.iter().cloned())
+                .collect(),
+        ))
+        .collect();
+    let cached: Option<Vec<BaselineResult>> = cache::results(contract.repo, contract.tree, &key);
+    if let Some((list, reports)) = cached.zip(cached_tests(contract.repo, contract.tree, &key)) {
+        results.extend(list.into_iter().map(|r| BaselineResult {
+            kind: Phase::Acceptance.as_str().to_string(),
+            cached: true,
+            ..r
+        }));
+        return Ok((reports, false));
+    }
+    let mut list = Vec::new();
+    let mut reported = Vec::new();
+    for (i, argv) in contract.acceptance.iter().enumerate() {
+        let shown = on_command(Phase::Acceptance.as_str(), argv);
+        let cmd = po.run_one(Phase::Acceptance.as_str(), i, argv);
+        drop(shown);
+        interrupted(&cmd)?;
+        list.push(result(Phase::Acceptance, &cmd));
+        reported.extend(cmd.tests);
+    }
+    cache::record_results(contract.repo, contract.tree, &key, &list)?;
+    record_tests(contract.repo, contract.tree, &key, &reported)?;
+    results.extend(list);
+    Ok((reported, true))
 }
 
 /// The phases a named-tests baseline runs, in order: every check command (SPEC §3.9).
@@ -376,9 +437,10 @@ fn judge_named(
     results: &[BaselineResult],
     tests: &[CommandTests],
 ) -> Result<Finding> {
+    // A test in a module the baseline could not collect is found as that module's red result.
     let found = |pattern: &str| -> Vec<&crate::store::records::TestResult> {
         (tests.iter().flat_map(|c| c.tests.iter()))
-            .filter(|t| grade::matches(pattern, &t.id))
+            .filter(|t| grade::matches(pattern, &t.id) || grade::hides(&t.id, t.status, pattern))
             .collect()
     };
     for pattern in named.fail_to_pass.iter().chain(named.pass_to_pass) {

@@ -60,12 +60,28 @@ pub fn red_on_baseline<'a>(baseline: &'a [CommandTests], named: &Named<'_>) -> V
 
 /// Judges a command that reports named tests (SPEC §3.9): every named test and every test
 /// that passed on the baseline must pass; tests red on the baseline and not named may stay
-/// red, and the exit code does not count (a suite with known failures can be the judge).
+/// red, and the exit code does not count (a suite with known failures can be the judge) —
+/// but the command must have exited: a timeout or a signal fails it.
 pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Judgement {
     let mut j = Judgement::default();
-    for t in cmd.tests.iter().flat_map(|r| r.tests.iter()) {
-        let passing = t.status == TestStatus::Passed && !(t.flaky && flaky_fails);
-        if passing {
+    let tests: Vec<&TestResult> = cmd.tests.iter().flat_map(|r| r.tests.iter()).collect();
+    let passes = |t: &TestResult| t.status == TestStatus::Passed && !(t.flaky && flaky_fails);
+    // A named test in a module the baseline could not collect must be reported, and pass.
+    for t in tests
+        .iter()
+        .filter(|t| t.baseline.is_some_and(TestStatus::is_red))
+    {
+        for p in named_below(named, &t.id) {
+            if !tests.iter().any(|c| matches(p, &c.id)) {
+                j.unmet.push((p.clone(), TestStatus::Missing));
+                j.red
+                    .push((p.clone(), "not reported after the change".into()));
+            }
+        }
+    }
+    let mut new_red = false;
+    for t in tests {
+        if passes(t) {
             continue;
         }
         let was_green = t.baseline == Some(TestStatus::Passed);
@@ -74,13 +90,25 @@ pub fn judge_named(cmd: &CmdResult, named: &Named<'_>, flaky_fails: bool) -> Jud
             j.regression.push((t.id.clone(), t.status));
         } else if is_named {
             j.unmet.push((t.id.clone(), t.status));
+        } else if t.status.is_red() && !t.baseline.is_some_and(TestStatus::is_red) {
+            // New after the change (or skipped before) and failing: no known failure.
+            new_red = true;
         } else {
             continue;
         }
         j.red
             .push((t.id.clone(), t.message.clone().unwrap_or_default()));
     }
-    j.ok = j.regression.is_empty() && j.unmet.is_empty();
+    // The exit code does not count; a command that did not end by itself (a hang, a crash at
+    // exit, a program that would not start) is no report of a finished suite.
+    let ended = cmd.exit_code.is_some()
+        && cmd.signal.is_none()
+        && !cmd.timed_out
+        && cmd.spawn_error.is_none();
+    if !ended {
+        j.red.push((cmd.display(), cmd.outcome()));
+    }
+    j.ok = ended && j.regression.is_empty() && j.unmet.is_empty() && !new_red;
     j
 }
 
@@ -120,18 +148,72 @@ pub fn join(cmd: &mut CmdResult, base: Option<&CommandTests>) {
         seen.insert(t.id.clone());
     }
     for b in &base.tests {
-        if !seen.contains(&b.id) {
-            report.tests.push(TestResult {
-                id: b.id.clone(),
-                status: TestStatus::Missing,
-                duration_seconds: None,
-                message: Some("not reported after the change".into()),
-                excerpt: None,
-                flaky: false,
-                baseline: Some(b.status),
-            });
+        if seen.contains(&b.id) {
+            continue;
         }
+        let (status, message) = match b.status.is_red() {
+            true => collected(&report.tests, &b.id),
+            false => None,
+        }
+        .unwrap_or((TestStatus::Missing, "not reported after the change".into()));
+        report.tests.push(TestResult {
+            id: b.id.clone(),
+            status,
+            duration_seconds: None,
+            message: Some(message),
+            excerpt: None,
+            flaky: false,
+            baseline: Some(b.status),
+        });
     }
+}
+
+/// A red result of the baseline that stood for tests it hid: a module (`tests/test_x.py`) or
+/// class that pytest could not collect — typically a red test importing what the fix is to
+/// add. Once it collects, its tests (`<id>::…`) are reported instead, and it is as green as
+/// they all are. `None`: no test below it is reported.
+fn collected(tests: &[TestResult], id: &str) -> Option<(TestStatus, String)> {
+    let below = format!("{id}::");
+    let children: Vec<&TestResult> = tests.iter().filter(|t| t.id.starts_with(&below)).collect();
+    if children.is_empty() {
+        return None;
+    }
+    let passing = children
+        .iter()
+        .filter(|t| t.status == TestStatus::Passed)
+        .count();
+    let status = match children.iter().find(|t| t.status != TestStatus::Passed) {
+        None => TestStatus::Passed,
+        Some(t) if t.status.is_red() || t.status == TestStatus::Missing => t.status,
+        Some(_) => TestStatus::Skipped,
+    };
+    Some((
+        status,
+        format!(
+            "collected now: {passing} of its {} test(s) pass",
+            children.len()
+        ),
+    ))
+}
+
+/// Whether the red result `id` (a module or class the baseline could not collect) hid the
+/// test `pattern` names.
+pub fn hides(id: &str, status: TestStatus, pattern: &str) -> bool {
+    status.is_red()
+        && pattern
+            .trim_end_matches('*')
+            .strip_prefix(id)
+            .is_some_and(|rest| rest.starts_with("::"))
+}
+
+/// Whether a named `fail_to_pass` pattern lies below `id` (a module or class the baseline
+/// could not collect): the named test is one it hid.
+fn named_below<'a>(named: &'a Named<'_>, id: &str) -> impl Iterator<Item = &'a String> {
+    let id = id.to_string();
+    named
+        .fail_to_pass
+        .iter()
+        .filter(move |p| hides(&id, TestStatus::Error, p))
 }
 
 /// What grading found in one command.
@@ -304,7 +386,8 @@ pub fn counts<'a>(
             }
             c.flaky += u32::from(t.flaky);
             let passing = t.status == TestStatus::Passed;
-            let named_red = named.fail_to_pass.iter().any(|p| matches(p, &t.id));
+            let named_red = (named.fail_to_pass.iter())
+                .any(|p| matches(p, &t.id) || hides(&t.id, TestStatus::Error, p));
             match t.baseline {
                 Some(TestStatus::Passed) => {
                     c.pass_to_pass_total += 1;
@@ -358,6 +441,97 @@ mod tests {
         assert!(!judge(&c, false, false).ok);
         let c = cmd(0, Some(vec![t("a", TestStatus::Failed)]));
         assert!(!judge(&c, false, false).ok);
+    }
+
+    #[test]
+    fn a_module_red_for_a_collection_error_is_as_green_as_its_tests_once_collected() {
+        let base = cmd(1, Some(vec![t("t.py", TestStatus::Error)]))
+            .tests
+            .unwrap_or_else(|| unreachable!());
+        let mut now = cmd(
+            0,
+            Some(vec![
+                t("t.py::a", TestStatus::Passed),
+                t("t.py::b", TestStatus::Passed),
+            ]),
+        );
+        join(&mut now, Some(&base));
+        assert!(judge(&now, true, false).ok);
+        let mut half = cmd(
+            1,
+            Some(vec![
+                t("t.py::a", TestStatus::Passed),
+                t("t.py::b", TestStatus::Failed),
+            ]),
+        );
+        join(&mut half, Some(&base));
+        let j = judge(&half, true, false);
+        assert_eq!(j.unmet, [("t.py".to_string(), TestStatus::Failed)]);
+        // Nothing below it reported: the module is missing.
+        let mut gone = cmd(0, Some(vec![t("other.py::c", TestStatus::Passed)]));
+        join(&mut gone, Some(&base));
+        assert_eq!(
+            judge(&gone, true, false).unmet,
+            [("t.py".to_string(), TestStatus::Missing)]
+        );
+        // Named: the named test it hid must be reported, and pass.
+        let red = ["t.py::b".to_string()];
+        let named = Named {
+            fail_to_pass: &red,
+            pass_to_pass: &[],
+        };
+        let mut without_b = cmd(1, Some(vec![t("t.py::a", TestStatus::Passed)]));
+        join(&mut without_b, Some(&base));
+        let j = judge_named(&without_b, &named, false);
+        assert!(!j.ok);
+        assert_eq!(j.unmet, [("t.py::b".to_string(), TestStatus::Missing)]);
+        assert!(judge_named(&now, &named, false).ok);
+    }
+
+    #[test]
+    fn named_tests_do_not_forgive_a_timeout_or_a_new_failing_test() {
+        let base = cmd(
+            1,
+            Some(vec![
+                t("a", TestStatus::Failed),
+                t("known", TestStatus::Failed),
+            ]),
+        )
+        .tests
+        .unwrap_or_else(|| unreachable!());
+        let red = ["a".to_string()];
+        let named = Named {
+            fail_to_pass: &red,
+            pass_to_pass: &[],
+        };
+        let fixed = || {
+            let mut c = cmd(
+                1,
+                Some(vec![
+                    t("a", TestStatus::Passed),
+                    t("known", TestStatus::Failed),
+                ]),
+            );
+            join(&mut c, Some(&base));
+            c
+        };
+        assert!(
+            judge_named(&fixed(), &named, false).ok,
+            "exit 1 does not count"
+        );
+        let mut hung = fixed();
+        hung.exit_code = None;
+        hung.timed_out = true;
+        assert!(!judge_named(&hung, &named, false).ok);
+        let mut crashed = fixed();
+        crashed.exit_code = None;
+        crashed.signal = Some(11);
+        assert!(!judge_named(&crashed, &named, false).ok);
+        let mut new_red = fixed();
+        if let Some(r) = new_red.tests.as_mut() {
+            r.tests.push(t("new", TestStatus::Failed));
+        }
+        assert!(!judge_named(&new_red, &named, false).ok);
     }
 
     #[test]

@@ -119,6 +119,9 @@ pub struct Rules<'a> {
     /// proposal); `None` opens it.
     pub repo: Option<&'a git2::Repository>,
     pub tests: TestsGuard,
+    /// The files holding tests the baseline's report judged (SPEC §3.9): any change to one is
+    /// a weakening; empty without a baseline report.
+    pub judged: &'a weakened::Judged,
 }
 
 /// Validates and plans a change against the work tree at `root`, writing nothing.
@@ -223,7 +226,11 @@ fn plan_diff(
     // its hunks would apply.
     let weakening = guard_tests(
         rules.tests,
-        || weakened::in_patches(&patches, root),
+        || {
+            let mut found = weakened::in_patches(&patches, root);
+            found.extend(weakened::in_judged(&touched, rules.judged, root));
+            found
+        },
         &touched,
     )?;
     // Each file gets the strictest pass that places all its hunks; the change set records the
@@ -354,7 +361,15 @@ fn plan_writes(writes: &[WriteSpec], root: &Path, rules: &Rules<'_>) -> Result<P
     }
     outcomes.sort_by(|a, b| a.path.cmp(&b.path));
     touched.sort();
-    let weakening = guard_tests(rules.tests, || weakened::in_writes(&outcomes), &touched)?;
+    let weakening = guard_tests(
+        rules.tests,
+        || {
+            let mut found = weakened::in_writes(&outcomes);
+            found.extend(weakened::in_judged(&touched, rules.judged, root));
+            found
+        },
+        &touched,
+    )?;
     Ok(Plan {
         outcomes,
         method: ApplyMethod::Writes,

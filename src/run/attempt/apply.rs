@@ -89,6 +89,7 @@ impl Session<'_> {
     /// The change planned in memory within the work order's scope (SPEC §3.5).
     fn scope(&mut self, proposal: &Proposal, dir: &Path) -> Result<tr::Plan, Outcome> {
         let allowed = self.plan.wo.order.allowed_files.clone();
+        let judged = self.judged();
         let rules = Rules {
             allowed: Some(&allowed),
             protected: Some(&self.plan.protected),
@@ -100,6 +101,7 @@ impl Session<'_> {
             } else {
                 TestsGuard::Refuse
             },
+            judged: &judged,
         };
         match tr::plan(&proposal.change, &self.root, &rules) {
             Ok(plan) => Ok(plan),
@@ -119,6 +121,35 @@ impl Session<'_> {
                 Err(self.fail(refusal.stage, None, &refusal.message))
             }
         }
+    }
+
+    /// What the baseline's reports judged (SPEC §3.9): the files pytest's ids name, looked up
+    /// in the baseline's tree, and the other runners' test names; nothing without a report.
+    fn judged(&self) -> tr::weakened::Judged {
+        if self.baseline_tests.is_empty() {
+            return tr::weakened::Judged::default();
+        }
+        let Ok(tree) = self.baseline.tree() else {
+            return tr::weakened::Judged::default();
+        };
+        let is_file = |p: &str| {
+            tree.get_path(Path::new(p))
+                .is_ok_and(|e| e.kind() == Some(git2::ObjectType::Blob))
+        };
+        let all = || {
+            let mut files = Vec::new();
+            let _ = tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+                if e.kind() == Some(git2::ObjectType::Blob) {
+                    if let Some(name) = e.name() {
+                        files.push(format!("{dir}{name}"));
+                    }
+                }
+                git2::TreeWalkResult::Ok
+            });
+            files
+        };
+        let files = tr::weakened::judged_files(&self.baseline_tests, is_file, all);
+        tr::weakened::Judged::of(&self.baseline_tests, files)
     }
 
     /// A change an earlier attempt already tried fails again without being applied.

@@ -20,7 +20,9 @@ pub(super) enum ConfigKind {
 pub(super) fn kind_of(path: &str) -> Option<ConfigKind> {
     let name = super::lang::file_name(path);
     Some(match name {
-        "conftest.py" | "pytest.ini" | ".pytest.ini" | "tox.ini" => ConfigKind::Whole,
+        // pytest 9 reads `pytest.toml` and `.pytest.toml` as it reads `pytest.ini`.
+        "conftest.py" | "pytest.ini" | ".pytest.ini" | "pytest.toml" | ".pytest.toml"
+        | "tox.ini" => ConfigKind::Whole,
         "pyproject.toml" => ConfigKind::Pyproject,
         "setup.cfg" => ConfigKind::SetupCfg,
         "Cargo.toml" => ConfigKind::Cargo,
@@ -71,12 +73,19 @@ pub(super) fn check(
         let above = old_start
             .map(|s| s.saturating_sub(1).min(lines.len()))
             .unwrap_or(0);
-        let inherited = lines[..above]
+        let from = lines[..above]
             .iter()
-            .rev()
-            .find_map(|l| header(l.trim_ascii()))
+            .rposition(|l| header(l.trim_ascii()).is_some());
+        let inherited = from
+            .and_then(|i| header(lines[i].trim_ascii()))
             .unwrap_or_default();
+        // The key whose (multi-line) value the hunk starts in.
+        let mut value = Vec::new();
+        for l in &lines[from.unwrap_or(0)..above] {
+            toml_paths(l.trim_ascii(), inherited, &mut value);
+        }
         let mut section = [inherited, inherited];
+        let mut value = [value.clone(), value];
         let (mut old, mut new) = (0, 0);
         for (k, raw) in &view.lines {
             let t = raw.trim_ascii();
@@ -84,6 +93,10 @@ pub(super) fn check(
                 Kind::Context => {
                     if let Some(h) = header(t) {
                         section = [h, h];
+                        value = [Vec::new(), Vec::new()];
+                    }
+                    for side in 0..2 {
+                        toml_paths(t, section[side], &mut value[side]);
                     }
                     // A header added or removed above moves this line to another section.
                     section[0] != section[1]
@@ -94,9 +107,13 @@ pub(super) fn check(
                     let side = usize::from(*k == Kind::Add);
                     if let Some(h) = header(t) {
                         section[side] = h;
+                        value[side] = Vec::new();
                     }
+                    let paths = toml_paths(t, section[side], &mut value[side]);
                     !quiet(t)
                         && (test_section(kind, section[side])
+                            || (kind == ConfigKind::Pyproject
+                                && paths.iter().any(|p| test_section(kind, p)))
                             || (kind == ConfigKind::Cargo && cargo_test_key(t)))
                 }
             };
@@ -182,6 +199,8 @@ fn header(t: &[u8]) -> Option<&[u8]> {
 }
 
 fn test_section(kind: ConfigKind, name: &[u8]) -> bool {
+    // `[ tool . "pytest" ]` is `[tool.pytest]`.
+    let name = &dotted(name)[..];
     let under = |root: &[u8]| {
         name == root
             || name
@@ -201,16 +220,99 @@ fn test_section(kind: ConfigKind, name: &[u8]) -> bool {
     }
 }
 
-/// `harness`, `autotests` or `test` (`[lib] test = false`): keys that decide which Rust tests
-/// are built and how they run, wherever they stand.
+/// `harness`, `autotests` or `test` (`[lib] test = false`, `lib.test = false`,
+/// `lib = { test = false }`): keys that decide which Rust tests are built and how they run,
+/// wherever they stand.
 fn cargo_test_key(t: &[u8]) -> bool {
-    let Some(eq) = t.find_byte(b'=') else {
-        return false;
+    assignments(t).iter().any(|(_, key)| {
+        let last = key.rsplit(|c| *c == b'.').next().unwrap_or_default();
+        matches!(last, b"harness" | b"autotests" | b"test")
+    })
+}
+
+/// The TOML keys a line sets, as dotted paths below `section`: its own key (`a.b = …`,
+/// whose path later lines of a multi-line value keep in `value`), and the keys of the inline
+/// tables it holds (`pytest = { addopts = … }` below `[tool]` is `tool.pytest.addopts`).
+/// Read so that a test section set by dotted keys or inline tables is still a test section.
+fn toml_paths(t: &[u8], section: &[u8], value: &mut Vec<u8>) -> Vec<Vec<u8>> {
+    let join = |a: &[u8], b: &[u8]| -> Vec<u8> {
+        if a.is_empty() {
+            b.to_vec()
+        } else {
+            [a, b".", b].concat()
+        }
     };
-    let key = t[..eq].trim_ascii();
-    let key = key
-        .strip_prefix(b"\"")
-        .and_then(|k| k.strip_suffix(b"\""))
-        .unwrap_or(key);
-    matches!(key, b"harness" | b"autotests" | b"test")
+    let keys = assignments(t);
+    if header(t).is_some() {
+        return Vec::new();
+    }
+    let mut paths = Vec::new();
+    let mut outer = value.clone();
+    for (depth, key) in keys {
+        if depth == 0 {
+            *value = join(&dotted(section), &key);
+            outer = value.clone();
+            paths.push(value.clone());
+        } else {
+            paths.push(join(&outer, &key));
+        }
+    }
+    if paths.is_empty() && !value.is_empty() {
+        paths.push(value.clone());
+    }
+    paths
+}
+
+/// Each `key =` of a line outside strings, with its depth in brackets and braces, the key
+/// as a dotted path (quotes and the spaces around dots dropped).
+fn assignments(t: &[u8]) -> Vec<(usize, Vec<u8>)> {
+    let mut out = Vec::new();
+    let (mut quote, mut escaped, mut depth, mut start) = (None::<u8>, false, 0usize, 0usize);
+    for (i, &c) in t.iter().enumerate() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' && q == b'"' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            b'"' | b'\'' => quote = Some(c),
+            b'#' => break,
+            b'{' | b'[' => {
+                depth += 1;
+                start = i + 1;
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' => start = i + 1,
+            b'=' if t.get(i + 1) != Some(&b'=') => {
+                let key = t[start.min(i)..i].trim_ascii();
+                let bare = |c: &u8| c.is_ascii_alphanumeric() || b"_-.'\" \t".contains(c);
+                if !key.is_empty() && key.iter().all(bare) {
+                    out.push((depth, dotted(key)));
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A dotted TOML key or table name as one path: `tool . "pytest"` is `tool.pytest`.
+fn dotted(name: &[u8]) -> Vec<u8> {
+    let parts: Vec<&[u8]> = name
+        .split(|c| *c == b'.')
+        .map(|p| {
+            let p = p.trim_ascii();
+            p.strip_prefix(b"\"")
+                .and_then(|q| q.strip_suffix(b"\""))
+                .or_else(|| p.strip_prefix(b"'").and_then(|q| q.strip_suffix(b"'")))
+                .unwrap_or(p)
+        })
+        .collect();
+    parts.join(&b'.')
 }

@@ -3,7 +3,8 @@
 //! that decides which tests run. TR reads each proposal's change set — after parse and scope,
 //! before anything is applied — and names every such edit: in a file that holds tests on the
 //! baseline, an added skip or expected-failure marker, a removed test, removed assertions; and
-//! any change to a file of test configuration.
+//! any change to a file of test configuration; and any change to a file that holds tests the
+//! baseline's report judged (`judged`).
 //!
 //! Only what the proposal changes is read: the lines of its hunks (a `writes` proposal is
 //! compared with the file's baseline bytes, past their common first and last lines), and the
@@ -16,7 +17,10 @@
 //! is added when the same marker in front of the same definition was not removed elsewhere.
 
 mod config;
+mod judged;
 mod lang;
+
+pub use judged::{in_judged, judged_files, Judged, JudgedFile};
 
 use super::diff::{show, FilePatch, Line};
 use crate::git::files::FileOutcome;

@@ -301,3 +301,51 @@ fn search_replace_blocks_are_read_like_any_diff() {
         ]
     );
 }
+
+#[test]
+fn a_test_section_set_by_dotted_keys_inline_tables_or_spaced_names_is_test_configuration() {
+    let project = "[project]\nname = \"calc\"\n";
+    for (what, after) in [
+        (
+            "dotted below [tool]",
+            format!("{project}\n[tool]\npytest.addopts = [\"-k\", \"not zero\"]\n"),
+        ),
+        (
+            "dotted at the root",
+            format!("tool.pytest.addopts = [\"-k\", \"not zero\"]\n{project}"),
+        ),
+        (
+            "inline table",
+            format!("{project}\n[tool]\npytest = {{ addopts = [\"-k\", \"not zero\"] }}\n"),
+        ),
+        (
+            "nested inline tables",
+            format!("tool = {{ pytest = {{ addopts = \"-k 'not zero'\" }} }}\n{project}"),
+        ),
+        (
+            "spaced and quoted name",
+            format!("{project}\n[ tool . \"pytest\" ]\naddopts = \"-k 'not zero'\"\n"),
+        ),
+    ] {
+        let found = writes("pyproject.toml", Some(project), &after);
+        assert_eq!(found.len(), 1, "{what}: {found:?}");
+        assert!(found[0].contains("test configuration"), "{what}: {found:?}");
+    }
+    // A multi-line value of a test key: its lines below the key are test configuration too.
+    let py = "[tool]\npytest.addopts = [\n    \"-q\",\n]\n\n[tool.black]\nline-length = 88\n";
+    let edit = "--- a/pyproject.toml\n+++ b/pyproject.toml\n@@ -3,1 +3,1 @@\n-    \"-q\",\n+    \"-k\", \"not zero\",\n";
+    assert_eq!(diff(&[("pyproject.toml", py)], edit).len(), 1);
+    // Other tools' keys, and a `-k=…` inside a string, are not.
+    let black =
+        format!("{project}\n[tool]\nblack.line-length = 100\nruff = {{ select = [\"E\"] }}\n");
+    assert!(writes("pyproject.toml", Some(project), &black).is_empty());
+    // Cargo: `lib.test = false` and `lib = { test = false }` as `[lib] test = false`.
+    let cargo = "[package]\nname = \"calc\"\n";
+    for extra in [
+        "lib.test = false\n",
+        "lib = { path = \"src/lib.rs\", test = false }\n",
+    ] {
+        let found = writes("Cargo.toml", Some(cargo), &format!("{extra}{cargo}"));
+        assert_eq!(found.len(), 1, "{extra}: {found:?}");
+    }
+}
