@@ -31,6 +31,7 @@ mod platform;
 mod pool;
 mod providers;
 mod pycache;
+mod real_suite;
 mod recovery;
 mod release;
 mod restore;

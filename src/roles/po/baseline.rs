@@ -272,6 +272,7 @@ fn check_named<G>(
             if !by_names && !r.passed && matches!(phase, Phase::Verify | Phase::PassToPass) {
                 return Err(broken(&r));
             }
+            confirm_named_red(po, phase, i, argv, &cmd, named)?;
             tests.extend(cmd.tests);
             results.push(r);
         }
@@ -341,6 +342,49 @@ fn check_named<G>(
         ran: true,
         tests,
     })
+}
+
+/// Red first for named tests (SPEC §3.9): the named `fail_to_pass` tests a command reports
+/// red are run a second time (pytest: only those node ids); one that passes then is refused
+/// as flaky on the baseline, as a red command is.
+fn confirm_named_red(
+    po: &PoRun<'_>,
+    phase: Phase,
+    index: usize,
+    argv: &[String],
+    first: &CmdResult,
+    named: &Named<'_>,
+) -> Result<()> {
+    let red: Vec<String> = (first.tests.iter().flat_map(|t| t.red()))
+        .filter(|t| named.fail_to_pass.iter().any(|p| grade::matches(p, &t.id)))
+        .map(|t| t.id.clone())
+        .collect();
+    if red.is_empty() {
+        return Ok(());
+    }
+    let kind = format!("{}_confirm", phase.as_str());
+    let again = po.run_again(&kind, &format!("{kind}_{index}"), argv, first, &red);
+    interrupted(&again)?;
+    let green: Vec<&str> = (again.tests.iter().flat_map(|t| t.tests.iter()))
+        .filter(|t| t.status == crate::store::records::TestStatus::Passed)
+        .map(|t| t.id.as_str())
+        .filter(|id| red.iter().any(|r| r == id))
+        .collect();
+    if green.is_empty() {
+        return Ok(());
+    }
+    let mut e = Error::new(format!(
+        "{} named fail_to_pass test(s) reported by `{}` are flaky on the baseline: red, then green when run again",
+        green.len(),
+        first.display()
+    ));
+    for id in green.iter().take(20) {
+        e = e.detail(format!("  flaky: {id}"));
+    }
+    Err(e.hint(
+        "a red test must fail every time before the change: fix the flaky test first, or take \
+         it out of fail_to_pass_tests; nothing was recorded",
+    ))
 }
 
 /// The refusal for a named test no report contains, with the nearest ids reported.
