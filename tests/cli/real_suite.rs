@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 
 const CALC: &str = "def absolute(x):\n    return x\n";
 const FIXED: &str = "def absolute(x):\n    return -x if x < 0 else x\n";
-const RED: &str = "from calc import absolute\n\n\ndef test_negative():\n    assert absolute(-3) == 3\n";
+const RED: &str =
+    "from calc import absolute\n\n\ndef test_negative():\n    assert absolute(-3) == 3\n";
 
 fn diff(path: &str, old: &str, new: &str) -> String {
     let mut d = format!(
@@ -58,11 +59,17 @@ fn count_in(path: &std::path::Path) -> String {
 fn a_named_red_test_that_passes_when_run_again_is_refused_as_flaky_on_the_baseline() {
     // The whole suite as the check, the red test named: red on the baseline's first run,
     // green on the second, so no red to turn green.
-    let r = TestRepo::with_files(&[("calc.py", CALC), ("tests/test_other.py", "def test_other():\n    pass\n")]);
+    let r = TestRepo::with_files(&[
+        ("calc.py", CALC),
+        ("tests/test_other.py", "def test_other():\n    pass\n"),
+    ]);
     let counter = r.outside.join("runs");
     r.write(
         "tests/test_calc.py",
-        &format!("def test_negative():\n    assert {} != 0\n", count_in(&counter)),
+        &format!(
+            "def test_negative():\n    assert {} != 0\n",
+            count_in(&counter)
+        ),
     );
     r.git(&["add", "-A"]);
     r.git(&["commit", "-qm", "a red test that passes on its second run"]);

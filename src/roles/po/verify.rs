@@ -358,9 +358,10 @@ impl PoRun<'_> {
         narrowed.extend(ids.iter().cloned());
         let alone = self.run_as(kind, stem, argv, &narrowed);
         let passed = |r: &CmdResult, id: &str| {
-            r.tests.iter().flat_map(|t| t.tests.iter()).any(|t| {
-                t.id == id && t.status == crate::store::records::TestStatus::Passed
-            })
+            r.tests
+                .iter()
+                .flat_map(|t| t.tests.iter())
+                .any(|t| t.id == id && t.status == crate::store::records::TestStatus::Passed)
         };
         let still: Vec<String> = (ids.iter())
             .filter(|id| !passed(&alone, id))
