@@ -93,7 +93,7 @@ fn pre_push(ui: &Ui, repo: &Repository, remote: &str) -> Result<Exit> {
             ));
             continue;
         }
-        let v = super::verify::verify_commit(repo, update.local, false, timeout, ui)?;
+        let v = super::verify::verify_commit(repo, update.local, false, timeout, true, ui)?;
         if !v.passed {
             ui.always(format!(
                 "{} {} ({}) fails verification; not pushing to {remote}\n{}\nhint: fix it, or push with --no-verify to skip the hook",
@@ -105,8 +105,9 @@ fn pre_push(ui: &Ui, repo: &Repository, remote: &str) -> Result<Exit> {
             return Ok(Exit::Fail);
         }
         ui.info(format!(
-            "git factory: {} verified{}",
+            "git factory: {} verified{}{}",
             update.local_ref,
+            super::verify::judged_by(&v),
             if v.cached { " (cached)" } else { "" }
         ));
     }

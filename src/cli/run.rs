@@ -123,7 +123,12 @@ pub struct RunArgs {
     /// Dollar budget for the whole run (all attempts and candidates): the run stops with stage
     /// budget_exhausted (FAIL) before a request whose worst case would pass it; refused up
     /// front when a model has no price [config: factory.maxCost]
-    #[arg(long = "max-cost", value_name = "USD")]
+    #[arg(
+        long = "max-cost",
+        value_name = "USD",
+        allow_hyphen_values = true,
+        value_parser = dollars
+    )]
     pub max_cost: Option<f64>,
     /// On PASS, sign the evidence for the result tree with your git signing key (an in-toto
     /// statement in a DSSE envelope, noted in refs/notes/factory-attest); no key configured is
@@ -478,4 +483,12 @@ pub fn final_line_noted(
         line.push_str(&ui::dim(note));
     }
     ui.always(line);
+}
+
+/// `--max-cost` as written: any number (a NaN, a negative or an infinite one is refused with
+/// its fix once the run's options are read); anything else is refused here, naming the fix.
+fn dollars(text: &str) -> Result<f64, String> {
+    text.trim().parse::<f64>().map_err(|_| {
+        "not a number of US dollars\nhint: give a positive number of US dollars, e.g. --max-cost 2.50".to_string()
+    })
 }

@@ -33,15 +33,17 @@ pub struct VerifyArgs {
     pub repo: Option<std::path::PathBuf>,
 }
 
-/// Verifies one commit, printing each command as it starts.
+/// Verifies one commit, printing each command as it starts; `by_run`: as
+/// `ops::verify::verify_commit` says.
 pub(super) fn verify_commit(
     repo: &Repository,
     commit: Oid,
     no_cache: bool,
     timeout: Duration,
+    by_run: bool,
     ui: &Ui,
 ) -> Result<Verified> {
-    ops::verify::verify_commit(repo, commit, no_cache, timeout, |argv| {
+    ops::verify::verify_commit(repo, commit, no_cache, timeout, by_run, |argv| {
         ui.info(format!("  verify: {}", argv.join(" ")))
     })
 }
@@ -70,14 +72,17 @@ pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
         commit.id(),
         args.no_cache,
         Duration::from_secs(timeout),
+        // Evidence says the commands passed: a pass judged per test is not signed as one.
+        signer.is_none(),
         ui,
     )?;
     let short = git::short(&v.tree.to_string()).to_string();
     if v.passed {
         ui.always(format!(
-            "{} {} (tree {short}){}",
+            "{} {} (tree {short}){}{}",
             console::style("verified").green().bold(),
             args.rev,
+            judged_by(&v),
             if v.cached { ", cached" } else { "" }
         ));
         if let Some(signer) = &signer {
@@ -99,4 +104,12 @@ pub fn cmd_verify(ui: &Ui, args: VerifyArgs) -> Result<Exit> {
         ));
         Ok(Exit::Fail)
     }
+}
+
+/// How a commit a factory run made was judged, when its run's named tests judged it.
+pub(super) fn judged_by(v: &Verified) -> String {
+    v.judged_by
+        .as_deref()
+        .map(|run| format!(", judged per test by the tests run {run} named"))
+        .unwrap_or_default()
 }

@@ -4,9 +4,9 @@
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::git;
-use crate::roles::po::verify;
+use crate::roles::po::{grade, verify};
 use crate::store::checked::{self, checked_tree};
-use crate::store::records::AttemptRecord;
+use crate::store::records::{AttemptRecord, CommandTests};
 use crate::store::{self, StoredRun};
 use crate::workorder::LoadedWorkOrder;
 use serde::Serialize;
@@ -70,6 +70,8 @@ pub fn reverify(
                 .unwrap_or(run.summary.config.timeout_seconds),
         ),
         sandboxed: settings.sandboxed,
+        baseline: recorded_baseline_tests(repo, run),
+        flaky_fails: verify::flaky_fails(repo),
     };
     check_trees(repo, run)?;
     crate::roles::po::cache::ensure_secret(repo)?;
@@ -126,6 +128,20 @@ struct Checker<'a> {
     configured: Vec<String>,
     timeout: Duration,
     sandboxed: bool,
+    /// The baseline's per-test results the run recorded: what the run graded against.
+    baseline: Vec<CommandTests>,
+    flaky_fails: bool,
+}
+
+/// The run's `baseline_tests.json` (empty when it has none, or one that does not parse): a
+/// re-check grades each command per test as the run did (SPEC §3.9). It is as trusted as
+/// the recorded work order it comes with.
+fn recorded_baseline_tests(repo: &git2::Repository, run: &StoredRun) -> Vec<CommandTests> {
+    store::read_artifact(repo, run.commit, "baseline_tests.json")
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
 }
 
 impl Checker<'_> {
@@ -150,7 +166,12 @@ impl Checker<'_> {
                 pass_to_pass: &self.order.pass_to_pass_argv(),
                 fail_to_pass: &self.order.fail_to_pass_argv(),
                 acceptance: &self.order.acceptance_argv(),
-                ..verify::Checks::default()
+                baseline: &self.baseline,
+                flaky_fails: self.flaky_fails,
+                named: grade::Named {
+                    fail_to_pass: &self.order.order.fail_to_pass_tests,
+                    pass_to_pass: &self.order.order.pass_to_pass_tests,
+                },
             },
             self.timeout,
             self.sandboxed,

@@ -79,15 +79,7 @@ impl Asked {
                 Error::new("--max-tokens must be at least 1").hint("e.g. --max-tokens 200000")
             );
         }
-        let max_cost = cfg.value(self.max_cost, config::MAX_COST, f64::NAN)?;
-        let max_cost = (!max_cost.is_nan()).then_some(max_cost);
-        if max_cost.is_some_and(|usd| !usd.is_finite() || usd <= 0.0) {
-            return Err(Error::new(format!(
-                "--max-cost {} is not a dollar budget",
-                max_cost.unwrap_or_default()
-            ))
-            .hint("give a positive number of US dollars, e.g. --max-cost 2.50"));
-        }
+        let max_cost = dollar_budget(self.max_cost, &cfg)?;
         let opts = RunOptions {
             max_cost,
             candidates: self.candidates,
@@ -290,5 +282,29 @@ fn model_settings(
         total_timeout: std::time::Duration::from_secs(llm_timeout),
         memory: None,
         seed: 0,
+        output_cap: None,
     })
+}
+
+/// `--max-cost`, else `factory.maxCost`: a positive, finite number of dollars. NaN is refused
+/// like any other non-budget (it compares false with every sum, so it would stop nothing).
+fn dollar_budget(flag: Option<f64>, cfg: &Config) -> Result<Option<f64>> {
+    let (usd, named) = match (flag, cfg.string(config::MAX_COST)) {
+        (Some(usd), _) => (usd, "--max-cost".to_string()),
+        (None, Some(text)) => (
+            text.trim().parse::<f64>().unwrap_or(f64::NAN),
+            format!("git config {} {text:?}", config::MAX_COST),
+        ),
+        (None, None) => return Ok(None),
+    };
+    if usd.is_finite() && usd > 0.0 {
+        return Ok(Some(usd));
+    }
+    let shown = if flag.is_some() {
+        format!("{named} {usd}")
+    } else {
+        named
+    };
+    Err(Error::new(format!("{shown} is not a dollar budget"))
+        .hint("give a positive number of US dollars, e.g. --max-cost 2.50 (git config factory.maxCost 2.50)"))
 }

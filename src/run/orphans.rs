@@ -125,6 +125,14 @@ pub fn finish_interrupted(
         s.ended_utc = utc_now();
         s.repo_tree_hash_after = s.repo_tree_hash_before.clone();
         rebuild_attempts(&mut s, &run_dir);
+        // What its attempts cost, the one the kill cut short too, and a race's candidates
+        // that had not ended (SPEC §3.3 Cost).
+        let unlisted = unlisted_candidates_cost(&s, &run_dir);
+        s.cost = store::records::Cost::sum(
+            crate::run::record::run_cost(&s)
+                .iter()
+                .chain(unlisted.iter()),
+        );
         s.error = Some(match stage {
             Some(stage) => {
                 format!("interrupted at stage {stage}; recovered by git factory recover")
@@ -147,6 +155,44 @@ pub fn finish_interrupted(
     }
     let _ = std::fs::remove_dir_all(&run_dir);
     Ok(())
+}
+
+/// What the attempts of a killed race's candidates cost, for the candidates its record does
+/// not list yet (a candidate joins the record when the race ends), from the usage each
+/// attempt kept in its folder.
+fn unlisted_candidates_cost(
+    s: &store::records::RunSummary,
+    run_dir: &Path,
+) -> Option<store::records::Cost> {
+    let numbered = |dir: &Path, prefix: &str| -> Vec<(u32, std::path::PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(u32, std::path::PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| {
+                let name = e.file_name();
+                let n: u32 = name.to_str()?.strip_prefix(prefix)?.parse().ok()?;
+                Some((n, e.path()))
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    let costs: Vec<store::records::Cost> = numbered(run_dir, "candidate_")
+        .into_iter()
+        .filter(|(i, _)| !s.candidates.iter().any(|c| c.index == *i))
+        .flat_map(|(_, dir)| {
+            numbered(&dir, "attempt_")
+                .into_iter()
+                .filter_map(move |(n, _)| {
+                    store::records::AttemptRecord::from_folder(&dir, n, &s.repo_baseline_commit)
+                        .cost
+                })
+        })
+        .collect();
+    store::records::Cost::sum(&costs)
 }
 
 /// The attempts whose folders the killed run left but whose records it never wrote (an

@@ -8,7 +8,7 @@ use crate::delivery::Delivery;
 use crate::error::Result;
 use crate::git;
 use crate::identity;
-use crate::roles::po::{baseline, verify};
+use crate::roles::po::{baseline, grade, verify};
 use crate::roles::se::prompt::{self, ContextFile};
 use crate::roles::se::provider::client::Settings;
 use crate::roles::se::provider::{Provider, ProviderSpec};
@@ -221,8 +221,9 @@ fn check_priced(opts: &RunOptions, prices: &crate::cost::PriceBook) -> Result<()
                 "--max-cost: the model {name} has no price (it is not in the genai-prices table)"
             ))
             .hint(format!(
-                "set its price in USD per million tokens: git config {section}.{name}.input 0.5 && git config {section}.{name}.output 1.5 (or name a price file with factory.priceFile)",
-                section = crate::cost::PRICE_SECTION
+                "set its price in USD per million tokens: git config {} 0.5 && git config {} 1.5 (or name a price file with factory.priceFile)",
+                crate::cost::shell_word(&format!("{}.{name}.input", crate::cost::PRICE_SECTION)),
+                crate::cost::shell_word(&format!("{}.{name}.output", crate::cost::PRICE_SECTION)),
             )),
             _ => crate::error::Error::new(format!(
                 "--max-cost: {} has no price before it runs (an agent's cost is known only from what it reports)",
@@ -241,6 +242,11 @@ fn open_provider(opts: &RunOptions, factory_dir: &Path, user_root: &Path) -> Res
     let agent_timeout = Duration::from_secs(opts.agent_timeout_seconds);
     let mut settings = opts.model.clone();
     settings.memory = Some(factory_dir.join("providers.json"));
+    // Under a dollar budget every request is sent with the output limit its worst case
+    // assumes (SPEC §3.3 Cost).
+    if opts.max_cost.is_some() {
+        settings.output_cap = Some(crate::roles::se::provider::api::DEFAULT_OUTPUT_LIMIT);
+    }
     let race = Race::of(opts)?;
     let (provider, mut identity) = opts
         .provider
@@ -369,19 +375,61 @@ fn first_prompt(
     tree_before: Oid,
     context: &[ContextFile],
 ) -> String {
+    let (red, tests) = if opts.baseline_check {
+        (
+            baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv()),
+            cached_named_tests(repo, opts, tree_before),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let order = &opts.work_order.order;
+    let named = grade::Named {
+        fail_to_pass: &order.fail_to_pass_tests,
+        pass_to_pass: &order.pass_to_pass_tests,
+    };
     prompt::build(
         &opts.work_order.order,
         context,
         &opts.work_order.order.acceptance_commands,
         None,
-        &if opts.baseline_check {
-            baseline::cached_red(repo, tree_before, &opts.work_order.fail_to_pass_argv())
-        } else {
-            Vec::new()
-        }
-        .iter()
-        .collect::<Vec<_>>(),
+        &prompt::Red {
+            commands: red.iter().collect(),
+            tests: grade::red_on_baseline(&tests, &named),
+        },
     )
+}
+
+/// The per-test reports the cache holds for this baseline of a named-tests order (SPEC
+/// §3.9), with the commands a run would check it with; none when it holds none.
+fn cached_named_tests(
+    repo: &Repository,
+    opts: &RunOptions,
+    tree_before: Oid,
+) -> Vec<crate::store::records::CommandTests> {
+    let cfg = Config::of(repo);
+    let Ok(tree) = repo.find_tree(tree_before) else {
+        return Vec::new();
+    };
+    let Ok(verify) = verify::commands_for_tree(&tree, &cfg.multi(crate::config::VERIFY)) else {
+        return Vec::new();
+    };
+    let wo = &opts.work_order;
+    let (pass_to_pass, fail_to_pass) = (wo.pass_to_pass_argv(), wo.fail_to_pass_argv());
+    let acceptance = wo.acceptance_argv();
+    let contract = baseline::Contract {
+        repo,
+        tree: tree_before,
+        verify: &verify,
+        pass_to_pass: &pass_to_pass,
+        fail_to_pass: &fail_to_pass,
+        acceptance: &acceptance,
+        named: grade::Named {
+            fail_to_pass: &wo.order.fail_to_pass_tests,
+            pass_to_pass: &wo.order.pass_to_pass_tests,
+        },
+    };
+    baseline::cached_named_tests(&contract, &cfg.multi(crate::config::TEST_REPORT))
 }
 
 /// Where a PASS goes (SPEC §5): a worktree run's onto a branch, an in-situ run's into the

@@ -11,6 +11,7 @@
 //! and `recover` put them back again (the journal's `put_back_kept`).
 
 mod bwrap;
+mod git_modes;
 pub mod keep;
 pub mod landlock;
 mod leftovers;

@@ -28,6 +28,13 @@ const GIT_DIR_ENTRIES: [&str; 8] = [
 #[derive(Debug, Default)]
 pub struct Noted {
     entries: Vec<Entry>,
+    /// Git dirs whose every entry `git_modes.rs` watches (Landlock), each with the harness's
+    /// own folder in it, settled again after the command.
+    watched: Vec<(PathBuf, PathBuf)>,
+    /// The writable folders, to show a put-back entry relative to the one it is in.
+    writable: Vec<PathBuf>,
+    /// What was put back before the command (a command that ran alongside changed it).
+    before: PutBack,
 }
 
 #[derive(Debug)]
@@ -56,8 +63,13 @@ impl Noted {
     /// everything in each git dir — loose-object folders and objects, packs, refs, the index,
     /// logs — but the harness's own `factory/` below its first level (its pooled worktrees and
     /// caches are large, and proven or rebuilt before they are trusted); a `chmod 0` there
-    /// would leave the repo unreadable to its user, with the run a PASS.
+    /// would leave the repo unreadable to its user, with the run a PASS. Watched by
+    /// `git_modes.rs` where inotify serves, else walked before each command.
     pub fn of(policy: &Policy, whole_git_dirs: bool) -> Noted {
+        let mut noted = Noted {
+            writable: policy.writable.clone(),
+            ..Noted::default()
+        };
         let mut paths: Vec<PathBuf> = (policy.writable.iter())
             .chain(&policy.read_only)
             .chain(&policy.hidden)
@@ -69,11 +81,19 @@ impl Noted {
                 paths.extend(hooks.flatten().map(|h| h.path()));
             }
             paths.push(dir.join("factory").join(super::VERIFY_KEY));
-            if whole_git_dirs {
-                walk(dir, &dir.join("factory"), &mut paths);
-                if let Ok(own) = std::fs::read_dir(dir.join("factory")) {
-                    paths.extend(own.flatten().map(|e| e.path()));
-                }
+            if !whole_git_dirs {
+                continue;
+            }
+            let own = dir.join("factory");
+            // Watched across commands where inotify serves: only what changed is looked at.
+            if let Some(settled) = super::git_modes::settle(dir, &own) {
+                noted.took(settled);
+                noted.watched.push((dir.clone(), own));
+                continue;
+            }
+            walk(dir, &own, &mut paths);
+            if let Ok(own) = std::fs::read_dir(&own) {
+                paths.extend(own.flatten().map(|e| e.path()));
             }
         }
         let mut seen = std::collections::HashSet::new();
@@ -81,29 +101,40 @@ impl Noted {
         let entries = paths.into_iter().filter_map(|path| {
             let m = std::fs::symlink_metadata(&path).ok()?;
             // A link's own mode means nothing, and a chmod through it reaches its target.
-            let within = policy.writable.iter().find(|w| path.starts_with(w));
-            let shown = match within.and_then(|w| path.strip_prefix(w).ok()) {
-                Some(rest) if rest.as_os_str().is_empty() => PathBuf::from("."),
-                Some(rest) => rest.to_path_buf(),
-                None => path.clone(),
-            };
             (!m.file_type().is_symlink()).then(|| Entry {
-                shown,
+                shown: shown(&policy.writable, &path),
                 dev: m.dev(),
                 ino: m.ino(),
                 mode: m.mode() & 0o7777,
                 path,
             })
         });
-        Noted {
-            entries: entries.collect(),
-        }
+        noted.entries = entries.collect();
+        noted
+    }
+
+    /// Keeps what a settle of a watched git dir put back before the command, to report with
+    /// what it puts back after.
+    fn took(&mut self, settled: super::git_modes::Settled) {
+        let shown = (settled.restored.iter()).map(|p| shown(&self.writable, p));
+        self.before.restored.extend(shown);
+        self.before.failed.extend(settled.failed);
     }
 
     /// Puts back each noted mode that changed, on the entry noted (never on another file or a
     /// link now found under its name).
     pub fn put_back(&self) -> PutBack {
-        let mut out = PutBack::default();
+        let mut out = PutBack {
+            restored: self.before.restored.clone(),
+            failed: self.before.failed.clone(),
+        };
+        for (dir, own) in &self.watched {
+            if let Some(settled) = super::git_modes::settle(dir, own) {
+                out.restored
+                    .extend(settled.restored.iter().map(|p| shown(&self.writable, p)));
+                out.failed.extend(settled.failed);
+            }
+        }
         for e in &self.entries {
             let Ok(m) = std::fs::symlink_metadata(&e.path) else {
                 continue;
@@ -120,6 +151,17 @@ impl Noted {
             }
         }
         out
+    }
+}
+
+/// `path` as a put-back list shows it: relative to the writable folder it is in (`.` for
+/// that folder), else whole.
+fn shown(writable: &[PathBuf], path: &Path) -> PathBuf {
+    let within = writable.iter().find(|w| path.starts_with(w));
+    match within.and_then(|w| path.strip_prefix(w).ok()) {
+        Some(rest) if rest.as_os_str().is_empty() => PathBuf::from("."),
+        Some(rest) => rest.to_path_buf(),
+        None => path.to_path_buf(),
     }
 }
 

@@ -284,7 +284,12 @@ fn parse_cost(v: &str) -> Option<(records::Cost, &str)> {
     let mut parts = v.splitn(4, ' ');
     let usd = match parts.next()? {
         "-" => None,
-        n => Some(n.parse::<f64>().ok().filter(|u| u.is_finite())?),
+        // A record can come from anyone: a cost that is no bill is no cost it can be read as.
+        n => Some(
+            n.parse::<f64>()
+                .ok()
+                .filter(|u| u.is_finite() && *u >= 0.0)?,
+        ),
     };
     let unpriced_requests = parts.next()?.parse().ok()?;
     let source = parts.next()?.to_string();

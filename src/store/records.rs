@@ -272,10 +272,21 @@ impl Cost {
         }
     }
 
-    /// The sum of several costs; `None` when there are none.
+    /// The sum of several costs; `None` when there are none. A figure that is no bill
+    /// (negative, or not finite: a record can come from anyone) adds nothing.
     pub fn sum<'a>(costs: impl IntoIterator<Item = &'a Cost>) -> Option<Cost> {
         let mut total: Option<Cost> = None;
         for c in costs {
+            let sane;
+            let c = if c.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
+                sane = Cost {
+                    usd: None,
+                    ..c.clone()
+                };
+                &sane
+            } else {
+                c
+            };
             total = Some(match total {
                 None => c.clone(),
                 Some(t) => Cost {
@@ -384,12 +395,48 @@ pub struct AttemptRecord {
     /// What the attempt's requests cost (SPEC §3.3 Cost); none when it made no request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// When each of its billed requests was made (UTC): each was priced at the rates in
+    /// effect then. A record only: no identity is made of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requested_utc: Vec<String>,
     /// Per-test counts (SPEC §3.9), when any of the attempt's checks reported tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests: Option<TestCounts>,
 }
 
+/// The file in an attempt's folder that keeps what its requests used and cost, written as
+/// soon as they are done: `recover` reads it back for an attempt whose record a killed run
+/// never wrote.
+pub const USAGE_FILE: &str = "usage.json";
+
+/// What `USAGE_FILE` holds.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct KeptUsage {
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    cost: Option<Cost>,
+    #[serde(default)]
+    requested_utc: Vec<String>,
+}
+
 impl AttemptRecord {
+    /// Writes what the attempt's requests used and cost into its folder (`USAGE_FILE`),
+    /// when they used or cost anything; best effort, as the record itself is written later.
+    pub fn keep_usage(&self, dir: &std::path::Path) {
+        if self.usage.is_none() && self.cost.is_none() {
+            return;
+        }
+        let kept = KeptUsage {
+            usage: self.usage.clone(),
+            cost: self.cost.clone(),
+            requested_utc: self.requested_utc.clone(),
+        };
+        if let Ok(text) = serde_json::to_vec_pretty(&kept) {
+            let _ = std::fs::write(dir.join(USAGE_FILE), text);
+        }
+    }
+
     /// An attempt rebuilt from the files its folder holds, for a run killed before the
     /// attempt's record was written (`recover`): what reached disk is kept, what did not is
     /// left empty.
@@ -402,6 +449,7 @@ impl AttemptRecord {
         let commands = |name: &str| read::<Vec<CmdResult>>(dir.join(name)).unwrap_or_default();
         let applied: Option<serde_json::Value> = read(dir.join("apply_result.json"));
         let field = |name: &str| applied.as_ref().and_then(|a| a.get(name));
+        let kept: KeptUsage = read(dir.join(USAGE_FILE)).unwrap_or_default();
         let patch_path = ["proposed_patch.diff", "proposed_writes.json"]
             .iter()
             .find(|f| dir.join(f).is_file())
@@ -425,7 +473,7 @@ impl AttemptRecord {
             apply_method: field("method")
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string),
-            usage: None,
+            usage: kept.usage,
             summary: None,
             tree_commit: None,
             repeat_of: None,
@@ -433,7 +481,8 @@ impl AttemptRecord {
             dropped_params: Vec::new(),
             api_switch: None,
             served_model: None,
-            cost: None,
+            cost: kept.cost,
+            requested_utc: kept.requested_utc,
             tests: None,
             weakening: field("weakening")
                 .and_then(|w| serde_json::from_value(w.clone()).ok())

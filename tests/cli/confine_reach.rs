@@ -307,6 +307,57 @@ fn modes_a_check_took_from_inside_git_are_put_back() {
     }
 }
 
+/// The harness's own objects made after a process's first confined command (the second
+/// attempt's blob) are guarded as those before it: a check of attempt 2 that `chmod 0`s the
+/// blob attempt 2 wrote, and its folder, leaves both as git made them.
+#[test]
+fn modes_of_objects_made_between_confined_commands_are_put_back() {
+    use std::os::unix::fs::PermissionsExt;
+    for way in ways() {
+        let r = TestRepo::simple();
+        let lines = ["one", "two", "three"];
+        let replay = r.replay(
+            "rp2",
+            &[
+                (
+                    "1.json",
+                    proposal(&diff_replace("app.txt", &lines, "two", "FIRST"), "a"),
+                ),
+                (
+                    "2.json",
+                    proposal(&diff_replace("app.txt", &lines, "two", "SECOND"), "b"),
+                ),
+            ],
+        );
+        // Attempt 1 fails; attempt 2's check takes the mode of the blob its proposal made.
+        let check = "sh -c 'grep -q SECOND app.txt || exit 1; h=$(git hash-object app.txt); d=${h%??????????????????????????????????????}; chmod 0 .git/objects/$d/${h#??} .git/objects/$d; true'";
+        let wo = r.work_order(basic_order(&[check]));
+        let out = r
+            .replay_command(
+                &wo,
+                &replay,
+                &["--sandbox", "--json", "--max-attempts", "2"],
+            )
+            .envs(way.env(&r))
+            .output()
+            .expect("runs");
+        let s = summary(Some(way), &out);
+        assert_eq!(s["verdict"], "PASS", "{way:?}: {s}");
+        let blob = r.git(&["hash-object", "app.txt"]);
+        let (dir, file) = blob.trim().split_at(2);
+        let mode = |p: &str| {
+            std::fs::metadata(r.root.join(p)).map_or(0, |m| m.permissions().mode() & 0o7777)
+        };
+        assert_eq!(
+            mode(&format!(".git/objects/{dir}/{file}")),
+            0o444,
+            "{way:?}"
+        );
+        assert_ne!(mode(&format!(".git/objects/{dir}")) & 0o700, 0, "{way:?}");
+        r.git(&["cat-file", "-e", blob.trim()]);
+    }
+}
+
 /// Without `--sandbox`, a check runs as the user but cannot read the API keys and
 /// `SSH_AUTH_SOCK` removed from its environment out of the harness's `/proc/<pid>/environ`.
 /// Run as root, the harness (and so its check) is given no capabilities, as a user's has none.

@@ -7,15 +7,15 @@
 use crate::common::*;
 use serde_json::{json, Value};
 
-const CALC: &str = "def absolute(x):\n    return x\n";
-const FIXED: &str = "def absolute(x):\n    return -x if x < 0 else x\n";
-const RED_TESTS: &str =
+pub(crate) const CALC: &str = "def absolute(x):\n    return x\n";
+pub(crate) const FIXED: &str = "def absolute(x):\n    return -x if x < 0 else x\n";
+pub(crate) const RED_TESTS: &str =
     "from calc import absolute\n\n\ndef test_negative():\n    assert absolute(-3) == 3\n";
-const GREEN_TESTS: &str = "from calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    assert absolute(0) == 0\n";
-const RED: &str = "python -m pytest -q -k negative";
-const GREEN: &str = "python -m pytest -q -k positive";
+pub(crate) const GREEN_TESTS: &str = "from calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2\n\n\ndef test_positive_zero():\n    assert absolute(0) == 0\n";
+pub(crate) const RED: &str = "python -m pytest -q -k negative";
+pub(crate) const GREEN: &str = "python -m pytest -q -k positive";
 
-fn project() -> TestRepo {
+pub(crate) fn project() -> TestRepo {
     let r = TestRepo::with_files(&[
         ("calc.py", CALC),
         ("tests/test_calc.py", RED_TESTS),
@@ -26,7 +26,7 @@ fn project() -> TestRepo {
 }
 
 /// A diff that replaces the whole of `path` (`old` empty: a new file).
-fn rewrite(path: &str, old: &str, new: &str) -> String {
+pub(crate) fn rewrite(path: &str, old: &str, new: &str) -> String {
     let (o, n) = (old.lines().count(), new.lines().count());
     let mut d = if old.is_empty() {
         format!("diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{n} @@\n")
@@ -42,7 +42,7 @@ fn rewrite(path: &str, old: &str, new: &str) -> String {
     d
 }
 
-fn order(extra: Value) -> Value {
+pub(crate) fn order(extra: Value) -> Value {
     let mut o = json!({
         "id": "abs",
         "title": "absolute() of negative numbers",
@@ -58,7 +58,12 @@ fn order(extra: Value) -> Value {
     o
 }
 
-fn run_with(r: &TestRepo, diff: &str, order: Value, flags: &[&str]) -> std::process::Output {
+pub(crate) fn run_with(
+    r: &TestRepo,
+    diff: &str,
+    order: Value,
+    flags: &[&str],
+) -> std::process::Output {
     let answer = r.outside.join("answer.json");
     std::fs::write(&answer, proposal(diff, "change")).expect("write");
     let wo = r.work_order(order);
@@ -75,7 +80,7 @@ fn run_with(r: &TestRepo, diff: &str, order: Value, flags: &[&str]) -> std::proc
 }
 
 /// The newest run's summary and the first attempt's tests.json, from the run ref.
-fn records(r: &TestRepo) -> (Value, Value) {
+pub(crate) fn records(r: &TestRepo) -> (Value, Value) {
     let id = r.run_ids().last().cloned().expect("a run");
     let summary: Value =
         serde_json::from_str(&r.git(&["show", &format!("refs/factory/{id}:run_summary.json")]))
@@ -487,11 +492,11 @@ fn under_the_sandbox_the_plugin_still_reports_and_a_deleted_test_is_a_regression
     );
 }
 
-const KNOWN_BROKEN: &str = "def test_known_broken():\n    assert 1 == 2\n";
-const NAMED_RED: &str = "tests/test_calc.py::test_negative";
+pub(crate) const KNOWN_BROKEN: &str = "def test_known_broken():\n    assert 1 == 2\n";
+pub(crate) const NAMED_RED: &str = "tests/test_calc.py::test_negative";
 
 /// A real suite with an unrelated known failure, judged by named tests only (SPEC §3.9).
-fn named_project() -> TestRepo {
+pub(crate) fn named_project() -> TestRepo {
     let r = project();
     r.write("tests/test_known.py", KNOWN_BROKEN);
     r.git(&["add", "-A"]);
@@ -499,7 +504,7 @@ fn named_project() -> TestRepo {
     r
 }
 
-fn named_order(tests: &[&str]) -> Value {
+pub(crate) fn named_order(tests: &[&str]) -> Value {
     json!({
         "id": "abs",
         "title": "absolute() of negative numbers",

@@ -7,18 +7,18 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-const APP: [&str; 3] = ["one", "two", "three"];
+pub(crate) const APP: [&str; 3] = ["one", "two", "three"];
 
-struct Recorded {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
+pub(crate) struct Recorded {
+    pub(crate) path: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Value,
     /// When the request arrived.
-    at: std::time::Instant,
+    pub(crate) at: std::time::Instant,
 }
 
 /// How the loopback server answers one connection.
-enum Reply {
+pub(crate) enum Reply {
     /// A status and a JSON body, whole.
     Json(u16, String),
     /// A status, extra headers (`retry-after`, `x-should-retry`…) and a JSON body, whole.
@@ -32,7 +32,7 @@ enum Reply {
     Stall(Vec<u8>, std::time::Duration),
 }
 
-fn json_reply(status: u16, body: Value) -> Reply {
+pub(crate) fn json_reply(status: u16, body: Value) -> Reply {
     Reply::Json(status, body.to_string())
 }
 
@@ -55,7 +55,7 @@ fn serve(
 
 /// Serves the replies in order, one connection each (bounded: the thread ends after the
 /// last one, or when no client comes within 60 s), recording every request.
-fn serve_replies(
+pub(crate) fn serve_replies(
     replies: Vec<Reply>,
 ) -> (
     String,
@@ -182,7 +182,7 @@ fn answer(stream: std::net::TcpStream, reply: Reply, log: &Mutex<Vec<Recorded>>)
 
 /// Server-sent events as `event: NAME` / `data: JSON` pairs (Responses and Anthropic name
 /// their events; Chat Completions sends bare `data:` lines).
-fn sse(events: &[(Option<&str>, Value)]) -> Vec<u8> {
+pub(crate) fn sse(events: &[(Option<&str>, Value)]) -> Vec<u8> {
     let mut out = String::new();
     for (name, data) in events {
         if let Some(name) = name {
@@ -207,7 +207,7 @@ fn openai_answer(content: &str) -> String {
     .to_string()
 }
 
-fn good() -> String {
+pub(crate) fn good() -> String {
     proposal(
         &diff_replace("app.txt", &APP, "two", "TWO"),
         "uppercase two",
@@ -673,17 +673,20 @@ fn anthropic_stream(text: &str, stop_reason: &str) -> Vec<u8> {
     sse(&events)
 }
 
-struct Ran {
-    code: i32,
-    stderr: String,
-    summary: Value,
+pub(crate) struct Ran {
+    pub(crate) code: i32,
+    pub(crate) stderr: String,
+    pub(crate) summary: Value,
 }
 
 /// `git factory run --json` with the given flags against the loopback server at `url`.
 /// The order `grep -qx TWO app.txt` run with `flags` in a fresh simple repo, its model
 /// behind a loopback server giving `replies`; returns the repo, the run, and the requests the
 /// server recorded (it has ended).
-fn run_served(replies: Vec<Reply>, flags: &[&str]) -> (TestRepo, Ran, Arc<Mutex<Vec<Recorded>>>) {
+pub(crate) fn run_served(
+    replies: Vec<Reply>,
+    flags: &[&str],
+) -> (TestRepo, Ran, Arc<Mutex<Vec<Recorded>>>) {
     let r = TestRepo::simple();
     let (url, seen, server) = serve_replies(replies);
     let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
@@ -699,7 +702,7 @@ fn gap_between_two(seen: &Mutex<Vec<Recorded>>) -> std::time::Duration {
     seen[1].at - seen[0].at
 }
 
-fn run_model(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[&str]) -> Ran {
+pub(crate) fn run_model(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[&str]) -> Ran {
     let out = r
         .factory()
         .env("OPENAI_API_KEY", "sk-loop")
@@ -717,7 +720,7 @@ fn run_model(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[&str]) -> R
     }
 }
 
-fn artifact(r: &TestRepo, run: &Value, path: &str) -> String {
+pub(crate) fn artifact(r: &TestRepo, run: &Value, path: &str) -> String {
     let id = run["run_id"].as_str().expect("run id");
     r.git(&["show", &format!("refs/factory/{id}:{path}")])
 }
@@ -2033,7 +2036,7 @@ fn headed(status: u16, headers: &[(&'static str, &str)], body: Value) -> Reply {
 }
 
 /// The first attempt's failure brief, as the model and `show` get it.
-fn brief_of(ran: &Ran) -> String {
+pub(crate) fn brief_of(ran: &Ran) -> String {
     ran.summary["attempts"][0]["failure_brief"]["primary_error_excerpt"]
         .as_str()
         .unwrap_or("")
@@ -3652,7 +3655,7 @@ mod cost {
     fn a_race_of_four_stops_before_the_request_that_would_pass_max_cost() {
         // Each answer reports 5000 output tokens: $0.04 at gpt-4.1's $8 per million. Each
         // request's worst case is its whole 10,000-token output limit ($0.08) plus its input
-        // (the prompt's bytes ÷ 3 at $2 per million: well under $0.01), so with $0.175 three
+        // (the request body's bytes ÷ 3 at $2 per million: well under $0.01), so with $0.175 three
         // requests fit ($0.08 + W ≤ $0.175 before the third) and the fourth ($0.12 + W) would
         // pass the budget: it is never sent.
         let usage = json!({"prompt_tokens": 0, "completion_tokens": 5000, "total_tokens": 5000});

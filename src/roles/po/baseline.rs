@@ -245,23 +245,107 @@ pub fn check<G>(
     })
 }
 
-/// The baseline check of an order that names tests (SPEC §3.9): every check command runs
-/// (uncached: which command reports a named test is only known by running it). A command
-/// that reports a named test is judged by its tests alone; the others as in §3.8.
-fn check_named<G>(
-    contract: &Contract<'_>,
-    po: &PoRun<'_>,
-    mut on_command: impl FnMut(&str, &[String]) -> G,
-) -> Result<Report> {
-    let named = &contract.named;
-    let mut results: Vec<BaselineResult> = Vec::new();
-    let mut tests: Vec<CommandTests> = Vec::new();
-    for (phase, commands) in [
+/// The phases a named-tests baseline runs, in order: every check command (SPEC §3.9).
+fn named_phases<'a>(contract: &Contract<'a>) -> [(Phase, &'a [Vec<String>]); 4] {
+    [
         (Phase::Verify, contract.verify),
         (Phase::PassToPass, contract.pass_to_pass),
         (Phase::FailToPass, contract.fail_to_pass),
         (Phase::Acceptance, contract.acceptance),
-    ] {
+    ]
+}
+
+/// The cache key of a named-tests baseline: every check command with its phase, the named
+/// tests and the JUnit globs that decide which reports count — so an entry is never read for
+/// another command list, other named tests or other report files. The tags hold a NUL, which
+/// no argv word can, so no real command list has this key.
+pub fn named_key(contract: &Contract<'_>, junit: &[String]) -> Vec<Vec<String>> {
+    let tagged = |tag: &str, words: &[String]| -> Vec<String> {
+        std::iter::once(format!("\0{tag}"))
+            .chain(words.iter().cloned())
+            .collect()
+    };
+    let mut key: Vec<Vec<String>> = Vec::new();
+    for (phase, commands) in named_phases(contract) {
+        key.extend(commands.iter().map(|argv| tagged(phase.as_str(), argv)));
+    }
+    key.push(tagged("fail_to_pass_tests", contract.named.fail_to_pass));
+    key.push(tagged("pass_to_pass_tests", contract.named.pass_to_pass));
+    key.push(tagged("testReport", junit));
+    key
+}
+
+/// The baseline check of an order that names tests (SPEC §3.9): every check command runs
+/// (which command reports a named test is only known by running it), or the cache answers
+/// for this tree, these commands and these names. A command that reports a named test is
+/// judged by its tests alone; the others as in §3.8.
+fn check_named<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    on_command: impl FnMut(&str, &[String]) -> G,
+) -> Result<Report> {
+    let key = named_key(contract, po.tests.map_or(&[][..], |t| &t.junit[..]));
+    let (repo, tree) = (contract.repo, contract.tree);
+    let cached = cache::results::<Vec<BaselineResult>>(repo, tree, &key)
+        .filter(|r| same_named_commands(r, contract))
+        .zip(cache::tests::<Vec<CommandTests>>(repo, tree, &key));
+    let (results, tests, ran) = match cached {
+        Some((results, tests)) => {
+            let results = (results.into_iter())
+                .map(|r| BaselineResult { cached: true, ..r })
+                .collect();
+            (results, tests, false)
+        }
+        None => {
+            let (results, tests) = run_named(contract, po, on_command)?;
+            (results, tests, true)
+        }
+    };
+    let finding = judge_named(&contract.named, &results, &tests)?;
+    if ran {
+        // Only a baseline that proved the contract is kept: a refusal is checked again.
+        cache::record_results(repo, tree, &key, &results)?;
+        cache::record_tests(repo, tree, &key, &tests)?;
+    }
+    Ok(Report {
+        results,
+        finding,
+        ran,
+        tests,
+    })
+}
+
+/// A cached named-tests record is used only if it is about exactly these commands, in
+/// these phases and this order.
+fn same_named_commands(cached: &[BaselineResult], contract: &Contract<'_>) -> bool {
+    let want: Vec<(&str, &Vec<String>)> = named_phases(contract)
+        .into_iter()
+        .flat_map(|(phase, commands)| commands.iter().map(move |c| (phase.as_str(), c)))
+        .collect();
+    cached.len() == want.len()
+        && (cached.iter().zip(want)).all(|(r, (kind, c))| r.kind == kind && &r.command == c)
+}
+
+/// The named tests of `report` that the contract relies on being red: named `fail_to_pass`
+/// tests that are red in it.
+fn red_named(named: &Named<'_>, report: Option<&CommandTests>) -> Vec<String> {
+    (report.iter().flat_map(|r| r.red()))
+        .filter(|t| named.fail_to_pass.iter().any(|p| grade::matches(p, &t.id)))
+        .map(|t| t.id.clone())
+        .collect()
+}
+
+/// Runs every check command of a named-tests order on the baseline; every red the contract
+/// relies on is confirmed by a second run (red first).
+fn run_named<G>(
+    contract: &Contract<'_>,
+    po: &PoRun<'_>,
+    mut on_command: impl FnMut(&str, &[String]) -> G,
+) -> Result<(Vec<BaselineResult>, Vec<CommandTests>)> {
+    let named = &contract.named;
+    let mut results: Vec<BaselineResult> = Vec::new();
+    let mut tests: Vec<CommandTests> = Vec::new();
+    for (phase, commands) in named_phases(contract) {
         for (i, argv) in commands.iter().enumerate() {
             let shown = on_command(phase.as_str(), argv);
             let cmd = po.run_one(phase.as_str(), i, argv);
@@ -272,11 +356,26 @@ fn check_named<G>(
             if !by_names && !r.passed && matches!(phase, Phase::Verify | Phase::PassToPass) {
                 return Err(broken(&r));
             }
-            confirm_named_red(po, phase, i, argv, &cmd, named)?;
+            let relied = red_named(named, cmd.tests.as_ref());
+            if !relied.is_empty() {
+                confirm_red(po, phase.as_str(), i, &cmd, Relied::Tests(&relied))?;
+            } else if phase == Phase::FailToPass && !by_names && !r.passed {
+                confirm_red(po, phase.as_str(), i, &cmd, Relied::Command)?;
+            }
             tests.extend(cmd.tests);
             results.push(r);
         }
     }
+    Ok((results, tests))
+}
+
+/// What a named-tests baseline found: a named test no report holds, a named `pass_to_pass`
+/// test that does not pass, or some named `fail_to_pass` tests passing already are refused.
+fn judge_named(
+    named: &Named<'_>,
+    results: &[BaselineResult],
+    tests: &[CommandTests],
+) -> Result<Finding> {
     let found = |pattern: &str| -> Vec<&crate::store::records::TestResult> {
         (tests.iter().flat_map(|c| c.tests.iter()))
             .filter(|t| grade::matches(pattern, &t.id))
@@ -284,7 +383,7 @@ fn check_named<G>(
     };
     for pattern in named.fail_to_pass.iter().chain(named.pass_to_pass) {
         if found(pattern).is_empty() {
-            return Err(no_such_test(pattern, &tests));
+            return Err(no_such_test(pattern, tests));
         }
     }
     for pattern in named.pass_to_pass {
@@ -319,9 +418,9 @@ fn check_named<G>(
     }
     green.sort();
     green.dedup();
-    let finding = match (green.is_empty(), red) {
-        (true, _) => Finding::Red,
-        (false, 0) => Finding::Satisfied,
+    match (green.is_empty(), red) {
+        (true, _) => Ok(Finding::Red),
+        (false, 0) => Ok(Finding::Satisfied),
         (false, _) => {
             let mut e = Error::new(format!(
                 "{} named fail_to_pass test(s) or command(s) already pass on the baseline: not a failing test",
@@ -330,61 +429,12 @@ fn check_named<G>(
             for g in &green {
                 e = e.detail(format!("  passes already: {g}"));
             }
-            return Err(e.hint(
+            Err(e.hint(
                 "a fail_to_pass test must fail before the change: move it to pass_to_pass_tests, \
                  or fix the work order; nothing was recorded",
-            ));
+            ))
         }
-    };
-    Ok(Report {
-        results,
-        finding,
-        ran: true,
-        tests,
-    })
-}
-
-/// Red first for named tests (SPEC §3.9): the named `fail_to_pass` tests a command reports
-/// red are run a second time (pytest: only those node ids); one that passes then is refused
-/// as flaky on the baseline, as a red command is.
-fn confirm_named_red(
-    po: &PoRun<'_>,
-    phase: Phase,
-    index: usize,
-    argv: &[String],
-    first: &CmdResult,
-    named: &Named<'_>,
-) -> Result<()> {
-    let red: Vec<String> = (first.tests.iter().flat_map(|t| t.red()))
-        .filter(|t| named.fail_to_pass.iter().any(|p| grade::matches(p, &t.id)))
-        .map(|t| t.id.clone())
-        .collect();
-    if red.is_empty() {
-        return Ok(());
     }
-    let kind = format!("{}_confirm", phase.as_str());
-    let again = po.run_again(&kind, &format!("{kind}_{index}"), argv, first, &red);
-    interrupted(&again)?;
-    let green: Vec<&str> = (again.tests.iter().flat_map(|t| t.tests.iter()))
-        .filter(|t| t.status == crate::store::records::TestStatus::Passed)
-        .map(|t| t.id.as_str())
-        .filter(|id| red.iter().any(|r| r == id))
-        .collect();
-    if green.is_empty() {
-        return Ok(());
-    }
-    let mut e = Error::new(format!(
-        "{} named fail_to_pass test(s) reported by `{}` are flaky on the baseline: red, then green when run again",
-        green.len(),
-        first.display()
-    ));
-    for id in green.iter().take(20) {
-        e = e.detail(format!("  flaky: {id}"));
-    }
-    Err(e.hint(
-        "a red test must fail every time before the change: fix the flaky test first, or take \
-         it out of fail_to_pass_tests; nothing was recorded",
-    ))
 }
 
 /// The refusal for a named test no report contains, with the nearest ids reported.
@@ -429,31 +479,58 @@ pub fn record_tests(
     cache::record_tests(repo, tree, commands, &reports)
 }
 
-/// Red first (SPEC §3.9): a red result the contract relies on is run a second time; one that
-/// passes then is refused as flaky, never a red to turn green.
-fn confirm_red(po: &PoRun<'_>, index: usize, argv: &[String], first: &CmdResult) -> Result<()> {
-    let again = po.run_one("fail_to_pass_confirm", index, argv);
+/// The red result a confirmation checks: a `fail_to_pass` command's as a whole, or the
+/// named tests a command reported red.
+enum Relied<'a> {
+    Command,
+    Tests(&'a [String]),
+}
+
+/// Red first (SPEC §3.9): a red result the contract relies on is run a second time (pytest:
+/// only the red node ids, as a flake after a change is, [`PoRun::run_again`]; other runners
+/// the whole command); one
+/// that passes then is refused as flaky, never a red to turn green.
+fn confirm_red(
+    po: &PoRun<'_>,
+    kind: &str,
+    index: usize,
+    first: &CmdResult,
+    relied: Relied<'_>,
+) -> Result<()> {
+    use crate::store::records::TestStatus;
+    let red_ids: Vec<String> = match relied {
+        Relied::Command => (first.tests.iter())
+            .flat_map(|t| t.red().map(|t| t.id.clone()))
+            .collect(),
+        Relied::Tests(ids) => ids.to_vec(),
+    };
+    let stem = format!("{kind}_{index}_confirm");
+    let again = po.run_again(kind, &stem, &first.command, first, &red_ids);
     interrupted(&again)?;
-    let now: std::collections::HashMap<&str, crate::store::records::TestStatus> = again
+    let now: std::collections::HashMap<&str, TestStatus> = again
         .tests
         .iter()
         .flat_map(|t| t.tests.iter().map(|t| (t.id.as_str(), t.status)))
         .collect();
     let now_red = now.values().any(|s| s.is_red());
-    let flaky: Vec<&str> = first
-        .tests
-        .iter()
-        .flat_map(|t| t.red().map(|t| t.id.as_str()))
-        .filter(|id| now.get(id) == Some(&crate::store::records::TestStatus::Passed))
+    let flaky: Vec<&str> = (red_ids.iter().map(String::as_str))
+        .filter(|id| now.get(id) == Some(&TestStatus::Passed))
         .collect();
-    let whole = again.succeeded() && !now_red;
+    let whole = matches!(relied, Relied::Command) && again.succeeded() && !now_red;
     if flaky.is_empty() && !whole {
         return Ok(());
     }
-    let mut e = Error::new(format!(
-        "the fail_to_pass command `{}` is flaky on the baseline: red, then green when run again",
-        first.display()
-    ));
+    let mut e = Error::new(match relied {
+        Relied::Command => format!(
+            "the fail_to_pass command `{}` is flaky on the baseline: red, then green when run again",
+            first.display()
+        ),
+        Relied::Tests(_) => format!(
+            "{} named fail_to_pass test(s) of `{}` are flaky on the baseline: red, then green when run again",
+            flaky.len(),
+            first.display()
+        ),
+    });
     for id in flaky.iter().take(20) {
         e = e.detail(format!("  flaky: {id}"));
     }
@@ -509,7 +586,7 @@ fn red_results<G>(
                 let red = !cmd.succeeded()
                     || cmd.tests.as_ref().is_some_and(|t| t.red().next().is_some());
                 if red {
-                    confirm_red(po, i, argv, &cmd)?;
+                    confirm_red(po, phase.as_str(), i, &cmd, Relied::Command)?;
                 }
                 let mut r = result(phase, &cmd);
                 r.passed = !red;
@@ -549,7 +626,93 @@ pub fn cached_red(
         .collect()
 }
 
+/// The baseline's per-test reports the cache holds for a named-tests order on this tree,
+/// without running anything (what `--dry-run` shows of the first prompt).
+pub fn cached_named_tests(contract: &Contract<'_>, junit: &[String]) -> Vec<CommandTests> {
+    if contract.named.is_empty() {
+        return Vec::new();
+    }
+    let key = named_key(contract, junit);
+    cache::results::<Vec<BaselineResult>>(contract.repo, contract.tree, &key)
+        .filter(|r| same_named_commands(r, contract))
+        .and_then(|_| cache::tests(contract.repo, contract.tree, &key))
+        .unwrap_or_default()
+}
+
 /// A cached record is used only if it is about exactly these commands, in this order.
 fn same_commands(cached: &[BaselineResult], commands: &[Vec<String>]) -> bool {
     cached.len() == commands.len() && cached.iter().zip(commands).all(|(r, c)| &r.command == c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_key_changes_with_every_command_phase_name_and_report_glob() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = Repository::init(dir.path()).expect("init");
+        let argv = |s: &str| -> Vec<Vec<String>> { vec![shlex::split(s).expect("splits")] };
+        let (pytest, other) = (argv("python -m pytest -q"), argv("python -m pytest tests"));
+        let names = ["tests/t.py::test_a".to_string()];
+        let other_names = ["tests/t.py::test_*".to_string()];
+        let base = Contract {
+            repo: &repo,
+            tree: Oid::zero(),
+            verify: &[],
+            pass_to_pass: &[],
+            fail_to_pass: &[],
+            acceptance: &pytest,
+            named: Named {
+                fail_to_pass: &names,
+                pass_to_pass: &[],
+            },
+        };
+        let key = |c: &Contract<'_>, junit: &[String]| cache::key(&named_key(c, junit));
+        let first = key(&base, &[]);
+        assert_eq!(first, key(&base, &[]));
+        let variants = [
+            key(
+                &Contract {
+                    acceptance: &other,
+                    ..base
+                },
+                &[],
+            ),
+            key(
+                &Contract {
+                    acceptance: &[],
+                    verify: &pytest,
+                    ..base
+                },
+                &[],
+            ),
+            key(
+                &Contract {
+                    named: Named {
+                        fail_to_pass: &other_names,
+                        pass_to_pass: &[],
+                    },
+                    ..base
+                },
+                &[],
+            ),
+            key(
+                &Contract {
+                    named: Named {
+                        fail_to_pass: &[],
+                        pass_to_pass: &names,
+                    },
+                    ..base
+                },
+                &[],
+            ),
+            key(&base, &["target/*.xml".to_string()]),
+            // The same commands as a plain §3.8 list never share the named entry.
+            cache::key(&pytest),
+        ];
+        for v in variants {
+            assert_ne!(first, v);
+        }
+    }
 }

@@ -44,6 +44,20 @@ pub fn matches(pattern: &str, id: &str) -> bool {
     }
 }
 
+/// The baseline's red tests a contract relies on, for the first prompt: named
+/// `fail_to_pass` tests, and the tests of `fail_to_pass` commands; each id once.
+pub fn red_on_baseline<'a>(baseline: &'a [CommandTests], named: &Named<'_>) -> Vec<&'a TestResult> {
+    let mut seen = std::collections::HashSet::new();
+    (baseline.iter())
+        .flat_map(|c| c.red().map(move |t| (c.kind.as_str(), t)))
+        .filter(|(kind, t)| {
+            *kind == "fail_to_pass" || named.fail_to_pass.iter().any(|p| matches(p, &t.id))
+        })
+        .map(|(_, t)| t)
+        .filter(|t| seen.insert(t.id.as_str()))
+        .collect()
+}
+
 /// Judges a command that reports named tests (SPEC §3.9): every named test and every test
 /// that passed on the baseline must pass; tests red on the baseline and not named may stay
 /// red, and the exit code does not count (a suite with known failures can be the judge).

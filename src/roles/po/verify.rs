@@ -54,6 +54,13 @@ pub fn commands_for_tree(
     decide(script, configured)
 }
 
+/// `factory.flaky=fail`: a test that passes only when re-run fails its command (SPEC §3.9).
+pub fn flaky_fails(repo: &git2::Repository) -> bool {
+    crate::config::Config::of(repo)
+        .string(crate::config::FLAKY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
+}
+
 /// Variables removed from every PO command's environment: the provider keys and the names
 /// listed in git config `factory.scrubEnv`.
 pub fn scrub_list(cfg: &crate::config::Config) -> Vec<String> {
@@ -114,7 +121,7 @@ pub fn run_in_temporary_worktree<G>(
         .as_ref()
         .map_or(cache.dir(), super::pycache::View::path)
         .to_path_buf();
-    let tests = report::Private::new(cfg.multi(crate::config::TEST_REPORT)).ok();
+    let tests = report::Private::new(cfg.multi(crate::config::TEST_REPORT));
     let po = PoRun {
         root: &wt.path,
         timeout,
@@ -124,7 +131,7 @@ pub fn run_in_temporary_worktree<G>(
         log_rel: String::new(),
         sandbox,
         pgid_file: None,
-        tests: tests.as_ref(),
+        tests: Some(&tests),
     };
     // Unsandboxed checks write the shared cache: what they wrote for files outside the
     // worktree goes, compiled again from the real sources (SPEC §7.1), and what they compiled
@@ -280,25 +287,29 @@ impl PoRun<'_> {
 
     /// `only`: pytest node ids to run, the others deselected by the harness's plugin (a
     /// re-run of the tests that failed); empty: every test the command selects.
-    fn run_as(&self, kind: &str, stem: &str, argv: &[String], only: &[String]) -> CmdResult {
+    pub(super) fn run_as(
+        &self,
+        kind: &str,
+        stem: &str,
+        argv: &[String],
+        only: &[String],
+    ) -> CmdResult {
         let mut env_set = self.env_set.clone();
         let mut sandbox = self.sandbox.clone();
-        let pytest_file = self.tests.map(|t| {
-            let file = t.next_file(stem);
+        let pytest_file = self.tests.and_then(|t| {
+            let file = t.next_file(stem)?;
+            let dir = t.path()?;
             t.add_env(&mut env_set, &file);
             if !only.is_empty() {
-                let ids = t.path().join(format!("{stem}_only.txt"));
-                if std::fs::write(&ids, only.join("\n")).is_ok() {
+                if let Some(ids) = t.write_new(&format!("{stem}_only.txt"), &only.join("\n")) {
                     env_set.push((
                         report::ONLY_VAR.to_string(),
                         ids.to_string_lossy().into_owned(),
                     ));
                 }
             }
-            sandbox = sandbox
-                .take()
-                .map(|s| s.with_writable(t.path().to_path_buf()));
-            file
+            sandbox = sandbox.take().map(|s| s.with_writable(dir.to_path_buf()));
+            Some(file)
         });
         let spec = CommandSpec {
             argv: argv.to_vec(),

@@ -2,7 +2,7 @@
 //! the previous FailureBrief and the output contract — so the same inputs give the same bytes.
 
 use crate::identity::sha256_hex;
-use crate::store::records::{BaselineResult, FailureBrief};
+use crate::store::records::{BaselineResult, FailureBrief, TestResult};
 use crate::workorder::{WorkOrder, CONTEXT_BUDGET_BYTES};
 use std::fmt::Write as _;
 
@@ -73,15 +73,27 @@ pub fn read_context(order: &WorkOrder, read: impl Fn(&str) -> Option<Vec<u8>>) -
     out
 }
 
-/// The prompt for one attempt. `red` holds the `fail_to_pass` results of the baseline check
-/// (the first attempt's prompt only): the model starts from the failing test, not only from
-/// the intent. An order without a contract gets the same bytes as before contracts existed.
+/// How many red tests the first prompt names before "and N more" (as a failure brief does).
+const RED_TESTS: usize = 20;
+
+/// What the baseline check found red, for the first prompt (SPEC §3.8): the red
+/// `fail_to_pass` commands with their excerpts, and the red tests the contract relies on
+/// (named `fail_to_pass` tests, the tests of `fail_to_pass` commands) with their messages.
+#[derive(Debug, Default)]
+pub struct Red<'a> {
+    pub commands: Vec<&'a BaselineResult>,
+    pub tests: Vec<&'a TestResult>,
+}
+
+/// The prompt for one attempt. `red` holds what the baseline check found red (the first
+/// attempt's prompt only): the model starts from the failing test, not only from the intent.
+/// An order without a contract gets the same bytes as before contracts existed.
 pub fn build(
     order: &WorkOrder,
     context: &[ContextFile],
     acceptance: &[String],
     brief: Option<&FailureBrief>,
-    red: &[&BaselineResult],
+    red: &Red<'_>,
 ) -> String {
     let mut p = String::new();
     order_section(&mut p, order);
@@ -147,16 +159,36 @@ fn checks_section(p: &mut String, order: &WorkOrder, acceptance: &[String]) {
     p.push('\n');
 }
 
-/// The `fail_to_pass` results of the baseline check, when there are any.
-fn red_section(p: &mut String, red: &[&BaselineResult]) {
-    if red.is_empty() {
+/// What the baseline check found red, when it found anything: the failing tests first, by
+/// id and message, then each red command's excerpt.
+fn red_section(p: &mut String, red: &Red<'_>) {
+    if red.commands.is_empty() && red.tests.is_empty() {
         return;
     }
     let _ = writeln!(
         p,
         "## The failing tests, run on the original files before you were asked\n"
     );
-    for r in red {
+    if !red.tests.is_empty() {
+        let _ = writeln!(p, "failing tests ({}):", red.tests.len());
+        for t in red.tests.iter().take(RED_TESTS) {
+            let status = t.status.as_str();
+            match t.message.as_deref().filter(|m| !m.trim().is_empty()) {
+                Some(m) => {
+                    let m: String = m.chars().take(300).collect();
+                    let _ = writeln!(p, "- {} ({status}): {m}", t.id);
+                }
+                None => {
+                    let _ = writeln!(p, "- {} ({status})", t.id);
+                }
+            }
+        }
+        if red.tests.len() > RED_TESTS {
+            let _ = writeln!(p, "- … and {} more", red.tests.len() - RED_TESTS);
+        }
+        p.push('\n');
+    }
+    for r in &red.commands {
         let _ = writeln!(p, "command: {}", r.display());
         match r.exit_code {
             Some(code) => {
@@ -259,16 +291,48 @@ mod tests {
             duration_seconds: 0.1,
             cached: false,
         };
-        let p = build(&o, &[], &o.acceptance_commands, None, &[&red]);
+        let red = Red {
+            commands: vec![&red],
+            tests: Vec::new(),
+        };
+        let p = build(&o, &[], &o.acceptance_commands, None, &red);
         assert!(p.contains("fail_to_pass: fails now and must pass"));
         assert!(p.contains("command: python -m unittest tests/test_calc.py\nexit code: 1\n"));
         assert!(p.contains("AssertionError: -1 != 1"));
     }
 
     #[test]
+    fn the_red_tests_come_first_with_their_messages_twenty_at_most() {
+        use crate::store::records::TestStatus;
+        let o = order(serde_json::json!({"fail_to_pass_tests": ["tests/t.py::test_*"]}));
+        let tests: Vec<TestResult> = (0..23)
+            .map(|n| TestResult {
+                id: format!("tests/t.py::test_{n:02}"),
+                status: TestStatus::Failed,
+                duration_seconds: None,
+                message: (n != 1).then(|| format!("AssertionError: {n} != -{n}")),
+                excerpt: None,
+                flaky: false,
+                baseline: None,
+            })
+            .collect();
+        let red = Red {
+            commands: Vec::new(),
+            tests: tests.iter().collect(),
+        };
+        let p = build(&o, &[], &o.acceptance_commands, None, &red);
+        assert!(p.contains(
+            "before you were asked\n\nfailing tests (23):\n- tests/t.py::test_00 (failed): AssertionError: 0 != -0\n- tests/t.py::test_01 (failed)\n"
+        ));
+        assert!(p.contains("- tests/t.py::test_19 (failed)"));
+        assert!(!p.contains("test_20"));
+        assert!(p.contains("- … and 3 more\n"));
+    }
+
+    #[test]
     fn an_order_without_a_contract_gets_the_old_checks_section() {
         let o = order(serde_json::json!({}));
-        let p = build(&o, &[], &o.acceptance_commands, None, &[]);
+        let p = build(&o, &[], &o.acceptance_commands, None, &Red::default());
         assert!(p.contains(
             "## Checks the harness runs after applying your change\n\n- the repository's global verification\n- true\n\n## Output contract"
         ));

@@ -173,6 +173,7 @@ impl Session<'_> {
                 reasoning_path: None,
                 weakening: Vec::new(),
                 cost: None,
+                requested_utc: Vec::new(),
                 tests: None,
             },
             dir: dir.clone(),

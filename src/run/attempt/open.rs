@@ -77,6 +77,11 @@ impl<'a> Session<'a> {
             verify_cmds,
             red: Vec::new(),
             baseline_tests: Vec::new(),
+            tests: crate::roles::po::report::Private::for_run(
+                crate::config::Config::of(repo).multi(crate::config::TEST_REPORT),
+                &plan.factory_dir,
+                &plan.run_id,
+            ),
             current: None,
             brief: None,
             seen: Vec::new(),

@@ -1,21 +1,18 @@
 //! SE: one model (or agent) request, its answer stored and parsed into a proposal.
 
+use crate::cost::Meter;
 use crate::error::Error;
 use crate::graph::Outcome;
 use crate::roles::se::audit::Audit;
 use crate::roles::se::prompt;
 use crate::roles::se::proposal;
+use crate::roles::se::provider::api::DEFAULT_OUTPUT_LIMIT;
 use crate::roles::se::provider::client::Stop;
 use crate::roles::se::provider::{ProviderError, Request, Response};
 use crate::run::attempt::session::Session;
-use crate::store::records::usd_words;
 use crate::store::records::Stage;
 use std::path::Path;
-use std::time::{Instant, SystemTime};
-
-/// The output limit a request's worst case assumes when the user set none: the most any
-/// provider's default is taken to be (SPEC §1.1).
-const DEFAULT_OUTPUT_LIMIT: u64 = 32_768;
+use std::time::Instant;
 
 impl Session<'_> {
     /// SE for one attempt: the prompt built and stored, the provider asked, its answer kept
@@ -26,37 +23,53 @@ impl Session<'_> {
             &self.plan.context,
             &self.plan.wo.order.acceptance_commands,
             self.brief.as_ref(),
-            &if attempt == 1 {
-                self.red.iter().collect()
-            } else {
-                Vec::new()
-            },
+            &self.red_for(attempt),
         );
         if let Err(e) = std::fs::write(dir.join("prompt.txt"), &text) {
             self.fatal = Some(format!("cannot write prompt.txt: {e}"));
             return Outcome::Fatal(Stage::Exception);
         }
-        let held = match self.hold(&text) {
+        // Every request is held against the dollar budget and priced (SPEC §3.3 Cost): a model
+        // API meters each request it sends; any other provider's call is one request.
+        let priced = self.priced.clone();
+        let plan = self.plan;
+        let output = (plan.settings.output_limit()).unwrap_or(DEFAULT_OUTPUT_LIMIT);
+        let meter = Meter::new(self.budget, &plan.prices, priced.as_ref(), output);
+        let whole = !self.provider.meters_requests();
+        let held = match whole
+            .then(|| meter.hold(|| prompt::SYSTEM.len() + text.len()))
+            .transpose()
+        {
             Ok(held) => held,
-            Err(outcome) => return outcome,
+            Err(why) => return self.over_budget(&why),
         };
-        let at = SystemTime::now();
-        let answer = match self.ask(attempt, dir, rel, &text) {
-            Ok(answer) => answer,
-            Err(outcome) => {
-                self.budget.settle(held, Some(0.0));
-                return outcome;
+        let answer = self.ask(attempt, dir, rel, &text, &meter);
+        let (answer, served) = match answer {
+            Ok(answer) => {
+                let served = answer.as_ref().ok().and_then(|r| r.served_model.clone());
+                (Ok(answer), served)
             }
+            Err(outcome) => (Err(outcome), None),
         };
-        let served = answer.as_ref().ok().and_then(|r| r.served_model.clone());
-        let response = self.answered(answer);
-        if let Ok(r) = &response {
+        let answered = matches!(answer, Ok(Ok(_)));
+        let answer = answer.map(|a| self.answered(a));
+        if let Ok(Ok(r)) = &answer {
             self.current().record.usage = r.usage.clone();
         }
-        self.price(at, held, served.as_deref(), response.is_ok());
-        let response = match response {
-            Ok(response) => response,
-            Err(outcome) => return outcome,
+        if let Some(held) = held {
+            let usage = self.current().record.usage.clone();
+            meter.settle(held, usage.as_ref(), answered, served.as_deref());
+        }
+        let metered = meter.take();
+        let a = self.current();
+        a.record.cost = metered.cost;
+        a.record.requested_utc = metered.requested_utc;
+        // Kept beside the attempt's files at once: a run killed before the attempt's record
+        // is written is recovered with what its requests cost (SPEC §7).
+        a.record.keep_usage(dir);
+        let response = match answer {
+            Ok(Ok(response)) => response,
+            Ok(Err(outcome)) | Err(outcome) => return outcome,
         };
         if let Some(outcome) = self.keep(&response, dir, rel) {
             return outcome;
@@ -64,56 +77,15 @@ impl Session<'_> {
         self.judge(&response)
     }
 
-    /// `--max-cost` (SPEC §3.3 Cost): holds the worst case of the request about to be made
-    /// (its input estimated as UTF-8 bytes ÷ 3, which over-estimates every tokenizer in use,
-    /// plus its whole output limit); a request that would pass what is left of the budget is
-    /// not made, and the run stops (`Err`: the attempt's outcome).
-    fn hold(&mut self, text: &str) -> Result<f64, Outcome> {
-        let (Some(_), Some(priced)) = (self.budget.max_cost(), self.priced.as_ref()) else {
-            return Ok(0.0);
-        };
-        let bytes = (prompt::SYSTEM.len() + text.len()) as u64;
-        let input = bytes.div_ceil(3);
-        let output = (self.plan.settings.max_output_tokens).unwrap_or(DEFAULT_OUTPUT_LIMIT);
-        let worst = (self.plan.prices)
-            .worst_case(priced, input, output, SystemTime::now())
-            .unwrap_or(0.0);
-        let Err(would) = self.budget.reserve(worst) else {
-            return Ok(worst);
-        };
+    /// `--max-cost` (SPEC §3.3 Cost): the next request's worst case would pass what is left
+    /// of the budget, so it was not made; the run stops, every candidate in flight too.
+    fn over_budget(&mut self, why: &str) -> Outcome {
         if let Some(board) = self.board {
             board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
         }
-        let text = format!(
-            "the --max-cost budget of {} would be passed by the next request: at most {input} tokens in and {output} out cost up to {}, and {} is spent or held by requests in flight",
-            usd_words(would.limit),
-            usd_words(would.worst),
-            usd_words(would.committed)
-        );
-        // Every other candidate in flight stops too.
         crate::interrupt::halt();
-        let _ = self.fail(Stage::BudgetExhausted, None, &text);
-        Err(Outcome::Exhausted(Stage::BudgetExhausted))
-    }
-
-    /// Prices the attempt's request (SPEC §3.3 Cost) and settles what `hold` held for it: an
-    /// unpriced answer keeps its worst case spent, a failed request that was not billed costs
-    /// nothing.
-    fn price(&mut self, at: SystemTime, held: f64, served: Option<&str>, answered: bool) {
-        let usage = self.current().record.usage.clone();
-        let cost = match &self.priced {
-            Some(priced) if answered || usage.is_some() => {
-                Some(self.plan.prices.cost(priced, served, usage.as_ref(), at))
-            }
-            _ => None,
-        };
-        let spent = match &cost {
-            None => Some(0.0),
-            Some(c) if c.unpriced_requests > 0 => None,
-            Some(c) => c.usd,
-        };
-        self.budget.settle(held, spent);
-        self.current().record.cost = cost;
+        let _ = self.fail(Stage::BudgetExhausted, None, why);
+        Outcome::Exhausted(Stage::BudgetExhausted)
     }
 
     /// Asks the provider, showing the wait; an agent's changes outside its worktree are
@@ -124,6 +96,7 @@ impl Session<'_> {
         dir: &Path,
         rel: &str,
         text: &str,
+        meter: &Meter<'_>,
     ) -> Result<Result<Response, ProviderError>, Outcome> {
         let baseline = self.baseline.id().to_string();
         let progress = self
@@ -144,6 +117,7 @@ impl Session<'_> {
             sandbox: self.sandbox.is_some(),
             on_tokens: &on_tokens,
             candidate: self.candidate,
+            meter,
         };
         // What the run's restore does not own (shared refs, other worktrees' HEADs) is
         // recorded before an agent runs, to name anything it changed there.
@@ -207,7 +181,15 @@ impl Session<'_> {
             let a = self.current();
             a.record.dropped_params = learnt.dropped_params;
             a.record.api_switch = learnt.api_switch;
+            // Requests that were billed and then failed count in --max-tokens too.
+            let spent = self.budget.spend(learnt.billed.as_ref());
+            let a = self.current();
             a.record.usage = learnt.billed;
+            if spent && matches!(answer, Err(ProviderError::Failed(_))) {
+                if let Some(outcome) = self.tokens_spent() {
+                    return Err(outcome);
+                }
+            }
         }
         match answer {
             Ok(r) => Ok(r),
@@ -221,6 +203,7 @@ impl Session<'_> {
                 self.fatal = Some(msg);
                 Err(Outcome::Fatal(Stage::LlmCallFailed))
             }
+            Err(ProviderError::OverBudget(why)) => Err(self.over_budget(&why)),
             Err(ProviderError::Unreachable { message, hint }) => {
                 if self.summary.attempts.is_empty() {
                     // Misconfiguration, caught before any attempt counts: refused, unrecorded.
@@ -230,6 +213,25 @@ impl Session<'_> {
                 Err(self.fail(Stage::LlmCallFailed, None, &message))
             }
         }
+    }
+
+    /// `--max-tokens`: once the tokens reported pass it, the run stops (`Some`), every
+    /// candidate in flight too.
+    fn tokens_spent(&mut self) -> Option<Outcome> {
+        let limit = self.budget.limit()?;
+        if self.budget.used() <= limit {
+            return None;
+        }
+        if let Some(board) = self.board {
+            board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+        }
+        let text = format!(
+            "the --max-tokens budget of {limit} tokens is spent ({} reported so far)",
+            self.budget.used()
+        );
+        crate::interrupt::halt();
+        let _ = self.fail(Stage::BudgetExhausted, None, &text);
+        Some(Outcome::Exhausted(Stage::BudgetExhausted))
     }
 
     /// Keeps the answer in the attempt's files and record, and spends its tokens: `Some`
@@ -245,19 +247,10 @@ impl Session<'_> {
             a.record.served_model = response.served_model.clone();
             a.agent_sandbox = response.sandbox.clone();
         }
-        if over_budget && self.budget.limit().is_some_and(|l| self.budget.used() > l) {
-            if let Some(board) = self.board {
-                board.set(self.candidate.unwrap_or(1), "budget exhausted", false);
+        if over_budget {
+            if let Some(outcome) = self.tokens_spent() {
+                return Some(outcome);
             }
-            let text = format!(
-                "the --max-tokens budget of {} tokens is spent ({} reported so far)",
-                self.budget.limit().unwrap_or(0),
-                self.budget.used()
-            );
-            // Every other candidate in flight stops too.
-            crate::interrupt::halt();
-            let _ = self.fail(Stage::BudgetExhausted, None, &text);
-            return Some(Outcome::Exhausted(Stage::BudgetExhausted));
         }
         if let Some(switch) = &response.api_switch {
             self.ui.info(format!(

@@ -95,6 +95,9 @@ pub(crate) struct Session<'a> {
     pub(crate) red: Vec<BaselineResult>,
     /// The baseline's per-test reports (SPEC §3.9), graded against after every change.
     pub(crate) baseline_tests: Vec<crate::store::records::CommandTests>,
+    /// The private folder of the per-test reports (SPEC §3.9): one for all of the run's
+    /// passes, made when the first check starts, removed with the session.
+    pub(crate) tests: crate::roles::po::report::Private,
     pub(crate) current: Option<Attempt>,
     /// The previous attempt's brief, fed to the next prompt.
     pub(crate) brief: Option<FailureBrief>,

@@ -4,7 +4,8 @@ use crate::error::Result;
 use crate::graph::Outcome;
 use crate::roles::po::pycache::PyCache;
 use crate::roles::po::verify::{self, PoRun};
-use crate::roles::po::{baseline, cache, grade, report};
+use crate::roles::po::{baseline, cache, grade};
+use crate::roles::se::prompt;
 use crate::run::artifacts::write_json;
 use crate::run::attempt::brief::{command_excerpt, denied_at_root, with_note, with_tests_first};
 use crate::run::attempt::session::Session;
@@ -20,6 +21,18 @@ impl Session<'_> {
         }
     }
 
+    /// What the baseline check found red, for attempt `attempt`'s prompt: the first one
+    /// only (SPEC §3.8), naming the red commands and the red tests the contract relies on.
+    pub(crate) fn red_for(&self, attempt: u32) -> prompt::Red<'_> {
+        if attempt != 1 {
+            return prompt::Red::default();
+        }
+        prompt::Red {
+            commands: self.red.iter().collect(),
+            tests: grade::red_on_baseline(&self.baseline_tests, &self.named()),
+        }
+    }
+
     /// The baseline check of SPEC §3.8, in the run's tree before any model call: `Ok(true)`
     /// when every `fail_to_pass` command passes already; refusals come back as `Err` with the
     /// tree as it was. What the commands leave behind is removed as after an attempt.
@@ -28,12 +41,7 @@ impl Session<'_> {
         let prefix = self.check_cache(&[])?;
         let log_dir = self.run_dir.join("baseline");
         std::fs::create_dir_all(&log_dir)?;
-        let tests = report::Private::for_run(
-            test_reports(self.repo),
-            &self.plan.factory_dir,
-            &self.plan.run_id,
-        )
-        .ok();
+        self.tests.fresh_pass();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -43,7 +51,7 @@ impl Session<'_> {
             log_rel: "baseline".to_string(),
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
-            tests: tests.as_ref(),
+            tests: Some(&self.tests),
         };
         let contract = baseline::Contract {
             repo: self.repo,
@@ -74,9 +82,14 @@ impl Session<'_> {
         self.baseline_tests = report.tests.clone();
         self.red = report.red().into_iter().cloned().collect();
         let cached = report.results.iter().filter(|r| r.cached).count();
+        let red_tests = grade::red_on_baseline(&report.tests, &self.named()).len();
         self.ui.info(format!(
-            "  baseline check: {} red, {} command(s){}",
+            "  baseline check: {} red{}, {} command(s){}",
             self.red.len(),
+            match red_tests {
+                0 => String::new(),
+                n => format!(" ({n} red test(s))"),
+            },
             report.results.len(),
             if cached > 0 {
                 format!(", {cached} from the cache")
@@ -114,12 +127,7 @@ impl Session<'_> {
                 return Outcome::Fatal(Stage::Exception);
             }
         };
-        let tests = report::Private::for_run(
-            test_reports(self.repo),
-            &self.plan.factory_dir,
-            &self.plan.run_id,
-        )
-        .ok();
+        self.tests.fresh_pass();
         let po = PoRun {
             root: &self.root,
             timeout: self.plan.timeout,
@@ -129,7 +137,7 @@ impl Session<'_> {
             log_rel: rel,
             sandbox: (self.sandbox.clone()).map(|s| s.with_writable(prefix.clone())),
             pgid_file: Some(self.pgid_file()),
-            tests: tests.as_ref(),
+            tests: Some(&self.tests),
         };
         let ui = self.ui;
         let checks = verify::Checks {
@@ -138,7 +146,7 @@ impl Session<'_> {
             fail_to_pass: &self.fail_to_pass,
             acceptance: &self.acceptance,
             baseline: &self.baseline_tests,
-            flaky_fails: flaky_fails(self.repo),
+            flaky_fails: verify::flaky_fails(self.repo),
             named: self.named(),
         };
         let started = self.bytecode_mark();
@@ -226,16 +234,4 @@ impl Session<'_> {
             && denied_at_root(&[&cmd.stderr_trunc, &cmd.stdout_trunc], &self.root)
             && crate::sandbox::landlock::root_closed(&sandbox.policy, &self.root)
     }
-}
-
-/// `factory.flaky=fail`: a test that passes only when re-run fails its command.
-fn flaky_fails(repo: &git2::Repository) -> bool {
-    crate::config::Config::of(repo)
-        .string(crate::config::FLAKY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("fail"))
-}
-
-/// `factory.testReport`: the JUnit files' globs (SPEC §3.9).
-fn test_reports(repo: &git2::Repository) -> Vec<String> {
-    crate::config::Config::of(repo).multi(crate::config::TEST_REPORT)
 }

@@ -196,6 +196,11 @@ fn candidate_session(
             fail_to_pass: shared.fail_to_pass.to_vec(),
             red: shared.red.to_vec(),
             baseline_tests: shared.baseline_tests.to_vec(),
+            tests: crate::roles::po::report::Private::for_run(
+                crate::config::Config::of(&wt_repo).multi(crate::config::TEST_REPORT),
+                &plan.factory_dir,
+                &plan.run_id,
+            ),
             current: None,
             brief: None,
             seen: Vec::new(),

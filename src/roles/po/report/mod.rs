@@ -30,13 +30,17 @@ pub const ONLY_VAR: &str = "GIT_FACTORY_TEST_ONLY";
 /// re-running one test then costs that test, not the whole suite's collection.
 pub const NARROW: &str = "#narrow";
 
-/// A private folder for one PO pass (an attempt, a baseline check, a `verify`): the pytest
-/// plugin and the files it writes, in the system's temporary folder under a random name —
-/// outside the tree (a check walking the tree, `compileall .` say, never meets it) and at no
-/// path the tree's code can know ahead. Under `--sandbox` it is the one folder outside the
-/// tree the checks may write.
+/// The private folder of a run's checks (or of one `verify`/`reverify`): the pytest plugin
+/// and the files it writes, in the system's temporary folder under a random name — outside
+/// the tree (a check walking the tree, `compileall .` say, never meets it) and at no path the
+/// tree's code can know ahead. Under `--sandbox` it is the one folder outside the tree the
+/// checks may write. Made on first use, once for all the run's passes, and removed when
+/// dropped: a run whose checks never start pays nothing for it (SPEC §3.9 Speed).
 pub struct Private {
-    dir: tempfile::TempDir,
+    /// `None` until first use; `Some(None)` when it could not be made (exit codes only).
+    dir: std::sync::OnceLock<Option<tempfile::TempDir>>,
+    /// How the folder's name begins.
+    prefix: String,
     next: AtomicUsize,
     /// `factory.testReport`: JUnit files' globs, relative to the tree root.
     pub junit: Vec<String>,
@@ -64,50 +68,85 @@ pub fn run_folder_prefix(factory_dir: &Path, run_id: &str) -> String {
 }
 
 impl Private {
-    pub fn new(junit: Vec<String>) -> std::io::Result<Private> {
-        // Not in /tmp: a sandboxed check gets a /tmp of its own, and a folder granted to it
-        // there would show in that /tmp's listing.
-        let dir = tempfile::Builder::new()
-            .prefix("git-factory-tests-")
-            .tempdir_in(shared_tmp())?;
-        Self::with_dir(junit, dir)
+    pub fn new(junit: Vec<String>) -> Private {
+        Self::named(junit, "git-factory-tests-".to_string())
     }
 
     /// The private folder of run `run_id` of the repository whose factory folder is
     /// `factory_dir`, named after both ([`run_folder_prefix`]): a run killed with SIGKILL
     /// cannot remove it, so `recover` does. Outside the repository, where no check's
     /// `compileall .` or tree walk meets the plugin.
-    pub fn for_run(
-        junit: Vec<String>,
-        factory_dir: &Path,
-        run_id: &str,
-    ) -> std::io::Result<Private> {
-        let dir = tempfile::Builder::new()
-            .prefix(&run_folder_prefix(factory_dir, run_id))
-            .tempdir_in(shared_tmp())?;
-        Self::with_dir(junit, dir)
+    pub fn for_run(junit: Vec<String>, factory_dir: &Path, run_id: &str) -> Private {
+        Self::named(junit, run_folder_prefix(factory_dir, run_id))
     }
 
-    fn with_dir(junit: Vec<String>, dir: tempfile::TempDir) -> std::io::Result<Private> {
-        std::fs::write(
-            dir.path().join(format!("{}.py", pytest::MODULE)),
-            pytest::PLUGIN,
-        )?;
-        Ok(Private {
-            dir,
+    fn named(junit: Vec<String>, prefix: String) -> Private {
+        Private {
+            dir: std::sync::OnceLock::new(),
+            prefix,
             next: AtomicUsize::new(0),
             junit,
-        })
+        }
     }
 
-    pub fn path(&self) -> &Path {
-        self.dir.path()
+    /// The folder, made with the plugin in it on first use; `None` when it cannot be made
+    /// (the commands are then judged by their exit codes).
+    pub fn path(&self) -> Option<&Path> {
+        self.dir
+            .get_or_init(|| {
+                // Not in /tmp: a sandboxed check gets a /tmp of its own, and a folder granted
+                // to it there would show in that /tmp's listing.
+                let dir = tempfile::Builder::new()
+                    .prefix(&self.prefix)
+                    .tempdir_in(shared_tmp())
+                    .ok()?;
+                std::fs::write(dir.path().join(plugin_file()), pytest::PLUGIN).ok()?;
+                Some(dir)
+            })
+            .as_ref()
+            .map(tempfile::TempDir::path)
     }
 
-    /// A fresh file name for one command's pytest results.
-    pub fn next_file(&self, stem: &str) -> PathBuf {
+    /// Before a pass: the plugin is put back if a check of an earlier pass changed it (under
+    /// `--sandbox` the folder is the checks' to write). Nothing when the folder is not made.
+    pub fn fresh_pass(&self) {
+        let Some(Some(dir)) = self.dir.get() else {
+            return;
+        };
+        use std::os::unix::fs::MetadataExt as _;
+        let plugin = dir.path().join(plugin_file());
+        // A link (symbolic, or a second name a check could write through later) is replaced.
+        let intact = std::fs::symlink_metadata(&plugin)
+            .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1)
+            && std::fs::read(&plugin).ok().as_deref() == Some(pytest::PLUGIN.as_bytes());
+        if !intact {
+            let _ = std::fs::remove_file(&plugin);
+            let _ = std::fs::write(&plugin, pytest::PLUGIN);
+        }
+    }
+
+    /// A fresh file for one command's pytest results (a file of that name planted by an
+    /// earlier check is removed first); `None` without the folder.
+    pub fn next_file(&self, stem: &str) -> Option<PathBuf> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        self.dir.path().join(format!("{stem}-{n}.jsonl"))
+        let file = self.path()?.join(format!("{stem}-{n}.jsonl"));
+        let _ = std::fs::remove_file(&file);
+        Some(file)
+    }
+
+    /// Writes `text` to a new file `name` in the folder: whatever a check left under that
+    /// name (a link to a file of the user's, say) is removed first, never written through.
+    pub fn write_new(&self, name: &str, text: &str) -> Option<PathBuf> {
+        use std::io::Write as _;
+        let file = self.path()?.join(name);
+        let _ = std::fs::remove_file(&file);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .ok()?;
+        f.write_all(text.as_bytes()).ok()?;
+        Some(file)
     }
 
     /// The environment that loads the plugin, writing to `file`: `-p` appended to the
@@ -125,7 +164,9 @@ impl Private {
                 },
             )),
         }
-        let dir = self.dir.path().to_string_lossy().into_owned();
+        let dir = (self.path().unwrap_or(Path::new("")))
+            .to_string_lossy()
+            .into_owned();
         let path = match crate::env::pythonpath().filter(|p| !p.is_empty()) {
             Some(user) => format!("{dir}:{user}"),
             None => dir,
@@ -133,6 +174,11 @@ impl Private {
         env.push(("PYTHONPATH".to_string(), path));
         env.push((REPORT_VAR.to_string(), file.to_string_lossy().into_owned()));
     }
+}
+
+/// The plugin's file name in the private folder.
+fn plugin_file() -> String {
+    format!("{}.py", pytest::MODULE)
 }
 
 /// Tests folded by id, in the order first seen: each id counts once per command.

@@ -82,6 +82,22 @@ pub struct Settings {
     /// The `seed` sent to OpenAI-compatible servers: 0, plus the candidate's index in a race
     /// (SPEC §5.1), so candidates sample differently yet reproducibly.
     pub seed: u64,
+    /// The output limit the harness sends when the user set none: under `--max-cost` a
+    /// request's worst case assumes `DEFAULT_OUTPUT_LIMIT`, so the request must not be
+    /// allowed more. Chosen by the harness, so a server that refuses it may have it dropped
+    /// (a model whose own limit is lower refuses it as too large). Not part of the identity.
+    pub output_cap: Option<u64>,
+}
+
+/// The output limit a request's worst case assumes when the user set none (SPEC §3.3 Cost):
+/// the harness sends it too under `--max-cost`.
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 32_768;
+
+impl Settings {
+    /// The output limit sent: the user's, else the harness's cap.
+    pub fn output_limit(&self) -> Option<u64> {
+        self.max_output_tokens.or(self.output_cap)
+    }
 }
 
 impl Default for Settings {
@@ -95,6 +111,7 @@ impl Default for Settings {
             total_timeout: http::DEFAULT_TOTAL,
             memory: None,
             seed: 0,
+            output_cap: None,
         }
     }
 }
@@ -160,11 +177,15 @@ pub trait Wire {
     fn reader(&self) -> Box<dyn Reader>;
 }
 
+/// The most one request (or one agent's run) is believed to have cost, in USD: a larger
+/// figure is no bill, and summed it would overflow to a cost no record can hold.
+const MAX_REPORTED_COST: f64 = 1e6;
+
 /// A cost in USD that a server or an agent reports of itself: a number that can be a bill (a
-/// negative or non-finite one would give a budget back).
+/// negative or non-finite one would give a budget back; an absurd one is no bill either).
 pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
     v.and_then(Value::as_f64)
-        .filter(|c| c.is_finite() && *c >= 0.0)
+        .filter(|c| c.is_finite() && (0.0..=MAX_REPORTED_COST).contains(c))
 }
 
 /// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'

@@ -179,7 +179,7 @@ impl ModelClient {
             .filter(|p| match p {
                 Param::Temperature => api != Api::Anthropic || self.settings.temperature_set,
                 Param::Effort => self.settings.reasoning_effort.is_some(),
-                Param::MaxOutput => self.settings.max_output_tokens.is_some() || w.required(*p),
+                Param::MaxOutput => self.settings.output_limit().is_some() || w.required(*p),
                 _ => true,
             })
             .filter(|p| !self.dropped.contains(&(api, *p)))
@@ -236,8 +236,13 @@ impl ModelClient {
             let w = wire(self.api);
             let send = self.sendable(w.as_ref());
             let url = w.url(&self.base_url);
+            let ex = self.request_for(w.as_ref(), &send, &url, request);
+            // Every request holds its worst case against the dollar budget (SPEC §3.3 Cost).
+            let held = (request.meter)
+                .hold(|| ex.body.to_string().len())
+                .map_err(ProviderError::OverBudget)?;
             call.requests += 1;
-            let error = match self.exchange(w.as_ref(), &send, &url, request, call) {
+            let error = match self.exchange(w.as_ref(), &ex, request, call, held) {
                 Ok(answer) => return Ok(self.answered(answer, std::mem::take(call))),
                 Err(failure) => match self.transport_failure(failure, &url, call)? {
                     Flow::Retry => continue,
@@ -249,16 +254,14 @@ impl ModelClient {
         }
     }
 
-    /// One request: its body built from what is sent, its answer read by the wire's reader.
-    /// Once the server answered, what the call learnt so far is remembered.
-    fn exchange(
-        &mut self,
+    /// One request: its body built from what is sent.
+    fn request_for(
+        &self,
         w: &dyn Wire,
         send: &BTreeSet<Param>,
         url: &str,
         request: &Request<'_>,
-        call: &mut Call,
-    ) -> Result<Answer, Failure> {
+    ) -> Exchange {
         let ask = Ask {
             model: &self.model,
             system: crate::roles::se::prompt::SYSTEM,
@@ -267,46 +270,75 @@ impl ModelClient {
             send,
             schema: &self.schema,
         };
-        let ex = Exchange {
+        Exchange {
             url: url.to_string(),
             headers: self.headers.clone(),
             body: w.body(&ask),
-        };
+        }
+    }
+
+    /// One request sent, its answer read by the wire's reader, and what it cost settled:
+    /// billed when answered, or when the server reported usage before it failed (or sent an
+    /// answer too large to keep). Once the server answered, what the call learnt so far is
+    /// remembered.
+    fn exchange(
+        &mut self,
+        w: &dyn Wire,
+        ex: &Exchange,
+        request: &Request<'_>,
+        call: &mut Call,
+        held: crate::cost::Held,
+    ) -> Result<Answer, Failure> {
         let mut reader = w.reader();
         let sent = http::exchange(
-            &ex,
+            ex,
             self.settings.total_timeout,
             reader.as_mut(),
             &mut |tokens| (request.on_tokens)(tokens),
         );
         let seen = reader.usage_so_far();
         if let Err(failure) = sent {
+            let billed = seen.is_some() || matches!(failure, Failure::TooLarge(_));
+            request.meter.settle(held, seen.as_ref(), billed, None);
             call.bill(seen);
             return Err(failure);
         }
         self.answered = true;
         self.remember(&call.learnt, call.switched_to);
-        reader.finish().map_err(|why| {
-            call.bill(seen);
-            Failure::Transient(why)
-        })
+        match reader.finish() {
+            Ok(answer) => {
+                let served = answer.model.as_deref().map(http::one_line);
+                (request.meter).settle(held, answer.usage.as_ref(), true, served.as_deref());
+                Ok(answer)
+            }
+            Err(why) => {
+                request
+                    .meter
+                    .settle(held, seen.as_ref(), seen.is_some(), None);
+                call.bill(seen);
+                Err(Failure::Transient(why))
+            }
+        }
     }
 
     /// The answer of a request that succeeded.
     fn answered(&self, answer: Answer, call: Call) -> Response {
-        if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER {
-            return too_large(
-                format!("the answer was larger than {} MiB", http::MAX_ANSWER >> 20),
-                call.dropped_now,
-                call.api_switch,
-            );
-        }
         let mut answer = answer;
         if let Some(billed) = &call.billed {
             answer.usage = Some(match &answer.usage {
                 Some(u) => u.add(billed),
                 None => billed.clone(),
             });
+        }
+        if answer.text.len() + answer.reasoning.len() > http::MAX_ANSWER {
+            return Response {
+                usage: answer.usage,
+                ..too_large(
+                    format!("the answer was larger than {} MiB", http::MAX_ANSWER >> 20),
+                    call.dropped_now,
+                    call.api_switch,
+                )
+            };
         }
         self.response(answer, call.dropped_now, call.api_switch)
     }
@@ -320,11 +352,15 @@ impl ModelClient {
         call: &mut Call,
     ) -> Result<Flow, ProviderError> {
         match failure {
-            Failure::TooLarge(why) => Ok(Flow::Done(Box::new(too_large(
-                why,
-                std::mem::take(&mut call.dropped_now),
-                call.api_switch.take(),
-            )))),
+            Failure::TooLarge(why) => Ok(Flow::Done(Box::new(Response {
+                // What the call's billed requests used stays the attempt's.
+                usage: call.billed.take(),
+                ..too_large(
+                    why,
+                    std::mem::take(&mut call.dropped_now),
+                    call.api_switch.take(),
+                )
+            }))),
             Failure::Interrupted => Err(ProviderError::Failed(
                 "interrupted while waiting for the model".to_string(),
             )),
@@ -559,6 +595,10 @@ fn too_large(why: String, dropped: Vec<String>, api_switch: Option<String>) -> R
 impl Provider for ModelClient {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError> {
         self.call(request)
+    }
+
+    fn meters_requests(&self) -> bool {
+        true
     }
 
     fn learnt(&mut self) -> Learnt {

@@ -29,6 +29,9 @@ pub struct Request<'a> {
     /// The candidate's index in a best-of-N race (SPEC §5.1); agents get it as
     /// `FACTORY_CANDIDATE`.
     pub candidate: Option<u32>,
+    /// Holds each request's worst case against the run's dollar budget and prices what it
+    /// cost (SPEC §3.3 Cost); a provider that sends requests itself meters every one.
+    pub meter: &'a crate::cost::Meter<'a>,
 }
 
 impl Request<'_> {
@@ -93,6 +96,9 @@ pub enum ProviderError {
     /// The provider cannot be reached (connection refused, unknown host) or answered 404
     /// before it ever answered: a misconfiguration, refused before the first attempt counts.
     Unreachable { message: String, hint: String },
+    /// The next request's worst case would pass what is left of `--max-cost`: it was not
+    /// sent, and the run stops (stage `budget_exhausted`).
+    OverBudget(String),
 }
 
 /// What a request that then failed had already learnt from the server: the parameters it
@@ -107,6 +113,12 @@ pub struct Learnt {
 
 pub trait Provider {
     fn propose(&mut self, request: &Request<'_>) -> Result<Response, ProviderError>;
+
+    /// Whether `propose` meters each request it sends through `Request::meter` (a model
+    /// API); otherwise the whole call is metered as one request.
+    fn meters_requests(&self) -> bool {
+        false
+    }
 
     /// After `propose` failed: what its requests learnt before the failure (nothing, for a
     /// provider that is not a model API).

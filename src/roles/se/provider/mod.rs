@@ -48,7 +48,12 @@ impl Provider for Redacted {
                 message: redact(&message),
                 hint: redact(&hint),
             }),
+            Err(ProviderError::OverBudget(m)) => Err(ProviderError::OverBudget(m)),
         }
+    }
+
+    fn meters_requests(&self) -> bool {
+        self.0.meters_requests()
     }
 
     fn learnt(&mut self) -> Learnt {

@@ -33,7 +33,11 @@ impl Wire for Chat {
                 &["response_format", "json_object"],
             ),
             Param::Effort => ("reasoning_effort", &["reasoning_effort"]),
-            Param::MaxOutput => ("max_completion_tokens", &["max_completion_tokens"]),
+            // OpenAI words a limit too large for the model by its older alias, `max_tokens`.
+            Param::MaxOutput => (
+                "max_completion_tokens",
+                &["max_completion_tokens", "max_tokens"],
+            ),
             Param::Stream => ("stream", &["stream"]),
             Param::StreamOptions => ("stream_options", &["stream_options", "include_usage"]),
             Param::Store | Param::ToolChoice => return None,
@@ -64,7 +68,7 @@ impl Wire for Chat {
         } else if ask.has(Param::JsonMode) {
             b.insert("response_format".into(), json!({"type": "json_object"}));
         }
-        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.max_output_tokens) {
+        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.output_limit()) {
             b.insert("max_completion_tokens".into(), json!(n));
         }
         if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {

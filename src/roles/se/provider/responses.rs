@@ -49,7 +49,7 @@ impl Wire for Responses {
         if ask.has(Param::Temperature) {
             b.insert("temperature".into(), json!(ask.settings.temperature));
         }
-        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.max_output_tokens) {
+        if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.output_limit()) {
             b.insert("max_output_tokens".into(), json!(n));
         }
         if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {
