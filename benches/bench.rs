@@ -3,7 +3,8 @@
 //! Options (after `--`): `--sizes 1000,10000,100000`, `--runs 5`, `--only NAME[,NAME]` with
 //! names from: attempt, log, startup, cost, worktree, apply, baseline, pycache, weakened, page, junit,
 //! candidates, pool, batch,
-//! fleet, sandbox, flask (`--flask PATH`: a clone of the Flask repository). `--repos DIR` keeps
+//! fleet, sandbox, flask (`--flask PATH`: a clone of the Flask repository), click (`--click
+//! PATH`: a clone of pallets/click, and python with pytest on PATH). `--repos DIR` keeps
 //! the attempt repos in
 //! DIR and reuses them on the next run (building 100,000 files takes a while); `--trace` prints
 //! one attempt's `GIT_FACTORY_TRACE` phase timings per size.
@@ -2877,6 +2878,12 @@ fn main() {
         let flask = opt("--flask").or_else(|| std::env::var("FACTORY_BENCH_FLASK").ok());
         bench_flask(work.path(), flask.as_deref(), runs);
     }
+    // Opt-in: it needs a click clone (--click PATH or FACTORY_BENCH_CLICK) and python with
+    // pytest; it downloads nothing.
+    if only.contains("click") {
+        let click = opt("--click").or_else(|| std::env::var("FACTORY_BENCH_CLICK").ok());
+        bench_click(work.path(), click.as_deref());
+    }
     let _: PathBuf = work.path().to_path_buf();
 }
 
@@ -2954,4 +2961,408 @@ fn bench_batch(work: &Path, runs: usize) {
     row("8 sequential --worktree runs", &size_s, &sequential, None);
     println!("# load after: {}", load());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+// ---- click: per-test grading on a real suite ----
+
+/// Upstream bug fixes of pallets/click (data, not code): each fix's commit, whose test
+/// changes are kept and whose source change is reverted to make the red baseline. The last
+/// one's red tests are flaky before the fix (help option names in set order, which string
+/// hashing randomises per process): the baseline check must refuse it.
+const CLICK_FIXES: [(&str, &str); 4] = [
+    (
+        "f316d5cb3aa89b57c14aee54da6ac9062ac5bec4",
+        "progress bar lands on its final position",
+    ),
+    (
+        "71f2bafa541e7f798834e74076786ff4281ac83e",
+        "strip all ANSI sequences",
+    ),
+    (
+        "07c909f23f0f83b5ca137c167b9a134d66201f67",
+        "style() validates colours, accepts colour 0",
+    ),
+    (
+        "047adef258fc25566163ffc3efd14effc0ef7352",
+        "help option names keep their declaration order",
+    ),
+];
+
+/// A command in `dir` with the clone's own sources first on Python's path (not whatever
+/// click the environment has installed).
+fn in_clone(dir: &Path, program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .env("PYTHONPATH", "src")
+        .env("NO_COLOR", "1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// pytest's own answer, without git-factory: the node ids `args` collects, and those it
+/// reports failed or errored (matched against the collected ids, so a " - message" tail
+/// or a space inside a parameter cannot confuse them), and the wall time of the run.
+fn pytest_red(dir: &Path, args: &[&str]) -> (std::collections::BTreeSet<String>, Duration) {
+    let collected = in_clone(dir, "python")
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "--collect-only",
+            "-p",
+            "no:cacheprovider",
+        ])
+        .args(args)
+        .output()
+        .expect("python runs");
+    let ids: Vec<String> = String::from_utf8_lossy(&collected.stdout)
+        .lines()
+        .filter(|l| l.contains("::"))
+        .map(str::to_string)
+        .collect();
+    let t = Instant::now();
+    let out = in_clone(dir, "python")
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-rfE",
+            "--tb=no",
+            "-p",
+            "no:cacheprovider",
+        ])
+        .args(args)
+        .output()
+        .expect("python runs");
+    let took = t.elapsed();
+    let mut red = std::collections::BTreeSet::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(rest) = line
+            .strip_prefix("FAILED ")
+            .or_else(|| line.strip_prefix("ERROR "))
+        else {
+            continue;
+        };
+        let id = (ids.iter())
+            .filter(|id| rest == id.as_str() || rest.starts_with(&format!("{id} - ")))
+            .max_by_key(|id| id.len())
+            .cloned()
+            .unwrap_or_else(|| rest.to_string());
+        red.insert(id);
+    }
+    (red, took)
+}
+
+/// A proposal that puts `@pytest.mark.skip` on every test function named by `ids`, above
+/// its decorators, as a model that cannot fix the code might.
+fn skip_proposal(dir: &Path, ids: &std::collections::BTreeSet<String>, out: &Path) -> String {
+    let mut by_file: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for id in ids {
+        let mut parts = id.split("::");
+        let (Some(file), Some(last)) = (parts.next(), id.split("::").last()) else {
+            continue;
+        };
+        let func = last.split('[').next().unwrap_or(last).to_string();
+        by_file.entry(file.to_string()).or_default().insert(func);
+    }
+    for (file, funcs) in &by_file {
+        let path = dir.join(file);
+        let text = std::fs::read_to_string(&path).expect("read test file");
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        for func in funcs {
+            let Some(at) = lines
+                .iter()
+                .position(|l| l.trim_start().starts_with(&format!("def {func}(")))
+            else {
+                continue;
+            };
+            let indent: String = lines[at].chars().take_while(|c| *c == ' ').collect();
+            let mut start = at;
+            while start > 0
+                && !lines[start - 1].trim().is_empty()
+                && !lines[start - 1].trim_start().starts_with("def ")
+                && !lines[start - 1].trim_start().starts_with("class ")
+            {
+                start -= 1;
+            }
+            lines.insert(
+                start,
+                format!("{indent}@pytest.mark.skip(reason=\"flaky\")"),
+            );
+        }
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+    }
+    std::fs::create_dir_all(out).expect("mkdir");
+    let diff = git(dir, &["diff"]);
+    std::fs::write(out.join("1.diff"), diff).expect("write");
+    git(dir, &["checkout", "-q", "--", "."]);
+    out.to_string_lossy().into_owned()
+}
+
+/// One `git factory run --json` of `order` with `replay` in `dir`: exit code, summary, wall.
+fn click_run(
+    dir: &Path,
+    order: &serde_json::Value,
+    replay: &str,
+    name: &str,
+) -> (Option<i32>, serde_json::Value, Duration) {
+    let path = dir.join(".git").join(format!("order-{name}.json"));
+    std::fs::write(&path, order.to_string()).expect("write");
+    let t = Instant::now();
+    let out = in_clone(dir, BIN)
+        .args([
+            "run",
+            "--json",
+            "-q",
+            "--max-attempts",
+            "1",
+            "--force",
+            "--replay",
+        ])
+        .arg(replay)
+        .arg("-w")
+        .arg(&path)
+        .output()
+        .expect("git factory runs");
+    let took = t.elapsed();
+    let summary = serde_json::from_slice(&out.stdout).unwrap_or_else(
+        |_| serde_json::json!({ "error": String::from_utf8_lossy(&out.stderr).trim().to_string() }),
+    );
+    let _ = in_clone(dir, "git")
+        .args(["checkout", "-q", "--", "."])
+        .status();
+    (out.status.code(), summary, took)
+}
+
+/// The tests the run's baseline found red, from its `baseline_tests.json`.
+fn baseline_red(dir: &Path, summary: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    let Some(run) = summary["run_id"].as_str() else {
+        return Default::default();
+    };
+    let out = in_clone(dir, "git")
+        .args(["show", &format!("refs/factory/{run}:baseline_tests.json")])
+        .output()
+        .expect("git runs");
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (reports.as_array().into_iter().flatten())
+        .flat_map(|c| c["tests"].as_array().cloned().unwrap_or_default())
+        .filter(|t| matches!(t["status"].as_str(), Some("failed" | "error")))
+        .filter_map(|t| t["id"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn verdict(code: Option<i32>, s: &serde_json::Value) -> String {
+    match s["verdict"].as_str() {
+        Some(v) => format!(
+            "{v} {} (exit {})",
+            s["ended_stage"].as_str().unwrap_or("?"),
+            code.unwrap_or(-1)
+        ),
+        None => format!(
+            "exit {}: {}",
+            code.unwrap_or(-1),
+            s["error"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+        ),
+    }
+}
+
+/// A real project's suite: a clone of pallets/click (given with `--click PATH` or the
+/// `FACTORY_BENCH_CLICK` variable; skipped, saying so, without one), with `python` on PATH
+/// having pytest (click's test requirements). For each upstream fix: the baseline is the
+/// fix's parent with the fix's tests, the replayed proposal the fix's source change. Checks
+/// that the red tests git-factory finds per test (a `fail_to_pass` command over the fix's
+/// test files; then the whole suite as the check with the red tests named) are exactly the
+/// ones the fix turns green by pytest's own account, that the fix PASSes, and that skipping
+/// the red tests is `tests_weakened` (and, with `tests_may_change`, still no PASS). Prints
+/// one line per check and the times: the suite, one node id alone, each run.
+fn bench_click(work: &Path, click: Option<&str>) {
+    let Some(src) = click else {
+        println!("# click: skipped (give --click PATH, a clone of pallets/click, or set FACTORY_BENCH_CLICK)");
+        return;
+    };
+    let pytest_ok = in_clone(work, "python")
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !pytest_ok {
+        println!(
+            "# click: skipped (no python with pytest on PATH: activate click's test environment)"
+        );
+        return;
+    }
+    println!(
+        "{:<10} {:<28} {:>9} {:<34} {:>9}",
+        "fix", "check", "tests", "result", "wall ms"
+    );
+    let line = |fix: &str, check: &str, tests: String, result: String, wall: Duration| {
+        println!(
+            "{:<10} {:<28} {:>9} {:<34} {:>9}",
+            &fix[..8],
+            check,
+            tests,
+            result,
+            ms(wall)
+        );
+    };
+    for (fix, title) in CLICK_FIXES {
+        let dir = work.join(format!("click-{}", &fix[..8]));
+        let cloned = Command::new("git")
+            .args(["clone", "-q", "--no-local", src])
+            .arg(&dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let parent = format!("{fix}^");
+        let known = cloned
+            && in_clone(&dir, "git")
+                .args(["cat-file", "-e", &format!("{fix}^{{commit}}")])
+                .status()
+                .is_ok_and(|s| s.success());
+        if !known {
+            println!(
+                "# click {}: skipped (cannot clone {src}, or it lacks the commit)",
+                &fix[..8]
+            );
+            continue;
+        }
+        println!("# {} {title}", &fix[..8]);
+        git(&dir, &["checkout", "-q", "-b", "baseline", &parent]);
+        git(&dir, &["checkout", "-q", fix, "--", "tests"]);
+        git(
+            &dir,
+            &[
+                "commit",
+                "-qm",
+                "baseline: the fix's tests, its source reverted",
+            ],
+        );
+        let names = |what: &str| -> Vec<String> {
+            git(&dir, &["diff", "--name-only", &parent, fix, "--", what])
+                .lines()
+                .map(str::to_string)
+                .collect()
+        };
+        let (sources, test_files) = (names("src"), names("tests"));
+        let replay = work.join(format!("click-{}-fix", &fix[..8]));
+        std::fs::create_dir_all(&replay).expect("mkdir");
+        std::fs::write(
+            replay.join("1.diff"),
+            git(&dir, &["diff", "baseline", fix, "--", "src"]),
+        )
+        .expect("write");
+        let replay = replay.to_string_lossy().into_owned();
+        // pytest's own account: red before the fix, red after it.
+        let (before, suite) = pytest_red(&dir, &[]);
+        git(&dir, &["apply", &format!("{replay}/1.diff")]);
+        let (after, _) = pytest_red(&dir, &[]);
+        git(&dir, &["checkout", "-q", "--", "."]);
+        let expected: std::collections::BTreeSet<String> =
+            before.difference(&after).cloned().collect();
+        line(
+            fix,
+            "pytest: whole suite",
+            format!("{}", before.len()),
+            format!("red, {} after the fix", after.len()),
+            suite,
+        );
+        if let Some(one) = expected.iter().next() {
+            let t = Instant::now();
+            let _ = in_clone(&dir, "python")
+                .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", one])
+                .output();
+            line(
+                fix,
+                "pytest: one node id alone",
+                "1".into(),
+                "(a re-run's floor)".into(),
+                t.elapsed(),
+            );
+        }
+        let same = |found: &std::collections::BTreeSet<String>| {
+            if *found == expected {
+                format!("{}/{} red, exactly", found.len(), expected.len())
+            } else {
+                format!(
+                    "MISMATCH: {} found, {} expected, {} in common",
+                    found.len(),
+                    expected.len(),
+                    found.intersection(&expected).count()
+                )
+            }
+        };
+        // (a) a fail_to_pass command over the fix's test files.
+        git(&dir, &["config", "factory.verify", "true"]);
+        let command = format!("python -m pytest -q {}", test_files.join(" "));
+        let order_a = serde_json::json!({
+            "id": format!("click-{}-a", &fix[..8]), "title": title, "intent": title,
+            "allowed_files": sources, "acceptance_commands": [],
+            "fail_to_pass": [command],
+        });
+        let (code, s, wall) = click_run(&dir, &order_a, &replay, "a");
+        line(
+            fix,
+            "fail_to_pass command: fix",
+            same(&baseline_red(&dir, &s)),
+            verdict(code, &s),
+            wall,
+        );
+        // (b) the whole suite as the check, the red tests named.
+        git(&dir, &["config", "factory.verify", "python -m pytest -q"]);
+        let mut allowed = sources.clone();
+        allowed.extend(test_files.iter().cloned());
+        let order_b = |may_change: bool| {
+            serde_json::json!({
+                "id": format!("click-{}-b", &fix[..8]), "title": title, "intent": title,
+                "allowed_files": allowed, "acceptance_commands": [],
+                "fail_to_pass_tests": expected, "tests_may_change": may_change,
+            })
+        };
+        let (code, s, wall) = click_run(&dir, &order_b(false), &replay, "b");
+        let met = format!(
+            "{}/{}",
+            s["attempts"][0]["tests"]["fail_to_pass_met"],
+            s["attempts"][0]["tests"]["fail_to_pass_total"]
+        );
+        line(
+            fix,
+            "named tests: fix",
+            same(&baseline_red(&dir, &s)),
+            format!("{} f2p {met}", verdict(code, &s)),
+            wall,
+        );
+        let skip = skip_proposal(
+            &dir,
+            &expected,
+            &work.join(format!("click-{}-skip", &fix[..8])),
+        );
+        let (code, s, wall) = click_run(&dir, &order_b(false), &skip, "skip");
+        line(
+            fix,
+            "named tests: skip the red",
+            String::new(),
+            verdict(code, &s),
+            wall,
+        );
+        let (code, s, wall) = click_run(&dir, &order_b(true), &skip, "skip-may");
+        let met = format!(
+            "{}/{}",
+            s["attempts"][0]["tests"]["fail_to_pass_met"],
+            s["attempts"][0]["tests"]["fail_to_pass_total"]
+        );
+        line(
+            fix,
+            "skip, tests_may_change",
+            String::new(),
+            format!("{} f2p {met}", verdict(code, &s)),
+            wall,
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

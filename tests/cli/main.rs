@@ -34,6 +34,7 @@ mod platform;
 mod pool;
 mod providers;
 mod pycache;
+mod real_suite;
 mod recovery;
 mod release;
 mod restore;

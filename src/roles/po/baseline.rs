@@ -549,7 +549,8 @@ enum Relied<'a> {
 }
 
 /// Red first (SPEC §3.9): a red result the contract relies on is run a second time (pytest:
-/// only the red node ids, as a flake after a change is; other runners the whole command); one
+/// only the red node ids, as a flake after a change is, [`PoRun::run_again`]; other runners
+/// the whole command); one
 /// that passes then is refused as flaky, never a red to turn green.
 fn confirm_red(
     po: &PoRun<'_>,
@@ -565,12 +566,8 @@ fn confirm_red(
             .collect(),
         Relied::Tests(ids) => ids.to_vec(),
     };
-    let only = match first.tests.as_ref().filter(|t| t.source == "pytest") {
-        Some(_) => red_ids.clone(),
-        None => Vec::new(),
-    };
     let stem = format!("{kind}_{index}_confirm");
-    let again = po.run_as(kind, &stem, &first.command, &only);
+    let again = po.run_again(kind, &stem, &first.command, first, &red_ids);
     interrupted(&again)?;
     let now: std::collections::HashMap<&str, TestStatus> = again
         .tests

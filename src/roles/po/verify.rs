@@ -349,6 +349,48 @@ impl PoRun<'_> {
         r
     }
 
+    /// Runs a command again for the tests `ids` that failed in `first`: the whole command,
+    /// unless `first` reported through pytest; then only those node ids, collecting only
+    /// their files (one test's cost, not the suite's), and the tests still red then once
+    /// more among the whole collection, for a test that leans on modules other test files
+    /// import. The result is the last run's, its report holding every id's latest status.
+    pub fn run_again(
+        &self,
+        kind: &str,
+        stem: &str,
+        argv: &[String],
+        first: &CmdResult,
+        ids: &[String],
+    ) -> CmdResult {
+        if first.tests.as_ref().is_none_or(|t| t.source != "pytest") || ids.is_empty() {
+            return self.run_as(kind, stem, argv, &[]);
+        }
+        let mut narrowed = vec![report::NARROW.to_string()];
+        narrowed.extend(ids.iter().cloned());
+        let alone = self.run_as(kind, stem, argv, &narrowed);
+        let passed = |r: &CmdResult, id: &str| {
+            r.tests
+                .iter()
+                .flat_map(|t| t.tests.iter())
+                .any(|t| t.id == id && t.status == crate::store::records::TestStatus::Passed)
+        };
+        let still: Vec<String> = (ids.iter())
+            .filter(|id| !passed(&alone, id))
+            .cloned()
+            .collect();
+        if still.is_empty() || alone.interrupted || alone.timed_out {
+            return alone;
+        }
+        let mut among_all = self.run_as(kind, &format!("{stem}_all"), argv, &still);
+        if let (Some(all), Some(first)) = (among_all.tests.as_mut(), alone.tests) {
+            let later: std::collections::HashSet<String> =
+                all.tests.iter().map(|t| t.id.clone()).collect();
+            let earlier = first.tests.into_iter().filter(|t| !later.contains(&t.id));
+            all.tests.splice(0..0, earlier);
+        }
+        among_all
+    }
+
     /// Runs one command and grades it per test against the baseline; a command whose only
     /// failures are tests that passed on the baseline runs once more (flakes once).
     pub fn run_graded(
@@ -370,13 +412,9 @@ impl PoRun<'_> {
         };
         let mut j = judge(&r);
         if j.wants_rerun(&r) && !r.interrupted {
-            // pytest re-runs only the tests that failed; other runners the whole command.
-            let only: Vec<String> = match r.tests.as_ref().filter(|t| t.source == "pytest") {
-                Some(_) => j.regression.iter().map(|(id, _)| id.clone()).collect(),
-                None => Vec::new(),
-            };
+            let ids: Vec<String> = j.regression.iter().map(|(id, _)| id.clone()).collect();
             let stem = format!("{kind}_{index}_rerun");
-            let mut again = self.run_as(kind, &stem, argv, &only);
+            let mut again = self.run_again(kind, &stem, argv, &r, &ids);
             grade::join(&mut again, base);
             r = grade::merge_rerun(r, again);
             j = judge(&r);

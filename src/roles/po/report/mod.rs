@@ -26,6 +26,9 @@ pub const REPORT_VAR: &str = "GIT_FACTORY_TEST_REPORT";
 pub const RUN_PREFIX: &str = "git-factory-tests.";
 /// Names a file of pytest node ids: the plugin deselects every other test (a re-run).
 pub const ONLY_VAR: &str = "GIT_FACTORY_TEST_ONLY";
+/// A first line of that file asking the plugin to collect only the named tests' files too:
+/// re-running one test then costs that test, not the whole suite's collection.
+pub const NARROW: &str = "#narrow";
 
 /// The private folder of a run's checks (or of one `verify`/`reverify`): the pytest plugin
 /// and the files it writes, in the system's temporary folder under a random name — outside
