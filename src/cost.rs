@@ -369,6 +369,13 @@ fn table_price(
     put(UsageKey::OUTPUT_TOKENS, usage.output_tokens);
     put(UsageKey::CACHE_READ_TOKENS, usage.cache_read_tokens);
     put(UsageKey::CACHE_WRITE_TOKENS, usage.cache_write_tokens);
+    // An hour's writes are some of the writes: never more than they are.
+    put(
+        UsageKey::CACHE_WRITE_1H_TOKENS,
+        usage
+            .cache_write_1h_tokens
+            .map(|n| n.min(usage.cache_write_tokens.unwrap_or(0))),
+    );
     let calculator = bundled();
     let plain = PriceRequest::new(model, &counts).with_timestamp(at);
     let hinted = match (provider, base_url) {

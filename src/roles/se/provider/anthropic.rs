@@ -165,6 +165,7 @@ impl MessagesReader {
             output_tokens: new.output_tokens.or(old.output_tokens),
             cache_read_tokens: new.cache_read_tokens.or(old.cache_read_tokens),
             cache_write_tokens: new.cache_write_tokens.or(old.cache_write_tokens),
+            cache_write_1h_tokens: new.cache_write_1h_tokens.or(old.cache_write_1h_tokens),
             server_cost_usd: new.server_cost_usd.or(old.server_cost_usd),
             ..Usage::default()
         });

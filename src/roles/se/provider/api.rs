@@ -188,6 +188,18 @@ pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
         .filter(|c| c.is_finite() && (0.0..=MAX_REPORTED_COST).contains(c))
 }
 
+/// What a server said a request cost (OpenRouter's `usage.cost`). On the user's own provider
+/// key (`is_byok`) that is only OpenRouter's fee: what the provider charged the user's own
+/// account is `cost_details.upstream_inference_cost`, spent as well.
+fn server_cost(u: &Value) -> Option<f64> {
+    let cost = reported_cost(u.get("cost"))?;
+    if u.get("is_byok").and_then(Value::as_bool) != Some(true) {
+        return Some(cost);
+    }
+    let upstream = reported_cost(u.pointer("/cost_details/upstream_inference_cost"));
+    Some(cost + upstream.unwrap_or(0.0))
+}
+
 /// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'
 /// `prompt_tokens`/`completion_tokens` with their `*_details`, the Responses API's
 /// `input_tokens`/`output_tokens` with theirs, Anthropic's `input_tokens` with its cache reads
@@ -196,7 +208,7 @@ pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
 pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
     let u = v.filter(|u| u.is_object())?;
     let n = |path: &str| u.pointer(path).and_then(Value::as_u64);
-    let cost = reported_cost(u.get("cost"));
+    let cost = server_cost(u);
     Some(match api {
         Api::Chat => Usage {
             input_tokens: n("/prompt_tokens"),
@@ -221,6 +233,7 @@ pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
             output_tokens: n("/output_tokens"),
             cache_read_tokens: n("/cache_read_input_tokens"),
             cache_write_tokens: n("/cache_creation_input_tokens"),
+            cache_write_1h_tokens: n("/cache_creation/ephemeral_1h_input_tokens"),
             server_cost_usd: cost,
             ..Usage::default()
         },
