@@ -1,7 +1,8 @@
 //! What a run cost, attacked again (SPEC §3.3 Cost): the money a server's usage report
 //! says was spent that the record left out.
 
-use crate::providers::{good, json_reply, run_served, Reply};
+use crate::common::*;
+use crate::providers::{good, json_reply, run_model, run_served, serve_replies, Reply};
 use serde_json::{json, Value};
 
 fn close(got: &Value, want: f64) {
@@ -71,4 +72,37 @@ fn cache_writes_kept_for_an_hour_cost_the_hour_rate() {
     assert_eq!(a["usage"]["cache_write_1h_tokens"], 1_000_000, "{a}");
     close(&a["cost"]["usd"], 2.006);
     close(&ran.summary["cost"]["usd"], 2.006);
+}
+
+#[test]
+fn a_forced_re_run_keeps_what_the_run_before_it_cost_in_the_sums() {
+    // A forced re-run moves `refs/factory/<run_id>` to its own record, with the run before it
+    // as a parent "so no run is ever lost": what that run spent was spent all the same, so
+    // `log --cost` still counts it, per model and per work order.
+    let usage = json!({"prompt_tokens": 2000, "completion_tokens": 500,
+        "prompt_tokens_details": {"cached_tokens": 1000}});
+    let r = TestRepo::simple();
+    let (url, _seen, server) = serve_replies(vec![
+        chat_whole("gpt-4.1-2025-04-14", usage.clone()),
+        chat_whole("gpt-4.1-2025-04-14", usage),
+    ]);
+    let wo = r.work_order(basic_order(&["grep -qx TWO app.txt"]));
+    let first = run_model(&r, &wo, &url, &["--llm-model", "gpt-4.1"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    r.git(&["checkout", "--", "."]);
+    let again = run_model(&r, &wo, &url, &["--llm-model", "gpt-4.1", "--force"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    server.join().expect("server");
+    assert_eq!(first.summary["run_id"], again.summary["run_id"]);
+    let listed = r
+        .factory()
+        .args(["log", "--cost", "--json"])
+        .output()
+        .expect("log");
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_of(&listed));
+    let sums: Value = serde_json::from_str(&stdout_of(&listed)).expect("json");
+    close(&sums["total"]["usd"], 0.013);
+    assert_eq!(sums["runs"], 2, "{sums}");
+    close(&sums["by_model"][0]["cost"]["usd"], 0.013);
+    close(&sums["by_work_order"][0]["cost"]["usd"], 0.013);
 }
