@@ -106,3 +106,31 @@ fn a_forced_re_run_keeps_what_the_run_before_it_cost_in_the_sums() {
     close(&sums["by_model"][0]["cost"]["usd"], 0.013);
     close(&sums["by_work_order"][0]["cost"]["usd"], 0.013);
 }
+
+#[test]
+fn a_server_that_refuses_the_cap_by_name_is_still_asked_with_a_limit_under_max_cost() {
+    // Under --max-cost each request's worst case assumes the 32,768-token cap the harness
+    // sends. A server that knows only the older name of the limit (`max_tokens`) refuses
+    // `max_completion_tokens` as an unknown field; the cap is the harness's, so it may be
+    // dropped — yet a request sent with no limit at all can cost any amount, past the budget.
+    // The limit must stay on the request, under the name the server knows.
+    let refused = json_reply(
+        422,
+        json!({"detail": [{"type": "extra_forbidden", "loc": ["body", "max_completion_tokens"],
+            "msg": "Extra inputs are not permitted", "input": 32768}]}),
+    );
+    let answer = chat_whole(
+        "gpt-4.1-2025-04-14",
+        json!({"prompt_tokens": 2000, "completion_tokens": 500}),
+    );
+    let (_r, ran, seen) = run_served(
+        vec![refused, answer],
+        &["--llm-model", "gpt-4.1", "--max-cost", "1"],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2, "{}", ran.stderr);
+    assert_eq!(seen[0].body["max_completion_tokens"], 32768);
+    assert_eq!(seen[1].body.get("max_completion_tokens"), None);
+    assert_eq!(seen[1].body["max_tokens"], 32768, "{}", seen[1].body);
+}

@@ -51,7 +51,9 @@ impl Wire for Messages {
             Param::Effort => ("output_config.effort", &["output_config.effort", "effort"]),
             Param::MaxOutput => ("max_tokens", &["max_tokens"]),
             Param::Stream => ("stream", &["stream"]),
-            Param::Seed | Param::StreamOptions | Param::Store => return None,
+            Param::Seed | Param::StreamOptions | Param::Store | Param::MaxOutputOlder => {
+                return None
+            }
         })
     }
 

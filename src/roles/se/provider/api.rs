@@ -47,19 +47,24 @@ pub enum Param {
     JsonMode,
     Effort,
     MaxOutput,
+    /// The output limit under its older name (Chat Completions' `max_tokens`), for a server
+    /// that refuses `max_completion_tokens` as unknown: under `--max-cost` a request is never
+    /// sent without a limit because the server knows the limit by another name.
+    MaxOutputOlder,
     Stream,
     StreamOptions,
     Store,
     ToolChoice,
 }
 
-pub const ALL_PARAMS: [Param; 10] = [
+pub const ALL_PARAMS: [Param; 11] = [
     Param::Temperature,
     Param::Seed,
     Param::Schema,
     Param::JsonMode,
     Param::Effort,
     Param::MaxOutput,
+    Param::MaxOutputOlder,
     Param::Stream,
     Param::StreamOptions,
     Param::Store,
