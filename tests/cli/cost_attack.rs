@@ -134,3 +134,29 @@ fn a_server_that_refuses_the_cap_by_name_is_still_asked_with_a_limit_under_max_c
     assert_eq!(seen[1].body.get("max_completion_tokens"), None);
     assert_eq!(seen[1].body["max_tokens"], 32768, "{}", seen[1].body);
 }
+
+#[test]
+fn reasoning_a_server_left_out_of_its_completion_count_is_still_paid_for() {
+    // OpenAI counts reasoning inside `completion_tokens`. Gemini's OpenAI-compatible
+    // endpoint and many proxies report it beside: `completion_tokens` is the answer alone and
+    // `total_tokens` is prompt + answer + reasoning. Reasoning is billed as output, so those
+    // 4000 tokens are output, not free. (Reasoning that is inside the count is not counted
+    // twice: the same answer reported OpenAI's way costs the same.)
+    let apart = json!({"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 5100,
+        "completion_tokens_details": {"reasoning_tokens": 4000}});
+    let inside = json!({"prompt_tokens": 1000, "completion_tokens": 4100, "total_tokens": 5100,
+        "completion_tokens_details": {"reasoning_tokens": 4000}});
+    let mut costs = Vec::new();
+    for usage in [apart, inside] {
+        let (_r, ran, _seen) = run_served(
+            vec![chat_whole("gemini-2.5-flash", usage.clone())],
+            &["--llm-model", "gemini-2.5-flash"],
+        );
+        assert_eq!(ran.code, 0, "{usage}: {}", ran.stderr);
+        let a = &ran.summary["attempts"][0];
+        assert_eq!(a["usage"]["output_tokens"], 4100, "{usage}: {a}");
+        assert_eq!(a["usage"]["reasoning_tokens"], 4000, "{usage}: {a}");
+        costs.push(a["cost"]["usd"].as_f64().expect("priced"));
+    }
+    close(&json!(costs[0]), costs[1]);
+}

@@ -205,6 +205,27 @@ fn server_cost(u: &Value) -> Option<f64> {
     Some(cost + upstream.unwrap_or(0.0))
 }
 
+/// The output count with its reasoning in it. OpenAI counts reasoning inside the output;
+/// Gemini's OpenAI-compatible endpoint and many proxies report it beside, their total being
+/// input + output + reasoning: that reasoning was billed as output all the same.
+fn with_reasoning(
+    input: Option<u64>,
+    output: Option<u64>,
+    reasoning: Option<u64>,
+    total: Option<u64>,
+) -> Option<u64> {
+    let out = output?;
+    if let (Some(input), Some(reasoning), Some(total)) = (input, reasoning, total) {
+        let sum = input
+            .checked_add(out)
+            .and_then(|n| n.checked_add(reasoning));
+        if reasoning > 0 && sum == Some(total) {
+            return Some(out.saturating_add(reasoning));
+        }
+    }
+    Some(out)
+}
+
 /// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'
 /// `prompt_tokens`/`completion_tokens` with their `*_details`, the Responses API's
 /// `input_tokens`/`output_tokens` with theirs, Anthropic's `input_tokens` with its cache reads
@@ -217,7 +238,12 @@ pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
     Some(match api {
         Api::Chat => Usage {
             input_tokens: n("/prompt_tokens"),
-            output_tokens: n("/completion_tokens"),
+            output_tokens: with_reasoning(
+                n("/prompt_tokens"),
+                n("/completion_tokens"),
+                n("/completion_tokens_details/reasoning_tokens"),
+                n("/total_tokens"),
+            ),
             cache_read_tokens: n("/prompt_tokens_details/cached_tokens"),
             cache_write_tokens: n("/prompt_tokens_details/cache_write_tokens"),
             reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
@@ -226,7 +252,12 @@ pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
         },
         Api::Responses => Usage {
             input_tokens: n("/input_tokens"),
-            output_tokens: n("/output_tokens"),
+            output_tokens: with_reasoning(
+                n("/input_tokens"),
+                n("/output_tokens"),
+                n("/output_tokens_details/reasoning_tokens"),
+                n("/total_tokens"),
+            ),
             cache_read_tokens: n("/input_tokens_details/cached_tokens"),
             cache_write_tokens: n("/input_tokens_details/cache_write_tokens"),
             reasoning_tokens: n("/output_tokens_details/reasoning_tokens"),
