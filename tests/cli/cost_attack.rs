@@ -160,3 +160,43 @@ fn reasoning_a_server_left_out_of_its_completion_count_is_still_paid_for() {
     }
     close(&json!(costs[0]), costs[1]);
 }
+
+#[test]
+fn once_a_dearer_model_served_the_run_its_price_holds_the_next_request() {
+    // A request is priced by the model the answer names (SPEC §3.3). Asked for gpt-4.1-nano
+    // ($0.10 / $0.40 per million), the server answered as gpt-4.1 ($2 / $8): 2000 tokens out
+    // cost $0.016 of the $0.02 budget. The next request's worst case at gpt-4.1's price
+    // (1000 out: $0.008, plus its input) passes the $0.004 left, though at nano's it would
+    // not: the model that served the run is now known, so its price holds the request.
+    let invalid = chat_whole_text(
+        "gpt-4.1-2025-04-14",
+        "not a proposal",
+        json!({"prompt_tokens": 0, "completion_tokens": 2000}),
+    );
+    let (_r, ran, seen) = run_served(
+        vec![invalid],
+        &[
+            "--llm-model",
+            "gpt-4.1-nano",
+            "--llm-max-output-tokens",
+            "1000",
+            "--max-cost",
+            "0.02",
+        ],
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 1, "{}", ran.stderr);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let s = &ran.summary;
+    assert_eq!(s["ended_stage"], "budget_exhausted", "{s}");
+    close(&s["cost"]["usd"], 0.016);
+}
+
+/// A whole Chat Completions answer of `content`.
+fn chat_whole_text(model: &str, content: &str, usage: Value) -> Reply {
+    json_reply(
+        200,
+        json!({"id": "gen-1", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": usage}),
+    )
+}
