@@ -188,10 +188,12 @@ impl PriceBook {
     }
 
     /// The most a request can cost: `input_tokens` all uncached, and its whole output
-    /// limit; `None` when the model has no price.
+    /// limit; `None` when the model has no price. `served`: the model that answered the run
+    /// before, priced by its own price when that is the dearer (its answers are priced so).
     pub fn worst_case(
         &self,
         who: &Priced,
+        served: Option<&str>,
         input_tokens: u64,
         output_tokens: u64,
         at: SystemTime,
@@ -204,13 +206,16 @@ impl PriceBook {
             output_tokens: Some(output_tokens),
             ..Usage::default()
         };
-        self.price(who, None, &usage, at).map(|(usd, _)| usd)
+        let asked = self.price(who, None, &usage, at).map(|(usd, _)| usd)?;
+        let served = served.and_then(|s| self.price(who, Some(s), &usage, at));
+        Some(served.map_or(asked, |(usd, _)| usd.max(asked)))
     }
 
     /// Whether requests of `who` have a price before they are made (a server's own report
     /// comes only after).
     pub fn has_price(&self, who: &Priced) -> bool {
-        self.worst_case(who, 1, 1, SystemTime::now()).is_some()
+        self.worst_case(who, None, 1, 1, SystemTime::now())
+            .is_some()
     }
 
     /// The user's price for the served model, else for the model asked; then the table's.
@@ -252,6 +257,8 @@ pub struct Meter<'a> {
     priced: Option<&'a Priced>,
     /// The output limit a request's worst case assumes.
     output_limit: u64,
+    /// The model the last answer named: later requests are held at its price too.
+    served: RefCell<Option<String>>,
     metered: RefCell<Metered>,
 }
 
@@ -285,8 +292,15 @@ impl<'a> Meter<'a> {
             prices,
             priced,
             output_limit,
+            served: RefCell::new(None),
             metered: RefCell::new(Metered::default()),
         }
+    }
+
+    /// The model that answered the run's earlier requests (SPEC §3.3 prices by it).
+    pub fn served_before(self, served: Option<String>) -> Self {
+        *self.served.borrow_mut() = served;
+        self
     }
 
     /// Holds the worst case of a request of `bytes()` UTF-8 bytes (its input taken as bytes
@@ -299,8 +313,9 @@ impl<'a> Meter<'a> {
         };
         let input = (bytes() as u64).div_ceil(3);
         let output = self.output_limit;
+        let served = self.served.borrow().clone();
         let worst = (self.prices)
-            .worst_case(priced, input, output, at)
+            .worst_case(priced, served.as_deref(), input, output, at)
             .unwrap_or(0.0);
         match self.budget.reserve(worst) {
             Ok(()) => Ok(Held { worst, at }),
@@ -317,6 +332,9 @@ impl<'a> Meter<'a> {
     /// it costs what its usage costs at the time it was made — its worst case against the
     /// budget when that has no price; a request that was not billed costs nothing.
     pub fn settle(&self, held: Held, usage: Option<&Usage>, billed: bool, served: Option<&str>) {
+        if let Some(name) = served {
+            *self.served.borrow_mut() = Some(name.to_string());
+        }
         let cost = match self.priced {
             Some(priced) if billed || usage.is_some() => {
                 Some(self.prices.cost(priced, served, usage, held.at))
@@ -369,6 +387,13 @@ fn table_price(
     put(UsageKey::OUTPUT_TOKENS, usage.output_tokens);
     put(UsageKey::CACHE_READ_TOKENS, usage.cache_read_tokens);
     put(UsageKey::CACHE_WRITE_TOKENS, usage.cache_write_tokens);
+    // An hour's writes are some of the writes: never more than they are.
+    put(
+        UsageKey::CACHE_WRITE_1H_TOKENS,
+        usage
+            .cache_write_1h_tokens
+            .map(|n| n.min(usage.cache_write_tokens.unwrap_or(0))),
+    );
     let calculator = bundled();
     let plain = PriceRequest::new(model, &counts).with_timestamp(at);
     let hinted = match (provider, base_url) {

@@ -68,7 +68,7 @@ pub fn cmd_log(ui: &Ui, args: LogArgs) -> Result<Exit> {
         ));
     }
     if args.cost {
-        return cost_report(ui, &list, args.json);
+        return cost_report(ui, &repo, &list, args.json);
     }
     if args.json {
         let mut text = serde_json::to_string_pretty(&list.runs).unwrap_or_default();
@@ -179,7 +179,7 @@ fn add_cost(lines: &mut Vec<CostLine>, name: &str, cost: &Cost) {
 
 /// `log --cost`: the listed runs' costs summed per model asked and per work order, from the
 /// run commits' headers alone (no price is looked up: what each run cost is recorded).
-fn cost_report(ui: &Ui, list: &RunList, json: bool) -> Result<Exit> {
+fn cost_report(ui: &Ui, repo: &git2::Repository, list: &RunList, json: bool) -> Result<Exit> {
     let runs = if json {
         list.runs.clone()
     } else {
@@ -188,7 +188,12 @@ fn cost_report(ui: &Ui, list: &RunList, json: bool) -> Result<Exit> {
     let (mut by_model, mut by_order) = (Vec::new(), Vec::new());
     let mut total: Option<Cost> = None;
     let mut costed = 0u32;
-    for r in &runs {
+    // A forced re-run replaced the runs before it under the same id; they were paid for.
+    let replaced: Vec<RunHeader> = runs
+        .iter()
+        .flat_map(|r| crate::store::superseded_runs(repo, &r.run_id))
+        .collect();
+    for r in runs.iter().chain(&replaced) {
         let Some(cost) = &r.cost else { continue };
         costed += 1;
         total = Cost::sum(total.iter().chain([cost]));

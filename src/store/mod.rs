@@ -567,6 +567,38 @@ fn check_run_commit(repo: &Repository, run_id: &str, oid: Oid) -> Result<()> {
     )
 }
 
+/// The runs a forced re-run of `run_id` replaced, newest first: run commits of the same id
+/// reached through its parents (SPEC §4.1: "so no run is ever lost"). What they spent was
+/// spent, so `log --cost` counts them too. Attempt commits (`factory <id> attempt N`) are
+/// not runs; each commit is read once however the records were crafted.
+pub fn superseded_runs(repo: &Repository, run_id: &str) -> Vec<RunHeader> {
+    let Ok(oid) = repo.refname_to_id(&run_ref(run_id)) else {
+        return Vec::new();
+    };
+    let prefix = format!("factory {run_id} ");
+    let mut seen = std::collections::HashSet::from([oid]);
+    let mut next = vec![oid];
+    let mut out = Vec::new();
+    while let Some(oid) = next.pop() {
+        let Ok(commit) = repo.find_commit(oid) else {
+            continue;
+        };
+        for parent in commit.parents() {
+            let message = String::from_utf8_lossy(parent.message_bytes()).into_owned();
+            let is_run = message
+                .lines()
+                .next()
+                .and_then(|subject| subject.strip_prefix(&prefix))
+                .is_some_and(|rest| !rest.starts_with("attempt "));
+            if is_run && seen.insert(parent.id()) {
+                out.push(parse_header(run_id, &message, parent.time().seconds()));
+                next.push(parent.id());
+            }
+        }
+    }
+    out
+}
+
 /// Every run id under `refs/factory/`, with its run commit, sorted by id.
 pub fn run_ids(repo: &Repository) -> Result<Vec<(String, Oid)>> {
     let mut out = Vec::new();

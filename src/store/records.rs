@@ -204,6 +204,10 @@ pub struct Usage {
     /// Input tokens written to the provider's prompt cache (Anthropic's cache creation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// Those of `cache_write_tokens` kept for an hour (Anthropic's `ephemeral_1h_input_tokens`):
+    /// they cost more than the five-minute writes, so they are priced apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h_tokens: Option<u64>,
     /// Output tokens spent on reasoning (part of `output_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
@@ -232,6 +236,7 @@ impl Usage {
             output_tokens: sum(self.output_tokens, other.output_tokens),
             cache_read_tokens: sum(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens: sum(self.cache_write_tokens, other.cache_write_tokens),
+            cache_write_1h_tokens: sum(self.cache_write_1h_tokens, other.cache_write_1h_tokens),
             reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
             failed_requests: self.failed_requests.saturating_add(other.failed_requests),
             server_cost_usd: match (self.server_cost_usd, other.server_cost_usd) {

@@ -14,6 +14,7 @@ mod confine_a;
 mod confine_reach;
 mod contracts;
 mod cost;
+mod cost_attack;
 mod delivery;
 mod demo;
 mod escapes;

@@ -34,7 +34,10 @@ impl Session<'_> {
         let priced = self.priced.clone();
         let plan = self.plan;
         let output = (plan.settings.output_limit()).unwrap_or(DEFAULT_OUTPUT_LIMIT);
-        let meter = Meter::new(self.budget, &plan.prices, priced.as_ref(), output);
+        let served_before =
+            (self.summary.attempts.iter().rev()).find_map(|a| a.served_model.clone());
+        let meter = Meter::new(self.budget, &plan.prices, priced.as_ref(), output)
+            .served_before(served_before);
         let whole = !self.provider.meters_requests();
         let held = match whole
             .then(|| meter.hold(|| prompt::SYSTEM.len() + text.len()))

@@ -51,7 +51,9 @@ impl Wire for Messages {
             Param::Effort => ("output_config.effort", &["output_config.effort", "effort"]),
             Param::MaxOutput => ("max_tokens", &["max_tokens"]),
             Param::Stream => ("stream", &["stream"]),
-            Param::Seed | Param::StreamOptions | Param::Store => return None,
+            Param::Seed | Param::StreamOptions | Param::Store | Param::MaxOutputOlder => {
+                return None
+            }
         })
     }
 
@@ -165,6 +167,7 @@ impl MessagesReader {
             output_tokens: new.output_tokens.or(old.output_tokens),
             cache_read_tokens: new.cache_read_tokens.or(old.cache_read_tokens),
             cache_write_tokens: new.cache_write_tokens.or(old.cache_write_tokens),
+            cache_write_1h_tokens: new.cache_write_1h_tokens.or(old.cache_write_1h_tokens),
             server_cost_usd: new.server_cost_usd.or(old.server_cost_usd),
             ..Usage::default()
         });

@@ -47,19 +47,24 @@ pub enum Param {
     JsonMode,
     Effort,
     MaxOutput,
+    /// The output limit under its older name (Chat Completions' `max_tokens`), for a server
+    /// that refuses `max_completion_tokens` as unknown: under `--max-cost` a request is never
+    /// sent without a limit because the server knows the limit by another name.
+    MaxOutputOlder,
     Stream,
     StreamOptions,
     Store,
     ToolChoice,
 }
 
-pub const ALL_PARAMS: [Param; 10] = [
+pub const ALL_PARAMS: [Param; 11] = [
     Param::Temperature,
     Param::Seed,
     Param::Schema,
     Param::JsonMode,
     Param::Effort,
     Param::MaxOutput,
+    Param::MaxOutputOlder,
     Param::Stream,
     Param::StreamOptions,
     Param::Store,
@@ -188,6 +193,39 @@ pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
         .filter(|c| c.is_finite() && (0.0..=MAX_REPORTED_COST).contains(c))
 }
 
+/// What a server said a request cost (OpenRouter's `usage.cost`). On the user's own provider
+/// key (`is_byok`) that is only OpenRouter's fee: what the provider charged the user's own
+/// account is `cost_details.upstream_inference_cost`, spent as well.
+fn server_cost(u: &Value) -> Option<f64> {
+    let cost = reported_cost(u.get("cost"))?;
+    if u.get("is_byok").and_then(Value::as_bool) != Some(true) {
+        return Some(cost);
+    }
+    let upstream = reported_cost(u.pointer("/cost_details/upstream_inference_cost"));
+    Some(cost + upstream.unwrap_or(0.0))
+}
+
+/// The output count with its reasoning in it. OpenAI counts reasoning inside the output;
+/// Gemini's OpenAI-compatible endpoint and many proxies report it beside, their total being
+/// input + output + reasoning: that reasoning was billed as output all the same.
+fn with_reasoning(
+    input: Option<u64>,
+    output: Option<u64>,
+    reasoning: Option<u64>,
+    total: Option<u64>,
+) -> Option<u64> {
+    let out = output?;
+    if let (Some(input), Some(reasoning), Some(total)) = (input, reasoning, total) {
+        let sum = input
+            .checked_add(out)
+            .and_then(|n| n.checked_add(reasoning));
+        if reasoning > 0 && sum == Some(total) {
+            return Some(out.saturating_add(reasoning));
+        }
+    }
+    Some(out)
+}
+
 /// Reads a `usage` object as the API names its fields (SPEC §3.3): Chat Completions'
 /// `prompt_tokens`/`completion_tokens` with their `*_details`, the Responses API's
 /// `input_tokens`/`output_tokens` with theirs, Anthropic's `input_tokens` with its cache reads
@@ -196,11 +234,16 @@ pub fn reported_cost(v: Option<&Value>) -> Option<f64> {
 pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
     let u = v.filter(|u| u.is_object())?;
     let n = |path: &str| u.pointer(path).and_then(Value::as_u64);
-    let cost = reported_cost(u.get("cost"));
+    let cost = server_cost(u);
     Some(match api {
         Api::Chat => Usage {
             input_tokens: n("/prompt_tokens"),
-            output_tokens: n("/completion_tokens"),
+            output_tokens: with_reasoning(
+                n("/prompt_tokens"),
+                n("/completion_tokens"),
+                n("/completion_tokens_details/reasoning_tokens"),
+                n("/total_tokens"),
+            ),
             cache_read_tokens: n("/prompt_tokens_details/cached_tokens"),
             cache_write_tokens: n("/prompt_tokens_details/cache_write_tokens"),
             reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
@@ -209,7 +252,12 @@ pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
         },
         Api::Responses => Usage {
             input_tokens: n("/input_tokens"),
-            output_tokens: n("/output_tokens"),
+            output_tokens: with_reasoning(
+                n("/input_tokens"),
+                n("/output_tokens"),
+                n("/output_tokens_details/reasoning_tokens"),
+                n("/total_tokens"),
+            ),
             cache_read_tokens: n("/input_tokens_details/cached_tokens"),
             cache_write_tokens: n("/input_tokens_details/cache_write_tokens"),
             reasoning_tokens: n("/output_tokens_details/reasoning_tokens"),
@@ -221,6 +269,7 @@ pub fn usage(v: Option<&Value>, api: Api) -> Option<Usage> {
             output_tokens: n("/output_tokens"),
             cache_read_tokens: n("/cache_read_input_tokens"),
             cache_write_tokens: n("/cache_creation_input_tokens"),
+            cache_write_1h_tokens: n("/cache_creation/ephemeral_1h_input_tokens"),
             server_cost_usd: cost,
             ..Usage::default()
         },

@@ -163,7 +163,7 @@ impl ModelClient {
     fn user_set(&self, p: Param) -> bool {
         match p {
             Param::Temperature => self.settings.temperature_set,
-            Param::MaxOutput => self.settings.max_output_tokens.is_some(),
+            Param::MaxOutput | Param::MaxOutputOlder => self.settings.max_output_tokens.is_some(),
             Param::Effort => self.settings.reasoning_effort.is_some(),
             _ => false,
         }
@@ -180,6 +180,7 @@ impl ModelClient {
                 Param::Temperature => api != Api::Anthropic || self.settings.temperature_set,
                 Param::Effort => self.settings.reasoning_effort.is_some(),
                 Param::MaxOutput => self.settings.output_limit().is_some() || w.required(*p),
+                Param::MaxOutputOlder => self.settings.output_limit().is_some(),
                 _ => true,
             })
             .filter(|p| !self.dropped.contains(&(api, *p)))
@@ -490,7 +491,11 @@ impl ModelClient {
         if !droppable.is_empty() && !matches!(error.status, 401 | 403 | 429) {
             for p in droppable {
                 let name = w.names(p).map(|n| n.0).unwrap_or("?");
-                call.dropped_now.push(name.to_string());
+                // The older name of the limit is in the body only once the newer is gone.
+                let in_body = p != Param::MaxOutputOlder || !send.contains(&Param::MaxOutput);
+                if in_body {
+                    call.dropped_now.push(name.to_string());
+                }
                 self.dropped.push((w.api(), p));
                 call.learnt.push((w.api(), name.to_string()));
             }

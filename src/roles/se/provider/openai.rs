@@ -38,6 +38,7 @@ impl Wire for Chat {
                 "max_completion_tokens",
                 &["max_completion_tokens", "max_tokens"],
             ),
+            Param::MaxOutputOlder => ("max_tokens", &["max_tokens"]),
             Param::Stream => ("stream", &["stream"]),
             Param::StreamOptions => ("stream_options", &["stream_options", "include_usage"]),
             Param::Store | Param::ToolChoice => return None,
@@ -70,6 +71,10 @@ impl Wire for Chat {
         }
         if let (true, Some(n)) = (ask.has(Param::MaxOutput), ask.settings.output_limit()) {
             b.insert("max_completion_tokens".into(), json!(n));
+        } else if let (true, Some(n)) =
+            (ask.has(Param::MaxOutputOlder), ask.settings.output_limit())
+        {
+            b.insert("max_tokens".into(), json!(n));
         }
         if let (true, Some(e)) = (ask.has(Param::Effort), &ask.settings.reasoning_effort) {
             b.insert("reasoning_effort".into(), json!(e));

@@ -26,7 +26,9 @@ impl Wire for Responses {
             Param::MaxOutput => ("max_output_tokens", &["max_output_tokens"]),
             Param::Stream => ("stream", &["stream"]),
             Param::Store => ("store", &["store"]),
-            Param::Seed | Param::StreamOptions | Param::ToolChoice => return None,
+            Param::Seed | Param::StreamOptions | Param::ToolChoice | Param::MaxOutputOlder => {
+                return None
+            }
         })
     }
 
