@@ -1,0 +1,55 @@
+//! Attacks on named tests (SPEC §3.9) and what they reuse: the baseline cache, the red-first
+//! confirmation, the per-test rule `verify` and the hook apply to a run's commit, and the
+//! run's private report folder. Real pytest, real git, the real binary.
+
+use crate::common::*;
+use crate::per_test::{named_order, named_project, rewrite, CALC, FIXED, NAMED_RED};
+
+/// A named-tests run that PASSes and commits its change; its run id.
+fn committed_named_run(r: &TestRepo) -> String {
+    let answer = r.outside.join("answer.json");
+    std::fs::write(&answer, proposal(&rewrite("calc.py", CALC, FIXED), "fix")).expect("write");
+    let wo = r.work_order(named_order(&[NAMED_RED]));
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "--commit", "--agent-command"])
+        .arg(format!("cat {}", answer.display()))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    r.run_ids().last().cloned().expect("a run")
+}
+
+#[test]
+fn a_forged_factory_run_trailer_does_not_lend_the_runs_lenient_rule_to_another_commit() {
+    // Verification is the whole suite, with the baseline's unrelated known failure.
+    let r = named_project();
+    r.git(&["config", "factory.verify", "python -m pytest -q"]);
+    let id = committed_named_run(&r);
+    // The known failure is fixed by hand: the suite is green.
+    r.write(
+        "tests/test_known.py",
+        "def test_known_broken():\n    assert 1 == 1\n",
+    );
+    r.git(&["commit", "-qam", "fix the known failure"]);
+    let out = r.factory().arg("verify").output().expect("verify");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // A later commit the run never judged breaks it again and names the run in a trailer:
+    // the run's rule (its baseline's failures may keep failing) is not this commit's.
+    r.write(
+        "tests/test_known.py",
+        "def test_known_broken():\n    assert 2 == 3\n",
+    );
+    r.git(&[
+        "commit",
+        "-qam",
+        &format!("break it again\n\nFactory-Run: {id}"),
+    ]);
+    let out = r.factory().arg("verify").output().expect("verify");
+    let text = format!("{}{}", stdout_of(&out), stderr_of(&out));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains("judged per test"), "{text}");
+    assert!(text.contains("test_known_broken"), "{text}");
+}
