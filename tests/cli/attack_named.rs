@@ -53,3 +53,39 @@ fn a_forged_factory_run_trailer_does_not_lend_the_runs_lenient_rule_to_another_c
     assert!(!text.contains("judged per test"), "{text}");
     assert!(text.contains("test_known_broken"), "{text}");
 }
+
+/// `calc.py` with a module-level cache an earlier test fills, and the fix of `absolute`.
+const CALC_CACHED: &str = "CACHE = {}\n\n\ndef absolute(x):\n    return x\n";
+const FIXED_CACHED: &str = "CACHE = {}\n\n\ndef absolute(x):\n    return -x if x < 0 else x\n";
+
+#[test]
+fn a_named_red_test_red_in_the_whole_suite_but_green_alone_is_no_flake_on_the_baseline() {
+    // test_negative is red every time the suite runs (an earlier test fills the cache it
+    // reads), and green when it is collected alone: red by order, not by chance.
+    let r = named_project();
+    r.write("calc.py", CALC_CACHED);
+    r.write(
+        "tests/test_calc.py",
+        "import calc\nfrom calc import absolute\n\n\ndef test_fills_cache():\n    calc.CACHE['x'] = 1\n\n\ndef test_negative():\n    assert absolute(-3) == 3 or not calc.CACHE\n",
+    );
+    r.git(&["commit", "-qam", "an order-dependent red test"]);
+    let answer = r.outside.join("answer.json");
+    std::fs::write(
+        &answer,
+        proposal(&rewrite("calc.py", CALC_CACHED, FIXED_CACHED), "fix"),
+    )
+    .expect("write");
+    let wo = r.work_order(named_order(&[NAMED_RED]));
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "--agent-command"])
+        .arg(format!("cat {}", answer.display()))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    let err = stderr_of(&out);
+    assert!(!err.contains("flaky on the baseline"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(r.read("calc.py").as_deref(), Some(FIXED_CACHED));
+}
