@@ -89,3 +89,41 @@ fn a_named_red_test_red_in_the_whole_suite_but_green_alone_is_no_flake_on_the_ba
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(r.read("calc.py").as_deref(), Some(FIXED_CACHED));
 }
+
+/// Attempt 1's `calc.py`: still wrong, and Python that, run at interpreter start, puts a
+/// correct `calc` in place of the tree's.
+const PLANTED: &str = "# PLANT\nimport sys, types\nm = types.ModuleType('calc')\nm.absolute = lambda x: -x if x < 0 else x\nsys.modules['calc'] = m\n\n\ndef absolute(x):\n    return x\n";
+
+#[test]
+fn what_attempt_ones_check_leaves_in_the_report_folder_never_runs_in_attempt_two() {
+    let r = named_project();
+    let tidy = format!("{CALC}# tidy\n");
+    let replay = r.replay(
+        "two-attempts",
+        &[
+            (
+                "1.json",
+                proposal(&rewrite("calc.py", CALC, PLANTED), "first"),
+            ),
+            (
+                "2.json",
+                proposal(&rewrite("calc.py", CALC, &tidy), "second"),
+            ),
+        ],
+    );
+    // Attempt 1's check copies its code into the report folder (first on PYTHONPATH) as
+    // `sitecustomize.py`, which every later Python runs at start, then fails the attempt.
+    let mut o = named_order(&[NAMED_RED]);
+    o["acceptance_commands"] = serde_json::json!([
+        "sh -c 'if grep -q PLANT calc.py; then cp calc.py \"${PYTHONPATH%%:*}/sitecustomize.py\"; exit 1; fi'",
+        "python -m pytest -q",
+    ]);
+    let wo = r.work_order(o);
+    let out = r.run_replay(&wo, &replay, &["--sandbox", "--max-attempts", "2"]);
+    let err = stderr_of(&out);
+    // Attempt 2 changed nothing that fixes absolute(): its red test stays red.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(r.read("calc.py").as_deref(), Some(CALC));
+    let (summary, _) = crate::per_test::records(&r);
+    assert_eq!(summary["verdict"], "FAIL", "{summary}");
+}
