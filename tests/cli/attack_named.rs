@@ -127,3 +127,42 @@ fn what_attempt_ones_check_leaves_in_the_report_folder_never_runs_in_attempt_two
     let (summary, _) = crate::per_test::records(&r);
     assert_eq!(summary["verdict"], "FAIL", "{summary}");
 }
+
+#[test]
+#[ignore = "open: SPEC §3.9 re-runs a failing pytest test alone and calls it flaky if it then passes; a regression by order passes alone"]
+fn a_regression_red_in_the_whole_suite_but_green_alone_is_no_flake_after_the_change() {
+    // The change fixes the red test but leaves state behind that breaks a test collected
+    // later: red every time the suite runs, green when that test runs alone.
+    let r = named_project();
+    r.write("calc.py", CALC_CACHED);
+    r.write(
+        "tests/test_positive.py",
+        "import calc\nfrom calc import absolute\n\n\ndef test_positive():\n    assert absolute(2) == 2 and not calc.CACHE\n",
+    );
+    r.git(&["commit", "-qam", "a test that reads the cache"]);
+    let leaky = "CACHE = {}\n\n\ndef absolute(x):\n    if x < 0:\n        CACHE[x] = 1\n        return -x\n    return x\n";
+    let answer = r.outside.join("answer.json");
+    std::fs::write(
+        &answer,
+        proposal(&rewrite("calc.py", CALC_CACHED, leaky), "fix"),
+    )
+    .expect("write");
+    let wo = r.work_order(named_order(&[NAMED_RED]));
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "--agent-command"])
+        .arg(format!("cat {}", answer.display()))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(r.read("calc.py").as_deref(), Some(CALC_CACHED));
+    let (summary, _) = crate::per_test::records(&r);
+    assert_eq!(summary["verdict"], "FAIL", "{summary}");
+    assert_eq!(
+        summary["attempts"][0]["failure_brief"]["stage"], "regression",
+        "{summary}"
+    );
+}
