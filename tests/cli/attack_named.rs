@@ -166,3 +166,70 @@ fn a_regression_red_in_the_whole_suite_but_green_alone_is_no_flake_after_the_cha
         "{summary}"
     );
 }
+
+/// `git factory run` of `order` with an agent that leaves a mark each time it is asked.
+fn run_marked(r: &TestRepo, diff: &str, order: serde_json::Value) -> (std::process::Output, bool) {
+    let answer = r.outside.join("answer.json");
+    let mark = r.outside.join("asked");
+    let _ = std::fs::remove_file(&mark);
+    std::fs::write(&answer, proposal(diff, "change")).expect("write");
+    let wo = r.work_order(order);
+    let out = r
+        .factory()
+        .args(["run", "--max-attempts", "1", "--agent-command"])
+        .arg(format!(
+            "sh -c 'echo asked >> {}; cat {}'",
+            mark.display(),
+            answer.display()
+        ))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("git factory runs");
+    (out, mark.exists())
+}
+
+#[test]
+#[ignore = "open: the baseline cache is keyed by the commit's tree (SPEC §3.8), but in-situ checks also see ignored files"]
+fn an_ignored_file_that_made_a_named_test_red_is_no_cached_red_once_it_is_gone() {
+    // The committed code is already right; an ignored conftest.py breaks it for pytest.
+    let r = named_project();
+    r.write("calc.py", FIXED);
+    r.write(".gitignore", "tests/conftest.py\n");
+    r.git(&["add", "-A"]);
+    r.git(&[
+        "commit",
+        "-qm",
+        "absolute is right; a local conftest is ignored",
+    ]);
+    r.write(
+        "tests/conftest.py",
+        "import calc\n\ncalc.absolute = lambda x: x\n",
+    );
+    let tidy = format!("{FIXED}# tidy\n");
+    let (out, _) = run_marked(
+        &r,
+        &rewrite("calc.py", FIXED, &tidy),
+        named_order(&[NAMED_RED]),
+    );
+    assert!(
+        !stderr_of(&out).contains("already"),
+        "red with the untracked file: {}",
+        stderr_of(&out)
+    );
+    r.git(&["checkout", "--", "calc.py"]);
+    // Without it, the named red test passes on the same commit: nothing to change.
+    std::fs::remove_file(r.root.join("tests/conftest.py")).expect("remove");
+    let mut o = named_order(&[NAMED_RED]);
+    o["id"] = serde_json::Value::from("abs-again");
+    let (out, asked) = run_marked(&r, &rewrite("calc.py", FIXED, &tidy), o);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !asked,
+        "no model is asked for a test that passes already: {err}"
+    );
+    assert_eq!(r.read("calc.py").as_deref(), Some(FIXED));
+    let (summary, _) = crate::per_test::records(&r);
+    assert_eq!(summary["ended_stage"], "already_satisfied", "{summary}");
+}
