@@ -233,3 +233,41 @@ fn an_ignored_file_that_made_a_named_test_red_is_no_cached_red_once_it_is_gone()
     let (summary, _) = crate::per_test::records(&r);
     assert_eq!(summary["ended_stage"], "already_satisfied", "{summary}");
 }
+
+#[test]
+fn an_ignored_file_a_sandboxed_attempts_check_leaves_does_not_outlive_the_run() {
+    // Were it kept, the next run's baseline check would see it and cache what it made red.
+    // (Unsandboxed checks' ignored outputs stay by design, SPEC §5 and §7.)
+    let r = named_project();
+    r.write(".gitignore", "tests/conftest.py\n");
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "a local conftest is ignored"]);
+    let planted = "# PLANT\nimport calc\n\ncalc.absolute = lambda x: x\n";
+    let mut o = named_order(&[NAMED_RED]);
+    o["acceptance_commands"] = serde_json::json!([
+        "sh -c 'if grep -q PLANT calc.py; then cp calc.py tests/conftest.py; exit 1; fi'",
+        "python -m pytest -q",
+    ]);
+    let answer = r.outside.join("answer.json");
+    std::fs::write(
+        &answer,
+        proposal(&rewrite("calc.py", CALC, planted), "plant"),
+    )
+    .expect("write");
+    let wo = r.work_order(o);
+    let out = r
+        .factory()
+        .args(["run", "--sandbox"])
+        .args(["--max-attempts", "1", "--agent-command"])
+        .arg(format!("cat {}", answer.display()))
+        .arg("-w")
+        .arg(&wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        !r.root.join("tests/conftest.py").exists(),
+        "{}",
+        stderr_of(&out)
+    );
+}
