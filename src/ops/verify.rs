@@ -51,7 +51,7 @@ impl RunRule {
 }
 
 /// The rule of the run that made `commit` (its `Factory-Run:` trailer), when that run
-/// PASSed, its record was sealed by a run of this clone (a fetched record is someone's claim,
+/// PASSed and delivered this very tree, its record was sealed by a run of this clone (a fetched record is someone's claim,
 /// and would otherwise let a push through that no check here judged) and its work order
 /// named tests; `None`: the commit is judged by exit codes and reports as usual.
 pub fn run_rule(repo: &Repository, commit: &git2::Commit<'_>) -> Option<RunRule> {
@@ -63,6 +63,14 @@ pub fn run_rule(repo: &Repository, commit: &git2::Commit<'_>) -> Option<RunRule>
     if run.summary.verdict != Verdict::Pass
         || !cache::record_made_here(repo, &run.run_id, run.commit)
     {
+        return None;
+    }
+    // Only the tree the run judged: a trailer anyone can write on any commit, and the run's
+    // leniency (its baseline's failures may keep failing) is no rule for a tree it never saw.
+    let judged = (run.summary.result_commit.as_deref())
+        .and_then(|c| Oid::from_str(c).ok())
+        .and_then(|c| repo.find_commit(c).ok())?;
+    if judged.tree_id() != commit.tree_id() {
         return None;
     }
     let order = super::reverify::recorded_order(repo, &run).ok()?.order;

@@ -6,6 +6,7 @@ mod agents;
 mod architecture;
 mod attack;
 mod attack_judge;
+mod attack_named;
 mod attest;
 mod audit_concurrent;
 mod batch;

@@ -549,9 +549,9 @@ enum Relied<'a> {
 }
 
 /// Red first (SPEC §3.9): a red result the contract relies on is run a second time (pytest:
-/// only the red node ids, as a flake after a change is, [`PoRun::run_again`]; other runners
-/// the whole command); one
-/// that passes then is refused as flaky, never a red to turn green.
+/// only the red node ids, as a flake after a change is, [`PoRun::run_again`], and the whole
+/// command again if one passes alone; other runners the whole command); one that passes then
+/// is refused as flaky, never a red to turn green.
 fn confirm_red(
     po: &PoRun<'_>,
     kind: &str,
@@ -567,17 +567,27 @@ fn confirm_red(
         Relied::Tests(ids) => ids.to_vec(),
     };
     let stem = format!("{kind}_{index}_confirm");
-    let again = po.run_again(kind, &stem, &first.command, first, &red_ids);
+    let narrowed = first.tests.as_ref().is_some_and(|t| t.source == "pytest");
+    let mut again = po.run_again(kind, &stem, &first.command, first, &red_ids);
     interrupted(&again)?;
-    let now: std::collections::HashMap<&str, TestStatus> = again
-        .tests
-        .iter()
-        .flat_map(|t| t.tests.iter().map(|t| (t.id.as_str(), t.status)))
-        .collect();
-    let now_red = now.values().any(|s| s.is_red());
-    let flaky: Vec<&str> = (red_ids.iter().map(String::as_str))
-        .filter(|id| now.get(id) == Some(&TestStatus::Passed))
-        .collect();
+    let green_again = |again: &CmdResult| -> (Vec<String>, bool) {
+        let now: std::collections::HashMap<&str, TestStatus> = (again.tests.iter())
+            .flat_map(|t| t.tests.iter().map(|t| (t.id.as_str(), t.status)))
+            .collect();
+        let flaky = (red_ids.iter())
+            .filter(|id| now.get(id.as_str()) == Some(&TestStatus::Passed))
+            .cloned()
+            .collect();
+        (flaky, now.values().any(|s| s.is_red()))
+    };
+    let (mut flaky, mut now_red) = green_again(&again);
+    if !flaky.is_empty() && narrowed {
+        // Red in the whole suite, green alone: that may be order (an earlier test's state),
+        // not chance. The whole command, as the contract runs it, decides.
+        again = po.run_as(kind, &format!("{stem}_whole"), &first.command, &[]);
+        interrupted(&again)?;
+        (flaky, now_red) = green_again(&again);
+    }
     let whole = matches!(relied, Relied::Command) && again.succeeded() && !now_red;
     if flaky.is_empty() && !whole {
         return Ok(());

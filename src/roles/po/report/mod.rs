@@ -107,14 +107,19 @@ impl Private {
             .map(tempfile::TempDir::path)
     }
 
-    /// Before a pass: the plugin is put back if a check of an earlier pass changed it (under
-    /// `--sandbox` the folder is the checks' to write). Nothing when the folder is not made.
+    /// Before a pass: the folder holds the plugin and nothing else. A check of an earlier
+    /// pass could write here (under `--sandbox` the folder is the checks' to write), and the
+    /// folder is first on every later check's `PYTHONPATH`: a `sitecustomize.py` or a module
+    /// it left would run in the next attempt's checks, though no diff of that attempt holds
+    /// it. So whatever else is there goes, and a changed plugin is put back. Nothing when the
+    /// folder is not made.
     pub fn fresh_pass(&self) {
         let Some(Some(dir)) = self.dir.get() else {
             return;
         };
         use std::os::unix::fs::MetadataExt as _;
         let plugin = dir.path().join(plugin_file());
+        remove_all_in(dir.path(), Some(&plugin));
         // A link (symbolic, or a second name a check could write through later) is replaced.
         let intact = std::fs::symlink_metadata(&plugin)
             .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1)
@@ -173,6 +178,29 @@ impl Private {
         };
         env.push(("PYTHONPATH".to_string(), path));
         env.push((REPORT_VAR.to_string(), file.to_string_lossy().into_owned()));
+    }
+}
+
+/// Removes everything in `dir` but the regular file `keep`, whatever modes a check gave it
+/// (a folder made unwritable would otherwise keep what it holds). Links are removed, never
+/// followed.
+fn remove_all_in(dir: &Path, keep: Option<&Path>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_file() && keep == Some(path.as_path()) {
+            continue;
+        }
+        if meta.is_dir() {
+            remove_all_in(&path, None);
+            let _ = std::fs::remove_dir(&path);
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
