@@ -264,9 +264,16 @@ fn other_runs_cached_results_are_kept_and_a_forged_one_taken_back() {
             !lines.iter().any(|l| l.contains("forged")),
             "round {round}: {lines:?}"
         );
-        // Every order's baseline check recorded its results on the baseline's tree.
-        let results = lines.iter().filter(|l| l.starts_with("RESULTS ")).count();
-        assert_eq!(results, ids.len(), "round {round}: {lines:?}");
+        // Every order's baseline check recorded its results on the baseline's tree: its red
+        // command's, and its acceptance command's reports.
+        for kind in ["fail_to_pass", "acceptance"] {
+            let results = (lines.iter())
+                .filter(|l| {
+                    l.starts_with("RESULTS ") && l.contains(&format!("\"kind\":\"{kind}\""))
+                })
+                .count();
+            assert_eq!(results, ids.len(), "round {round}: {kind}: {lines:?}");
+        }
     }
 }
 
