@@ -4,7 +4,8 @@
 
 use crate::common::*;
 use crate::providers::{
-    artifact, brief_of, good, json_reply, run_model, run_served, serve_replies, sse, Reply, APP,
+    artifact, brief_of, good, json_reply, run_agent_printing, run_model, run_served, serve_replies,
+    sse, Reply, APP,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -403,22 +404,7 @@ fn an_agent_that_forges_its_usage_gains_nothing() {
         r#"{"factory_usage": {"model": "gpt-4.1", "input_tokens": -5, "output_tokens": -5}}"#,
         r#"{"factory_usage": {"model": "gpt-4.1"}}"#,
     ] {
-        let script = r.outside.join("agent.sh");
-        std::fs::write(
-            &script,
-            format!("#!/bin/sh\ncat <<'EOF'\n{diff}{line}\nEOF\n"),
-        )
-        .expect("write");
-        let out = r
-            .factory()
-            .args(["run", "--json", "--force", "--agent-command"])
-            .arg(format!("sh {}", script.display()))
-            .arg("-w")
-            .arg(&wo)
-            .output()
-            .expect("runs");
-        assert_eq!(out.status.code(), Some(0), "{line}: {}", stderr_of(&out));
-        let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+        let s = run_agent_printing(&r, &wo, &format!("{diff}{line}"), line);
         assert_eq!(
             s["cost"],
             json!({"usd": null, "unpriced_requests": 1, "source": "unpriced"}),

@@ -720,6 +720,28 @@ pub(crate) fn run_model(r: &TestRepo, wo: &std::path::Path, url: &str, flags: &[
     }
 }
 
+/// A `run --json --force` of `wo` by an agent that prints `text`; its summary (exit 0 asserted,
+/// `what` naming the case).
+pub(crate) fn run_agent_printing(
+    r: &TestRepo,
+    wo: &std::path::Path,
+    text: &str,
+    what: &str,
+) -> Value {
+    let script = r.outside.join("agent-prints.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n")).expect("write");
+    let out = r
+        .factory()
+        .args(["run", "--json", "--force", "--agent-command"])
+        .arg(format!("sh {}", script.display()))
+        .arg("-w")
+        .arg(wo)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_of(&out));
+    serde_json::from_str(&stdout_of(&out)).expect("json")
+}
+
 pub(crate) fn artifact(r: &TestRepo, run: &Value, path: &str) -> String {
     let id = run["run_id"].as_str().expect("run id");
     r.git(&["show", &format!("refs/factory/{id}:{path}")])
@@ -3567,22 +3589,7 @@ mod cost {
             ),
         ];
         for (i, (line, usd, source)) in cases.into_iter().enumerate() {
-            let script = r.outside.join(format!("agent{i}.sh"));
-            std::fs::write(
-                &script,
-                format!("#!/bin/sh\ncat <<'EOF'\n{diff}{line}\nEOF\n"),
-            )
-            .expect("write");
-            let out = r
-                .factory()
-                .args(["run", "--json", "--force", "--agent-command"])
-                .arg(format!("sh {}", script.display()))
-                .arg("-w")
-                .arg(&wo)
-                .output()
-                .expect("runs");
-            assert_eq!(out.status.code(), Some(0), "case {i}: {}", stderr_of(&out));
-            let s: Value = serde_json::from_str(&stdout_of(&out)).expect("json");
+            let s = run_agent_printing(&r, &wo, &format!("{diff}{line}"), &format!("case {i}"));
             let cost = &s["attempts"][0]["cost"];
             assert_eq!(cost["source"], source, "case {i}: {cost}");
             match usd {
