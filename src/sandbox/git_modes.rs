@@ -92,8 +92,16 @@ impl Watched {
             let inner = entry.path();
             if entry.file_type().is_ok_and(|t| t.is_dir()) && self.goes_into(&inner) {
                 self.take_in(&inner);
-            } else {
-                self.note(&inner);
+                continue;
+            }
+            // Stat'ed through the listing's folder (no walk of the whole path per entry).
+            match entry.metadata().ok().and_then(|m| mode_from(&m)) {
+                Some(m) => {
+                    self.noted.insert(inner, m);
+                }
+                None => {
+                    self.noted.remove(&inner);
+                }
             }
         }
     }
@@ -222,7 +230,11 @@ impl Watched {
 }
 
 fn mode_of(path: &Path) -> Option<Mode> {
-    let m = std::fs::symlink_metadata(path).ok()?;
+    mode_from(&std::fs::symlink_metadata(path).ok()?)
+}
+
+/// A link's own mode means nothing: none.
+fn mode_from(m: &std::fs::Metadata) -> Option<Mode> {
     (!m.file_type().is_symlink()).then(|| Mode {
         dev: m.dev(),
         ino: m.ino(),
