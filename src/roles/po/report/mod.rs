@@ -100,7 +100,11 @@ impl Private {
                     .prefix(&self.prefix)
                     .tempdir_in(shared_tmp())
                     .ok()?;
-                std::fs::write(dir.path().join(plugin_file()), pytest::PLUGIN).ok()?;
+                crate::git::nofollow::rewrite_own(
+                    &dir.path().join(plugin_file()),
+                    pytest::PLUGIN.as_bytes(),
+                )
+                .ok()?;
                 Some(dir)
             })
             .as_ref()
@@ -117,16 +121,18 @@ impl Private {
         let Some(Some(dir)) = self.dir.get() else {
             return;
         };
-        use std::os::unix::fs::MetadataExt as _;
+        use crate::git::nofollow;
+        use std::io::Read as _;
         let plugin = dir.path().join(plugin_file());
         remove_all_in(dir.path(), Some(&plugin));
         // A link (symbolic, or a second name a check could write through later) is replaced.
-        let intact = std::fs::symlink_metadata(&plugin)
-            .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1)
-            && std::fs::read(&plugin).ok().as_deref() == Some(pytest::PLUGIN.as_bytes());
+        let intact =
+            nofollow::open_own(&plugin, rustix::fs::OFlags::RDONLY).is_some_and(|mut f| {
+                let mut now = Vec::new();
+                f.read_to_end(&mut now).is_ok() && now == pytest::PLUGIN.as_bytes()
+            });
         if !intact {
-            let _ = std::fs::remove_file(&plugin);
-            let _ = std::fs::write(&plugin, pytest::PLUGIN);
+            let _ = nofollow::rewrite_own(&plugin, pytest::PLUGIN.as_bytes());
         }
     }
 
@@ -142,15 +148,8 @@ impl Private {
     /// Writes `text` to a new file `name` in the folder: whatever a check left under that
     /// name (a link to a file of the user's, say) is removed first, never written through.
     pub fn write_new(&self, name: &str, text: &str) -> Option<PathBuf> {
-        use std::io::Write as _;
         let file = self.path()?.join(name);
-        let _ = std::fs::remove_file(&file);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&file)
-            .ok()?;
-        f.write_all(text.as_bytes()).ok()?;
+        crate::git::nofollow::rewrite_own(&file, text.as_bytes()).ok()?;
         Some(file)
     }
 

@@ -255,12 +255,13 @@ impl PrivateGitDir {
             ];
             for (from, to) in files {
                 match std::fs::read(from) {
-                    Ok(bytes) => std::fs::write(made.dir.join(to), bytes)?,
+                    Ok(bytes) => drop(git::nofollow::rewrite_own(&made.dir.join(to), &bytes)?),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }
             }
-            std::fs::write(made.dir.join("packed-refs"), packed_refs(repo))
+            let refs = packed_refs(repo);
+            git::nofollow::rewrite_own(&made.dir.join("packed-refs"), &refs).map(drop)
         };
         copy().map_err(|e| failed(format!("cannot make the agent's git folder: {e}")))?;
         Ok(made)
