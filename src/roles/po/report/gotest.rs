@@ -106,8 +106,7 @@ mod tests {
         assert!(recognise(text));
         let mut f = Folded::default();
         parse(text, &mut f);
-        let got: Vec<(&str, TestStatus)> =
-            f.tests.iter().map(|t| (t.id.as_str(), t.status)).collect();
+        let got = crate::roles::po::report::statuses(&f);
         assert_eq!(
             got,
             [

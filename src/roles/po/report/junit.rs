@@ -171,8 +171,7 @@ mod tests {
 </testsuites>"#;
         let mut f = Folded::default();
         parse(xml, &mut f);
-        let got: Vec<(&str, TestStatus)> =
-            f.tests.iter().map(|t| (t.id.as_str(), t.status)).collect();
+        let got = crate::roles::po::report::statuses(&f);
         assert_eq!(
             got,
             [
@@ -190,8 +189,7 @@ mod tests {
         let xml = "<?xml version=\"1.0\"?>\n<testsuites>\n<testcase name=\"a\" classname=\"test\"/>\n<testcase name=\"b\" classname=\"test\"><failure message=\"no\">x</failure></testcase>\n</testsuites>\n";
         let mut f = Folded::default();
         parse(xml, &mut f);
-        let got: Vec<(&str, TestStatus)> =
-            f.tests.iter().map(|t| (t.id.as_str(), t.status)).collect();
+        let got = crate::roles::po::report::statuses(&f);
         assert_eq!(
             got,
             [

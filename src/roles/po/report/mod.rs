@@ -367,6 +367,12 @@ pub fn read(
     folded.into_report(kind, argv, source)
 }
 
+/// Each test's id and status, in the order read (what the parsers' tests compare).
+#[cfg(test)]
+fn statuses(f: &Folded) -> Vec<(&str, TestStatus)> {
+    f.tests.iter().map(|t| (t.id.as_str(), t.status)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,8 +388,7 @@ not json
 {"id":"t.py::e","when":"call","outcome":"passed","xfail":true}"#;
         let mut f = Folded::default();
         pytest::parse(text, &mut f);
-        let got: Vec<(&str, TestStatus)> =
-            f.tests.iter().map(|t| (t.id.as_str(), t.status)).collect();
+        let got = statuses(&f);
         assert_eq!(
             got,
             [
