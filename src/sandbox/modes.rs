@@ -76,24 +76,26 @@ impl Noted {
             .cloned()
             .collect();
         for dir in policy.read_only.iter().filter(|d| is_git_dir(d)) {
+            let own = dir.join("factory");
+            // Watched across commands where inotify serves (every entry, these too): only what
+            // changed is looked at.
+            if whole_git_dirs {
+                if let Some(settled) = super::git_modes::settle(dir, &own) {
+                    noted.took(settled);
+                    noted.watched.push((dir.clone(), own));
+                    continue;
+                }
+            }
             paths.extend(GIT_DIR_ENTRIES.iter().map(|e| dir.join(e)));
             if let Ok(hooks) = std::fs::read_dir(dir.join("hooks")) {
                 paths.extend(hooks.flatten().map(|h| h.path()));
             }
-            paths.push(dir.join("factory").join(super::VERIFY_KEY));
-            if !whole_git_dirs {
-                continue;
-            }
-            let own = dir.join("factory");
-            // Watched across commands where inotify serves: only what changed is looked at.
-            if let Some(settled) = super::git_modes::settle(dir, &own) {
-                noted.took(settled);
-                noted.watched.push((dir.clone(), own));
-                continue;
-            }
-            walk(dir, &own, &mut paths);
-            if let Ok(own) = std::fs::read_dir(&own) {
-                paths.extend(own.flatten().map(|e| e.path()));
+            paths.push(own.join(super::VERIFY_KEY));
+            if whole_git_dirs {
+                walk(dir, &own, &mut paths);
+                if let Ok(own) = std::fs::read_dir(&own) {
+                    paths.extend(own.flatten().map(|e| e.path()));
+                }
             }
         }
         let mut seen = std::collections::HashSet::new();
