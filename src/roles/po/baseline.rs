@@ -270,16 +270,8 @@ fn acceptance_reports<G>(
     // role is another key), with the report globs that shape what they report.
     let junit = po.tests.map_or(&[][..], |t| &t.junit[..]);
     let key: Vec<Vec<String>> = (contract.acceptance.iter())
-        .map(|argv| {
-            std::iter::once("\0acceptance_reports".to_string())
-                .chain(argv.iter().cloned())
-                .collect()
-        })
-        .chain(std::iter::once(
-            std::iter::once("\0testReport".to_string())
-                .chain(junit.iter().cloned())
-                .collect(),
-        ))
+        .map(|argv| tagged("acceptance_reports", argv))
+        .chain(std::iter::once(tagged("testReport", junit)))
         .collect();
     let cached: Option<Vec<BaselineResult>> = cache::results(contract.repo, contract.tree, &key);
     if let Some((list, reports)) = cached.zip(cached_tests(contract.repo, contract.tree, &key)) {
@@ -316,16 +308,19 @@ fn named_phases<'a>(contract: &Contract<'a>) -> [(Phase, &'a [Vec<String>]); 4] 
     ]
 }
 
+/// One line of a cache key that no real command list has: `words` after a tag holding a NUL,
+/// which no argv word can.
+fn tagged(tag: &str, words: &[String]) -> Vec<String> {
+    std::iter::once(format!("\0{tag}"))
+        .chain(words.iter().cloned())
+        .collect()
+}
+
 /// The cache key of a named-tests baseline: every check command with its phase, the named
 /// tests and the JUnit globs that decide which reports count — so an entry is never read for
 /// another command list, other named tests or other report files. The tags hold a NUL, which
 /// no argv word can, so no real command list has this key.
 pub fn named_key(contract: &Contract<'_>, junit: &[String]) -> Vec<Vec<String>> {
-    let tagged = |tag: &str, words: &[String]| -> Vec<String> {
-        std::iter::once(format!("\0{tag}"))
-            .chain(words.iter().cloned())
-            .collect()
-    };
     let mut key: Vec<Vec<String>> = Vec::new();
     for (phase, commands) in named_phases(contract) {
         key.extend(commands.iter().map(|argv| tagged(phase.as_str(), argv)));
